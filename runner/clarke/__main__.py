@@ -1,0 +1,3 @@
+from clarke.cli import main
+
+main()

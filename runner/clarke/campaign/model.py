@@ -1,0 +1,133 @@
+"""The campaign file, as typed models. See docs/campaigns.md for the format."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field, StringConstraints, model_validator
+
+from clarke.schema import StrictModel
+
+HTTP_VERSIONS = ("1.1", "2", "3")
+CONGESTION_CONTROLS = ("cubic", "bbr", "reno")
+
+
+def _http_version(v: Any) -> Any:
+    """YAML reads `1.1` as a float and `2` as an int; accept them as the version strings."""
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int | float):
+        return {1.1: "1.1", 2: "2", 3: "3"}.get(v, str(v))
+    return v
+
+
+HttpVersion = Annotated[
+    StrEnum("HttpVersion", {"h1": "1.1", "h2": "2", "h3": "3"}), BeforeValidator(_http_version)
+]
+CongestionControl = StrEnum("CongestionControl", {c: c for c in CONGESTION_CONTROLS})
+Name = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]*$", max_length=64)]
+
+
+def _unique(values: list[Any]) -> list[Any]:
+    dupes = sorted({str(v) for v in values if values.count(v) > 1})
+    if dupes:
+        raise ValueError(f"listed more than once: {', '.join(dupes)}")
+    return values
+
+
+def Axis(item: Any) -> Any:
+    return Annotated[list[item], Field(min_length=1), BeforeValidator(_listify)]
+
+
+def _listify(v: Any) -> Any:
+    return v if isinstance(v, list) else [v]
+
+
+class Matrix(StrictModel):
+    profiles: Axis(Name)  # type: ignore[valid-type]
+    http: Axis(HttpVersion)  # type: ignore[valid-type]
+    cc: Axis(CongestionControl)  # type: ignore[valid-type]
+    models: Axis(Name)  # type: ignore[valid-type]
+    sizes: Axis(Name)  # type: ignore[valid-type]
+
+    @model_validator(mode="after")
+    def _no_duplicates(self) -> Matrix:
+        for axis in ("profiles", "http", "cc", "models", "sizes"):
+            _unique(getattr(self, axis))
+        return self
+
+
+class Scenario(StrictModel):
+    name: Name
+    description: str = ""
+    matrix: Matrix
+
+
+class Order(StrEnum):
+    listed = "listed"
+    shuffled = "shuffled"
+
+
+class Engine(StrEnum):
+    selenium = "selenium"
+    browsertime = "browsertime"
+
+
+class Cache(StrEnum):
+    cold = "cold"  # a fresh profile per load: no cache, no DNS, no connection reuse
+
+
+ConnectionsPerServer = Annotated[int, Field(ge=1, le=256)]
+
+
+class Browser(StrictModel):
+    engine: Engine = Engine.selenium
+    binary: str | None = Field(
+        default=None, description="firefox-nightly, firefox, firefox-esr or a path"
+    )
+    connections_per_server: ConnectionsPerServer | dict[HttpVersion, ConnectionsPerServer] = 6  # type: ignore[valid-type]
+    cache: Cache = Cache.cold
+    window: tuple[Annotated[int, Field(ge=1280)], Annotated[int, Field(ge=720)]] = (1366, 768)
+
+    def connections_for(self, http: str) -> int:
+        c = self.connections_per_server
+        if isinstance(c, int):
+            return c
+        by_version = {str(k.value): v for k, v in c.items()}
+        return by_version.get(http, 6)
+
+
+class Pages(StrictModel):
+    units: Annotated[str, Field(pattern="^(si|binary)$")] = "si"
+    models_file: str | None = Field(
+        default=None, description="extra page models, relative to the campaign file"
+    )
+
+
+class Campaign(StrictModel):
+    name: Name
+    description: str = ""
+    matrix: Matrix | None = None
+    scenarios: Annotated[list[Scenario], Field(min_length=1)] | None = None
+    repetitions: int = Field(ge=1, le=10_000)
+    order: Order = Order.listed
+    seed: int | None = Field(default=None, ge=0)
+    retries: int = Field(default=2, ge=0, le=10)
+    browser: Browser = Browser()
+    pages: Pages = Pages()
+
+    @model_validator(mode="after")
+    def _one_matrix_form(self) -> Campaign:
+        if (self.matrix is None) == (self.scenarios is None):
+            raise ValueError("give exactly one of `matrix` or `scenarios`")
+        if self.scenarios:
+            _unique([s.name for s in self.scenarios])
+        return self
+
+    def matrices(self) -> list[tuple[str, str, Matrix]]:
+        """(scenario name, field path prefix, matrix) for each matrix in the file."""
+        if self.matrix is not None:
+            return [("main", "matrix", self.matrix)]
+        assert self.scenarios is not None
+        return [(s.name, f"scenarios[{i}].matrix", s.matrix) for i, s in enumerate(self.scenarios)]

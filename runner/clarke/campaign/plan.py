@@ -1,0 +1,164 @@
+"""From a campaign file to a plan: the ordered list of runs, with stable run ids.
+
+Order `listed`: link profile, then repetition, then HTTP version, congestion control,
+page model and size, each in the order the file lists them (one repetition of every cell
+before the next repetition, so slow drifts spread over all cells). Order `shuffled`: the
+runs of each link profile in a random order drawn from `seed` (chosen and recorded when
+the file gives none). Runs that several scenarios share are run once and list every
+scenario they serve."""
+
+from __future__ import annotations
+
+import random
+import secrets
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clarke import schema
+from clarke.campaign.model import Campaign, Order
+from clarke.errors import InputError, ValidationFailed
+from clarke.link import profiles
+from clarke.pages.models import Registry, Units
+
+HTTP_TAG = {"1.1": "h1", "2": "h2", "3": "h3"}
+
+
+@dataclass(frozen=True)
+class Run:
+    index: int  # position in the plan, from 0
+    run_id: str
+    profile: str
+    http: str
+    cc: str
+    model: str
+    size: str
+    repetition: int  # from 1
+    connections: int
+    scenarios: tuple[str, ...] = field(default=())
+
+    @property
+    def page(self) -> str:
+        return f"{self.model}-{self.size}"
+
+    @property
+    def cell(self) -> tuple[str, str, str, str, str]:
+        """The matrix cell: what repetitions of the same run have in common."""
+        return (self.profile, self.http, self.cc, self.model, self.size)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["scenarios"] = list(self.scenarios)
+        d["page"] = self.page
+        return d
+
+
+@dataclass(frozen=True)
+class Plan:
+    campaign: Campaign
+    source: Path
+    seed: int | None
+    runs: list[Run]
+
+    def shard(self, index: int, count: int) -> list[Run]:
+        """The index-th (from 1) of `count` disjoint slices; together they are the plan."""
+        if not 1 <= index <= count:
+            raise InputError(f"shard {index}/{count}: the index must be between 1 and {count}")
+        return [r for r in self.runs if r.index % count == index - 1]
+
+
+def _check_names(c: Campaign, source: Path, registry: Registry) -> None:
+    problems: list[str] = []
+    known_profiles = profiles.available()
+    for _, prefix, m in c.matrices():
+        for i, p in enumerate(m.profiles):
+            if p not in known_profiles:
+                problems.append(
+                    f"{prefix}.profiles[{i}]: unknown link profile {p!r}; allowed: "
+                    f"{', '.join(known_profiles)}"
+                )
+        for i, name in enumerate(m.models):
+            if name not in registry.names():
+                problems.append(
+                    f"{prefix}.models[{i}]: unknown page model {name!r}; allowed: "
+                    f"{', '.join(registry.names())}"
+                )
+                continue
+            model = registry.get(name)
+            for j, size in enumerate(m.sizes):
+                if size not in model.sizes:
+                    problems.append(
+                        f"{prefix}.sizes[{j}]: page model {name!r} has no size {size!r}; "
+                        f"allowed: {', '.join(model.sizes)}"
+                    )
+    if problems:
+        raise ValidationFailed(str(source), problems)
+
+
+def page_registry(c: Campaign, source: Path) -> Registry:
+    extra = []
+    if c.pages.models_file:
+        extra.append((source.parent / c.pages.models_file).resolve())
+        if not extra[0].is_file():
+            raise ValidationFailed(str(source), [f"pages.models_file: file not found: {extra[0]}"])
+    return Registry.default(extra)
+
+
+def load_campaign(path: Path) -> Campaign:
+    c = schema.load(Campaign, path)
+    registry = page_registry(c, path)
+    _check_names(c, path, registry)
+    # Building every page spec catches model/size combinations too small for a JPEG.
+    for _, _, m in c.matrices():
+        for model in m.models:
+            for size in m.sizes:
+                registry.get(model).page(size, Units(c.pages.units))
+    return c
+
+
+def expand(c: Campaign, source: Path, seed: int | None = None) -> Plan:
+    cells: dict[tuple[str, str, str, str, str], list[str]] = {}
+    for scenario, _, m in c.matrices():
+        for profile in m.profiles:
+            for http in m.http:
+                for cc in m.cc:
+                    for model in m.models:
+                        for size in m.sizes:
+                            key = (profile, str(http.value), str(cc.value), model, size)
+                            cells.setdefault(key, []).append(scenario)
+    profile_order = list(dict.fromkeys(k[0] for k in cells))
+    if c.order is Order.shuffled:
+        seed = (
+            seed
+            if seed is not None
+            else (c.seed if c.seed is not None else secrets.randbelow(2**31))
+        )
+    else:
+        seed = None
+    runs: list[Run] = []
+    for profile in profile_order:
+        block = [
+            (rep, key) for rep in range(1, c.repetitions + 1) for key in cells if key[0] == profile
+        ]
+        if seed is not None:
+            random.Random(f"{seed}:{profile}").shuffle(block)
+        for rep, (prof, http, cc, model, size) in block:
+            runs.append(
+                Run(
+                    index=len(runs),
+                    run_id=f"{prof}-{HTTP_TAG[http]}-{cc}-{model}-{size}-r{rep}",
+                    profile=prof,
+                    http=http,
+                    cc=cc,
+                    model=model,
+                    size=size,
+                    repetition=rep,
+                    connections=c.browser.connections_for(http),
+                    scenarios=tuple(cells[(prof, http, cc, model, size)]),
+                )
+            )
+    return Plan(c, source, seed, runs)
+
+
+def plan_file(path: Path, seed: int | None = None) -> Plan:
+    return expand(load_campaign(path), path, seed)

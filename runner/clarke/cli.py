@@ -1,0 +1,57 @@
+"""The `clarke` command. Subcommand groups live in their own modules (cli_*.py); this one
+assembles them and turns Clarke's errors into `Kind: message` and an exit code."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import click
+
+from clarke import __version__
+from clarke.errors import ClarkeError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="clarke")
+@click.option("-v", "--verbose", is_flag=True, help="Log every external command as `$ cmd`.")
+def cli(verbose: bool) -> None:
+    """Clarke measures web page loads in a real browser over emulated satellite links.
+
+    A campaign file declares a matrix (link profiles x HTTP versions x congestion
+    controls x pages x repetitions); Clarke builds the pages, runs every page load,
+    verifies what was really used and records PLT, FCP and LCP in a journal and InfluxDB.
+    """
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING,
+        format="%(message)s",
+        stream=sys.stderr,
+    )
+
+
+def _register() -> None:
+    from clarke import cli_campaign, cli_pages, cli_results
+
+    cli.add_command(cli_pages.pages)
+    cli.add_command(cli_campaign.campaign)
+    cli.add_command(cli_results.results)
+
+
+_register()
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        cli.main(args=argv, prog_name="clarke", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(130)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+    except ClarkeError as e:
+        click.echo(f"{e.kind}: {e}", err=True)
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        click.echo("Interrupted.", err=True)
+        sys.exit(130)

@@ -1,0 +1,71 @@
+"""`clarke campaign …`: check a campaign file and show the runs it expands into."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import click
+
+from clarke.campaign.model import CONGESTION_CONTROLS, HTTP_VERSIONS
+from clarke.campaign.plan import load_campaign, plan_file
+
+CAMPAIGN_FILE = click.Path(path_type=Path, dir_okay=False)
+
+
+@click.group()
+def campaign() -> None:
+    """Campaign files: a matrix of link profiles x HTTP versions x congestion controls x
+    pages x repetitions (see docs/campaigns.md)."""
+
+
+@campaign.command()
+@click.argument("file", type=CAMPAIGN_FILE)
+def validate(file: Path) -> None:
+    """Check FILE against the campaign schema; exit 2 naming every bad field."""
+    c = load_campaign(file)
+    click.echo(f"{file}: valid campaign {c.name!r}")
+
+
+PLAN_HELP = (
+    "Print the runs FILE expands into, in the order they will run, and their count.\n\n"
+    f"HTTP versions: {', '.join(HTTP_VERSIONS)}; "
+    f"congestion controls: {', '.join(CONGESTION_CONTROLS)}."
+)
+
+
+@campaign.command(help=PLAN_HELP)
+@click.argument("file", type=CAMPAIGN_FILE)
+@click.option("--seed", type=int, help="Seed for a shuffled order (overrides the file's).")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+def plan(file: Path, seed: int | None, as_json: bool) -> None:
+    p = plan_file(file, seed)
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "campaign": p.campaign.name,
+                    "order": p.campaign.order.value,
+                    "seed": p.seed,
+                    "count": len(p.runs),
+                    "runs": [r.to_dict() for r in p.runs],
+                },
+                indent=2,
+            )
+        )
+        return
+    for r in p.runs:
+        click.echo(
+            f"{r.index:>5}  {r.run_id:<40} profile={r.profile} http={r.http} cc={r.cc} "
+            f"page={r.page} rep={r.repetition} conns={r.connections} "
+            f"scenarios={','.join(r.scenarios)}"
+        )
+    per_profile = Counter(r.profile for r in p.runs)
+    order = p.campaign.order.value + (f" (seed {p.seed})" if p.seed is not None else "")
+    cells = len({r.cell for r in p.runs})
+    click.echo(
+        f"{len(p.runs)} runs: {cells} cells x {p.campaign.repetitions} repetitions; "
+        + ", ".join(f"{k}: {v}" for k, v in per_profile.items())
+        + f"; order {order}"
+    )

@@ -1,0 +1,40 @@
+"""`clarke results …`: work with a campaign's results directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from clarke.results import store
+from clarke.results.influx import InfluxSink
+
+RESULTS_DIR = click.Path(path_type=Path, file_okay=False, exists=True)
+
+
+@click.group()
+def results() -> None:
+    """Results directories: journals of page loads, and their InfluxDB copies."""
+
+
+@results.command()
+@click.argument("results_dir", type=RESULTS_DIR)
+@click.option(
+    "--influx",
+    "influx_url",
+    required=True,
+    envvar="CLARKE_INFLUX",
+    help="http://[user:pass@]host:port[/database]; database default: clarke. "
+    "Env: CLARKE_INFLUX; a token comes from INFLUX_TOKEN.",
+)
+def push(results_dir: Path, influx_url: str) -> None:
+    """Write every record of RESULTS_DIR's journal to InfluxDB (again).
+
+    Each point's time is its load's start, so pushing twice writes the same points:
+    no duplicates. Use it to backfill after an InfluxDB outage."""
+    _, journal = store.open_existing(results_dir)
+    records = list(journal.records())
+    with InfluxSink.from_url(influx_url) as sink:
+        sink.ensure_database()
+        n = sink.write(records)
+    click.echo(f"{n} records written to {sink.target}")

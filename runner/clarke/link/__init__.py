@@ -1,0 +1,1 @@
+"""The satellite link: profiles (what to emulate) and the backends that emulate it."""

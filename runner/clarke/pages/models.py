@@ -1,0 +1,136 @@
+"""Page models: named object lists per size, read from YAML (pages/alshagri2023.yaml and
+any user file of the same shape)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, StringConstraints
+
+from clarke import paths, schema
+from clarke.errors import InputError, UnknownName
+from clarke.schema import StrictModel
+
+MIN_OBJECT_BYTES = 1000  # below this a JPEG is mostly headers
+STUDY_FILE = "alshagri2023.yaml"
+
+ModelName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$", max_length=40)]
+SizeLabel = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9.]*$", max_length=20)]
+
+
+class Units(StrEnum):
+    si = "si"  # 1 K = 1000 bytes: the study writes "100 K bytes"
+    binary = "binary"  # 1 K = 1024 bytes
+
+    @property
+    def bytes_per_k(self) -> int:
+        return 1000 if self is Units.si else 1024
+
+
+class EqualSplit(StrictModel):
+    count: int = Field(ge=1, le=500)
+    total: float = Field(gt=0)
+
+
+class ModelSpec(StrictModel):
+    description: str = ""
+    sizes: dict[
+        SizeLabel,
+        Annotated[list[Annotated[float, Field(gt=0)]], Field(min_length=1, max_length=500)]
+        | EqualSplit,
+    ] = Field(min_length=1)
+
+
+class ModelFile(StrictModel):
+    models: dict[ModelName, ModelSpec] = Field(min_length=1)
+
+
+@dataclass(frozen=True)
+class PageSpec:
+    """One page to build: `<model>-<size>` with its object sizes in bytes, in page order."""
+
+    model: str
+    size: str
+    object_bytes: tuple[int, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.model}-{self.size}"
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self.object_bytes)
+
+
+@dataclass(frozen=True)
+class PageModel:
+    name: str
+    description: str
+    source: str
+    sizes: dict[str, list[float] | EqualSplit]
+
+    def page(self, size: str, units: Units) -> PageSpec:
+        if size not in self.sizes:
+            raise UnknownName(f"size of page model {self.name!r}", size, list(self.sizes))
+        spec = self.sizes[size]
+        k = units.bytes_per_k
+        if isinstance(spec, EqualSplit):
+            total = round(spec.total * k)
+            base, extra = divmod(total, spec.count)
+            objects = tuple(base + (1 if i < extra else 0) for i in range(spec.count))
+        else:
+            objects = tuple(round(v * k) for v in spec)
+        small = [i + 1 for i, b in enumerate(objects) if b < MIN_OBJECT_BYTES]
+        if small:
+            raise InputError(
+                f"{self.source}: models.{self.name}.sizes.{size}: objects {small} are smaller "
+                f"than {MIN_OBJECT_BYTES} bytes, too small for a real JPEG"
+            )
+        return PageSpec(self.name, size, objects)
+
+
+class Registry:
+    """All known page models, the study's first. Names are unique across files."""
+
+    def __init__(self) -> None:
+        self._models: dict[str, PageModel] = {}
+
+    def add_file(self, path: Path) -> None:
+        parsed = schema.load(ModelFile, path)
+        for name, spec in parsed.models.items():
+            if name in self._models:
+                raise InputError(
+                    f"{path}: models.{name}: already defined in {self._models[name].source}"
+                )
+            self._models[name] = PageModel(name, spec.description, str(path), dict(spec.sizes))
+
+    @classmethod
+    def default(cls, extra_files: list[Path] | tuple[Path, ...] = ()) -> Registry:
+        reg = cls()
+        reg.add_file(paths.data_dir("pages") / STUDY_FILE)
+        for f in extra_files:
+            reg.add_file(f)
+        return reg
+
+    def names(self) -> list[str]:
+        return list(self._models)
+
+    def get(self, name: str) -> PageModel:
+        try:
+            return self._models[name]
+        except KeyError:
+            raise UnknownName("page model", name, self.names()) from None
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._models.values())
+
+    def page_by_name(self, page_name: str, units: Units = Units.si) -> PageSpec:
+        model, sep, size = page_name.partition("-")
+        if not sep:
+            raise InputError(
+                f"page {page_name!r} is not of the form <model>-<size>, e.g. uniform-1m"
+            )
+        return self.get(model).page(size, units)

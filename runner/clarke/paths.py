@@ -1,0 +1,22 @@
+"""Where Clarke's shipped data lives: the source tree when run from a checkout, or the
+copy packed into the wheel under clarke/_data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+_PACKAGE = Path(__file__).resolve().parent
+_SOURCE_ROOT = _PACKAGE.parent.parent  # runner/clarke -> repository root
+
+
+def data_dir(name: str) -> Path:
+    """`pages`, `campaigns` or `profiles`."""
+    for candidate in (_SOURCE_ROOT / name, _PACKAGE / "_data" / name):
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError(f"Clarke's {name}/ directory is missing from this installation")
+
+
+def source_root() -> Path | None:
+    """The repository checkout Clarke runs from, if any (for git revisions, Rust parts)."""
+    return _SOURCE_ROOT if (_SOURCE_ROOT / "pyproject.toml").is_file() else None

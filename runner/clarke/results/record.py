@@ -1,0 +1,76 @@
+"""The result record of one page load: what was asked (every matrix dimension), what was
+used (software versions, implementations of each role), what was measured (metrics) and
+whether it counts (status, with the reason when it does not). docs/results.md documents
+every field and its mapping to InfluxDB."""
+
+from __future__ import annotations
+
+import datetime as dt
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+# Metrics a page load reports, all in milliseconds from navigation start unless named
+# otherwise. Engines may add more; these are the ones dashboards and reports rely on.
+KNOWN_METRICS = (
+    "plt_ms",
+    "fcp_ms",
+    "lcp_ms",
+    "ttfb_ms",
+    "dom_content_loaded_ms",
+    "connect_ms",
+    "tls_ms",
+    "transfer_bytes",
+    "wire_bytes",
+    "overhead",
+)
+
+
+class Status(StrEnum):
+    ok = "ok"
+    failed = "failed"
+
+
+class RunRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = SCHEMA_VERSION
+    campaign: str
+    campaign_id: str
+    run_id: str
+    run_index: int
+    attempt: int = Field(ge=1)
+    scenarios: list[str] = Field(default_factory=list)
+    profile: str
+    http: str
+    cc: str
+    model: str
+    size: str
+    page: str
+    repetition: int
+    connections: int
+    engine: str
+    browser: str
+    browser_version: str = ""
+    implementations: dict[str, str] = Field(default_factory=dict)
+    versions: dict[str, str] = Field(default_factory=dict)
+    git_rev: str = "unknown"
+    shard: str = ""
+    started_at: dt.datetime
+    finished_at: dt.datetime
+    status: Status
+    reason: str = ""
+    metrics: dict[str, float] = Field(default_factory=dict)
+    details: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def timestamp_ns(self) -> int:
+        """The point's time in InfluxDB: the load's start, so that re-pushing is idempotent."""
+        start = self.started_at
+        if start.tzinfo is None:
+            start = start.replace(tzinfo=dt.UTC)
+        delta = start - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+        return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000

@@ -1,0 +1,56 @@
+"""The results directory of a campaign: results/<campaign>-<timestamp>/ holding the
+campaign file as run, the plan, metadata and the journal. The only code that lays out
+results directories."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from clarke.errors import InputError
+from clarke.results.journal import JOURNAL, Journal
+
+CAMPAIGN_COPY = "campaign.yaml"
+META = "meta.json"
+PLAN = "plan.json"
+
+
+def campaign_id(name: str, now: dt.datetime | None = None) -> str:
+    now = now or dt.datetime.now(dt.UTC)
+    return f"{name}-{now.strftime('%Y%m%dT%H%M%SZ')}"
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    with tmp.open("rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def create(
+    base: Path, cid: str, campaign_file: Path, plan: dict[str, Any], meta: dict[str, Any]
+) -> Path:
+    d = base / cid
+    d.mkdir(parents=True, exist_ok=False)
+    shutil.copyfile(campaign_file, d / CAMPAIGN_COPY)
+    _write_json(d / PLAN, plan)
+    _write_json(d / META, {"campaign_id": cid, **meta})
+    (d / JOURNAL).touch()
+    return d
+
+
+def open_existing(d: Path) -> tuple[dict[str, Any], Journal]:
+    if not (d / META).is_file() or not (d / JOURNAL).exists():
+        raise InputError(f"{d}: not a Clarke results directory (no {META} or {JOURNAL})")
+    return json.loads((d / META).read_text()), Journal.in_dir(d)
+
+
+def update_meta(d: Path, **fields: Any) -> None:
+    meta = json.loads((d / META).read_text())
+    meta.update(fields)
+    _write_json(d / META, meta)
