@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -70,7 +71,7 @@ def build_cmd(
     with click.progressbar(
         chosen,
         label="Building pages",
-        file=click.get_text_stream("stderr"),
+        file=sys.stderr,
         item_show_func=lambda p: p.name if p else "",
     ) as bar:
         manifest = page_build.build(bar, out, unit)

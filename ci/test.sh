@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The test command (README): set up from nothing, lint, build the Rust parts, run every
+# test. CI runs it as root (namespaces, TUN devices, congestion-control sysctls).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+say() { printf '==> %s\n' "$*" >&2; }
+
+ci/setup.sh
+
+say "ruff"
+uv run ruff check runner tests
+uv run ruff format --check runner tests
+
+for crate_dir in satlink origin; do
+  [[ -f $crate_dir/Cargo.toml ]] || continue
+  say "cargo: $crate_dir"
+  (
+    cd "$crate_dir"
+    cargo fmt --all --check
+    cargo clippy --locked --all-targets -- -D warnings
+    cargo test --locked
+    cargo build --locked --release
+  )
+done
+
+say "pytest"
+uv run pytest "$@"

@@ -1,0 +1,229 @@
+"""Campaign files: validation errors (exit 2, file and field named, allowed values), plan
+expansion, order, sharding."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from clarke.campaign.plan import plan_file
+
+GOOD = {
+    "name": "t",
+    "matrix": {
+        "profiles": ["lan"],
+        "http": [1.1, 2, 3],
+        "cc": ["bbr"],
+        "models": ["uniform"],
+        "sizes": ["100k"],
+    },
+    "repetitions": 2,
+}
+
+
+def _with(path: str, value: object) -> dict:
+    """GOOD with the value at a dotted path replaced (value `...` deletes the key)."""
+    doc = json.loads(json.dumps(GOOD))
+    *parents, last = path.split(".")
+    node = doc
+    for p in parents:
+        node = node[int(p)] if p.isdigit() else node[p]
+    if value is ...:
+        del node[last]
+    elif last.isdigit():
+        node[int(last)] = value
+    else:
+        node[last] = value
+    return doc
+
+
+MALFORMED: list[tuple[str, object, list[str]]] = [
+    # (description, document or raw text, fragments the message must contain)
+    ("http version", _with("matrix.http.1", 4), ["matrix.http[1]", "'1.1', '2' or '3'"]),
+    ("cc name", _with("matrix.cc.0", "vegas"), ["matrix.cc[0]", "'cubic', 'bbr' or 'reno'"]),
+    (
+        "unknown profile",
+        _with("matrix.profiles.0", "mars"),
+        ["matrix.profiles[0]", "unknown link profile 'mars'", "geo", "lan"],
+    ),
+    (
+        "unknown model",
+        _with("matrix.models.0", "pyramid"),
+        ["matrix.models[0]", "unknown page model 'pyramid'", "single, uniform, triangular"],
+    ),
+    (
+        "unknown size",
+        _with("matrix.sizes.0", "3m"),
+        ["matrix.sizes[0]", "has no size '3m'", "100k, 500k, 1m, 2m"],
+    ),
+    ("zero repetitions", _with("repetitions", 0), ["repetitions", "greater than or equal to 1"]),
+    ("repetitions not a number", _with("repetitions", "three"), ["repetitions", "valid integer"]),
+    ("missing repetitions", _with("repetitions", ...), ["repetitions: required field is missing"]),
+    ("missing name", _with("name", ...), ["name: required field is missing"]),
+    ("bad name", _with("name", "Has Spaces"), ["name", "should match pattern"]),
+    ("unknown top-level key", {**GOOD, "repetition": 3}, ["repetition: unknown field"]),
+    ("unknown matrix key", _with("matrix.pages", ["x"]), ["matrix.pages: unknown field"]),
+    ("empty axis", _with("matrix.cc", []), ["matrix.cc", "at least 1 item"]),
+    ("duplicate in axis", _with("matrix.http", [2, 2]), ["matrix", "listed more than once: 2"]),
+    ("bad order", {**GOOD, "order": "random"}, ["order", "'listed' or 'shuffled'"]),
+    (
+        "bad engine",
+        {**GOOD, "browser": {"engine": "chrome"}},
+        ["browser.engine", "'selenium' or 'browsertime'"],
+    ),
+    (
+        "bad connections",
+        {**GOOD, "browser": {"connections_per_server": 0}},
+        ["browser.connections_per_server", "greater than or equal to 1"],
+    ),
+    (
+        "bad connections version",
+        {**GOOD, "browser": {"connections_per_server": {"4": 2}}},
+        ["browser.connections_per_server", "'1.1', '2' or '3'"],
+    ),
+    (
+        "both matrix and scenarios",
+        {**GOOD, "scenarios": [{"name": "a", "matrix": GOOD["matrix"]}]},
+        ["exactly one of `matrix` or `scenarios`"],
+    ),
+    (
+        "scenario field",
+        {k: v for k, v in GOOD.items() if k != "matrix"}
+        | {"scenarios": [{"name": "a", "matrix": {**GOOD["matrix"], "cc": ["x"]}}]},
+        ["scenarios[0].matrix.cc[0]"],
+    ),
+    (
+        "scenario profile",
+        {k: v for k, v in GOOD.items() if k != "matrix"}
+        | {"scenarios": [{"name": "a", "matrix": {**GOOD["matrix"], "profiles": ["moon"]}}]},
+        ["scenarios[0].matrix.profiles[0]", "unknown link profile 'moon'"],
+    ),
+    ("negative seed", {**GOOD, "seed": -1}, ["seed", "greater than or equal to 0"]),
+    (
+        "missing models file",
+        {**GOOD, "pages": {"models_file": "nothere.yaml"}},
+        ["pages.models_file: file not found"],
+    ),
+    ("not a mapping", "- just\n- a list\n", ["(top level): expected a mapping"]),
+    ("empty file", "", ["(top level): expected a mapping of fields, got empty"]),
+    ("broken YAML", "name: [unclosed\n", ["not valid YAML", "line 2"]),
+]
+
+
+@pytest.mark.parametrize(("what", "doc", "fragments"), MALFORMED, ids=[m[0] for m in MALFORMED])
+def test_malformed_campaign_exit_2_naming_the_field(
+    tmp_path: Path,
+    run_cli,
+    what: str,
+    doc: object,
+    fragments: list[str],  # type: ignore[no-untyped-def]
+) -> None:
+    f = tmp_path / "bad.yaml"
+    f.write_text(doc if isinstance(doc, str) else yaml.safe_dump(doc))
+    for command in ("validate", "plan"):
+        code, out, err = run_cli("campaign", command, str(f))
+        assert code == 2, (what, out, err)
+        assert str(f) in err
+        for fragment in fragments:
+            assert fragment in err, (what, fragment, err)
+        assert "Traceback" not in err
+
+
+def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "clarke", "campaign", "validate", str(tmp_path / "none.yaml")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert "none.yaml" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_all_problems_reported_at_once(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "bad.yaml"
+    f.write_text(yaml.safe_dump(_with("matrix.http", ["7", "2", 9])))
+    code, _, err = run_cli("campaign", "validate", str(f))
+    assert code == 2 and "matrix.http[0]" in err and "matrix.http[2]" in err and "2 problems" in err
+
+
+def test_shipped_campaigns_are_valid(run_cli) -> None:  # type: ignore[no-untyped-def]
+    for f in sorted(Path("campaigns").glob("*.yaml")):
+        code, _out, err = run_cli("campaign", "validate", str(f))
+        assert code == 0, err
+
+
+def test_study_campaign_covers_table_4() -> None:
+    plan = plan_file(Path("campaigns/alshagri2023.yaml"))
+    cells = {r.cell for r in plan.runs}
+    sizes = ("100k", "500k", "1m", "2m")
+    for profile in ("geo", "lan"):
+        for h in ("1.1", "2", "3"):
+            for m in ("single", "uniform"):
+                assert all((profile, h, "bbr", m, s) in cells for s in sizes)
+            assert all((profile, h, "cubic", "uniform", s) in cells for s in sizes)
+        for h in ("2", "3"):
+            assert all((profile, h, "bbr", "triangular", s) in cells for s in sizes)
+    # nothing beyond Table 4: 24 + 12 new (cubic) + 8 new (triangular) per profile
+    assert len(cells) == 2 * 44
+    assert len(plan.runs) == 3 * len(cells)
+    shared = next(r for r in plan.runs if r.cell == ("geo", "2", "bbr", "uniform", "1m"))
+    assert shared.scenarios == ("parallel-streams", "congestion-control", "page-structure")
+    h1 = next(r for r in plan.runs if r.http == "1.1")
+    assert h1.connections == 1
+
+
+def test_listed_order_and_stable_ids(tmp_path: Path) -> None:
+    f = tmp_path / "c.yaml"
+    f.write_text(yaml.safe_dump(GOOD))
+    runs = plan_file(f).runs
+    assert [r.run_id for r in runs] == [
+        "lan-h1-bbr-uniform-100k-r1",
+        "lan-h2-bbr-uniform-100k-r1",
+        "lan-h3-bbr-uniform-100k-r1",
+        "lan-h1-bbr-uniform-100k-r2",
+        "lan-h2-bbr-uniform-100k-r2",
+        "lan-h3-bbr-uniform-100k-r2",
+    ]
+
+
+def test_shuffled_order_is_reproducible_from_its_seed(tmp_path: Path) -> None:
+    f = tmp_path / "c.yaml"
+    doc = {
+        **GOOD,
+        "order": "shuffled",
+        "repetitions": 5,
+        "matrix": {**GOOD["matrix"], "profiles": ["lan", "geo"]},
+    }
+    f.write_text(yaml.safe_dump(doc))
+    a, b = plan_file(f), plan_file(f)
+    assert a.seed is not None and b.seed is not None
+    again = plan_file(f, seed=a.seed)
+    assert [r.run_id for r in again.runs] == [r.run_id for r in a.runs]
+    assert sorted(r.run_id for r in a.runs) == sorted(r.run_id for r in b.runs)
+    # profiles stay in blocks, in the listed order
+    profiles = [r.profile for r in a.runs]
+    assert profiles == ["lan"] * 15 + ["geo"] * 15
+    assert [r.run_id for r in a.runs][:15] != sorted(r.run_id for r in a.runs[:15]) or a.seed == 0
+
+
+def test_shards_are_disjoint_and_cover_the_plan() -> None:
+    plan = plan_file(Path("campaigns/alshagri2023.yaml"))
+    for n in (1, 2, 3, 7):
+        shards = [plan.shard(i, n) for i in range(1, n + 1)]
+        ids = [r.run_id for s in shards for r in s]
+        assert sorted(ids) == sorted(r.run_id for r in plan.runs)
+        assert len(ids) == len(set(ids))
+
+
+def test_plan_json(run_cli) -> None:  # type: ignore[no-untyped-def]
+    code, out, _ = run_cli("campaign", "plan", "campaigns/smoke.yaml", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["count"] == len(data["runs"]) == 3
+    assert {r["http"] for r in data["runs"]} == {"1.1", "2", "3"}
