@@ -6,7 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 UV_VERSION=0.13.9
-APT_PACKAGES=(iproute2 iputils-ping iperf3 ethtool curl influxdb procps)
+GECKODRIVER_VERSION=0.37.1
+APT_PACKAGES=(iproute2 iputils-ping iperf3 ethtool curl influxdb procps
+              firefox-esr libnss3-tools)
 
 say() { printf '==> %s\n' "$*" >&2; }
 
@@ -14,6 +16,7 @@ missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
+command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
 if ((${#missing[@]})); then
   if [[ $(id -u) -ne 0 ]]; then
     say "missing system packages: ${missing[*]} (run as root, or install them)"
@@ -32,3 +35,21 @@ if ! command -v uv >/dev/null 2>&1 || [[ "$(uv --version | cut -d' ' -f2)" != "$
 fi
 say "uv sync --frozen"
 uv sync --frozen --quiet
+
+# geckodriver is not packaged by Debian: build the pinned release from crates.io.
+if ! command -v cargo >/dev/null 2>&1; then
+  say "cargo (Rust >= 1.85) is needed to build geckodriver and Clarke's Rust parts: install it with rustup"
+  exit 3
+fi
+if ! geckodriver --version 2>/dev/null | grep -q "^geckodriver $GECKODRIVER_VERSION"; then
+  say "cargo install geckodriver $GECKODRIVER_VERSION (about 3 minutes)"
+  cargo install --locked --quiet "geckodriver@$GECKODRIVER_VERSION"
+fi
+
+# Browsertime, pinned by runner/browsertime/package-lock.json; Clarke gives it the same
+# geckodriver, so the drivers' own downloads are skipped.
+if [[ ! -x runner/browsertime/node_modules/.bin/browsertime ]]; then
+  say "npm ci (Browsertime)"
+  (cd runner/browsertime && GECKODRIVER_SKIP_DOWNLOAD=true CHROMEDRIVER_SKIP_DOWNLOAD=true \
+     EDGEDRIVER_SKIP_DOWNLOAD=true npm ci --no-audit --no-fund --loglevel=error)
+fi

@@ -1,0 +1,62 @@
+"""Finding Firefox and geckodriver, and making a fresh profile for one load."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from clarke import sh
+from clarke.browser import prefs as firefox_prefs
+from clarke.errors import EnvironmentProblem
+
+CANDIDATES = ("firefox-nightly", "firefox", "firefox-esr")
+CA_NICKNAME = "Clarke testbed CA"
+
+
+def find_firefox(wanted: str | None = None) -> str:
+    """A path or name given, else the first of firefox-nightly, firefox, firefox-esr."""
+    names = (wanted,) if wanted else CANDIDATES
+    for name in names:
+        found = shutil.which(name) or (
+            name if os.path.isfile(name) and os.access(name, os.X_OK) else None
+        )
+        if found:
+            return found
+    raise EnvironmentProblem(
+        f"no Firefox found (looked for {', '.join(names)} on PATH); install firefox-esr, "
+        "or set the campaign's browser.binary"
+    )
+
+
+def find_geckodriver() -> str:
+    found = shutil.which("geckodriver") or next(
+        (str(p) for p in (Path.home() / ".cargo/bin/geckodriver",) if p.is_file()), None
+    )
+    if not found:
+        raise EnvironmentProblem(
+            "geckodriver is not installed (ci/setup.sh installs it with cargo)"
+        )
+    return found
+
+
+def version(binary: str) -> str:
+    out = sh.run([binary, "--version"], timeout=30).stdout.strip()
+    m = re.search(r"(\d+[\w.]*)\s*$", out)
+    return m.group(1) if m else out
+
+
+def make_profile(
+    ca_cert: Path | None, prefs: dict[str, firefox_prefs.PrefValue], parent: Path | None = None
+) -> Path:
+    """A new, empty profile: an NSS database trusting only the testbed CA (besides
+    Firefox's built-in roots) and a user.js with the load's preferences."""
+    profile = Path(tempfile.mkdtemp(prefix="clarke-profile-", dir=parent))
+    if ca_cert is not None:
+        db = f"sql:{profile}"
+        sh.run(["certutil", "-N", "-d", db, "--empty-password"])
+        sh.run(["certutil", "-A", "-d", db, "-n", CA_NICKNAME, "-t", "C,,", "-i", str(ca_cert)])
+    (profile / "user.js").write_text(firefox_prefs.user_js(prefs))
+    return profile

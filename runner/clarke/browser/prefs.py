@@ -1,0 +1,132 @@
+"""Firefox preferences as data, each with the reason it is set.
+
+Layers, applied in order and logged: BASE (every load), the requested HTTP version's
+set, connections per server, then the user's overrides. browsertime's
+firefoxPreferences.js keeps its prefs the same way."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PrefValue = bool | int | str
+
+
+@dataclass(frozen=True)
+class Pref:
+    name: str
+    value: PrefValue
+    why: str
+
+
+BASE: tuple[Pref, ...] = (
+    # Nothing may travel besides the page: no background traffic on the measured link.
+    Pref("app.update.enabled", False, "no update checks"),
+    Pref("app.update.auto", False, "no update downloads"),
+    Pref("app.normandy.enabled", False, "no remote experiments"),
+    Pref("app.shield.optoutstudies.enabled", False, "no studies"),
+    Pref("browser.ping-centre.telemetry", False, "no telemetry pings"),
+    Pref("toolkit.telemetry.enabled", False, "no telemetry"),
+    Pref("toolkit.telemetry.unified", False, "no telemetry"),
+    Pref("toolkit.telemetry.server", "", "no telemetry endpoint"),
+    Pref("datareporting.healthreport.uploadEnabled", False, "no health report"),
+    Pref("datareporting.policy.dataSubmissionEnabled", False, "no data submission"),
+    Pref("browser.safebrowsing.malware.enabled", False, "no Safe Browsing list updates"),
+    Pref("browser.safebrowsing.phishing.enabled", False, "no Safe Browsing list updates"),
+    Pref("browser.safebrowsing.downloads.enabled", False, "no Safe Browsing lookups"),
+    Pref("browser.safebrowsing.provider.mozilla.updateURL", "", "no tracking-list downloads"),
+    Pref("services.settings.server", "data:,", "no Remote Settings sync"),
+    Pref("network.captive-portal-service.enabled", False, "no captive-portal probe"),
+    Pref("network.connectivity-service.enabled", False, "no connectivity probe"),
+    Pref("dom.push.enabled", False, "no push-service connection"),
+    Pref("extensions.update.enabled", False, "no add-on update checks"),
+    Pref("extensions.getAddons.cache.enabled", False, "no add-on metadata fetch"),
+    Pref("extensions.systemAddon.update.enabled", False, "no system add-on updates"),
+    Pref("browser.region.network.url", "", "no region lookup"),
+    Pref("browser.search.update", False, "no search engine updates"),
+    Pref("browser.newtabpage.enabled", False, "a blank new tab fetches nothing"),
+    Pref("browser.startup.homepage", "about:blank", "start on a blank page"),
+    Pref("browser.startup.page", 0, "start on a blank page"),
+    Pref("media.gmp-manager.url", "data:,", "no media plugin downloads"),
+    Pref("media.gmp-gmpopenh264.enabled", False, "no OpenH264 download"),
+    Pref("security.OCSP.enabled", 0, "no OCSP requests to the testbed CA's (absent) responder"),
+    Pref("security.remote_settings.crlite_filters.enabled", False, "no CRLite downloads"),
+    Pref("network.trr.mode", 5, "no DNS over HTTPS: names come from the testbed's hosts file"),
+    # Nothing of one load may help another, and nothing may be fetched ahead of time.
+    Pref("browser.cache.disk.enable", False, "no disk cache (the profile is new anyway)"),
+    Pref("browser.cache.offline.enable", False, "no offline cache"),
+    Pref("network.prefetch-next", False, "no link prefetching"),
+    Pref("network.dns.disablePrefetch", True, "no DNS prefetching"),
+    Pref("network.predictor.enabled", False, "no speculative connections from history"),
+    Pref("network.http.speculative-parallel-limit", 0, "no speculative connections on hover"),
+    Pref("browser.sessionstore.resume_from_crash", False, "no restored tabs"),
+    # The measured page must be judged by what it draws.
+    Pref("dom.enable_largest_contentful_paint", True, "LargestContentfulPaint entries"),
+    Pref("privacy.reduceTimerPrecision", False, "timing entries at full precision, not 1 ms"),
+    Pref("browser.tabs.remote.separatePrivilegedContentProcess", False, "fewer processes"),
+)
+
+
+def http_version(version: str, host: str, port: int) -> tuple[Pref, ...]:
+    """Force the requested HTTP version; Firefox otherwise picks the best it can."""
+    if version == "1.1":
+        return (
+            Pref("network.http.http2.enabled", False, "HTTP/1.1 only: no HTTP/2 over ALPN"),
+            Pref("network.http.http3.enable", False, "HTTP/1.1 only: no HTTP/3"),
+            Pref("network.http.altsvc.enabled", False, "ignore Alt-Svc"),
+        )
+    if version == "2":
+        return (
+            Pref("network.http.http2.enabled", True, "HTTP/2 over ALPN"),
+            Pref("network.http.http3.enable", False, "HTTP/2 only: no HTTP/3"),
+            Pref("network.http.altsvc.enabled", False, "ignore Alt-Svc, so no HTTP/3"),
+        )
+    if version == "3":
+        return (
+            Pref("network.http.http3.enable", True, "HTTP/3"),
+            Pref(
+                "network.http.http3.alt-svc-mapping-for-testing",
+                f'{host};h3=":{port}"',
+                "HTTP/3 from the first request, without waiting for an Alt-Svc header",
+            ),
+            Pref(
+                "network.http.http3.disable_when_third_party_roots_found",
+                False,
+                "the testbed CA is a third-party root; without this Firefox falls back to h2",
+            ),
+        )
+    raise ValueError(f"unknown HTTP version {version!r}")
+
+
+def connections(per_server: int) -> tuple[Pref, ...]:
+    return (
+        Pref(
+            "network.http.max-persistent-connections-per-server",
+            per_server,
+            "the campaign's connections per server (the study: 1 for HTTP/1.1)",
+        ),
+        Pref(
+            "network.http.max-urgent-start-excessive-connections-per-host",
+            0,
+            "no extra connections beyond the limit",
+        ),
+    )
+
+
+def layered(
+    version: str,
+    host: str,
+    port: int,
+    per_server: int,
+    overrides: dict[str, PrefValue] | None = None,
+) -> dict[str, PrefValue]:
+    prefs: dict[str, PrefValue] = {}
+    for layer in (BASE, http_version(version, host, port), connections(per_server)):
+        prefs.update({p.name: p.value for p in layer})
+    prefs.update(overrides or {})
+    return prefs
+
+
+def user_js(prefs: dict[str, PrefValue]) -> str:
+    import json
+
+    return "".join(f"user_pref({json.dumps(k)}, {json.dumps(v)});\n" for k, v in prefs.items())

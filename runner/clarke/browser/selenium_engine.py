@@ -1,0 +1,80 @@
+"""The Selenium engine: Python Selenium drives Firefox through geckodriver, one new
+browser process and profile per load. Runs inside the client's network namespace (see
+worker.py)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from importlib.resources import files
+from pathlib import Path
+
+from clarke.browser import firefox
+from clarke.browser import prefs as firefox_prefs
+from clarke.browser.load import LoadRequest, LoadResult, metrics_of, verify
+
+NAME = "selenium"
+COLLECT_JS = files("clarke.browser").joinpath("collect.js").read_text()
+
+
+def load(req: LoadRequest, workdir: Path | None = None) -> LoadResult:
+    # Selenium must not look for drivers or browsers on the network.
+    os.environ["SE_OFFLINE"] = "true"
+    from selenium import webdriver
+    from selenium.common.exceptions import WebDriverException
+    from selenium.webdriver.firefox.options import Options
+    from selenium.webdriver.firefox.service import Service
+
+    binary = firefox.find_firefox(req.firefox)
+    prefs = firefox_prefs.layered(req.http, req.host, req.port, req.connections, req.prefs)
+    profile = firefox.make_profile(Path(req.ca_cert) if req.ca_cert else None, prefs, workdir)
+    opts = Options()
+    opts.binary_location = binary
+    for arg in (
+        "-headless",
+        "-no-remote",
+        "-profile",
+        str(profile),
+        f"--width={req.window[0]}",
+        f"--height={req.window[1]}",
+    ):
+        opts.add_argument(arg)
+    service = Service(
+        executable_path=firefox.find_geckodriver(), log_output=str(profile / "geckodriver.log")
+    )
+    started = time.monotonic()
+    driver = None
+    try:
+        driver = webdriver.Firefox(options=opts, service=service)
+        driver.set_page_load_timeout(req.timeout_s)
+        driver.set_script_timeout(60)
+        version = str(driver.capabilities.get("browserVersion", ""))
+        try:
+            driver.get(req.url)
+            raw = driver.execute_async_script(COLLECT_JS, req.settle_ms)
+        except WebDriverException as e:
+            return LoadResult.failed(
+                NAME,
+                f"Firefox: {e.msg or e}".strip(),
+                browser_version=version,
+                wall_ms=(time.monotonic() - started) * 1000,
+            )
+        status, reason, protocols, lcp_element = verify(req, raw)
+        return LoadResult(
+            status=status,
+            reason=reason,
+            engine=NAME,
+            browser_version=version,
+            metrics=metrics_of(raw),
+            protocols=protocols,
+            lcp_element=lcp_element,
+            wall_ms=(time.monotonic() - started) * 1000,
+            raw=raw,
+        )
+    except WebDriverException as e:
+        return LoadResult.failed(NAME, f"could not start Firefox: {e.msg or e}".strip())
+    finally:
+        if driver is not None:
+            driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)

@@ -1,0 +1,116 @@
+"""Both engines load a study page in a real Firefox from a real HTTP server on loopback.
+(The testbed tests cover TLS, HTTP/2 and HTTP/3 through origin and the emulated link;
+these check the engines' metrics and verification on their own.)"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from clarke.browser import browsertime_engine, selenium_engine
+from clarke.browser.load import ExpectedObject, LoadRequest
+from clarke.pages.build import build
+from clarke.pages.models import Registry, Units
+from clarke.results.record import Status
+from conftest import need
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+PAGE = "triangular-1m"
+
+
+class _Http11Handler(http.server.SimpleHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+class _Http10Handler(_Http11Handler):
+    protocol_version = "HTTP/1.0"
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    need(shutil.which("firefox-esr") is not None or shutil.which("firefox") is not None, "Firefox")
+    out = tmp_path_factory.mktemp("site")
+    manifest = json.loads(build([Registry.default().page_by_name(PAGE)], out, Units.si).read_text())
+    return out, manifest["pages"][0]
+
+
+def _serve(root: Path, handler: type) -> Iterator[int]:
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(handler, directory=str(root))
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def http11(site: tuple[Path, dict]) -> Iterator[int]:
+    yield from _serve(site[0], _Http11Handler)
+
+
+@pytest.fixture(scope="module")
+def http10(site: tuple[Path, dict]) -> Iterator[int]:
+    yield from _serve(site[0], _Http10Handler)
+
+
+def _request(page: dict, port: int) -> LoadRequest:
+    return LoadRequest(
+        url=f"http://127.0.0.1:{port}/{page['path']}",
+        http="1.1",
+        host="127.0.0.1",
+        port=port,
+        connections=1,
+        expected_objects=[
+            ExpectedObject(path=o["path"], bytes=o["bytes"]) for o in page["objects"]
+        ],
+        lcp_candidates=page["lcp_candidates"],
+    )
+
+
+ENGINES = [selenium_engine, browsertime_engine]
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=[e.NAME for e in ENGINES])
+def test_load_over_http11_is_verified_with_every_metric(engine, site, http11: int) -> None:  # type: ignore[no-untyped-def]
+    if engine is browsertime_engine:
+        try:
+            browsertime_engine.find_browsertime()
+        except Exception as e:
+            need(False, str(e))
+    result = engine.load(_request(site[1], http11))
+    assert result.status is Status.ok, result.reason
+    m = result.metrics
+    for key in ("plt_ms", "fcp_ms", "lcp_ms", "ttfb_ms"):
+        assert m[key] > 0, key
+    assert m["ttfb_ms"] <= m["fcp_ms"] <= m["lcp_ms"] and m["fcp_ms"] <= m["plt_ms"] + 50
+    assert m["resources"] == 8
+    assert m["transfer_bytes"] >= 1_000_000
+    assert set(result.protocols.values()) == {"http/1.1"} and len(result.protocols) == 9
+    assert result.lcp_element == f"{PAGE}/o5.jpg"
+    assert result.browser_version
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=[e.NAME for e in ENGINES])
+def test_protocol_mismatch_is_a_failed_load_with_reason(engine, site, http10: int) -> None:  # type: ignore[no-untyped-def]
+    if engine is browsertime_engine:
+        try:
+            browsertime_engine.find_browsertime()
+        except Exception as e:
+            need(False, str(e))
+    result = engine.load(_request(site[1], http10))
+    assert result.status is Status.failed
+    assert result.reason == "asked for http/1.1, fell back to http/1.0: 9 of 9 resources"
