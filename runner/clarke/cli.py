@@ -30,8 +30,9 @@ def cli(verbose: bool) -> None:
 
 
 def _register() -> None:
-    from clarke import cli_campaign, cli_pages, cli_results
+    from clarke import cli_agent, cli_campaign, cli_pages, cli_results
 
+    cli.add_command(cli_agent.agent)
     cli.add_command(cli_pages.pages)
     cli.add_command(cli_campaign.campaign)
     cli.add_command(cli_results.results)

@@ -1,0 +1,168 @@
+"""What each role's agent does, per implementation. A role's contract (the endpoints
+and their JSON) does not change with the implementation behind it."""
+
+from __future__ import annotations
+
+import json
+import socket
+from typing import Any, Protocol
+
+import httpx
+
+from clarke import __version__
+from clarke.errors import ClarkeError, InputError
+
+
+class Role(Protocol):
+    role: str
+    implementation: str
+
+    def health(self) -> dict[str, Any]: ...
+    def configure(self, body: dict[str, Any]) -> dict[str, Any]: ...
+    def stats(self) -> dict[str, Any]: ...
+    def reset_stats(self) -> dict[str, Any]: ...
+
+
+class SatlinkRole:
+    """terminal, satellite or gateway, backed by a satlink process's control socket."""
+
+    implementation = "satlink"
+
+    def __init__(self, role: str, control_socket: str) -> None:
+        self.role, self.control_socket = role, control_socket
+
+    def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(10)
+            try:
+                s.connect(self.control_socket)
+            except OSError as e:
+                raise ClarkeError(f"satlink control socket {self.control_socket}: {e}") from None
+            s.sendall(json.dumps(request).encode() + b"\n")
+            buf = b""
+            while not buf.endswith(b"\n"):
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                buf += chunk
+        reply = json.loads(buf or b"{}")
+        if isinstance(reply, dict) and reply.get("error"):
+            raise InputError(f"satlink refused {request.get('cmd')}: {reply['error']}")
+        return reply
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "role": self.role,
+            "implementation": "satlink",
+            "clarke": __version__,
+            "satlink": self._ask({"cmd": "health"}),
+        }
+
+    def configure(self, body: dict[str, Any]) -> dict[str, Any]:
+        if "link" not in body:
+            raise InputError(
+                'POST /config for a link role takes {"link": {"forward": …, "return": …}}'
+            )
+        return self._ask({"cmd": "set", "config": body["link"]})
+
+    def stats(self) -> dict[str, Any]:
+        return self._ask({"cmd": "stats"})
+
+    def reset_stats(self) -> dict[str, Any]:
+        return self._ask({"cmd": "reset_stats"})
+
+
+class HttpControlledRole:
+    """A role whose implementation has its own HTTP control endpoint on the management
+    side (origin: /health, /config, /stats, /stats/reset)."""
+
+    def __init__(self, role: str, implementation: str, control_url: str) -> None:
+        self.role, self.implementation = role, implementation
+        self._http = httpx.Client(base_url=control_url, timeout=15, trust_env=False)
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        try:
+            resp = self._http.request(method, path, json=body)
+        except httpx.TransportError as e:
+            raise ClarkeError(
+                f"{self.implementation} control endpoint {self._http.base_url}: {e}"
+            ) from None
+        if resp.status_code >= 400:
+            raise InputError(f"{self.implementation} refused {method} {path}: {resp.text.strip()}")
+        return resp.json() if resp.content else {}
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "role": self.role,
+            "implementation": self.implementation,
+            "clarke": __version__,
+            self.implementation: self._call("GET", "/health"),
+        }
+
+    def configure(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self._call("POST", "/config", body)
+
+    def stats(self) -> dict[str, Any]:
+        return self._call("GET", "/stats")
+
+    def reset_stats(self) -> dict[str, Any]:
+        return self._call("POST", "/stats/reset")
+
+
+class ClientRole:
+    """The browser: loads pages with the requested engine, inside this role's network."""
+
+    role = "client"
+    implementation = "firefox"
+
+    def __init__(self) -> None:
+        self.loads = 0
+
+    def health(self) -> dict[str, Any]:
+        from clarke.browser import firefox
+
+        try:
+            binary = firefox.find_firefox()
+            version = firefox.version(binary)
+        except ClarkeError as e:
+            return {
+                "role": self.role,
+                "implementation": self.implementation,
+                "ready": False,
+                "error": str(e),
+                "clarke": __version__,
+            }
+        return {
+            "role": self.role,
+            "implementation": self.implementation,
+            "ready": True,
+            "firefox": binary,
+            "firefox_version": version,
+            "clarke": __version__,
+        }
+
+    def configure(self, body: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def stats(self) -> dict[str, Any]:
+        return {"loads": self.loads}
+
+    def reset_stats(self) -> dict[str, Any]:
+        return {}
+
+    def load(self, body: dict[str, Any], engine: str) -> dict[str, Any]:
+        from clarke.browser.load import LoadRequest, LoadResult
+
+        req = LoadRequest.model_validate(body)
+        if engine == "selenium":
+            from clarke.browser import selenium_engine as module
+        elif engine == "browsertime":
+            from clarke.browser import browsertime_engine as module  # type: ignore[no-redef]
+        else:
+            raise InputError(f"unknown engine {engine!r}; allowed: selenium, browsertime")
+        self.loads += 1
+        try:
+            result = module.load(req)
+        except ClarkeError as e:
+            result = LoadResult.failed(engine, f"{e.kind}: {e}")
+        return result.model_dump(mode="json")

@@ -1,0 +1,1 @@
+"""Running campaigns: the campaign loop, one run, and the summary of a campaign."""

@@ -1,0 +1,70 @@
+"""Per-cell statistics of a campaign's successful loads: n, mean, median and the 95 %
+confidence interval of the mean (Student's t, as the study reports means over few
+repetitions). Failed loads never enter these numbers; they are counted separately."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from clarke.results.record import RunRecord, Status
+
+METRICS = ("plt_ms", "fcp_ms", "lcp_ms")
+CELL_KEYS = ("profile", "http", "cc", "model", "size")
+
+
+@dataclass(frozen=True)
+class MetricStats:
+    n: int
+    mean: float
+    median: float
+    ci_low: float  # NaN when n < 2
+    ci_high: float
+
+    @classmethod
+    def of(cls, values: list[float], confidence: float = 0.95) -> MetricStats:
+        a = np.asarray(values, dtype=float)
+        mean, median = float(a.mean()), float(np.median(a))
+        if len(a) < 2:
+            return cls(len(a), mean, median, math.nan, math.nan)
+        half = float(
+            stats.t.ppf((1 + confidence) / 2, len(a) - 1) * a.std(ddof=1) / math.sqrt(len(a))
+        )
+        return cls(len(a), mean, median, mean - half, mean + half)
+
+
+@dataclass(frozen=True)
+class CellSummary:
+    cell: tuple[str, ...]
+    ok: int
+    failed: int
+    metrics: dict[str, MetricStats]
+
+
+def final_attempts(records: Iterable[RunRecord]) -> dict[str, RunRecord]:
+    """The last attempt of each run: a run counts once, however often it was retried."""
+    last: dict[str, RunRecord] = {}
+    for r in records:
+        if r.run_id not in last or r.attempt >= last[r.run_id].attempt:
+            last[r.run_id] = r
+    return last
+
+
+def summarise(records: Iterable[RunRecord]) -> list[CellSummary]:
+    cells: dict[tuple[str, ...], list[RunRecord]] = {}
+    for r in final_attempts(records).values():
+        cells.setdefault(tuple(getattr(r, k) for k in CELL_KEYS), []).append(r)
+    out = []
+    for cell, rs in cells.items():
+        ok = [r for r in rs if r.status is Status.ok]
+        metrics = {}
+        for m in METRICS:
+            values = [r.metrics[m] for r in ok if m in r.metrics]
+            if values:
+                metrics[m] = MetricStats.of(values)
+        out.append(CellSummary(cell, len(ok), len(rs) - len(ok), metrics))
+    return out
