@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from clarke.results import store
+from clarke.results import export, store
 from clarke.results.influx import InfluxSink
 
 RESULTS_DIR = click.Path(path_type=Path, file_okay=False, exists=True)
@@ -38,3 +38,22 @@ def push(results_dir: Path, influx_url: str) -> None:
         sink.ensure_database()
         n = sink.write(records)
     click.echo(f"{n} records written to {sink.target}")
+
+
+@results.command("export")
+@click.argument("results_dir", type=RESULTS_DIR)
+@click.option(
+    "--format", "fmt", type=click.Choice(["csv", "parquet"]), default="csv", show_default=True
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Output file (default: RESULTS_DIR/results.csv or .parquet).",
+)
+def export_cmd(results_dir: Path, fmt: str, out: Path | None) -> None:
+    """Write RESULTS_DIR's records as a flat table: one row per page-load attempt."""
+    _, journal = store.open_existing(results_dir)
+    records = list(journal.records())
+    out = out or results_dir / f"results.{fmt}"
+    (export.write_csv if fmt == "csv" else export.write_parquet)(records, out)
+    click.echo(f"{len(records)} records written to {out}")
