@@ -30,13 +30,14 @@ def cli(verbose: bool) -> None:
 
 
 def _register() -> None:
-    from clarke import cli_agent, cli_campaign, cli_compare, cli_pages, cli_results
+    from clarke import cli_agent, cli_campaign, cli_compare, cli_pages, cli_report, cli_results
 
     cli.add_command(cli_agent.agent)
     cli.add_command(cli_compare.compare)
     cli.add_command(cli_pages.pages)
     cli.add_command(cli_campaign.campaign)
     cli.add_command(cli_results.results)
+    cli.add_command(cli_report.report)
 
 
 _register()

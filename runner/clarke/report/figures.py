@@ -1,0 +1,177 @@
+"""The GEO study's figure types, drawn with matplotlib from per-cell statistics."""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+from clarke.run.summary import CellSummary, MetricStats
+
+HTTP_LABEL = {"1.1": "HTTP/1.1", "2": "HTTP/2", "3": "HTTP/3"}
+SIZE_ORDER = ("100k", "500k", "1m", "2m")
+
+
+@dataclass(frozen=True)
+class Figure:
+    key: str
+    title: str
+    caption: str
+    svg: str
+
+
+def _size_key(size: str) -> tuple[int, str]:
+    return (SIZE_ORDER.index(size), size) if size in SIZE_ORDER else (len(SIZE_ORDER), size)
+
+
+def _svg(fig: plt.Figure) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    plt.close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg") :]
+
+
+def _err(s: MetricStats) -> float:
+    return 0.0 if math.isnan(s.ci_high) else (s.ci_high - s.mean) / 1000
+
+
+Select = Callable[[CellSummary], bool]
+
+
+def _profiles(cells: list[CellSummary]) -> list[str]:
+    return list(dict.fromkeys(c.cell[0] for c in cells))
+
+
+def lines(
+    cells: list[CellSummary],
+    *,
+    key: str,
+    title: str,
+    caption: str,
+    metric: str,
+    select: Select,
+    series: Callable[[CellSummary], str],
+) -> Figure | None:
+    """One panel per link profile: metric (s) against page size, one line per series."""
+    chosen = [c for c in cells if select(c) and metric in c.metrics]
+    profiles = _profiles(chosen)
+    if not profiles:
+        return None
+    fig, axes = plt.subplots(1, len(profiles), figsize=(5.2 * len(profiles), 3.8), squeeze=False)
+    for ax, profile in zip(axes[0], profiles, strict=True):
+        groups: dict[str, list[CellSummary]] = {}
+        for c in chosen:
+            if c.cell[0] == profile:
+                groups.setdefault(series(c), []).append(c)
+        for label, cs in sorted(groups.items()):
+            cs.sort(key=lambda c: _size_key(c.cell[4]))
+            xs = [c.cell[4] for c in cs]
+            ys = [c.metrics[metric].mean / 1000 for c in cs]
+            ax.errorbar(
+                xs,
+                ys,
+                yerr=[_err(c.metrics[metric]) for c in cs],
+                marker="o",
+                capsize=3,
+                label=label,
+            )
+        ax.set_title(f"{profile}")
+        ax.set_xlabel("total page size")
+        ax.set_ylabel(f"{metric[:-3].upper()} (s), mean and 95 % CI")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(title)
+    return Figure(key, title, caption, _svg(fig))
+
+
+def bars(
+    cells: list[CellSummary],
+    *,
+    key: str,
+    title: str,
+    caption: str,
+    metrics: tuple[str, ...],
+    select: Select,
+    series: Callable[[CellSummary], str],
+) -> Figure | None:
+    """One panel per (profile, metric): grouped bars per page size, one bar per series."""
+    chosen = [c for c in cells if select(c)]
+    panels = [
+        (p, m)
+        for p in _profiles(chosen)
+        for m in metrics
+        if any(c.cell[0] == p and m in c.metrics for c in chosen)
+    ]
+    if not panels:
+        return None
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 3.8), squeeze=False)
+    for ax, (profile, metric) in zip(axes[0], panels, strict=True):
+        cs = [c for c in chosen if c.cell[0] == profile and metric in c.metrics]
+        sizes = sorted({c.cell[4] for c in cs}, key=_size_key)
+        labels = sorted({series(c) for c in cs})
+        width = 0.8 / max(1, len(labels))
+        for i, label in enumerate(labels):
+            by_size = {c.cell[4]: c.metrics[metric] for c in cs if series(c) == label}
+            xs = [j + i * width for j, s in enumerate(sizes) if s in by_size]
+            ys = [by_size[s].mean / 1000 for s in sizes if s in by_size]
+            errs = [_err(by_size[s]) for s in sizes if s in by_size]
+            ax.bar(xs, ys, width, yerr=errs, capsize=2, label=label)
+        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(sizes))], sizes)
+        ax.set_title(f"{profile}: {metric[:-3].upper()}")
+        ax.set_ylabel("s, mean and 95 % CI")
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(title)
+    return Figure(key, title, caption, _svg(fig))
+
+
+def study_figures(cells: list[CellSummary]) -> list[Figure]:
+    def h(c: CellSummary) -> str:
+        return HTTP_LABEL.get(c.cell[1], c.cell[1])
+
+    candidates = [
+        lines(
+            cells,
+            key="plt-size-structure",
+            metric="plt_ms",
+            title="PLT against total page size: single vs uniform, per HTTP version",
+            caption="Effect of parallel streams (the study's first scenario), BBR.",
+            select=lambda c: c.cell[3] in ("single", "uniform") and c.cell[2] == "bbr",
+            series=lambda c: f"{h(c)}, {c.cell[3]}",
+        ),
+        bars(
+            cells,
+            key="cc",
+            metrics=("plt_ms",),
+            title="Cubic against BBR per HTTP version (uniform pages)",
+            caption="Effect of congestion control (the study's second scenario).",
+            select=lambda c: c.cell[3] == "uniform",
+            series=lambda c: f"{h(c)}, {c.cell[2]}",
+        ),
+        bars(
+            cells,
+            key="fcp-lcp-structure",
+            metrics=("fcp_ms", "lcp_ms"),
+            title="FCP and LCP: uniform against triangular",
+            caption="Effect of page structure (the study's third scenario), BBR.",
+            select=lambda c: c.cell[3] in ("uniform", "triangular") and c.cell[2] == "bbr",
+            series=lambda c: f"{h(c)}, {c.cell[3]}",
+        ),
+        bars(
+            cells,
+            key="plt-structure",
+            metrics=("plt_ms",),
+            title="PLT: uniform against triangular",
+            caption="Effect of page structure on the page load time, BBR.",
+            select=lambda c: c.cell[3] in ("uniform", "triangular") and c.cell[2] == "bbr",
+            series=lambda c: f"{h(c)}, {c.cell[3]}",
+        ),
+    ]
+    return [f for f in candidates if f is not None]

@@ -1,0 +1,158 @@
+"""The report page: one self-contained HTML file (inline SVG, inline CSS, no scripts)."""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from clarke.report.figures import HTTP_LABEL, Figure, _size_key, study_figures
+from clarke.results import store
+from clarke.results.record import RunRecord, Status
+from clarke.run.summary import METRICS, final_attempts, summarise
+
+CSS = """
+body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em}
+h1{font-size:1.6em}h2{margin-top:2em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ddd;padding:.25em .6em}
+td.n{text-align:right;font-variant-numeric:tabular-nums}th{background:#f4f4f4}
+figure{margin:1.5em 0}figure svg{max-width:100%;height:auto}figcaption{color:#555}
+pre{background:#f7f7f7;padding:1em;overflow:auto}.failed{color:#a00}
+"""
+
+
+def _e(v: Any) -> str:
+    return html.escape(str(v))
+
+
+def _num(v: float, digits: int = 0) -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:,.{digits}f}"
+
+
+def _table(head: list[str], rows: list[list[str]], numeric_from: int = 99) -> str:
+    th = "".join(f"<th>{_e(h)}</th>" for h in head)
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f'<td class="n">{c}</td>' if i >= numeric_from else f"<td>{c}</td>"
+            for i, c in enumerate(r)
+        )
+        + "</tr>"
+        for r in rows
+    )
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _figure(f: Figure) -> str:
+    return (
+        f'<figure class="plot" id="fig-{_e(f.key)}" data-title="{_e(f.title)}">{f.svg}'
+        f"<figcaption><b>{_e(f.title)}.</b> {_e(f.caption)}</figcaption></figure>"
+    )
+
+
+def _overhead(records: list[RunRecord]) -> str:
+    groups: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    for r in records:
+        if r.status is Status.ok and "overhead" in r.metrics:
+            groups[(r.profile, r.http, r.size)].append(r.metrics["overhead"])
+    if not groups:
+        return "<p>No load in these results carries a protocol-overhead measurement.</p>"
+    rows = [
+        [_e(p), _e(HTTP_LABEL.get(h, h)), _e(s), str(len(v)), _num(100 * sum(v) / len(v), 1)]
+        for (p, h, s), v in sorted(
+            groups.items(), key=lambda kv: (kv[0][0], kv[0][1], _size_key(kv[0][2]))
+        )
+    ]
+    return (
+        "<p>Overhead = (bytes on the wire - page bytes) / page bytes, as reported by the "
+        "server for the connections that carried the page (docs/metrics.md).</p>"
+        + _table(["profile", "HTTP", "page size", "loads", "overhead %"], rows, 3)
+    )
+
+
+def build(results_dir: Path) -> str:
+    meta, journal = store.open_existing(results_dir)
+    records = list(journal.records())
+    final = list(final_attempts(records).values())
+    cells = summarise(records)
+    figures = study_figures(cells)
+    campaign_text = (
+        (results_dir / store.CAMPAIGN_COPY).read_text()
+        if (results_dir / store.CAMPAIGN_COPY).is_file()
+        else ""
+    )
+    ok = sum(r.status is Status.ok for r in final)
+    cid = _e(meta.get("campaign_id", results_dir.name))
+    rev, started = _e(meta.get("git_rev", "unknown")), _e(meta.get("started_at", "?"))
+    parts = [
+        "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
+        f"<title>Clarke report: {cid}</title>",
+        f"<style>{CSS}</style></head><body>",
+        f"<h1>Clarke report: {cid}</h1>",
+        f"<p>{len(final)} runs ({ok} ok, {len(final) - ok} failed) in {len(records)} attempts; "
+        f"Clarke revision {rev}; started {started}.</p>",
+        "<h2>Figures</h2>",
+        "".join(_figure(f) for f in figures)
+        or "<p>No cell has the data for the study's figures.</p>",
+        "<h2>Summary per cell</h2>",
+    ]
+    rows = []
+    for c in cells:
+        row = [_e(x) for x in c.cell] + [str(c.ok), str(c.failed)]
+        for m in METRICS:
+            s = c.metrics.get(m)
+            row += (
+                [
+                    _num(s.mean),
+                    _num(s.median),
+                    "-"
+                    if s is None or math.isnan(s.ci_low)
+                    else f"{_num(s.ci_low)} to {_num(s.ci_high)}",
+                ]
+                if s
+                else ["-"] * 3
+            )
+        rows.append(row)
+    head = ["profile", "http", "cc", "model", "size", "ok", "failed"]
+    for m in METRICS:
+        head += [f"{m[:-3].upper()} mean ms", "median", "95 % CI"]
+    parts.append(_table(head, rows, 5))
+    parts += ["<h2>Protocol overhead</h2>", _overhead(final)]
+    parts += [
+        "<h2>The link as measured</h2>",
+        f"<pre>{_e(json.dumps(meta.get('link', 'not measured'), indent=2))}</pre>",
+    ]
+    versions: dict[str, set[str]] = defaultdict(set)
+    for r in records:
+        for k, v in {
+            **r.versions,
+            **{f"implementation of {a}": b for a, b in r.implementations.items()},
+            "browser": f"{r.browser} {r.browser_version}",
+            "engine": r.engine,
+        }.items():
+            versions[k].add(v)
+    parts += [
+        "<h2>Software</h2>",
+        _table(
+            ["part", "version"],
+            [[_e(k), _e(", ".join(sorted(v)))] for k, v in sorted(versions.items())],
+        ),
+    ]
+    failed = [r for r in records if r.status is Status.failed]
+    parts.append(f"<h2>Failed attempts ({len(failed)})</h2>")
+    parts.append(
+        _table(
+            ["run", "attempt", "reason"],
+            [
+                [_e(r.run_id), str(r.attempt), f'<span class="failed">{_e(r.reason)}</span>']
+                for r in failed
+            ],
+        )
+        if failed
+        else "<p>None.</p>"
+    )
+    parts += ["<h2>Campaign parameters</h2>", f"<pre>{_e(campaign_text)}</pre>", "</body></html>"]
+    return "\n".join(parts)
