@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from clarke.results import export, store
+from clarke.results import export, influx, store
 from clarke.results.influx import InfluxSink
 
 RESULTS_DIR = click.Path(path_type=Path, file_okay=False, exists=True)
@@ -32,12 +32,13 @@ def push(results_dir: Path, influx_url: str) -> None:
 
     Each point's time is its load's start, so pushing twice writes the same points:
     no duplicates. Use it to backfill after an InfluxDB outage."""
-    _, journal = store.open_existing(results_dir)
+    meta, journal = store.open_existing(results_dir)
     records = list(journal.records())
     with InfluxSink.from_url(influx_url) as sink:
         sink.ensure_database()
         n = sink.write(records)
-    click.echo(f"{n} records written to {sink.target}")
+        extra = sink.write_points(influx.campaign_points(meta, records))
+    click.echo(f"{n} records and {extra} summary points written to {sink.target}")
 
 
 @results.command("export")

@@ -44,7 +44,7 @@ def test_push_query_and_push_again(influxd: str, tmp_path: Path, run_cli) -> Non
     url = f"{influxd}/clarke_test"
     code, out, err = run_cli("results", "push", str(d), "--influx", url)
     assert code == 0, err
-    assert "7 records written" in out
+    assert "7 records and 3 summary points written" in out
     with InfluxSink.from_url(url) as sink:
         assert _count(sink, cid) == {"ok": 6, "failed": 1}
         rows = sink.query(
@@ -69,6 +69,14 @@ def test_push_query_and_push_again(influxd: str, tmp_path: Path, run_cli) -> Non
     assert code == 0, err
     with InfluxSink.from_url(url) as sink:
         assert _count(sink, cid) == {"ok": 6, "failed": 1}
+        summary = sink.query(
+            f"SELECT n, mean, ci_low, ci_high, ok, failed FROM cell_summary "
+            f"WHERE campaign_id = '{cid}' AND metric = 'plt_ms'"
+        )["results"][0]["series"][0]
+        assert len(summary["values"]) == 1  # pushed twice, stored once
+        row = dict(zip(summary["columns"], summary["values"][0], strict=True))
+        assert (row["n"], row["ok"], row["failed"]) == (6, 6, 1)
+        assert row["ci_low"] < row["mean"] < row["ci_high"]
 
 
 def test_influx_down_is_a_clear_error(tmp_path: Path, run_cli, monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -12,6 +12,7 @@ import os
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -141,7 +142,12 @@ class InfluxSink:
             )
 
     def write(self, records: Iterable[RunRecord]) -> int:
-        lines = [to_line(r) for r in records]
+        return self.write_lines([to_line(r) for r in records])
+
+    def write_points(self, points: Iterable[Point]) -> int:
+        return self.write_lines([p.to_line_protocol() for p in points])
+
+    def write_lines(self, lines: list[str]) -> int:
         for i in range(0, len(lines), BATCH):
             body = ("\n".join(lines[i : i + BATCH]) + "\n").encode()
             resp = self._post("/write", params=self._params(precision="ns"), content=body)
@@ -166,3 +172,63 @@ class InfluxSink:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def cell_summary_points(
+    records: list[RunRecord], time_ns: int, kind: str = "campaign"
+) -> list[Point]:
+    """Per-cell statistics (n, mean, median, 95 % CI) as `cell_summary` points, one per
+    cell and metric, stamped with the campaign's start: dashboards draw CI bars and
+    nightly trends from these without recomputing statistics in InfluxQL."""
+    from clarke.run.summary import CELL_KEYS, summarise
+
+    if not records:
+        return []
+    first = records[0]
+    points = []
+    for cell in summarise(records):
+        for metric, s in cell.metrics.items():
+            p = (
+                Point("cell_summary")
+                .tag("campaign", first.campaign)
+                .tag("campaign_id", first.campaign_id)
+            )
+            p = p.tag("kind", kind).tag("metric", metric)
+            for key, value in zip(CELL_KEYS, cell.cell, strict=True):
+                p = p.tag(key, value)
+            p = p.tag("page", f"{cell.cell[3]}-{cell.cell[4]}")
+            p = p.field("n", s.n).field("mean", s.mean).field("median", s.median)
+            p = p.field("ok", cell.ok).field("failed", cell.failed)
+            if s.n >= 2:
+                p = p.field("ci_low", s.ci_low).field("ci_high", s.ci_high)
+            points.append(p.time(time_ns, WritePrecision.NS))
+    return points
+
+
+def link_check_point(campaign: str, campaign_id: str, check: dict[str, Any], time_ns: int) -> Point:
+    """One link verification (before the first or after the last run) as a point."""
+    p = Point("link_check").tag("campaign", campaign).tag("campaign_id", campaign_id)
+    for tag in ("profile", "phase", "backend"):
+        if check.get(tag):
+            p = p.tag(tag, str(check[tag]))
+    for key, value in check.items():
+        if isinstance(value, bool):
+            p = p.field(key, value)
+        elif isinstance(value, int | float) and key not in ("profile", "phase", "backend"):
+            p = p.field(key, float(value))
+    return p.time(time_ns, WritePrecision.NS)
+
+
+def campaign_points(meta: dict[str, Any], records: list[RunRecord]) -> list[Point]:
+    """What a campaign adds beyond its loads: cell statistics and link checks, all
+    stamped with fixed times so that pushing again overwrites rather than duplicates."""
+    if not records:
+        return []
+    start_ns = min(r.timestamp_ns for r in records)
+    points = cell_summary_points(records, start_ns)
+    for i, check in enumerate(meta.get("link", []) or []):
+        stamp = check.get("time_ns") or start_ns + i
+        points.append(
+            link_check_point(records[0].campaign, records[0].campaign_id, check, int(stamp))
+        )
+    return points

@@ -1,0 +1,312 @@
+"""Writes Clarke's Grafana dashboards (json/*.json) from the panel list below, so that
+every panel follows the same conventions: one datasource uid, raw InfluxQL, unique ids.
+Run `uv run python dashboards/generate.py` after changing a panel; a test checks that
+the committed JSON is what this script writes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+DATASOURCE = {"type": "influxdb", "uid": "clarke-influxdb"}
+SCHEMA_VERSION = 39
+HERE = Path(__file__).resolve().parent
+CELL = '"profile", "http", "cc", "page"'
+CAMPAIGN = '"campaign_id" =~ /^$campaign$/'
+
+
+def query_var(name: str, label: str, query: str, *, include_all: bool = False) -> dict[str, Any]:
+    return {
+        "name": name,
+        "label": label,
+        "type": "query",
+        "datasource": DATASOURCE,
+        "query": query,
+        "definition": query,
+        "refresh": 2,
+        "sort": 2,
+        "multi": False,
+        "includeAll": include_all,
+        "allValue": ".*" if include_all else None,
+        "current": {},
+        "options": [],
+        "hide": 0,
+    }
+
+
+def custom_var(name: str, label: str, values: list[str]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "label": label,
+        "type": "custom",
+        "query": ",".join(values),
+        "current": {"text": values[0], "value": values[0], "selected": True},
+        "options": [{"text": v, "value": v, "selected": i == 0} for i, v in enumerate(values)],
+        "multi": False,
+        "includeAll": False,
+        "hide": 0,
+    }
+
+
+CAMPAIGN_VAR = query_var(
+    "campaign", "campaign", 'SHOW TAG VALUES FROM "page_load" WITH KEY = "campaign_id"'
+)
+METRIC_VAR = custom_var("metric", "metric", ["plt_ms", "fcp_ms", "lcp_ms"])
+
+
+def panel(
+    kind: str,
+    title: str,
+    query: str,
+    *,
+    w: int = 24,
+    h: int = 9,
+    unit: str = "ms",
+    fmt: str = "table",
+    overrides: list[dict[str, Any]] | None = None,
+    options: dict[str, Any] | None = None,
+    description: str = "",
+) -> dict[str, Any]:
+    return {
+        "type": kind,
+        "title": title,
+        "description": description,
+        "datasource": DATASOURCE,
+        "gridPos": {"w": w, "h": h},
+        "targets": [
+            {
+                "refId": "A",
+                "datasource": DATASOURCE,
+                "rawQuery": True,
+                "resultFormat": fmt,
+                "query": query,
+            }
+        ],
+        "fieldConfig": {"defaults": {"unit": unit}, "overrides": overrides or []},
+        "options": options or {},
+    }
+
+
+def band(low: str, high: str) -> list[dict[str, Any]]:
+    """Shade between two series (a confidence interval), drawn as a band."""
+    return [
+        {
+            "matcher": {"id": "byRegexp", "options": f".*{high}.*"},
+            "properties": [
+                {"id": "custom.fillBelowTo", "value": low},
+                {"id": "custom.lineWidth", "value": 0},
+            ],
+        },
+        {
+            "matcher": {"id": "byRegexp", "options": f".*{low}.*"},
+            "properties": [{"id": "custom.lineWidth", "value": 0}],
+        },
+    ]
+
+
+def dashboard(
+    uid: str,
+    title: str,
+    description: str,
+    variables: list[dict[str, Any]],
+    panels: list[dict[str, Any]],
+    time_from: str = "now-7d",
+) -> dict[str, Any]:
+    x = y = 0
+    row_h = 0
+    for i, p in enumerate(panels, start=1):
+        p["id"] = i
+        w, h = p["gridPos"]["w"], p["gridPos"]["h"]
+        if x + w > 24:
+            x, y, row_h = 0, y + row_h, 0
+        p["gridPos"].update({"x": x, "y": y})
+        x += w
+        row_h = max(row_h, h)
+    return {
+        "uid": uid,
+        "title": title,
+        "description": description,
+        "tags": ["clarke"],
+        "schemaVersion": SCHEMA_VERSION,
+        "version": 1,
+        "editable": False,
+        "timezone": "utc",
+        "time": {"from": time_from, "to": "now"},
+        "refresh": "",
+        "templating": {"list": variables},
+        "annotations": {"list": []},
+        "panels": panels,
+    }
+
+
+def overview() -> dict[str, Any]:
+    summary = (
+        f'SELECT last("mean") AS "mean", last("ci_low") AS "ci_low", last("ci_high") AS "ci_high", '
+        f'last("median") AS "median", last("n") AS "n" FROM "cell_summary" '
+        f'WHERE {CAMPAIGN} AND "metric" =~ /^$metric$/ GROUP BY {CELL}'
+    )
+    return dashboard(
+        "clarke-campaign",
+        "Clarke: campaign overview",
+        "PLT, FCP and LCP per matrix cell (HTTP version x congestion control x page), mean with 95 % CI.",
+        [CAMPAIGN_VAR, METRIC_VAR],
+        [
+            panel("table", "$metric per cell: mean, 95 % CI (Student t), median, n", summary, h=10),
+            panel(
+                "barchart",
+                "$metric mean per cell",
+                summary,
+                w=16,
+                h=10,
+                options={"xField": "page", "orientation": "vertical", "showValue": "auto"},
+            ),
+            panel(
+                "piechart",
+                "Loads by status",
+                f'SELECT count("attempt") FROM "page_load" WHERE {CAMPAIGN} GROUP BY "status"',
+                w=8,
+                h=10,
+                unit="none",
+            ),
+            panel(
+                "timeseries",
+                "$metric of every successful load, in campaign order",
+                f'SELECT "$metric" FROM "page_load" WHERE {CAMPAIGN} AND "status" = \'ok\' '
+                f'GROUP BY "http", "page"',
+                fmt="time_series",
+                h=10,
+                options={
+                    "legend": {"showLegend": True, "displayMode": "list", "placement": "right"}
+                },
+            ),
+        ],
+    )
+
+
+def drilldown() -> dict[str, Any]:
+    run_var = query_var(
+        "run",
+        "run",
+        'SHOW TAG VALUES FROM "page_load" WITH KEY = "run_id" WHERE "campaign_id" =~ /^$campaign$/',
+        include_all=True,
+    )
+    fields = (
+        '"attempt", "plt_ms", "fcp_ms", "lcp_ms", "ttfb_ms", "connect_ms", "transfer_bytes", '
+        '"reason", "browser_version"'
+    )
+    return dashboard(
+        "clarke-runs",
+        "Clarke: run drill-down",
+        "Every page-load attempt of a campaign, its status and the reason a load failed verification.",
+        [CAMPAIGN_VAR, run_var],
+        [
+            panel(
+                "table",
+                "Every attempt",
+                f'SELECT {fields} FROM "page_load" WHERE {CAMPAIGN} '
+                f'AND "run_id" =~ /^$run$/ GROUP BY "run_id", "status", "profile", "http", "cc", "page", "engine"',
+                h=14,
+            ),
+            panel(
+                "table",
+                "Failed attempts and why",
+                f'SELECT "attempt", "reason" FROM "page_load" '
+                f'WHERE {CAMPAIGN} AND "status" = \'failed\' GROUP BY "run_id", "http", "page"',
+                h=8,
+            ),
+        ],
+    )
+
+
+def link_health() -> dict[str, Any]:
+    checks = (
+        'SELECT last("rtt_mean_ms") AS "rtt mean", last("rtt_expected_ms") AS "rtt expected", '
+        'last("rtt_stdev_ms") AS "rtt stdev", last("forward_mbps") AS "forward Mb/s", '
+        'last("forward_expected_mbps") AS "forward expected", last("return_mbps") AS "return Mb/s", '
+        'last("return_expected_mbps") AS "return expected", last("passed") AS "passed" '
+        f'FROM "link_check" WHERE {CAMPAIGN} GROUP BY "profile", "phase", "backend"'
+    )
+    counters = (
+        'SELECT sum("frames") AS "frames", sum("drops_queue") AS "queue drops", '
+        'sum("drops_loss") AS "loss drops", mean("queue_delay_mean_ms") AS "queue delay mean ms" '
+        f'FROM "link_stats" WHERE {CAMPAIGN} GROUP BY "profile", "direction"'
+    )
+    return dashboard(
+        "clarke-link",
+        "Clarke: link health",
+        "The link as measured before the first and after the last run, against its profile, and the emulator's counters.",
+        [CAMPAIGN_VAR],
+        [
+            panel("table", "Link checks: measured against profile", checks, h=8, unit="none"),
+            panel(
+                "table",
+                "Emulator counters per direction (sum over runs)",
+                counters,
+                h=8,
+                unit="none",
+            ),
+        ],
+    )
+
+
+def nightly() -> dict[str, Any]:
+    def tag_var(key: str) -> dict[str, Any]:
+        return query_var(
+            key,
+            key,
+            f'SHOW TAG VALUES FROM "cell_summary" WITH KEY = "{key}" '
+            "WHERE \"campaign\" = 'nightly'",
+            include_all=True,
+        )
+
+    where = (
+        '"campaign" = \'nightly\' AND "metric" =~ /^$metric$/ AND "profile" =~ /^$profile$/ '
+        'AND "http" =~ /^$http$/ AND "cc" =~ /^$cc$/ AND "page" =~ /^$page$/'
+    )
+    trend = (
+        'SELECT mean("mean") AS "mean", mean("ci_low") AS "ci_low", mean("ci_high") AS "ci_high" '
+        f'FROM "cell_summary" WHERE {where} AND $timeFilter GROUP BY time(1d), {CELL} fill(none)'
+    )
+    baseline = (
+        'SELECT last("mean") AS "baseline", last("ci_low") AS "baseline_low", '
+        'last("ci_high") AS "baseline_high" FROM "cell_summary" WHERE "kind" = \'baseline\' '
+        f"AND {where.replace(chr(34) + 'campaign' + chr(34) + ' = ' + chr(39) + 'nightly' + chr(39) + ' AND ', '')} "
+        f"GROUP BY {CELL}"
+    )
+    return dashboard(
+        "clarke-nightly",
+        "Clarke: nightly trends",
+        "Each metric per cell, night after night, with its 95 % CI band and the baseline the nightly compares with.",
+        [METRIC_VAR, tag_var("profile"), tag_var("http"), tag_var("cc"), tag_var("page")],
+        [
+            panel(
+                "timeseries",
+                "$metric per night (mean, 95 % CI band)",
+                trend,
+                fmt="time_series",
+                h=12,
+                overrides=band("ci_low", "ci_high"),
+            ),
+            panel("table", "Baseline per cell (mean and 95 % CI)", baseline, h=8),
+        ],
+        time_from="now-60d",
+    )
+
+
+DASHBOARDS = {
+    "campaign-overview": overview,
+    "run-drilldown": drilldown,
+    "link-health": link_health,
+    "nightly-trends": nightly,
+}
+
+
+def render() -> dict[str, str]:
+    return {name: json.dumps(fn(), indent=2) + "\n" for name, fn in DASHBOARDS.items()}
+
+
+if __name__ == "__main__":
+    for name, text in render().items():
+        (HERE / "json" / f"{name}.json").write_text(text)
+        print(f"wrote dashboards/json/{name}.json")
