@@ -102,7 +102,9 @@ def normalise(result: dict[str, Any], har: dict[str, Any], url: str) -> dict[str
 
 def load(req: LoadRequest, workdir: Path | None = None) -> LoadResult:
     binary = firefox.find_firefox(req.firefox)
-    prefs = firefox_prefs.layered(req.http, req.host, req.port, req.connections, req.prefs)
+    prefs = firefox_prefs.layered(
+        req.http, req.host, req.port, req.connections, req.prefs, address=req.address
+    )
     template = firefox.make_profile(Path(req.ca_cert) if req.ca_cert else None, prefs, workdir)
     out = Path(tempfile.mkdtemp(prefix="clarke-browsertime-", dir=workdir))
     argv = [

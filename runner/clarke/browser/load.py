@@ -25,6 +25,7 @@ class LoadRequest(BaseModel):
     http: str
     host: str
     port: int
+    address: str | None = None  # the server's address: Firefox resolves every name to it
     connections: int = 6
     ca_cert: str | None = None
     firefox: str | None = None

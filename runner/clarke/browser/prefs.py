@@ -50,7 +50,7 @@ BASE: tuple[Pref, ...] = (
     Pref("media.gmp-gmpopenh264.enabled", False, "no OpenH264 download"),
     Pref("security.OCSP.enabled", 0, "no OCSP requests to the testbed CA's (absent) responder"),
     Pref("security.remote_settings.crlite_filters.enabled", False, "no CRLite downloads"),
-    Pref("network.trr.mode", 5, "no DNS over HTTPS: names come from the testbed's hosts file"),
+    Pref("network.trr.mode", 5, "no DNS over HTTPS"),
     # Nothing of one load may help another, and nothing may be fetched ahead of time.
     Pref("browser.cache.disk.enable", False, "no disk cache (the profile is new anyway)"),
     Pref("browser.cache.offline.enable", False, "no offline cache"),

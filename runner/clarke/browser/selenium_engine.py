@@ -27,7 +27,9 @@ def load(req: LoadRequest, workdir: Path | None = None) -> LoadResult:
     from selenium.webdriver.firefox.service import Service
 
     binary = firefox.find_firefox(req.firefox)
-    prefs = firefox_prefs.layered(req.http, req.host, req.port, req.connections, req.prefs)
+    prefs = firefox_prefs.layered(
+        req.http, req.host, req.port, req.connections, req.prefs, address=req.address
+    )
     profile = firefox.make_profile(Path(req.ca_cert) if req.ca_cert else None, prefs, workdir)
     opts = Options()
     opts.binary_location = binary
