@@ -23,5 +23,12 @@ for crate_dir in satlink origin; do
   )
 done
 
+say "actionlint (GitHub workflows)"
+if command -v go >/dev/null 2>&1 || [[ "${CI:-}" == "true" ]]; then
+  ci/lint-workflows.sh
+else
+  say "no Go toolchain: workflows not linted"
+fi
+
 say "pytest"
 uv run pytest "$@"
