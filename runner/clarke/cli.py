@@ -30,7 +30,16 @@ def cli(verbose: bool) -> None:
 
 
 def _register() -> None:
-    from clarke import cli_agent, cli_campaign, cli_compare, cli_pages, cli_report, cli_results
+    from clarke import (
+        cli_agent,
+        cli_bench,
+        cli_campaign,
+        cli_compare,
+        cli_pages,
+        cli_report,
+        cli_results,
+        cli_testbed,
+    )
 
     cli.add_command(cli_agent.agent)
     cli.add_command(cli_compare.compare)
@@ -38,6 +47,8 @@ def _register() -> None:
     cli.add_command(cli_campaign.campaign)
     cli.add_command(cli_results.results)
     cli.add_command(cli_report.report)
+    cli.add_command(cli_testbed.testbed)
+    cli.add_command(cli_bench.bench)
 
 
 _register()

@@ -9,7 +9,7 @@ uplink + downlink + framing delay."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -46,6 +46,28 @@ class Direction(StrictModel):
     def one_way_delay_ms(self) -> float:
         return self.uplink_delay_ms + self.downlink_delay_ms + self.framing_delay_ms
 
+    def to_satlink(self, seed: int) -> dict[str, Any]:
+        """This direction as satlink's configuration (satlink/README.md)."""
+        loss: dict[str, float] | None = None
+        if isinstance(self.loss, PacketLoss):
+            loss = {"packet_rate": self.loss.packet_rate}
+        elif isinstance(self.loss, BitErrors):
+            loss = {"bit_error_rate": self.loss.bit_error_rate}
+        queue: dict[str, float] = (
+            {"bytes": self.queue.bytes}
+            if isinstance(self.queue, QueueBytes)
+            else {"ms": self.queue.ms}
+        )
+        return {
+            "rate_bps": round(self.rate_mbps * 1_000_000),
+            "queue": queue,
+            "uplink_delay_ms": self.uplink_delay_ms,
+            "downlink_delay_ms": self.downlink_delay_ms,
+            "framing_delay_ms": self.framing_delay_ms,
+            "loss": loss,
+            "seed": seed,
+        }
+
 
 class Tolerance(StrictModel):
     rtt_pct: float = Field(default=1.0, gt=0)
@@ -63,6 +85,21 @@ class LinkProfile(StrictModel):
     @property
     def idle_rtt_ms(self) -> float:
         return self.forward.one_way_delay_ms + self.return_.one_way_delay_ms
+
+    @property
+    def lossy(self) -> bool:
+        return any(
+            d.loss is not None and next(iter(d.loss.model_dump().values())) > 0
+            for d in (self.forward, self.return_)
+        )
+
+    def to_satlink_config(self, seed: int = 1) -> dict[str, Any]:
+        """The whole link as satlink's --config JSON: {"forward": DIR, "return": DIR}.
+        Each direction gets its own seed so that their loss patterns differ."""
+        return {
+            "forward": self.forward.to_satlink(seed),
+            "return": self.return_.to_satlink(seed + 1),
+        }
 
 
 def profile_dir() -> Path:

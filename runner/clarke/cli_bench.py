@@ -1,0 +1,52 @@
+"""`clarke bench`: benchmarks that print the figures an issue's targets name."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from clarke.testbed import backends
+
+
+@click.group()
+def bench() -> None:
+    """Benchmarks of Clarke's own parts (they build and remove their own testbeds)."""
+
+
+@bench.command()
+@click.option(
+    "--backend",
+    type=click.Choice(["auto", *backends.NAMES]),
+    default="auto",
+    show_default=True,
+    help="Link emulation; auto means satlink.",
+)
+@click.option("--parallel", "n", default=8, show_default=True, help="Geo testbeds at once.")
+@click.option(
+    "--only",
+    type=click.Choice(["geo", "unshaped", "parallel"]),
+    multiple=True,
+    help="Run only these parts (repeatable); default: all three.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+@click.option("--out", type=click.Path(path_type=Path), help="Also write the figures as JSON.")
+def link(backend: str, n: int, only: tuple[str, ...], as_json: bool, out: Path | None) -> None:
+    """Geo RTT and rate each way, unshaped TCP throughput with satlink's CPU per Gbit,
+    and RTT on N geo testbeds at once (needs root)."""
+    from clarke.testbed import bench as b
+    from clarke.testbed import netns
+
+    netns.require_root_and_tun()
+    parts = only or ("geo", "unshaped", "parallel")
+    figures: dict[str, object] = {}
+    if "geo" in parts:
+        figures["geo"] = b.geo(backend)
+    if "unshaped" in parts:
+        figures["unshaped"] = b.unshaped(backend)
+    if "parallel" in parts:
+        figures["parallel"] = b.parallel(n, backend)
+    if out:
+        out.write_text(json.dumps(figures, indent=2, default=str))
+    click.echo(json.dumps(figures, indent=2, default=str) if as_json else b.render(figures))

@@ -1,0 +1,146 @@
+"""`clarke bench link`: the link's target figures, measured on testbeds it builds and
+removes itself.
+
+    geo        idle RTT over 50 echoes (mean within ±1 ms of the profile, stdev <= 1 ms)
+               and bulk TCP each way, on the link (within 2 % of 10 Mb/s)
+    unshaped   TCP client -> server through the three satlink roles with no rate limit
+               (lan profile): throughput and the satlink processes' CPU per Gbit
+    parallel   N geo testbeds up at once, 50 echoes each at the same time: RTT per testbed
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
+from typing import Any
+
+from clarke.link import profiles
+from clarke.testbed import lifecycle, procs, verify
+from clarke.testbed.plan import Plan
+from clarke.testbed.state import TestbedState
+
+RTT_BOUND_MS = 1.0
+STDEV_BOUND_MS = 1.0
+RATE_BOUND_PCT = 2.0
+
+
+def _rtt_entry(profile_name: str, pr: verify.PingResult) -> dict[str, Any]:
+    exp = verify.expected_rtt_ms(profiles.load(profile_name))
+    s = pr.summary()
+    ok = bool(s) and abs(s["mean"] - exp) <= RTT_BOUND_MS and s["stdev"] <= STDEV_BOUND_MS
+    return {"expected_ms": exp, "received": len(pr.rtts_ms), "sent": pr.sent, **s, "ok": ok}
+
+
+def geo(
+    backend: str = "auto", samples: int = 50, duration: float = 10, omit: float = 4
+) -> dict[str, Any]:
+    state, p = lifecycle.up("geo", None, backend)
+    try:
+        out: dict[str, Any] = {"id": state.id, "backend": state.backend}
+        out["rtt"] = _rtt_entry("geo", verify.ping(p, count=samples, interval=0.2))
+        prof = profiles.load("geo")
+        with verify.iperf_server(p):
+            for reverse in (True, False):
+                r = verify.iperf(p, reverse, duration=duration, omit=omit)
+                rate = (prof.forward if reverse else prof.return_).rate_mbps
+                dev = 100 * (r.wire_bps / 1e6 / rate - 1)
+                out[r.direction] = asdict(r) | {
+                    "wire_mbps": r.wire_bps / 1e6,
+                    "goodput_mbps": r.goodput_bps / 1e6,
+                    "profile_mbps": rate,
+                    "deviation_pct": dev,
+                    "ok": abs(dev) <= RATE_BOUND_PCT,
+                }
+        return out
+    finally:
+        lifecycle.down(state.id)
+
+
+def _cpu(state: TestbedState) -> dict[str, int]:
+    return {pr.role: procs.cpu_ticks(pr.pid) or 0 for pr in state.processes}
+
+
+def unshaped(backend: str = "auto", duration: float = 10, cc: str = "cubic") -> dict[str, Any]:
+    state, p = lifecycle.up("lan", None, backend)
+    try:
+        with verify.iperf_server(p):
+            before, t0 = _cpu(state), time.monotonic()
+            r = verify.iperf(p, reverse=False, duration=duration, omit=0, cc=cc)
+            after, wall = _cpu(state), time.monotonic() - t0
+        hz = os.sysconf("SC_CLK_TCK")
+        gbits = r.bytes * 8 / 1e9
+        cpu = {role: (after[role] - before[role]) / hz for role in after}
+        return {
+            "id": state.id,
+            "backend": state.backend,
+            "direction": "client -> server",
+            "cc": r.cc,
+            "goodput_mbps": r.goodput_bps / 1e6,
+            "seconds": r.seconds,
+            "retransmits": r.retransmits,
+            "cpu_seconds": cpu,
+            "cpu_pct_of_core": {role: 100 * s / wall for role, s in cpu.items()},
+            "cpu_seconds_per_gbit": {role: s / gbits for role, s in cpu.items()} if gbits else {},
+            "cpu_seconds_per_gbit_total": sum(cpu.values()) / gbits if gbits else None,
+        }
+    finally:
+        lifecycle.down(state.id)
+
+
+def parallel(n: int = 8, backend: str = "auto", samples: int = 50) -> dict[str, Any]:
+    beds: list[tuple[TestbedState, Plan]] = []
+    try:
+        for _ in range(n):
+            beds.append(lifecycle.up("geo", None, backend))
+        with ThreadPoolExecutor(max_workers=n) as pool:
+            results = list(pool.map(lambda b: verify.ping(b[1], count=samples, interval=0.2), beds))
+        per = {str(s.id): _rtt_entry("geo", r) for (s, _), r in zip(beds, results, strict=True)}
+        return {"testbeds": n, "rtt": per, "ok": all(e["ok"] for e in per.values())}
+    finally:
+        for s, _ in beds:
+            lifecycle.down(s.id)
+
+
+def render(figures: dict[str, Any]) -> str:
+    lines = []
+    g = figures.get("geo")
+    if g:
+        r = g["rtt"]
+        lines.append(f"geo (testbed {g['id']}, {g['backend']}): {r['received']}/{r['sent']} echoes")
+        lines.append(
+            f"  RTT mean {r['mean']:.2f} ms (expected {r['expected_ms']:.2f} ± {RTT_BOUND_MS}), "
+            f"stdev {r['stdev']:.2f}, p50 {r['p50']:.2f}, p99 {r['p99']:.2f}, max {r['max']:.2f}"
+            f"  {'ok' if r['ok'] else 'MISS'}"
+        )
+        for d in ("forward", "return"):
+            t = g[d]
+            lines.append(
+                f"  {d:<8} goodput {t['goodput_mbps']:.3f} Mb/s, on the link {t['wire_mbps']:.3f} "
+                f"Mb/s vs {t['profile_mbps']} ({t['deviation_pct']:+.2f} %, bound "
+                f"±{RATE_BOUND_PCT} %) {t['cc']}, retransmits {t['retransmits']}"
+                f"  {'ok' if t['ok'] else 'MISS'}"
+            )
+    u = figures.get("unshaped")
+    if u:
+        per = ", ".join(f"{k} {v:.2f}" for k, v in u["cpu_seconds_per_gbit"].items())
+        pct = ", ".join(f"{k} {v:.0f} %" for k, v in u["cpu_pct_of_core"].items())
+        lines.append(
+            f"unshaped (lan profile, {u['backend']}): client -> server {u['goodput_mbps']:.0f} "
+            f"Mb/s TCP goodput ({u['cc']}, {u['seconds']:.0f} s)"
+        )
+        lines.append(
+            f"  satlink CPU: {pct} of a core; CPU s per Gbit: {per} "
+            f"(total {u['cpu_seconds_per_gbit_total']:.2f})"
+        )
+    par = figures.get("parallel")
+    if par:
+        lines.append(f"{par['testbeds']} geo testbeds at once:")
+        for tid, r in par["rtt"].items():
+            lines.append(
+                f"  testbed {tid}: {r['received']}/{r['sent']}, mean {r['mean']:.2f} ms, stdev "
+                f"{r['stdev']:.2f}, p50 {r['p50']:.2f}, p99 {r['p99']:.2f}, max {r['max']:.2f}"
+                f"  {'ok' if r['ok'] else 'MISS'}"
+            )
+    return "\n".join(lines)

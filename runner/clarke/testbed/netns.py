@@ -1,0 +1,136 @@
+"""Namespaces, veths, bridges, addresses, routes and sysctls, all through clarke.sh.
+
+Thin wrappers over `ip`, `sysctl` and `ethtool`; they know nothing of roles (plan.py
+does) and nothing of state (lifecycle.py does)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+from clarke import sh
+from clarke.errors import CommandFailed, EnvironmentProblem
+
+OFFLOADS = ("tso", "gso", "gro", "tx", "rx")
+
+
+def require_root_and_tun() -> None:
+    if os.geteuid() != 0:
+        raise EnvironmentProblem(
+            "the netns testbed needs root (network namespaces, TUN devices, sysctls); "
+            "run as root, e.g. with sudo"
+        )
+    if not Path("/dev/net/tun").exists():
+        raise EnvironmentProblem(
+            "/dev/net/tun is missing: the kernel has no TUN/TAP support or the device "
+            "node is not there (modprobe tun; mknod /dev/net/tun c 10 200)"
+        )
+    for tool in ("ip", "sysctl"):
+        if shutil.which(tool) is None:
+            raise EnvironmentProblem(f"{tool} is not installed (Debian: iproute2, procps)")
+
+
+def namespaces() -> list[str]:
+    out = sh.run(["ip", "-j", "netns", "list"]).stdout.strip()
+    if not out:
+        return []
+    return [entry["name"] for entry in json.loads(out)]
+
+
+def add(ns: str) -> None:
+    sh.run(["ip", "netns", "add", ns])
+
+
+def delete(ns: str) -> None:
+    if ns in namespaces():
+        sh.run(["ip", "netns", "delete", ns])
+
+
+def exec_argv(ns: str, argv: Sequence[str]) -> list[str]:
+    return ["ip", "netns", "exec", ns, *argv]
+
+
+def run_in(ns: str, argv: Sequence[str], **kwargs: object) -> object:
+    return sh.run(exec_argv(ns, argv), **kwargs)  # type: ignore[arg-type]
+
+
+def batch(ns: str | None, commands: Sequence[str]) -> None:
+    """Several `ip` commands in one process (`ip -batch`), in namespace ns (None: root)."""
+    if not commands:
+        return
+    argv = ["ip", *(["-n", ns] if ns else []), "-batch", "-"]
+    sh.run(argv, input="\n".join(commands) + "\n")
+
+
+def veth(ns_a: str | None, name_a: str, ns_b: str | None, name_b: str, mtu: int = 1500) -> None:
+    """A veth pair created directly in its two namespaces (None: root), so equal names
+    in different testbeds never clash in the root namespace."""
+    argv = ["ip", "link", "add", name_a]
+    if ns_a:
+        argv += ["netns", ns_a]
+    argv += ["mtu", str(mtu), "type", "veth", "peer", "name", name_b]
+    if ns_b:
+        argv += ["netns", ns_b]
+    argv += ["mtu", str(mtu)]
+    sh.run(argv)
+
+
+def link_exists(name: str, ns: str | None = None) -> bool:
+    argv = ["ip", *(["-n", ns] if ns else []), "link", "show", "dev", name]
+    return sh.run(argv, check=False).returncode == 0
+
+
+def delete_link(name: str, ns: str | None = None) -> None:
+    if link_exists(name, ns):
+        sh.run(["ip", *(["-n", ns] if ns else []), "link", "delete", "dev", name])
+
+
+def pids(ns: str) -> list[int]:
+    proc = sh.run(["ip", "netns", "pids", ns], check=False)
+    return [int(p) for p in proc.stdout.split() if p.isdigit()]
+
+
+def sysctls(ns: str | None, values: dict[str, str]) -> None:
+    argv = ["sysctl", "-q", "-w", *(f"{k}={v}" for k, v in values.items())]
+    sh.run(exec_argv(ns, argv) if ns else argv)
+
+
+def read_sysctl(key: str, ns: str | None = None) -> str:
+    argv = ["sysctl", "-n", key]
+    return sh.run(exec_argv(ns, argv) if ns else argv).stdout.strip()
+
+
+def offloads_off(ns: str, dev: str) -> None:
+    """User-space relays (TUN, packet sockets) want real MTU-sized packets with
+    checksums: segmentation and checksum offloads off."""
+    if shutil.which("ethtool") is None:
+        raise EnvironmentProblem("ethtool is not installed (Debian: ethtool)")
+    argv = ["ethtool", "-K", dev]
+    for feature in OFFLOADS:
+        argv += [feature, "off"]
+    try:
+        run_in(ns, argv)
+    except CommandFailed:
+        # Some features are fixed on some drivers; turn off what can be turned off.
+        for feature in OFFLOADS:
+            run_in(ns, ["ethtool", "-K", dev, feature, "off"], check=False)
+
+
+def add_allowed_cc(cc: str) -> str | None:
+    """Allow congestion control `cc` for namespaces (a root-namespace-only sysctl). Returns
+    a note of the change made, or None when it was already allowed."""
+    key = "net.ipv4.tcp_allowed_congestion_control"
+    allowed = read_sysctl(key).split()
+    if cc in allowed:
+        return None
+    available = read_sysctl("net.ipv4.tcp_available_congestion_control").split()
+    if cc not in available:
+        sh.run(["modprobe", f"tcp_{cc}"], check=False)
+        available = read_sysctl("net.ipv4.tcp_available_congestion_control").split()
+        if cc not in available:
+            return None
+    sysctls(None, {key: " ".join([*allowed, cc])})
+    return f"{key}: added {cc} (was {' '.join(allowed)!r})"

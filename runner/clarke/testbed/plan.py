@@ -1,0 +1,169 @@
+"""The testbed plan: roles, networks, namespace and interface names, and addresses per
+testbed id. THE one place these are defined; netns, compose and analysis import it.
+
+    client ──st-lan── terminal ══emu══ satellite ══emu══ gateway ──gw-lan── server
+                         └───────────── sat (TUN, L3) ──────────┘
+
+Testbed id N (0..63) owns four /24s of 198.18.0.0/16 and one /24 of 198.19.0.0/16:
+
+    network  prefix              members
+    st-lan   198.18.(4N).0/24    terminal .1, client .2
+    emu      198.18.(4N+1).0/24  terminal .1, satellite .2 (on a bridge), gateway .3
+    gw-lan   198.18.(4N+2).0/24  gateway .1, server .2
+    sat      198.18.(4N+3).0/24  the emulated link's L3 ends: terminal .1, gateway .2
+    mgmt     198.19.N.0/24       runner (root namespace) .1, client .2, terminal .3,
+                                 satellite .4, gateway .5, server .6
+
+198.19.64.0 and above stay free (other tests use 198.19.240.0/20 and 198.19.250.0/24).
+Namespaces are `clk<N>-<role>` plus `clk<N>-mgmt`, which holds the management bridge;
+the runner reaches it through one veth, `clk<N>-mgmt`, in the root namespace. No
+namespace has a default route: client and server each have one route, to the other's
+LAN, through the link; mgmt carries only its own /24."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+from typing import Final
+
+ROLES: Final = ("client", "terminal", "satellite", "gateway", "server")
+LINK_ROLES: Final = ("terminal", "satellite", "gateway")
+MAX_ID: Final = 63
+PREFIX: Final = "clk"
+# Namespaces whose name matches this belong to a Clarke testbed (the sweep of
+# `down --all` relies on it; other tools' prefixes such as `clarket-` never match).
+NAME_RE: Final = re.compile(
+    rf"^{PREFIX}(\d{{1,2}})-(client|terminal|satellite|gateway|server|mgmt)$"
+)
+
+# Interface names inside the namespaces (identical in every testbed: each lives in its
+# own namespace). Only ROOT_MGMT_LINK is in the root namespace and carries the id.
+IF_LAN: Final = "lan"  # client, server: their LAN; terminal, gateway: towards it
+IF_EMU: Final = "emu"  # terminal, gateway: the emulation network
+IF_SAT: Final = "sat0"  # terminal, gateway: satlink's TUN device
+IF_MGMT: Final = "mgmt"  # every role: the management network
+BRIDGE_EMU: Final = "br-emu"  # in the satellite namespace
+BRIDGE_MGMT: Final = "br-mgmt"  # in the mgmt namespace
+SAT_EMU_PORTS: Final = {"terminal": "emu-st", "gateway": "emu-gw"}  # bridge ports
+EMU_PORT: Final = 4000  # satlink's UDP port on the emulation network (each role its own ns)
+MGMT_HOST: Final = 1
+MGMT_HOSTS: Final = {"client": 2, "terminal": 3, "satellite": 4, "gateway": 5, "server": 6}
+AGENT_PORT: Final = 7000  # role agents on mgmt
+
+
+def check_id(testbed_id: int) -> int:
+    from clarke.errors import InputError
+
+    if not isinstance(testbed_id, int) or not 0 <= testbed_id <= MAX_ID:
+        raise InputError(f"testbed id must be an integer 0..{MAX_ID}, got {testbed_id!r}")
+    return testbed_id
+
+
+@dataclass(frozen=True)
+class Network:
+    name: str
+    prefix: ipaddress.IPv4Network
+    members: dict[str, int]  # role -> host number
+
+    def address(self, role: str) -> str:
+        return str(self.prefix.network_address + self.members[role])
+
+    def cidr(self, role: str) -> str:
+        return f"{self.address(role)}/{self.prefix.prefixlen}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    id: int
+
+    # --- names -------------------------------------------------------------------
+    @property
+    def prefix(self) -> str:
+        return f"{PREFIX}{self.id}-"
+
+    def ns(self, role: str) -> str:
+        """Namespace of a role (or `mgmt`)."""
+        return f"{self.prefix}{role}"
+
+    @property
+    def namespaces(self) -> dict[str, str]:
+        return {role: self.ns(role) for role in (*ROLES, "mgmt")}
+
+    @property
+    def root_mgmt_link(self) -> str:
+        """The runner's veth into the mgmt namespace (root namespace side)."""
+        return f"{self.prefix}mgmt"
+
+    # --- networks ----------------------------------------------------------------
+    def _net(self, offset: int) -> ipaddress.IPv4Network:
+        return ipaddress.ip_network(f"198.18.{4 * self.id + offset}.0/24")
+
+    @property
+    def st_lan(self) -> Network:
+        return Network("st-lan", self._net(0), {"terminal": 1, "client": 2})
+
+    @property
+    def emu(self) -> Network:
+        return Network("emu", self._net(1), {"terminal": 1, "satellite": 2, "gateway": 3})
+
+    @property
+    def sat(self) -> Network:
+        return Network("sat", self._net(3), {"terminal": 1, "gateway": 2})
+
+    @property
+    def gw_lan(self) -> Network:
+        return Network("gw-lan", self._net(2), {"gateway": 1, "server": 2})
+
+    @property
+    def mgmt(self) -> Network:
+        prefix = ipaddress.ip_network(f"198.19.{self.id}.0/24")
+        return Network("mgmt", prefix, {"runner": MGMT_HOST, **MGMT_HOSTS})
+
+    @property
+    def networks(self) -> list[Network]:
+        return [self.st_lan, self.emu, self.sat, self.gw_lan, self.mgmt]
+
+    # --- what others need ----------------------------------------------------------
+    @property
+    def addresses(self) -> dict[str, str]:
+        """Each role's address on the measurement path (client and server on their LANs,
+        terminal and gateway on their LAN side, satellite on the emulation network)."""
+        return {
+            "client": self.st_lan.address("client"),
+            "terminal": self.st_lan.address("terminal"),
+            "satellite": self.emu.address("satellite"),
+            "gateway": self.gw_lan.address("gateway"),
+            "server": self.gw_lan.address("server"),
+        }
+
+    @property
+    def mgmt_addresses(self) -> dict[str, str]:
+        return {role: self.mgmt.address(role) for role in ("runner", *ROLES)}
+
+    def agent_url(self, role: str) -> str:
+        return f"http://{self.mgmt.address(role)}:{AGENT_PORT}"
+
+    def emu_endpoint(self, role: str) -> str:
+        return f"{self.emu.address(role)}:{EMU_PORT}"
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "namespaces": self.namespaces,
+            "addresses": self.addresses,
+            "mgmt": self.mgmt_addresses,
+            "networks": {n.name: str(n.prefix) for n in self.networks},
+        }
+
+
+def plan(testbed_id: int) -> Plan:
+    return Plan(check_id(testbed_id))
+
+
+def parse_ns(name: str) -> tuple[int, str] | None:
+    """(id, role) of a Clarke testbed namespace name, else None."""
+    m = NAME_RE.match(name)
+    if not m or int(m.group(1)) > MAX_ID:
+        return None
+    return int(m.group(1)), m.group(2)

@@ -1,0 +1,135 @@
+"""Role processes: started inside a namespace (`ip netns exec`, which execs, so the PID
+is the role's own), output to a log file in the testbed's run dir, in their own session
+(a Ctrl-C to the runner does not reach them), stopped by PID only: SIGTERM, then SIGKILL
+after a timeout. A PID is only signalled while its start time still matches the one
+recorded, so a recycled PID is never touched."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from clarke import sh
+from clarke.errors import EnvironmentProblem
+from clarke.testbed.netns import exec_argv
+from clarke.testbed.state import Proc
+
+
+def start_time(pid: int) -> int | None:
+    """Field 22 of /proc/PID/stat (clock ticks after boot), None if gone or a zombie."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    # The command name (field 2) may contain spaces and parentheses: split after it.
+    fields = raw[raw.rindex(")") + 2 :].split()
+    if fields[0] in ("Z", "X"):
+        return None
+    return int(fields[19])
+
+
+def cpu_ticks(pid: int) -> int | None:
+    """utime + stime of a process, in clock ticks."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    fields = raw[raw.rindex(")") + 2 :].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def alive(proc: Proc) -> bool:
+    return start_time(proc.pid) == proc.start_time
+
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def start(role: str, name: str, ns: str, argv: Sequence[str], log: Path) -> Proc:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as out:
+        out.write(f"# {sh.render(exec_argv(ns, argv))}\n".encode())
+        out.flush()
+        popen = sh.spawn(
+            exec_argv(ns, argv),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    st = start_time(popen.pid)
+    if st is None:
+        popen.wait()
+        raise EnvironmentProblem(f"{name} exited at once ({popen.returncode}): see {log}")
+    return Proc(role=role, name=name, pid=popen.pid, start_time=st, argv=list(argv), log=str(log))
+
+
+def tail(path: str | Path, lines: int = 15) -> str:
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def wait_ready(proc: Proc, ready: Callable[[], bool], timeout: float = 15) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        if not alive(proc):
+            _reap(proc.pid)
+            raise EnvironmentProblem(
+                f"{proc.name} ({proc.role}) exited during start-up; its log {proc.log} ends:\n"
+                + tail(proc.log)
+            )
+        if ready():
+            return
+        if time.monotonic() > deadline:
+            raise EnvironmentProblem(
+                f"{proc.name} ({proc.role}) not ready after {timeout:.0f} s; its log "
+                f"{proc.log} ends:\n" + tail(proc.log)
+            )
+        time.sleep(0.05)
+
+
+def signal_pid(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
+
+
+def stop_pids(pids: dict[int, int | None], timeout: float = 5) -> None:
+    """Stop processes {pid: recorded start time (None: check it now)}: SIGTERM, wait,
+    SIGKILL what is left. Only PIDs whose start time still matches are signalled."""
+    live = {}
+    for pid, st in pids.items():
+        now = start_time(pid)
+        if now is not None and (st is None or now == st):
+            live[pid] = now
+    for pid in live:
+        signal_pid(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while live and time.monotonic() < deadline:
+        for pid in list(live):
+            _reap(pid)
+            if start_time(pid) != live[pid]:
+                del live[pid]
+        time.sleep(0.05)
+    for pid, st in live.items():
+        if start_time(pid) == st:
+            signal_pid(pid, signal.SIGKILL)
+    for pid in live:
+        for _ in range(100):
+            _reap(pid)
+            if start_time(pid) != live[pid]:
+                break
+            time.sleep(0.02)
+
+
+def stop(procs: Sequence[Proc], timeout: float = 5) -> None:
+    stop_pids({p.pid: p.start_time for p in procs}, timeout)

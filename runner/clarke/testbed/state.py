@@ -1,0 +1,112 @@
+"""The state file of a testbed: <state dir>/<id>.json, written before anything is created
+and rewritten after every step, so that `clarke testbed down` removes exactly what
+exists, also after the runner was killed half-way through `up`.
+
+The state dir is $CLARKE_STATE_DIR, else /run/clarke/testbeds (tmpfs: a reboot removes
+namespaces and state together). Each testbed also has a run dir, <state dir>/<id>/, for
+role configurations, control sockets and logs."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from clarke.errors import ValidationFailed
+from clarke.schema import problems_of
+
+DEFAULT_DIR = Path("/run/clarke/testbeds")
+
+
+def state_dir() -> Path:
+    return Path(os.environ.get("CLARKE_STATE_DIR") or DEFAULT_DIR)
+
+
+class Proc(BaseModel):
+    """A process the testbed started. `start_time` (field 22 of /proc/PID/stat, clock
+    ticks since boot) tells this process from a later one that got the same PID."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: str
+    name: str
+    pid: int
+    start_time: int
+    argv: list[str]
+    log: str
+
+
+class TestbedState(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: int
+    profile: str
+    backend: str
+    phase: Literal["creating", "up", "failed", "removing"] = "creating"
+    created_at: str = Field(default_factory=lambda: dt.datetime.now(dt.UTC).isoformat())
+    owner_pid: int = Field(default_factory=os.getpid)
+    run_dir: str
+    namespaces: list[str] = Field(default_factory=list)
+    root_links: list[str] = Field(default_factory=list)
+    processes: list[Proc] = Field(default_factory=list)
+    host_changes: list[str] = Field(default_factory=list)
+    error: str = ""
+
+
+class Store:
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root or state_dir()
+
+    def path(self, testbed_id: int) -> Path:
+        return self.root / f"{testbed_id}.json"
+
+    def run_dir(self, testbed_id: int) -> Path:
+        return self.root / str(testbed_id)
+
+    def save(self, state: TestbedState) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        path = self.path(state.id)
+        tmp = path.with_suffix(".json.tmp")
+        with tmp.open("w", encoding="utf-8") as f:
+            f.write(state.model_dump_json(indent=2))
+            f.flush()
+            os.fsync(f.fileno())
+        tmp.replace(path)
+
+    def load(self, testbed_id: int) -> TestbedState | None:
+        path = self.path(testbed_id)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        try:
+            return TestbedState.model_validate(json.loads(text))
+        except (json.JSONDecodeError, ValidationError) as e:
+            problems = problems_of(e) if isinstance(e, ValidationError) else [str(e)]
+            raise ValidationFailed(str(path), problems) from None
+
+    def ids(self) -> list[int]:
+        if not self.root.is_dir():
+            return []
+        return sorted(int(p.stem) for p in self.root.glob("*.json") if p.stem.isdigit())
+
+    def remove(self, testbed_id: int) -> None:
+        self.path(testbed_id).unlink(missing_ok=True)
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Serialise id allocation between concurrent `clarke testbed up`s."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with (self.root / ".lock").open("w") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)

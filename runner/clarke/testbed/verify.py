@@ -1,0 +1,359 @@
+"""`clarke testbed verify`: measure the link a testbed really has and compare it with
+its profile.
+
+    RTT    ping client -> server (20 samples after one warm-up): mean, stdev, p50, p99,
+           max. Expected: the profile's idle RTT plus the serialisation of an 84-byte
+           echo packet in each direction. Within max(rtt_pct % of expected, rtt_ms).
+    rate   iperf3 bulk TCP (BBR, so that the measurement is the link's and not a loss-
+           based controller's), forward (server -> client, -R) and return, for
+           `duration` s after `omit` s of start-up. iperf3 reports TCP goodput; the
+           link's rate counts whole IP packets, so goodput is converted to the rate on the
+           link: x MTU / (MTU - 52) (IPv4 20 + TCP 20 + timestamps 12 bytes per 1448-byte
+           segment at MTU 1500). Within rate_pct % of the profile's rate. Unlimited
+           directions and lossy profiles (TCP cannot fill a lossy link) are reported,
+           not judged.
+    loss   ping loss; on a loss-free profile any lost echo is a failure, on a lossy one
+           the expected echo loss is shown next to the measured one (20 samples cannot
+           judge a rate of ~1 %)."""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import json
+import re
+import statistics
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from clarke import sh
+from clarke.errors import CommandFailed, EnvironmentProblem
+from clarke.link.profiles import BitErrors, Direction, LinkProfile, PacketLoss
+from clarke.testbed import netns, procs
+from clarke.testbed.plan import Plan
+
+MTU = 1500
+TCP_IP_OVERHEAD = 52  # IPv4 + TCP + timestamp option, per segment
+ECHO_BYTES = 84  # IPv4 20 + ICMP 8 + 56 bytes of payload
+IPERF_PORT = 5201
+_TIME_RE = re.compile(r"icmp_seq=(\d+) .*time=([\d.]+) ms")
+
+
+class Verdict(enum.StrEnum):
+    ok = "ok"
+    fail = "fail"
+    info = "info"  # measured and shown, not judged
+
+
+@dataclass
+class Check:
+    name: str
+    measured: float | None
+    expected: float | None
+    tolerance: float | None
+    unit: str
+    verdict: Verdict
+    reason: str = ""
+
+
+@dataclass
+class PingResult:
+    sent: int
+    rtts_ms: list[float]
+
+    @property
+    def loss(self) -> float:
+        return 1 - len(self.rtts_ms) / self.sent if self.sent else 1.0
+
+    def summary(self) -> dict[str, float]:
+        r = sorted(self.rtts_ms)
+        if not r:
+            return {}
+        return {
+            "mean": statistics.fmean(r),
+            "stdev": statistics.stdev(r) if len(r) > 1 else 0.0,
+            "min": r[0],
+            "p50": percentile(r, 50),
+            "p99": percentile(r, 99),
+            "max": r[-1],
+        }
+
+
+@dataclass
+class IperfResult:
+    direction: str  # forward (server -> client) or return (client -> server)
+    goodput_bps: float
+    seconds: float
+    bytes: int
+    retransmits: int | None
+    cc: str
+
+    @property
+    def wire_bps(self) -> float:
+        return self.goodput_bps * MTU / (MTU - TCP_IP_OVERHEAD)
+
+
+@dataclass
+class Report:
+    id: int
+    profile: str
+    backend: str
+    checks: list[Check] = field(default_factory=list)
+    ping: dict[str, Any] = field(default_factory=dict)
+    throughput: dict[str, Any] = field(default_factory=dict)
+    link_stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.verdict is not Verdict.fail for c in self.checks)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["ok"] = self.ok
+        return d
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default)."""
+    if len(sorted_values) == 1:
+        return sorted_values[0]
+    pos = (len(sorted_values) - 1) * q / 100
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def ping(plan: Plan, count: int = 20, interval: float = 0.2, warmup: int = 1) -> PingResult:
+    """Echo requests from the client to the server; the warm-up ones are not counted."""
+    target = plan.addresses["server"]
+    timeout = 10 + count * interval + 5
+    if warmup:
+        sh.run(
+            netns.exec_argv(
+                plan.ns("client"), ["ping", "-n", "-q", "-c", str(warmup), "-W", "5", target]
+            ),
+            check=False,
+            timeout=timeout,
+        )
+    argv = ["ping", "-n", "-c", str(count), "-i", str(interval), "-W", "5", target]
+    proc = sh.run(netns.exec_argv(plan.ns("client"), argv), check=False, timeout=timeout)
+    if proc.returncode not in (0, 1):  # 1: some replies missing, still a measurement
+        raise CommandFailed(f"ping failed: {(proc.stderr or proc.stdout).strip()}")
+    rtts = {int(m.group(1)): float(m.group(2)) for m in _TIME_RE.finditer(proc.stdout)}
+    return PingResult(sent=count, rtts_ms=[rtts[k] for k in sorted(rtts)])
+
+
+@contextlib.contextmanager
+def iperf_server(plan: Plan, port: int = IPERF_PORT):  # type: ignore[no-untyped-def]
+    argv = ["iperf3", "-s", "-B", plan.addresses["server"], "-p", str(port)]
+    popen = sh.spawn(
+        netns.exec_argv(plan.ns("server"), argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        # Ready when the port listens inside the server namespace.
+        for _ in range(100):
+            ss = sh.run(
+                netns.exec_argv(plan.ns("server"), ["ss", "-Hltn", f"sport = :{port}"]), check=False
+            )
+            if ss.stdout.strip():
+                break
+            if popen.poll() is not None:
+                err = popen.stderr.read().decode() if popen.stderr else ""
+                raise EnvironmentProblem(f"iperf3 server exited: {err.strip()}")
+            time.sleep(0.05)
+        yield
+    finally:
+        procs.stop_pids({popen.pid: procs.start_time(popen.pid)}, timeout=3)
+        popen.wait(timeout=5)
+        if popen.stderr:
+            popen.stderr.close()
+
+
+def iperf(
+    plan: Plan,
+    reverse: bool,
+    duration: float = 10,
+    omit: float = 4,
+    cc: str = "bbr",
+    port: int = IPERF_PORT,
+) -> IperfResult:
+    """One bulk TCP transfer; reverse=True is the forward link (server -> client)."""
+    argv = [
+        "iperf3",
+        "-c",
+        plan.addresses["server"],
+        "-p",
+        str(port),
+        "-J",
+        "-t",
+        str(duration),
+        "-O",
+        str(omit),
+        "-C",
+        cc,
+    ]
+    if reverse:
+        argv.append("-R")
+    proc = sh.run(
+        netns.exec_argv(plan.ns("client"), argv), check=False, timeout=duration + omit + 60
+    )
+    try:
+        data = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        raise CommandFailed(
+            f"iperf3 printed no JSON: {(proc.stderr or proc.stdout)[-500:]}"
+        ) from None
+    if "error" in data:
+        raise CommandFailed(f"iperf3: {data['error']}")
+    recv = data["end"]["sum_received"]
+    sent = data["end"].get("sum_sent", {})
+    return IperfResult(
+        direction="forward" if reverse else "return",
+        goodput_bps=float(recv["bits_per_second"]),
+        seconds=float(recv["seconds"]),
+        bytes=int(recv["bytes"]),
+        retransmits=sent.get("retransmits"),
+        cc=data["end"].get("sender_tcp_congestion") or cc,
+    )
+
+
+def expected_rtt_ms(profile: LinkProfile) -> float:
+    ser = sum(
+        ECHO_BYTES * 8 / (d.rate_mbps * 1e6) * 1e3
+        for d in (profile.forward, profile.return_)
+        if d.rate_mbps > 0
+    )
+    return profile.idle_rtt_ms + ser
+
+
+def packet_loss(d: Direction, size: int) -> float:
+    if isinstance(d.loss, PacketLoss):
+        return d.loss.packet_rate
+    if isinstance(d.loss, BitErrors):
+        return 1 - (1 - d.loss.bit_error_rate) ** (size * 8)
+    return 0.0
+
+
+def rtt_checks(profile: LinkProfile, result: PingResult) -> list[Check]:
+    s = result.summary()
+    exp = expected_rtt_ms(profile)
+    tol = max(profile.tolerance.rtt_pct / 100 * exp, profile.tolerance.rtt_ms)
+    if not s:
+        return [Check("rtt mean", None, exp, tol, "ms", Verdict.fail, "no echo reply at all")]
+    mean = s["mean"]
+    ok = abs(mean - exp) <= tol
+    return [
+        Check(
+            "rtt mean",
+            mean,
+            exp,
+            tol,
+            "ms",
+            Verdict.ok if ok else Verdict.fail,
+            "" if ok else f"off by {mean - exp:+.2f} ms",
+        ),
+        Check("rtt stdev", s["stdev"], None, None, "ms", Verdict.info),
+        Check("rtt p99", s["p99"], None, None, "ms", Verdict.info),
+    ]
+
+
+def loss_check(profile: LinkProfile, result: PingResult) -> Check:
+    expected = 1 - (1 - packet_loss(profile.forward, ECHO_BYTES)) * (
+        1 - packet_loss(profile.return_, ECHO_BYTES)
+    )
+    if profile.lossy:
+        why = f"{result.sent} echoes cannot judge a loss rate of {expected:.2%}"
+        return Check("echo loss", result.loss, expected, None, "", Verdict.info, why)
+    ok = result.loss == 0
+    lost = result.sent - len(result.rtts_ms)
+    why = "" if ok else f"{lost} of {result.sent} lost on a loss-free profile"
+    verdict = Verdict.ok if ok else Verdict.fail
+    return Check("echo loss", result.loss, 0.0, 0.0, "", verdict, why)
+
+
+def rate_check(profile: LinkProfile, r: IperfResult) -> Check:
+    d = profile.forward if r.direction == "forward" else profile.return_
+    name = f"{r.direction} rate"
+    measured = r.wire_bps / 1e6
+    if d.rate_mbps == 0:
+        return Check(name, measured, None, None, "Mb/s", Verdict.info, "unlimited in the profile")
+    tol = profile.tolerance.rate_pct / 100 * d.rate_mbps
+    if profile.lossy:
+        why = "TCP cannot fill a lossy link: not judged"
+        return Check(name, measured, d.rate_mbps, tol, "Mb/s", Verdict.info, why)
+    ok = abs(measured - d.rate_mbps) <= tol
+    why = "" if ok else f"off by {100 * (measured / d.rate_mbps - 1):+.1f} %"
+    verdict = Verdict.ok if ok else Verdict.fail
+    return Check(name, measured, d.rate_mbps, tol, "Mb/s", verdict, why)
+
+
+def verify(
+    testbed_id: int,
+    plan: Plan,
+    profile_name: str,
+    profile: LinkProfile,
+    backend: Any,
+    run_dir: Any,
+    backend_name: str,
+    samples: int = 20,
+    duration: float = 10,
+    omit: float = 4,
+) -> Report:
+    report = Report(testbed_id, profile_name, backend_name)
+    with contextlib.suppress(Exception):
+        getattr(backend, "reset_stats", lambda _d: None)(run_dir)
+    pr = ping(plan, count=samples)
+    report.ping = {
+        "sent": pr.sent,
+        "received": len(pr.rtts_ms),
+        "rtts_ms": pr.rtts_ms,
+        **pr.summary(),
+    }
+    report.checks += rtt_checks(profile, pr)
+    report.checks.append(loss_check(profile, pr))
+    with iperf_server(plan):
+        for reverse in (True, False):
+            r = iperf(plan, reverse, duration=duration, omit=omit)
+            report.throughput[r.direction] = asdict(r) | {"wire_bps": r.wire_bps}
+            report.checks.append(rate_check(profile, r))
+    with contextlib.suppress(Exception):
+        report.link_stats = backend.stats(plan, run_dir)
+    return report
+
+
+def render(report: Report) -> str:
+    lines = [f"testbed {report.id}: profile {report.profile}, backend {report.backend}"]
+    if report.ping:
+        p = report.ping
+        if "mean" in p:
+            lines.append(
+                f"  ping {p['received']}/{p['sent']}: mean {p['mean']:.2f} ms, stdev "
+                f"{p['stdev']:.2f}, p50 {p['p50']:.2f}, p99 {p['p99']:.2f}, max {p['max']:.2f}"
+            )
+    for name, t in report.throughput.items():
+        lines.append(
+            f"  {name}: goodput {t['goodput_bps'] / 1e6:.3f} Mb/s -> on the link "
+            f"{t['wire_bps'] / 1e6:.3f} Mb/s ({t['cc']}, {t['seconds']:.0f} s, "
+            f"retransmits {t['retransmits']})"
+        )
+    lines.append(f"  {'check':<20}{'measured':>12}{'expected':>12}{'tolerance':>12}  verdict")
+    for c in report.checks:
+        pct = c.name.endswith("loss")
+
+        def fmt(v: float | None, pct: bool = pct) -> str:
+            return "-" if v is None else (f"{v:.2%}" if pct else f"{v:.3f}")
+
+        tol = "-" if c.tolerance is None else f"±{fmt(c.tolerance)}"
+        label = f"{c.name} ({c.unit})" if c.unit else c.name
+        reason = f": {c.reason}" if c.reason else ""
+        lines.append(
+            f"  {label:<20}{fmt(c.measured):>12}{fmt(c.expected):>12}{tol:>12}  "
+            f"{c.verdict.value}{reason}"
+        )
+    lines.append("  => " + ("within tolerance" if report.ok else "OUTSIDE TOLERANCE"))
+    return "\n".join(lines)

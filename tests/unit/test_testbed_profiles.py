@@ -1,0 +1,93 @@
+"""Shipped link profiles, their mapping to satlink's configuration, and what verify
+expects of them."""
+
+from __future__ import annotations
+
+import pytest
+
+from clarke.errors import UnknownName
+from clarke.link import profiles
+from clarke.testbed import backends, verify
+
+
+def test_shipped_profiles_load_and_cite_sources() -> None:
+    names = profiles.available()
+    for name in ("geo", "lan", "meo", "leo", "geo-lossy"):
+        assert name in names
+        p = profiles.load(name)
+        if name != "lan":
+            assert p.sources, name
+    assert profiles.load("geo").idle_rtt_ms == 530
+    assert profiles.load("geo-lossy").forward.loss.bit_error_rate == 1e-5  # type: ignore[union-attr]
+    assert profiles.load("geo-lossy").lossy and not profiles.load("geo").lossy
+
+
+def test_geo_maps_to_satlink_config() -> None:
+    cfg = profiles.load("geo").to_satlink_config(seed=7)
+    assert set(cfg) == {"forward", "return"}
+    fwd = cfg["forward"]
+    assert fwd == {
+        "rate_bps": 10_000_000,
+        "queue": {"bytes": 662500},
+        "uplink_delay_ms": 125,
+        "downlink_delay_ms": 125,
+        "framing_delay_ms": 15,
+        "loss": None,
+        "seed": 7,
+    }
+    assert cfg["return"]["seed"] == 8
+
+
+def test_lossy_and_unlimited_profiles_map() -> None:
+    lossy = profiles.load("geo-lossy").to_satlink_config()
+    assert lossy["forward"]["loss"] == {"bit_error_rate": 1e-5}
+    lan = profiles.load("lan").to_satlink_config()
+    assert lan["forward"]["rate_bps"] == 0
+
+
+def test_unknown_profile_lists_the_shipped_ones() -> None:
+    with pytest.raises(UnknownName, match="geo-lossy"):
+        profiles.load("nope")
+
+
+def test_netem_arguments() -> None:
+    geo = profiles.load("geo").forward
+    args = backends.netem_args(geo)
+    assert args[:4] == ["delay", "265.0ms", "rate", "10.0mbit"]
+    lossy = backends.netem_args(profiles.load("geo-lossy").forward)
+    loss = float(lossy[lossy.index("loss") + 1].rstrip("%"))
+    assert 11 < loss < 12  # 1 - (1 - 1e-5)^12000
+
+
+def test_backend_selection() -> None:
+    assert backends.select("auto").name == "satlink"
+    assert backends.select("netem").name == "netem"
+    with pytest.raises(UnknownName):
+        backends.select("tbf")
+    with pytest.raises(Exception, match="not wired"):
+        backends.select("opensand").check()
+
+
+def test_expected_rtt_and_rate_comparison() -> None:
+    geo = profiles.load("geo")
+    assert verify.expected_rtt_ms(geo) == pytest.approx(530 + 2 * 84 * 8 / 10e6 * 1e3)
+    good = verify.IperfResult("forward", 9.65e6, 10, 0, 0, "bbr")
+    assert good.wire_bps == pytest.approx(9.65e6 * 1500 / 1448)
+    assert verify.rate_check(geo, good).verdict is verify.Verdict.ok
+    slow = verify.IperfResult("return", 9.0e6, 10, 0, 0, "bbr")
+    assert verify.rate_check(geo, slow).verdict is verify.Verdict.fail
+    lan = verify.rate_check(profiles.load("lan"), good)
+    assert lan.verdict is verify.Verdict.info
+
+
+def test_rtt_and_loss_checks() -> None:
+    geo = profiles.load("geo")
+    on = verify.PingResult(20, [530.2] * 20)
+    assert verify.rtt_checks(geo, on)[0].verdict is verify.Verdict.ok
+    off = verify.PingResult(20, [540.0] * 20)
+    assert verify.rtt_checks(geo, off)[0].verdict is verify.Verdict.fail
+    lost = verify.PingResult(20, [530.2] * 19)
+    assert verify.loss_check(geo, lost).verdict is verify.Verdict.fail
+    lossy = verify.loss_check(profiles.load("geo-lossy"), lost)
+    assert lossy.verdict is verify.Verdict.info and 0.01 < lossy.expected < 0.02  # type: ignore[operator]
+    assert verify.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5

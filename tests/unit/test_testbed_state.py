@@ -1,0 +1,63 @@
+"""State files: written atomically, read back identically, bad ones named clearly."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from clarke.errors import ValidationFailed
+from clarke.testbed import procs
+from clarke.testbed import state as st
+from clarke.testbed.state import Proc, Store, state_dir
+
+
+def test_round_trip(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    s = st.TestbedState(id=5, profile="geo", backend="satlink", run_dir=str(tmp_path / "5"))
+    s.namespaces += ["clk5-client", "clk5-mgmt"]
+    s.processes.append(
+        Proc(
+            role="satellite",
+            name="satlink-satellite",
+            pid=1234,
+            start_time=99,
+            argv=["satlink", "sat"],
+            log="/x.log",
+        )
+    )
+    s.host_changes.append("net.ipv4.tcp_allowed_congestion_control: added cubic")
+    store.save(s)
+    assert store.ids() == [5]
+    back = store.load(5)
+    assert back == s
+    store.remove(5)
+    assert store.load(5) is None and store.ids() == []
+    store.remove(5)  # twice is fine
+
+
+def test_corrupt_state_names_the_file(tmp_path: Path) -> None:
+    (tmp_path / "2.json").write_text('{"id": 2, "surprise": 1}')
+    with pytest.raises(ValidationFailed, match=r"2\.json"):
+        Store(tmp_path).load(2)
+
+
+def test_state_dir_follows_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CLARKE_STATE_DIR", str(tmp_path))
+    assert state_dir() == tmp_path
+    monkeypatch.delenv("CLARKE_STATE_DIR")
+    assert state_dir() == Path("/run/clarke/testbeds")
+
+
+def test_start_time_tells_a_live_process_from_a_recycled_pid() -> None:
+    me = procs.start_time(os.getpid())
+    assert me is not None
+    live = Proc(role="x", name="me", pid=os.getpid(), start_time=me, argv=[], log="")
+    assert procs.alive(live)
+    recycled = live.model_copy(update={"start_time": me + 1})
+    assert not procs.alive(recycled)
+    # stopping a "recycled" PID must not signal this process
+    procs.stop([recycled], timeout=0.1)
+    assert procs.alive(live)
+    assert procs.cpu_ticks(os.getpid()) is not None
