@@ -14,7 +14,8 @@ from clarke.testbed import backends, lifecycle, plan, verify
 
 def _profile_help() -> str:
     try:
-        return "Link profile: " + ", ".join(profiles.available()) + "."
+        names = ", ".join(profiles.available())
+        return f"Link profile: {names}, or a profile file NAME.yaml."
     except FileNotFoundError:
         return "Link profile (profiles/NAME.yaml)."
 
@@ -133,7 +134,7 @@ def verify_cmd(
 
     netns.require_root_and_tun()
     state, p = lifecycle.load_up(testbed_id)
-    profile = profiles.load(state.profile)
+    profile = lifecycle.load_profile(state.profile)
     backend = backends.select(state.backend)
     report = verify.verify(
         state.id,

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clarke import schema
 from clarke.errors import ClarkeError, InputError
 from clarke.link import profiles
 from clarke.link.profiles import LinkProfile
@@ -87,7 +88,7 @@ def up(
     store: Store | None = None,
 ) -> tuple[TestbedState, Plan]:
     # Everything that can be checked is checked before anything is created.
-    profile = profiles.load(profile_name)
+    profile = load_profile(profile_name)
     if testbed_id is not None:
         plan(testbed_id)  # range check
     backend = backends.select(backend_name)
@@ -125,6 +126,13 @@ def up(
             down(testbed_id, store)
         raise
     return state, p
+
+
+def load_profile(name: str) -> LinkProfile:
+    """A shipped profile by name, or a profile file by path (NAME.yaml)."""
+    if name.endswith((".yaml", ".yml")):
+        return schema.load(LinkProfile, Path(name))
+    return profiles.load(name)
 
 
 def _build(tb: Builder, profile: LinkProfile, backend: backends.Backend) -> None:

@@ -15,6 +15,7 @@ from clarke import sh
 from clarke.errors import CommandFailed, EnvironmentProblem
 
 OFFLOADS = ("tso", "gso", "gro", "tx", "rx")
+TUN = Path("/dev/net/tun")
 
 
 def require_root_and_tun() -> None:
@@ -23,9 +24,9 @@ def require_root_and_tun() -> None:
             "the netns testbed needs root (network namespaces, TUN devices, sysctls); "
             "run as root, e.g. with sudo"
         )
-    if not Path("/dev/net/tun").exists():
+    if not TUN.exists():
         raise EnvironmentProblem(
-            "/dev/net/tun is missing: the kernel has no TUN/TAP support or the device "
+            f"{TUN} is missing: the kernel has no TUN/TAP support or the device "
             "node is not there (modprobe tun; mknod /dev/net/tun c 10 200)"
         )
     for tool in ("ip", "sysctl"):

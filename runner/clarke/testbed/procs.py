@@ -47,7 +47,18 @@ def alive(proc: Proc) -> bool:
     return start_time(proc.pid) == proc.start_time
 
 
+# Role processes this runner started, kept so that their exit status is collected (no
+# zombies) and Python does not warn about a Popen collected while its child runs: a
+# testbed's processes outlive the `clarke testbed up` that started them by design.
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+
 def _reap(pid: int) -> None:
+    child = _CHILDREN.get(pid)
+    if child is not None:
+        if child.poll() is not None:
+            del _CHILDREN[pid]
+        return
     with contextlib.suppress(ChildProcessError, OSError):
         os.waitpid(pid, os.WNOHANG)
 
@@ -64,9 +75,11 @@ def start(role: str, name: str, ns: str, argv: Sequence[str], log: Path) -> Proc
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+    _CHILDREN[popen.pid] = popen
     st = start_time(popen.pid)
     if st is None:
         popen.wait()
+        del _CHILDREN[popen.pid]
         raise EnvironmentProblem(f"{name} exited at once ({popen.returncode}): see {log}")
     return Proc(role=role, name=name, pid=popen.pid, start_time=st, argv=list(argv), log=str(log))
 

@@ -1,0 +1,203 @@
+"""The netns testbed for real: namespaces, satlink, ping and iperf3 (root, CI runs it as
+root). Every test removes what it made, also when it fails; each checks that nothing of
+Clarke's is left (namespaces, root-namespace links, processes, state files)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from clarke.testbed.state import Store
+from conftest import need
+
+pytestmark = pytest.mark.root
+
+
+def _leftovers(state_dir: Path) -> dict[str, list[str]]:
+    from clarke.testbed import netns
+    from clarke.testbed.plan import parse_ns
+
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    return {
+        "namespaces": [n for n in netns.namespaces() if parse_ns(n) or n.startswith("clkprobe-")],
+        "links": re.findall(r"\d+: (clk\d+-mgmt)[@:]", links),
+        "state": sorted(p.name for p in state_dir.glob("*.json")),
+    }
+
+
+NOTHING: dict[str, list[str]] = {"namespaces": [], "links": [], "state": []}
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Root, TUN, satlink and iperf3 present; a private state dir; everything removed
+    afterwards whatever happened."""
+    need(os.geteuid() == 0, "needs root (network namespaces)")
+    need(Path("/dev/net/tun").exists(), "needs /dev/net/tun")
+    need(shutil.which("iperf3") is not None, "iperf3 is not installed (Debian: iperf3)")
+    from clarke.testbed import backends, lifecycle
+
+    need(backends.satlink_binary() is not None, "satlink is not built (satlink/target/release)")
+    from clarke.testbed import netns
+    from clarke.testbed.plan import parse_ns
+
+    mine_before = [n for n in netns.namespaces() if parse_ns(n)]
+    need(not mine_before, f"testbed namespaces exist already: {mine_before}")
+    state_dir = tmp_path / "state"
+    monkeypatch.setenv("CLARKE_STATE_DIR", str(state_dir))
+    try:
+        yield state_dir
+    finally:
+        lifecycle.down_all()
+    assert _leftovers(state_dir) == NOTHING
+
+
+def _up(run_cli, *args: str) -> dict:  # type: ignore[no-untyped-def]
+    code, out, err = run_cli("testbed", "up", "--json", *args)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def _ns_run(ns: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", "netns", "exec", ns, *argv], capture_output=True, text=True)
+
+
+def test_lan_up_status_verify_down(env: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    tb = _up(run_cli, "--profile", "lan")
+    assert set(tb["namespaces"]) == {"client", "terminal", "satellite", "gateway", "server"}
+    assert tb["addresses"]["server"].startswith("198.18.")
+    i = tb["id"]
+
+    # No default route anywhere; client and server only reach each other's LAN.
+    for ns in [*tb["namespaces"].values(), f"clk{i}-mgmt"]:
+        routes = _ns_run(ns, "ip", "route", "show").stdout
+        assert "default" not in routes, (ns, routes)
+    client_routes = _ns_run(tb["namespaces"]["client"], "ip", "route", "show").stdout
+    assert f"via {tb['addresses']['terminal']}" in client_routes
+    # The runner reaches every role on mgmt; that is the only route Clarke adds here.
+    root_routes = subprocess.run(
+        ["ip", "route", "show", "dev", f"clk{i}-mgmt"], capture_output=True, text=True
+    ).stdout
+    assert root_routes.split()[0] == f"198.19.{i}.0/24"
+    for address in tb["mgmt"].values():
+        assert (
+            subprocess.run(["ping", "-c", "1", "-W", "2", address], capture_output=True).returncode
+            == 0
+        ), address
+    # The link roles forward nothing that arrives on mgmt.
+    for role in ("terminal", "gateway"):
+        fwd = _ns_run(tb["namespaces"][role], "sysctl", "-n", "net.ipv4.conf.mgmt.forwarding")
+        assert fwd.stdout.strip() == "0"
+
+    code, out, err = run_cli("testbed", "status", "--json")
+    assert code == 0, err
+    (entry,) = json.loads(out)
+    assert entry["healthy"] and entry["backend"] == "satlink"
+    assert {p["role"] for p in entry["processes"]} == {"terminal", "satellite", "gateway"}
+
+    code, out, err = run_cli("testbed", "verify", "--id", str(i), "--duration", "3", "--omit", "1")
+    assert code == 0, out + err
+    assert "within tolerance" in out
+
+    code, out, err = run_cli("testbed", "down", "--id", str(i))
+    assert code == 0, err
+    assert _leftovers(env) == NOTHING
+    for p in entry["processes"]:
+        assert not Path(f"/proc/{p['pid']}").exists()
+    code, out, err = run_cli("testbed", "down", "--id", str(i))  # twice is fine
+    assert code == 0 and "nothing to remove" in out
+
+
+@pytest.mark.slow
+def test_geo_verify_within_tolerance(env: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    tb = _up(run_cli, "--profile", "geo")
+    report = env.parent / "verify.json"
+    code, out, err = run_cli("testbed", "verify", "--id", str(tb["id"]), "--out", str(report))
+    assert code == 0, out + err
+    data = json.loads(report.read_text())
+    assert data["ok"]
+    assert 529 < data["ping"]["mean"] < 532
+    names = {c["name"]: c for c in data["checks"]}
+    assert names["forward rate"]["verdict"] == "ok" and names["return rate"]["verdict"] == "ok"
+
+
+def test_two_testbeds_at_once_are_isolated(env: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    a = _up(run_cli, "--profile", "lan")
+    b = _up(run_cli, "--profile", "lan")
+    assert a["id"] != b["id"]
+    assert not set(a["addresses"].values()) & set(b["addresses"].values())
+    for tb in (a, b):
+        ok = _ns_run(
+            tb["namespaces"]["client"],
+            "ping",
+            "-c",
+            "2",
+            "-i",
+            "0.2",
+            "-W",
+            "2",
+            tb["addresses"]["server"],
+        )
+        assert ok.returncode == 0, ok.stdout
+    # No path from one testbed to the other.
+    cross = _ns_run(
+        a["namespaces"]["client"], "ping", "-c", "1", "-W", "1", b["addresses"]["server"]
+    )
+    assert cross.returncode != 0
+    code, out, err = run_cli("testbed", "down", "--all")
+    assert code == 0, err
+    assert _leftovers(env) == NOTHING
+
+
+def test_crash_between_up_and_down_then_down_all(env: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """kill -9 a runner that brought a testbed up; `down --all` leaves nothing."""
+    script = (
+        "import sys, time\n"
+        "from clarke.testbed import lifecycle\n"
+        "state, plan = lifecycle.up('lan')\n"
+        "print(state.id, *[p.pid for p in state.processes], flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    runner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert runner.stdout is not None
+        line = runner.stdout.readline().split()
+        assert line, "the runner did not bring a testbed up"
+        tid, pids = int(line[0]), [int(p) for p in line[1:]]
+        assert len(pids) == 3
+        os.kill(runner.pid, signal.SIGKILL)
+        runner.wait(timeout=10)
+        for pid in pids:  # the link roles outlive the runner
+            assert Path(f"/proc/{pid}").exists()
+        # A second, orphaned testbed: its state file is gone as if the runner died before
+        # writing it; the name prefix still finds it.
+        orphan = _up(run_cli, "--profile", "lan")
+        orphan_state = Store().load(orphan["id"])
+        assert orphan_state is not None
+        orphan_pids = [p.pid for p in orphan_state.processes]
+        (env / f"{orphan['id']}.json").unlink()
+
+        code, out, err = run_cli("testbed", "down", "--all")
+        assert code == 0, err
+        assert f"testbed {tid}:" in out and f"testbed {orphan['id']}:" in out
+        assert _leftovers(env) == NOTHING
+        time.sleep(0.2)
+        for pid in pids + orphan_pids:
+            stat = Path(f"/proc/{pid}/stat")
+            assert not stat.exists() or stat.read_text().split(") ")[1][0] in "ZX", pid
+        code, out, err = run_cli("testbed", "down", "--all")
+        assert code == 0 and "nothing to remove" in out
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()

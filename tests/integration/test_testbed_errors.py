@@ -1,0 +1,118 @@
+"""`clarke testbed up` refuses clearly (exit 2 for bad input, 3 for the environment)
+and leaves nothing behind: bad profile, bad id, not root, no /dev/net/tun, no satlink,
+a satlink that dies at start-up (rollback of everything already created)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_testbed import NOTHING, _leftovers
+
+from conftest import need
+
+pytestmark = pytest.mark.root
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    need(os.geteuid() == 0, "needs root (network namespaces)")
+    need(Path("/dev/net/tun").exists(), "needs /dev/net/tun")
+    from clarke.testbed import lifecycle
+
+    state_dir = tmp_path / "state"
+    monkeypatch.setenv("CLARKE_STATE_DIR", str(state_dir))
+    before = _leftovers(state_dir)
+    need(before == NOTHING, f"testbed leftovers exist already: {before}")
+    try:
+        yield state_dir
+    finally:
+        lifecycle.down_all()
+    assert _leftovers(state_dir) == NOTHING
+
+
+def test_unknown_profile(env: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    code, out, err = run_cli("testbed", "up", "--profile", "nope")
+    assert code == 2
+    assert "unknown link profile 'nope'" in err and "geo" in err
+    assert _leftovers(env) == NOTHING
+
+
+def test_invalid_profile_file(env: Path, run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("description: x\nforward: {rate_mbps: -1, uplink_delay_ms: 1}\n")
+    code, out, err = run_cli("testbed", "up", "--profile", str(bad))
+    assert code == 2
+    assert "forward.rate_mbps" in err and "forward.downlink_delay_ms" in err and "return" in err
+    assert "Traceback" not in err
+    assert _leftovers(env) == NOTHING
+
+
+@pytest.mark.parametrize("bad_id", ["64", "-1", "x"])
+def test_bad_id(env: Path, run_cli, bad_id: str) -> None:  # type: ignore[no-untyped-def]
+    code, out, err = run_cli("testbed", "up", "--profile", "lan", "--id", bad_id)
+    assert code == 2 and "--id" in err
+    assert _leftovers(env) == NOTHING
+
+
+def test_not_root(env: Path, run_cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    code, out, err = run_cli("testbed", "up", "--profile", "lan")
+    assert code == 3 and err.startswith("Environment: the netns testbed needs root")
+    assert _leftovers(env) == NOTHING
+
+
+def test_no_tun(env: Path, run_cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from clarke.testbed import netns
+
+    monkeypatch.setattr(netns, "TUN", tmp_path / "no-tun")
+    code, out, err = run_cli("testbed", "up", "--profile", "lan")
+    assert code == 3 and "no-tun is missing" in err
+    assert _leftovers(env) == NOTHING
+
+
+def test_no_satlink_binary(env: Path, run_cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("CLARKE_SATLINK", "/nonexistent/satlink")
+    code, out, err = run_cli("testbed", "up", "--profile", "lan")
+    assert code == 3 and "satlink binary is missing" in err
+    assert _leftovers(env) == NOTHING
+
+
+def test_satlink_dying_at_start_rolls_everything_back(
+    env: Path, run_cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    fake = tmp_path / "satlink"
+    fake.write_text("#!/bin/sh\necho 'satlink: cannot open the TUN device' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("CLARKE_SATLINK", str(fake))
+    code, out, err = run_cli("testbed", "up", "--profile", "geo")
+    assert code == 3
+    assert "exited during start-up" in err and "cannot open the TUN device" in err
+    assert _leftovers(env) == NOTHING
+    assert not (env / "0").exists()
+
+
+def test_explicit_netem_is_refused_when_the_kernel_lacks_it(env: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    from clarke.testbed import backends
+
+    ok, _ = backends.netem_available()
+    if ok:
+        pytest.skip("this kernel has netem")
+    code, out, err = run_cli("testbed", "up", "--profile", "lan", "--backend", "netem")
+    assert code == 3 and "netem backend unavailable" in err and "--backend satlink" in err
+    assert _leftovers(env) == NOTHING
+
+
+def test_opensand_seam_refuses(env: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    code, out, err = run_cli("testbed", "up", "--profile", "geo", "--backend", "opensand")
+    assert code == 3 and "opensand" in err
+    assert _leftovers(env) == NOTHING
+
+
+def test_down_needs_id_or_all(env: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    code, out, err = run_cli("testbed", "down")
+    assert code == 2 and "--id ID or --all" in err
+    code, out, err = run_cli("testbed", "down", "--id", "7")
+    assert code == 0 and "nothing to remove" in out
