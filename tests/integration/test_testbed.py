@@ -201,3 +201,5 @@ def test_crash_between_up_and_down_then_down_all(env: Path, run_cli) -> None:  #
         if runner.poll() is None:
             runner.kill()
             runner.wait()
+        if runner.stdout:
+            runner.stdout.close()

@@ -8,9 +8,12 @@ exists, also after a crash, and is a no-op the second time."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import shutil
+import signal
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -114,10 +117,11 @@ def up(
         store.save(state)
     tb = Builder(store, state, p, run_dir)
     try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        _build(tb, profile, backend)
-        state.phase = "up"
-        tb.save()
+        with _sigterm_interrupts():
+            run_dir.mkdir(parents=True, exist_ok=True)
+            _build(tb, profile, backend)
+            state.phase = "up"
+            tb.save()
     except BaseException as e:
         state.phase, state.error = "failed", str(e)
         try:
@@ -126,6 +130,24 @@ def up(
             down(testbed_id, store)
         raise
     return state, p
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM during `up` rolls back like Ctrl-C does (SIGKILL is left to `down`)."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread (bench's parallel ups are sequential anyway)
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def load_profile(name: str) -> LinkProfile:

@@ -136,12 +136,14 @@ def stop_pids(pids: dict[int, int | None], timeout: float = 5) -> None:
     for pid, st in live.items():
         if start_time(pid) == st:
             signal_pid(pid, signal.SIGKILL)
-    for pid in live:
-        for _ in range(100):
+    # Collect the exit status of those this runner started (no zombies, no warnings).
+    for pid in pids:
+        child = _CHILDREN.pop(pid, None)
+        if child is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(timeout=2)
+        else:
             _reap(pid)
-            if start_time(pid) != live[pid]:
-                break
-            time.sleep(0.02)
 
 
 def stop(procs: Sequence[Proc], timeout: float = 5) -> None:
