@@ -1,0 +1,254 @@
+//! The link configuration: the JSON given with `--config` and with `{"cmd":"set"}`.
+
+use serde::{Deserialize, Serialize};
+
+/// The whole link. forward = gateway -> terminal, return = terminal -> gateway.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkConfig {
+    pub forward: DirConfig,
+    #[serde(rename = "return")]
+    pub return_: DirConfig,
+}
+
+/// One direction of the link.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirConfig {
+    /// Serialization rate in bit/s; 0 means unlimited (no serialization, no queueing).
+    #[serde(default)]
+    pub rate_bps: u64,
+    /// Drop-tail bound of the queue in front of the rate shaper.
+    #[serde(default = "default_queue")]
+    pub queue: QueueLimit,
+    /// Ground station -> satellite, ms.
+    #[serde(default)]
+    pub uplink_delay_ms: f64,
+    /// Satellite -> ground station, ms.
+    #[serde(default)]
+    pub downlink_delay_ms: f64,
+    /// Fixed extra delay per direction (framing, scheduling, processing), ms.
+    #[serde(default)]
+    pub framing_delay_ms: f64,
+    /// Loss model; null means no loss.
+    #[serde(default)]
+    pub loss: Option<LossConfig>,
+    /// Seed of this direction's loss draws.
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// Frames longer than this (IP packet bytes) are dropped as `oversize`.
+    #[serde(default = "default_max_frame")]
+    pub max_frame_bytes: usize,
+}
+
+/// Drop-tail bound: `{"bytes": N}` or `{"ms": X}` (X ms of data at `rate_bps`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QueueLimit {
+    Bytes(u64),
+    Ms(f64),
+}
+
+/// Loss model: `{"packet_rate": p}` or `{"bit_error_rate": ber}`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LossConfig {
+    /// Each frame is lost with probability p.
+    PacketRate(f64),
+    /// Each bit is corrupted with probability ber: P(loss) = 1 - (1 - ber)^(8 len).
+    BitErrorRate(f64),
+}
+
+fn default_queue() -> QueueLimit {
+    QueueLimit::Ms(250.0)
+}
+fn default_seed() -> u64 {
+    1
+}
+fn default_max_frame() -> usize {
+    1500
+}
+
+/// A configuration that parses but cannot be applied.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ConfigError {
+    /// The JSON does not have the expected shape (serde's message names the field).
+    #[error("invalid link configuration: {0}")]
+    Parse(String),
+    /// A delay is negative, not finite or above 100 s.
+    #[error("{dir}.{field} must be between 0 and 100000 ms, got {value}")]
+    Delay {
+        dir: &'static str,
+        field: &'static str,
+        value: f64,
+    },
+    /// The queue bound is zero, negative or not finite.
+    #[error("{dir}.queue must be positive")]
+    Queue { dir: &'static str },
+    /// A loss probability is outside [0, 1).
+    #[error("{dir}.loss.{field} must be in [0, 1), got {value}")]
+    Loss {
+        dir: &'static str,
+        field: &'static str,
+        value: f64,
+    },
+    /// max_frame_bytes is outside 68..=65535.
+    #[error("{dir}.max_frame_bytes must be between 68 and 65535, got {value}")]
+    MaxFrame { dir: &'static str, value: usize },
+}
+
+impl LinkConfig {
+    /// Parse and validate a JSON document.
+    pub fn from_json(text: &str) -> Result<Self, ConfigError> {
+        let cfg: LinkConfig =
+            serde_json::from_str(text).map_err(|e| ConfigError::Parse(e.to_string()))?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Parse and validate an already decoded JSON value.
+    pub fn from_value(v: serde_json::Value) -> Result<Self, ConfigError> {
+        let cfg: LinkConfig =
+            serde_json::from_value(v).map_err(|e| ConfigError::Parse(e.to_string()))?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.forward.validate("forward")?;
+        self.return_.validate("return")
+    }
+}
+
+impl DirConfig {
+    /// A direction with no rate limit, no delay and no loss.
+    pub fn unshaped() -> Self {
+        DirConfig {
+            rate_bps: 0,
+            queue: default_queue(),
+            uplink_delay_ms: 0.0,
+            downlink_delay_ms: 0.0,
+            framing_delay_ms: 0.0,
+            loss: None,
+            seed: 1,
+            max_frame_bytes: default_max_frame(),
+        }
+    }
+
+    fn validate(&self, dir: &'static str) -> Result<(), ConfigError> {
+        for (field, value) in [
+            ("uplink_delay_ms", self.uplink_delay_ms),
+            ("downlink_delay_ms", self.downlink_delay_ms),
+            ("framing_delay_ms", self.framing_delay_ms),
+        ] {
+            if !(0.0..=100_000.0).contains(&value) {
+                return Err(ConfigError::Delay { dir, field, value });
+            }
+        }
+        match self.queue {
+            QueueLimit::Bytes(0) => return Err(ConfigError::Queue { dir }),
+            QueueLimit::Ms(ms) if !(ms > 0.0 && ms.is_finite()) => {
+                return Err(ConfigError::Queue { dir })
+            }
+            _ => {}
+        }
+        if let Some(loss) = self.loss {
+            let (field, value) = match loss {
+                LossConfig::PacketRate(p) => ("packet_rate", p),
+                LossConfig::BitErrorRate(b) => ("bit_error_rate", b),
+            };
+            if !(0.0..1.0).contains(&value) {
+                return Err(ConfigError::Loss { dir, field, value });
+            }
+        }
+        if !(68..=65535).contains(&self.max_frame_bytes) {
+            return Err(ConfigError::MaxFrame {
+                dir,
+                value: self.max_frame_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    /// The fixed one-way delay after serialization, in ns.
+    pub fn delay_ns(&self) -> u64 {
+        ((self.uplink_delay_ms + self.downlink_delay_ms + self.framing_delay_ms) * 1e6).round()
+            as u64
+    }
+
+    /// The drop-tail bound in bytes (`usize::MAX` when the rate is unlimited and the
+    /// bound is given in ms: nothing ever waits then).
+    pub fn queue_limit_bytes(&self) -> usize {
+        match self.queue {
+            QueueLimit::Bytes(b) => b as usize,
+            QueueLimit::Ms(_) if self.rate_bps == 0 => usize::MAX,
+            QueueLimit::Ms(ms) => ((self.rate_bps as f64) * ms / 8000.0).round() as usize,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GEO: &str = r#"{"forward": {"rate_bps": 10000000, "queue": {"bytes": 375000},
+        "uplink_delay_ms": 125.0, "downlink_delay_ms": 125.0, "framing_delay_ms": 15.0,
+        "loss": null, "seed": 1},
+      "return": {"rate_bps": 10000000, "queue": {"ms": 300}, "uplink_delay_ms": 125,
+        "downlink_delay_ms": 125, "framing_delay_ms": 15,
+        "loss": {"bit_error_rate": 1e-5}, "seed": 2}}"#;
+
+    #[test]
+    fn parses_the_contract_example() {
+        let c = LinkConfig::from_json(GEO).unwrap();
+        assert_eq!(c.forward.delay_ns(), 265_000_000);
+        assert_eq!(c.forward.queue_limit_bytes(), 375_000);
+        assert_eq!(c.return_.queue_limit_bytes(), 375_000);
+        assert_eq!(c.return_.loss, Some(LossConfig::BitErrorRate(1e-5)));
+        // Round trip through JSON gives the same config.
+        let again = LinkConfig::from_json(&serde_json::to_string(&c).unwrap()).unwrap();
+        assert_eq!(again, c);
+    }
+
+    #[test]
+    fn defaults_fill_missing_fields() {
+        let c = LinkConfig::from_json(r#"{"forward": {}, "return": {"rate_bps": 5}}"#).unwrap();
+        assert_eq!(c.forward, DirConfig::unshaped());
+        assert_eq!(c.forward.queue_limit_bytes(), usize::MAX);
+    }
+
+    #[test]
+    fn unknown_field_is_named() {
+        let e = LinkConfig::from_json(r#"{"forward": {"rate": 1}, "return": {}}"#).unwrap_err();
+        assert!(e.to_string().contains("unknown field `rate`"), "{e}");
+        let e = LinkConfig::from_json(r#"{"forward": {}, "return": {}, "x": 1}"#).unwrap_err();
+        assert!(e.to_string().contains("unknown field `x`"), "{e}");
+        let e = LinkConfig::from_json(r#"{"forward": {"queue": {"packets": 3}}, "return": {}}"#)
+            .unwrap_err();
+        assert!(e.to_string().contains("unknown variant `packets`"), "{e}");
+    }
+
+    #[test]
+    fn bad_values_are_rejected() {
+        let e = LinkConfig::from_json(r#"{"forward": {"uplink_delay_ms": -1}, "return": {}}"#)
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "forward.uplink_delay_ms must be between 0 and 100000 ms, got -1"
+        );
+        let e =
+            LinkConfig::from_json(r#"{"forward": {}, "return": {"loss": {"packet_rate": 1.5}}}"#)
+                .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "return.loss.packet_rate must be in [0, 1), got 1.5"
+        );
+        assert!(
+            LinkConfig::from_json(r#"{"forward": {"queue": {"bytes": 0}}, "return": {}}"#).is_err()
+        );
+        assert!(LinkConfig::from_json(r#"{"forward": {}}"#)
+            .unwrap_err()
+            .to_string()
+            .contains("missing field `return`"));
+    }
+}

@@ -1,0 +1,25 @@
+//! satlink's link model, without I/O.
+//!
+//! One [`Direction`] models one direction of the satellite link as the sending ground
+//! station sees it: a drop-tail [`queue`] in front of a rate shaper (serialization at
+//! `rate_bps`), then the loss model, then a fixed delay line (uplink + downlink +
+//! framing). Nothing here reads a clock: every call takes `now` (nanoseconds on any
+//! monotonic clock), so the model is tested on a simulated clock with exact expected
+//! departure times, and the binary drives it with `CLOCK_MONOTONIC`.
+
+pub mod config;
+pub mod direction;
+pub mod histogram;
+pub mod loss;
+pub mod queue;
+pub mod rng;
+
+pub use config::{ConfigError, DirConfig, LinkConfig, LossConfig, QueueLimit};
+pub use direction::{Departure, Direction, DirectionStats, DropCause, Drops, Event};
+pub use histogram::Histogram;
+
+/// Time in nanoseconds on the caller's monotonic clock.
+pub type Nanos = u64;
+
+/// Nanoseconds per millisecond.
+pub const MS: Nanos = 1_000_000;
