@@ -130,7 +130,7 @@ class Satlink:
             sock = self.control(run_dir, role)
             from clarke.testbed import procs
 
-            procs.wait_ready(proc, lambda sock=sock, role=role: _answers(role, sock))
+            procs.wait_ready(proc, lambda sock=sock, role=role: answers(role, sock))
         # The L3 ends of the link: each TUN device gets its address; the remote LAN is
         # routed into it.
         for role, remote in (("terminal", plan.gw_lan), ("gateway", plan.st_lan)):
@@ -163,7 +163,7 @@ class Satlink:
             SatlinkRole(role, str(self.control(run_dir, role))).reset_stats()
 
 
-def _answers(role: str, sock: Path) -> bool:
+def answers(role: str, sock: Path) -> bool:
     if not sock.exists():
         return False
     try:

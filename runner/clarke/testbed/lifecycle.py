@@ -359,6 +359,13 @@ def status(store: Store | None = None) -> list[dict[str, Any]]:
                 {"role": pr.role, "name": pr.name, "pid": pr.pid, "alive": procs.alive(pr)}
                 for pr in state.processes
             ]
+            if state.backend == "satlink":
+                run_dir = Path(state.run_dir)
+                for pr in entry["processes"]:
+                    sock = backends.Satlink.control(run_dir, pr["role"])
+                    if pr["name"].startswith("satlink-"):
+                        pr["answers"] = pr["alive"] and backends.answers(pr["role"], sock)
+                        pr["alive"] = pr["alive"] and pr["answers"]
             entry["created_at"] = state.created_at
             entry["host_changes"] = state.host_changes
         entry["healthy"] = bool(
