@@ -1,0 +1,96 @@
+//! The control endpoint: plain HTTP with JSON on the management network.
+//!
+//! `GET /health`, `GET /stats`, `POST /stats/reset`, `POST /config`.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+
+use crate::server::Shared;
+use crate::stats::now_ms;
+
+/// Serves the control endpoint until the task is aborted.
+pub async fn serve(listener: Arc<TcpListener>, shared: Arc<Shared>) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            continue;
+        };
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let svc = service_fn(move |req| {
+                let shared = shared.clone();
+                async move { Ok::<_, Infallible>(route(req, &shared).await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
+        });
+    }
+}
+
+fn reply(status: StatusCode, body: &Value) -> Response<Full<Bytes>> {
+    let mut text = serde_json::to_vec_pretty(body).unwrap_or_default();
+    text.push(b'\n');
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .header("cache-control", "no-store")
+        .body(Full::new(Bytes::from(text)))
+        .unwrap_or_default()
+}
+
+fn health(shared: &Shared) -> Value {
+    json!({
+        "name": "origin",
+        "version": env!("CARGO_PKG_VERSION"),
+        "listen": shared.addrs,
+        "root": shared.root.display().to_string(),
+        "settings": shared.settings(),
+        "tcp_available": crate::cc::tcp_available().unwrap_or_default(),
+        "quic_available": ["cubic", "bbr", "newreno"],
+    })
+}
+
+async fn route(req: Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>> {
+    let path = req.uri().path().to_owned();
+    match (req.method().clone(), path.as_str()) {
+        (Method::GET, "/health") => reply(StatusCode::OK, &health(shared)),
+        (Method::GET, "/stats") => reply(
+            StatusCode::OK,
+            &json!({"now_unix_ms": now_ms(), "settings": shared.settings(), "connections": shared.registry.snapshot()}),
+        ),
+        (Method::POST, "/stats/reset") => reply(StatusCode::OK, &json!({"removed": shared.registry.reset()})),
+        (Method::POST, "/config") => {
+            let body = match Limited::new(req.into_body(), 64 * 1024).collect().await {
+                Ok(b) => b.to_bytes(),
+                Err(e) => {
+                    return reply(
+                        StatusCode::BAD_REQUEST,
+                        &json!({"error": format!("cannot read the body: {e}")}),
+                    )
+                }
+            };
+            match shared.update(&body) {
+                Ok(s) => reply(StatusCode::OK, &json!({"settings": s})),
+                Err(e) => reply(StatusCode::BAD_REQUEST, &json!({"error": e.to_string()})),
+            }
+        }
+        (_, "/health" | "/stats" | "/stats/reset" | "/config") => reply(
+            StatusCode::METHOD_NOT_ALLOWED,
+            &json!({"error": "method not allowed"}),
+        ),
+        _ => reply(
+            StatusCode::NOT_FOUND,
+            &json!({"error": "not found", "endpoints": ["GET /health", "GET /stats", "POST /stats/reset", "POST /config"]}),
+        ),
+    }
+}

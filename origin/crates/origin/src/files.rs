@@ -1,0 +1,214 @@
+//! Mapping a request to a file under the root and the headers every protocol sends.
+//!
+//! Responses are never compressed (no `Content-Encoding`, whatever `Accept-Encoding`
+//! says), so JPEGs and every other object travel as stored and page bytes equal
+//! file bytes. Cache headers forbid any reuse across runs.
+
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+
+/// `Cache-Control` on every response: nothing may be stored or reused.
+pub const CACHE_CONTROL: &str = "no-store, no-cache, must-revalidate, max-age=0";
+
+/// A response ready for any of the three protocols.
+pub struct FileResponse {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    /// The body; empty for HEAD (Content-Length still tells the size).
+    pub body: Bytes,
+}
+
+/// Content type by file extension.
+pub fn content_type(path: &Path) -> &'static str {
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+        .unwrap_or_default();
+    match ext.as_str() {
+        "html" | "htm" => "text/html; charset=utf-8",
+        "css" => "text/css; charset=utf-8",
+        "js" | "mjs" => "text/javascript; charset=utf-8",
+        "json" => "application/json",
+        "txt" => "text/plain; charset=utf-8",
+        "xml" => "application/xml",
+        "svg" => "image/svg+xml",
+        "jpg" | "jpeg" => "image/jpeg",
+        "png" => "image/png",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        "avif" => "image/avif",
+        "ico" => "image/x-icon",
+        "woff" => "font/woff",
+        "woff2" => "font/woff2",
+        "ttf" => "font/ttf",
+        "wasm" => "application/wasm",
+        "mp4" => "video/mp4",
+        "webm" => "video/webm",
+        _ => "application/octet-stream",
+    }
+}
+
+/// Decodes `%XX` escapes; `None` for malformed escapes or non-UTF-8 results.
+fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// The file a request path names under `root`, or `None` if the path tries to leave
+/// the root or is malformed. Directories map to their `index.html`.
+pub fn resolve(root: &Path, uri_path: &str) -> Option<PathBuf> {
+    let decoded = percent_decode(uri_path)?;
+    let mut path = root.to_path_buf();
+    for seg in decoded.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => return None,
+            s if s.contains('\\') || s.contains('\0') => return None,
+            s => path.push(s),
+        }
+    }
+    Some(path)
+}
+
+fn base_headers(alt_svc: Option<&HeaderValue>) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    h.insert(
+        header::SERVER,
+        HeaderValue::from_static(concat!("origin/", env!("CARGO_PKG_VERSION"))),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static(CACHE_CONTROL));
+    h.insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
+    h.insert(header::EXPIRES, HeaderValue::from_static("0"));
+    if let Some(v) = alt_svc {
+        h.insert(header::ALT_SVC, v.clone());
+    }
+    h
+}
+
+fn error(status: StatusCode, alt_svc: Option<&HeaderValue>, head: bool) -> FileResponse {
+    let text = format!("{status}\n");
+    let mut headers = base_headers(alt_svc);
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(text.len()));
+    if status == StatusCode::METHOD_NOT_ALLOWED {
+        headers.insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+    }
+    FileResponse {
+        status,
+        headers,
+        body: if head { Bytes::new() } else { Bytes::from(text) },
+    }
+}
+
+/// Serves one request: GET and HEAD of files under `root`.
+pub async fn serve(
+    root: &Path,
+    method: &Method,
+    uri_path: &str,
+    alt_svc: Option<&HeaderValue>,
+) -> FileResponse {
+    let head = method == Method::HEAD;
+    if method != Method::GET && !head {
+        return error(StatusCode::METHOD_NOT_ALLOWED, alt_svc, false);
+    }
+    let Some(mut path) = resolve(root, uri_path) else {
+        return error(StatusCode::BAD_REQUEST, alt_svc, head);
+    };
+    match tokio::fs::metadata(&path).await {
+        Ok(m) if m.is_dir() => path.push("index.html"),
+        Ok(_) => {}
+        Err(_) => return error(StatusCode::NOT_FOUND, alt_svc, head),
+    }
+    let body = match tokio::fs::read(&path).await {
+        Ok(b) => Bytes::from(b),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return error(StatusCode::NOT_FOUND, alt_svc, head)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            return error(StatusCode::FORBIDDEN, alt_svc, head)
+        }
+        Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, alt_svc, head),
+    };
+    let mut headers = base_headers(alt_svc);
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(content_type(&path)),
+    );
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+    FileResponse {
+        status: StatusCode::OK,
+        headers,
+        body: if head { Bytes::new() } else { body },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_inside_the_root_only() {
+        let root = Path::new("/srv/pages");
+        assert_eq!(
+            resolve(root, "/a/b.jpg").unwrap(),
+            Path::new("/srv/pages/a/b.jpg")
+        );
+        assert_eq!(
+            resolve(root, "/a%20b.html").unwrap(),
+            Path::new("/srv/pages/a b.html")
+        );
+        assert_eq!(resolve(root, "/").unwrap(), Path::new("/srv/pages"));
+        assert!(resolve(root, "/../etc/passwd").is_none());
+        assert!(resolve(root, "/a/%2e%2e/%2e%2e/x").is_none());
+        assert!(resolve(root, "/bad%zz").is_none());
+    }
+
+    #[test]
+    fn content_types() {
+        assert_eq!(content_type(Path::new("x.JPG")), "image/jpeg");
+        assert_eq!(content_type(Path::new("index.html")), "text/html; charset=utf-8");
+        assert_eq!(content_type(Path::new("blob")), "application/octet-stream");
+    }
+
+    #[tokio::test]
+    async fn serves_files_with_length_and_no_cache() {
+        let dir = std::env::temp_dir().join(format!("origin-files-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("index.html"), b"<p>hi</p>").unwrap();
+        let r = serve(&dir, &Method::GET, "/", None).await;
+        assert_eq!(r.status, StatusCode::OK);
+        assert_eq!(r.headers[header::CONTENT_LENGTH], "9");
+        assert_eq!(r.headers[header::CACHE_CONTROL], CACHE_CONTROL);
+        assert!(r.headers.get(header::CONTENT_ENCODING).is_none());
+        let r = serve(&dir, &Method::HEAD, "/index.html", None).await;
+        assert_eq!(r.headers[header::CONTENT_LENGTH], "9");
+        assert!(r.body.is_empty());
+        assert_eq!(
+            serve(&dir, &Method::GET, "/nope", None).await.status,
+            StatusCode::NOT_FOUND
+        );
+        assert_eq!(
+            serve(&dir, &Method::POST, "/", None).await.status,
+            StatusCode::METHOD_NOT_ALLOWED
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,19 @@
+//! origin: Clarke's built-in web server for the testbed's server role.
+//!
+//! Serves a directory over HTTP/1.1 (cleartext and TLS), HTTP/2 (TLS, ALPN) and
+//! HTTP/3 (QUIC, same port number on UDP), with a chosen congestion control per
+//! protocol and per-connection statistics on a separate control endpoint.
+
+pub mod body;
+pub mod cc;
+pub mod control;
+pub mod files;
+pub mod quic;
+pub mod server;
+pub mod settings;
+pub mod stats;
+pub mod tcp;
+pub mod tcpinfo;
+pub mod tls;
+
+pub use server::{Addrs, Options, Server};

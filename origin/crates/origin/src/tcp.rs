@@ -1,0 +1,104 @@
+//! TCP: cleartext HTTP/1.1 and TLS with ALPN (h2 or http/1.1), with the congestion
+//! control set on every accepted socket and read back from the kernel.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::os::fd::AsFd;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::TlsAcceptor;
+use tracing::{debug, warn, Instrument};
+
+use crate::body::CountingBody;
+use crate::cc;
+use crate::files;
+use crate::server::Shared;
+use crate::stats::Counters;
+
+/// Accepts connections until the task is aborted.
+pub async fn accept_loop(listener: Arc<TcpListener>, tls: Option<TlsAcceptor>, shared: Arc<Shared>) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                let span = tracing::info_span!("tcp", %peer);
+                tokio::spawn(handle(stream, peer, tls.clone(), shared.clone()).instrument(span));
+            }
+            Err(e) => {
+                warn!("accept failed: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
+
+async fn respond(
+    shared: Arc<Shared>,
+    counters: Arc<Counters>,
+    tls: bool,
+    req: Request<Incoming>,
+) -> Result<Response<CountingBody>, Infallible> {
+    counters.requests.fetch_add(1, Ordering::Relaxed);
+    let alt_svc = if tls { shared.alt_svc.as_ref() } else { None };
+    let r = files::serve(&shared.root, req.method(), req.uri().path(), alt_svc).await;
+    let mut resp = Response::new(CountingBody::new(r.body, counters));
+    *resp.status_mut() = r.status;
+    *resp.headers_mut() = r.headers;
+    Ok(resp)
+}
+
+async fn handle(stream: TcpStream, peer: SocketAddr, tls: Option<TlsAcceptor>, shared: Arc<Shared>) {
+    let wanted = shared.settings().tcp_cc;
+    if let Err(e) = cc::set_tcp_cc(&stream, wanted) {
+        warn!("{e}");
+    }
+    let cc_now = cc::get_tcp_cc(&stream).unwrap_or_else(|e| format!("unknown ({e})"));
+    let _ = stream.set_nodelay(true);
+    let local = stream.local_addr().unwrap_or(peer);
+    let fd = match stream.as_fd().try_clone_to_owned() {
+        Ok(fd) => fd,
+        Err(e) => {
+            warn!("cannot duplicate the socket for TCP_INFO, dropping the connection: {e}");
+            return;
+        }
+    };
+    let conn = shared
+        .registry
+        .open_tcp(fd, "h1", tls.is_some(), peer, local, cc_now);
+    let counters = conn.counters();
+    let is_tls = tls.is_some();
+    let svc_shared = shared.clone();
+    let svc = service_fn(move |req| respond(svc_shared.clone(), counters.clone(), is_tls, req));
+    let result = match tls {
+        None => hyper::server::conn::http1::Builder::new()
+            .serve_connection(TokioIo::new(stream), svc)
+            .await
+            .map_err(anyhow::Error::from),
+        Some(acceptor) => match acceptor.accept(stream).await {
+            Err(e) => Err(anyhow::Error::from(e).context("TLS handshake failed")),
+            Ok(tls_stream) => {
+                if tls_stream.get_ref().1.alpn_protocol() == Some(b"h2") {
+                    conn.set_protocol("h2");
+                    hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(tls_stream), svc)
+                        .await
+                        .map_err(anyhow::Error::from)
+                } else {
+                    hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(tls_stream), svc)
+                        .await
+                        .map_err(anyhow::Error::from)
+                }
+            }
+        },
+    };
+    if let Err(e) = result {
+        debug!("connection ended: {e:#}");
+    }
+    drop(conn);
+}
