@@ -151,7 +151,13 @@ async fn fetch_inner(opts: &Options) -> anyhow::Result<Report> {
             .with_context(|| format!("no address for {host}"))?,
     };
     let bind: SocketAddr = if peer.is_ipv6() { "[::]:0" } else { "0.0.0.0:0" }.parse()?;
-    let mut endpoint = quinn::Endpoint::client(bind).context("cannot open a UDP socket")?;
+    let socket = std::net::UdpSocket::bind(bind).context("cannot open a UDP socket")?;
+    // A larger receive buffer than the default, so a fast sender on loopback does not
+    // overflow it (the kernel caps it at net.core.rmem_max).
+    let _ = socket2::SockRef::from(&socket).set_recv_buffer_size(8 << 20);
+    let runtime = quinn::default_runtime().context("no async runtime")?;
+    let mut endpoint = quinn::Endpoint::new(quinn::EndpointConfig::default(), None, socket, runtime)
+        .context("cannot open the QUIC endpoint")?;
     endpoint.set_default_client_config(client_config(&opts.cacert)?);
     let conn = endpoint
         .connect(peer, &host)

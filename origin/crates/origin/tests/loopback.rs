@@ -1,0 +1,380 @@
+//! Loopback integration tests: start origin on 127.0.0.1 ephemeral ports with a
+//! freshly made CA and server certificate, fetch over h1 (cleartext and TLS), h2 and h3,
+//! and check protocol, bytes, headers, stats and configuration changes.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty, Full};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use origin::cc::{QuicCc, TcpCc};
+use origin::{Options, Server};
+use rustls::pki_types::ServerName;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+const HOST: &str = "www.clarke.test";
+
+struct Fixture {
+    dir: PathBuf,
+    server: Option<Server>,
+    big: Vec<u8>,
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        if let Some(s) = self.server.take() {
+            s.shutdown();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn make_certs(dir: &Path) {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "origin test CA");
+    let ca_key = KeyPair::generate().unwrap();
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca_params, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec![HOST.to_string()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    std::fs::write(dir.join("ca.pem"), ca_cert.pem()).unwrap();
+    std::fs::write(dir.join("cert.pem"), cert.pem()).unwrap();
+    std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
+}
+
+async fn start(name: &str) -> Fixture {
+    let dir = std::env::temp_dir().join(format!("origin-it-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("root/img")).unwrap();
+    make_certs(&dir);
+    let big: Vec<u8> = (0..2_000_000u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    std::fs::write(dir.join("root/img/big.jpg"), &big).unwrap();
+    std::fs::write(dir.join("root/index.html"), b"<!doctype html><p>hello</p>\n").unwrap();
+    let localhost: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let server = Server::start(Options {
+        root: dir.join("root"),
+        listen: localhost,
+        plain_listen: Some(localhost),
+        cert: dir.join("cert.pem"),
+        key: dir.join("key.pem"),
+        control: localhost,
+        tcp_cc: TcpCc::Bbr,
+        quic_cc: QuicCc::Bbr,
+        quic_initial_window: Some(40_000),
+        log: Some(dir.join("conn.log")),
+        alt_svc_max_age: Some(3600),
+        command: "test".into(),
+    })
+    .await
+    .expect("origin starts");
+    Fixture {
+        dir,
+        server: Some(server),
+        big,
+    }
+}
+
+struct Got {
+    version: http::Version,
+    status: u16,
+    headers: http::HeaderMap,
+    body: Bytes,
+}
+
+async fn tls_get(addr: SocketAddr, ca: &Path, alpn: &[u8], path: &str) -> Got {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls::pki_types::CertificateDer::pem_file_iter(ca).unwrap() {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let mut cfg =
+        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+    cfg.alpn_protocols = vec![alpn.to_vec()];
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(cfg))
+        .connect(ServerName::try_from(HOST).unwrap(), tcp)
+        .await
+        .unwrap();
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(alpn));
+    let uri: http::Uri = format!("https://{HOST}{path}").parse().unwrap();
+    if alpn == b"h2" {
+        let (mut send, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let req = http::Request::get(uri).body(Empty::<Bytes>::new()).unwrap();
+        collect(send.send_request(req).await.unwrap()).await
+    } else {
+        plain_request(TokioIo::new(tls), http::Method::GET, &uri, Bytes::new()).await
+    }
+}
+
+async fn plain_request<T>(io: TokioIo<T>, method: http::Method, uri: &http::Uri, body: Bytes) -> Got
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    let (mut send, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
+    tokio::spawn(conn);
+    let req = http::Request::builder()
+        .method(method)
+        .uri(uri.path())
+        .header("host", uri.authority().map(|a| a.as_str()).unwrap_or(HOST))
+        .header("accept-encoding", "gzip, br")
+        .body(Full::new(body))
+        .unwrap();
+    collect(send.send_request(req).await.unwrap()).await
+}
+
+async fn collect(resp: http::Response<hyper::body::Incoming>) -> Got {
+    let (parts, body) = resp.into_parts();
+    Got {
+        version: parts.version,
+        status: parts.status.as_u16(),
+        headers: parts.headers,
+        body: body.collect().await.unwrap().to_bytes(),
+    }
+}
+
+async fn control(addr: SocketAddr, method: http::Method, path: &str, body: &str) -> (u16, Value) {
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let uri: http::Uri = format!("http://{addr}{path}").parse().unwrap();
+    let got = plain_request(TokioIo::new(tcp), method, &uri, Bytes::from(body.to_owned())).await;
+    (got.status, serde_json::from_slice(&got.body).unwrap())
+}
+
+fn sha(b: &[u8]) -> String {
+    format!("{:x}", Sha256::digest(b))
+}
+
+async fn settle_stats(addr: SocketAddr, n: usize) -> Vec<Value> {
+    for _ in 0..100 {
+        let (_, v) = control(addr, http::Method::GET, "/stats", "").await;
+        let conns = v["connections"].as_array().unwrap().clone();
+        if conns.len() >= n && conns.iter().all(|c| c["open"] == false) {
+            return conns;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("connections did not close in time");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serves_h1_h2_h3_byte_identical_with_stats() {
+    let fx = start("proto").await;
+    let addrs = fx.server.as_ref().unwrap().addrs();
+    let ca = fx.dir.join("ca.pem");
+    let want = sha(&fx.big);
+
+    let h1 = tls_get(addrs.tls_tcp, &ca, b"http/1.1", "/img/big.jpg").await;
+    assert_eq!(h1.version, http::Version::HTTP_11);
+    let h2 = tls_get(addrs.tls_tcp, &ca, b"h2", "/img/big.jpg").await;
+    assert_eq!(h2.version, http::Version::HTTP_2);
+    for got in [&h1, &h2] {
+        assert_eq!(got.status, 200);
+        assert_eq!(sha(&got.body), want);
+        assert_eq!(got.headers["content-type"], "image/jpeg");
+        assert_eq!(got.headers["content-length"], "2000000");
+        assert!(got.headers.get("content-encoding").is_none());
+        assert!(got.headers["cache-control"]
+            .to_str()
+            .unwrap()
+            .contains("no-store"));
+        assert_eq!(
+            got.headers["alt-svc"],
+            format!("h3=\":{}\"; ma=3600", addrs.tls_tcp.port())
+        );
+    }
+
+    let h3 = h3get::fetch(&h3get::Options {
+        url: format!("https://{HOST}:{}/img/big.jpg", addrs.quic_udp.port())
+            .parse()
+            .unwrap(),
+        connect: Some(addrs.quic_udp),
+        cacert: ca.clone(),
+        repeat: 1,
+        parallel: 1,
+        timeout: Duration::from_secs(20),
+    })
+    .await
+    .unwrap();
+    assert_eq!(h3.first.status, 200);
+    assert_eq!(h3.first.bytes, 2_000_000);
+    assert_eq!(h3.first.sha256, want);
+    assert_eq!(h3.first.content_type.as_deref(), Some("image/jpeg"));
+
+    let plain = plain_request(
+        TokioIo::new(
+            tokio::net::TcpStream::connect(addrs.plain_tcp.unwrap())
+                .await
+                .unwrap(),
+        ),
+        http::Method::GET,
+        &"/".parse().unwrap(),
+        Bytes::new(),
+    )
+    .await;
+    assert_eq!(plain.status, 200);
+    assert_eq!(plain.headers["content-type"], "text/html; charset=utf-8");
+    assert!(plain.headers.get("alt-svc").is_none());
+
+    let conns = settle_stats(addrs.control, 4).await;
+    let by = |p: &str, tls: bool| {
+        conns
+            .iter()
+            .find(|c| c["protocol"] == p && c["tls"] == tls)
+            .unwrap_or_else(|| panic!("no {p} record"))
+    };
+    for (p, tls) in [("h1", true), ("h2", true), ("h3", true)] {
+        let c = by(p, tls);
+        assert_eq!(c["cc"], "bbr", "{c}");
+        assert_eq!(c["app_bytes_sent"], 2_000_000, "{c}");
+        let wire = c["wire_bytes_sent"].as_u64().unwrap();
+        assert!(wire > 2_000_000 && wire < 2_600_000, "{c}");
+        assert!(c["ip_bytes_estimate"].as_u64().unwrap() > wire);
+        assert!(c["end_unix_ms"].as_u64().is_some());
+    }
+    assert!(
+        by("h3", true)["transport"]["quic"]["udp_datagrams_sent"]
+            .as_u64()
+            .unwrap()
+            > 1000
+    );
+    assert!(by("h1", true)["transport"]["tcp"]["bytes_sent"].as_u64().unwrap() > 2_000_000);
+
+    let log = std::fs::read_to_string(fx.dir.join("conn.log")).unwrap();
+    assert!(log.starts_with("# origin "));
+    assert_eq!(log.lines().filter(|l| l.contains("\"conn_closed\"")).count(), 4);
+
+    let (status, v) = control(addrs.control, http::Method::POST, "/stats/reset", "").await;
+    assert_eq!(status, 200);
+    assert_eq!(v["removed"], 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_changes_cc_for_new_connections_and_refuses_unknown() {
+    let fx = start("config").await;
+    let addrs = fx.server.as_ref().unwrap().addrs();
+    let (status, v) = control(addrs.control, http::Method::GET, "/health", "").await;
+    assert_eq!(status, 200);
+    assert_eq!(v["settings"]["tcp_cc"], "bbr");
+    assert_eq!(v["settings"]["quic_initial_window"], 40_000);
+
+    let (status, v) = control(
+        addrs.control,
+        http::Method::POST,
+        "/config",
+        r#"{"tcp_cc": "vegas"}"#,
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert!(v["error"].as_str().unwrap().contains("vegas"), "{v}");
+    let (status, _) = control(
+        addrs.control,
+        http::Method::POST,
+        "/config",
+        r#"{"quic_cc": "reno"}"#,
+    )
+    .await;
+    assert_eq!(status, 400);
+
+    let (status, v) = control(
+        addrs.control,
+        http::Method::POST,
+        "/config",
+        r#"{"tcp_cc": "reno", "quic_cc": "newreno"}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["settings"]["quic_cc"], "newreno");
+
+    let ca = fx.dir.join("ca.pem");
+    let got = tls_get(addrs.tls_tcp, &ca, b"h2", "/index.html").await;
+    assert_eq!(got.status, 200);
+    h3get::fetch(&h3get::Options {
+        url: format!("https://{HOST}:{}/index.html", addrs.quic_udp.port())
+            .parse()
+            .unwrap(),
+        connect: Some(addrs.quic_udp),
+        cacert: ca,
+        repeat: 3,
+        parallel: 2,
+        timeout: Duration::from_secs(20),
+    })
+    .await
+    .unwrap();
+    let conns = settle_stats(addrs.control, 2).await;
+    let h2 = conns.iter().find(|c| c["protocol"] == "h2").unwrap();
+    assert_eq!(h2["cc"], "reno", "the kernel's word: {h2}");
+    let h3 = conns.iter().find(|c| c["protocol"] == "h3").unwrap();
+    assert_eq!(h3["cc"], "newreno");
+    assert_eq!(h3["requests"], 3);
+
+    let (status, _) = control(addrs.control, http::Method::GET, "/nope", "").await;
+    assert_eq!(status, 404);
+}
+
+#[tokio::test]
+async fn refuses_bad_input_without_panicking() {
+    let dir = std::env::temp_dir().join(format!("origin-it-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    make_certs(&dir);
+    let localhost: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let base = Options {
+        root: dir.clone(),
+        listen: localhost,
+        plain_listen: None,
+        cert: dir.join("cert.pem"),
+        key: dir.join("key.pem"),
+        control: localhost,
+        tcp_cc: TcpCc::Cubic,
+        quic_cc: QuicCc::Cubic,
+        quic_initial_window: None,
+        log: None,
+        alt_svc_max_age: None,
+        command: "test".into(),
+    };
+    let err = |o: Options| async move { format!("{:#}", Server::start(o).await.err().expect("must fail")) };
+    let e = err(Options {
+        root: dir.join("missing"),
+        ..base.clone()
+    })
+    .await;
+    assert!(e.contains("root directory"), "{e}");
+    let e = err(Options {
+        cert: dir.join("nope.pem"),
+        ..base.clone()
+    })
+    .await;
+    assert!(e.contains("certificate chain file"), "{e}");
+    let e = err(Options {
+        key: dir.join("cert.pem"),
+        ..base.clone()
+    })
+    .await;
+    assert!(e.contains("private key"), "{e}");
+    let busy = std::net::TcpListener::bind(localhost).unwrap();
+    let e = err(Options {
+        listen: busy.local_addr().unwrap(),
+        ..base.clone()
+    })
+    .await;
+    assert!(e.contains("failed to bind the TLS listener"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
