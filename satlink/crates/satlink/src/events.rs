@@ -1,0 +1,104 @@
+//! The event log (`--events FILE`): a header of `#` lines (command, configuration, base
+//! time, format), then one event per line. Format in satlink/README.md.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use satlink_model::{Event, LinkConfig};
+
+use crate::sys;
+
+pub struct EventLog {
+    out: BufWriter<File>,
+    base: u64,
+}
+
+/// `f` for forward (gateway -> terminal), `r` for return.
+pub type Dir = char;
+
+impl EventLog {
+    pub fn create(path: &Path, role: &str, cfg: &LinkConfig, base: u64) -> Result<Self> {
+        let file = File::create(path)
+            .with_context(|| format!("cannot create event log {}", path.display()))?;
+        let mut out = BufWriter::with_capacity(1 << 16, file);
+        let cmd: Vec<String> = std::env::args().collect();
+        let unix_ns = sys::unix_now_ns();
+        let header = format!(
+            "# satlink event log, format 1\n\
+             # command: {}\n\
+             # role: {role} version: {}\n\
+             # config: {}\n\
+             # base: monotonic_ns={base} unix_ns={unix_ns}\n\
+             # columns: time_ms dir event bytes [detail]; time_ms since base; dir f=forward (gateway->terminal) r=return\n\
+             # events: + enqueued | - serialization starts (detail: queue_delay_ms due_ms) | d dropped (detail: cause)\n\
+             #         > sent on the carrier (detail: lateness_ms) | < received from the carrier, written to the TUN | x relayed by the satellite\n",
+            cmd.join(" "),
+            env!("CARGO_PKG_VERSION"),
+            serde_json::to_string(cfg).unwrap_or_default(),
+        );
+        out.write_all(header.as_bytes())?;
+        Ok(EventLog { out, base })
+    }
+
+    fn ms(&self, t: u64) -> f64 {
+        t.saturating_sub(self.base) as f64 / 1e6
+    }
+
+    pub fn model(&mut self, dir: Dir, e: &Event) {
+        let _ = match *e {
+            Event::Enqueue { t, len } => writeln!(self.out, "{:.3} {dir} + {len}", self.ms(t)),
+            Event::Dequeue {
+                t,
+                len,
+                queue_delay,
+                release,
+            } => writeln!(
+                self.out,
+                "{:.3} {dir} - {len} {:.3} {:.3}",
+                self.ms(t),
+                queue_delay as f64 / 1e6,
+                self.ms(release)
+            ),
+            Event::Drop { t, len, cause } => {
+                writeln!(
+                    self.out,
+                    "{:.3} {dir} d {len} {}",
+                    self.ms(t),
+                    cause.as_str()
+                )
+            }
+        };
+    }
+
+    pub fn sent(&mut self, dir: Dir, t: u64, len: usize, lateness: u64) {
+        let _ = writeln!(
+            self.out,
+            "{:.3} {dir} > {len} {:.3}",
+            self.ms(t),
+            lateness as f64 / 1e6
+        );
+    }
+
+    pub fn simple(&mut self, dir: Dir, t: u64, kind: char, len: usize) {
+        let _ = writeln!(self.out, "{:.3} {dir} {kind} {len}", self.ms(t));
+    }
+
+    pub fn drop_io(&mut self, dir: Dir, t: u64, len: usize, cause: &str) {
+        let _ = writeln!(self.out, "{:.3} {dir} d {len} {cause}", self.ms(t));
+    }
+
+    pub fn config(&mut self, t: u64, cfg: &LinkConfig) {
+        let _ = writeln!(
+            self.out,
+            "# config at {:.3}: {}",
+            self.ms(t),
+            serde_json::to_string(cfg).unwrap_or_default()
+        );
+    }
+
+    pub fn flush(&mut self) {
+        let _ = self.out.flush();
+    }
+}

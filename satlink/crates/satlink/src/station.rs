@@ -1,0 +1,398 @@
+//! The ground stations: GW (shapes the forward direction) and ST (shapes the return
+//! direction). Each owns a TUN device on its LAN side and one UDP socket on the
+//! emulation network, connected to the satellite.
+//!
+//! Threads:
+//! - ingress: reads the TUN, enqueues into the link model, and sends at once what is
+//!   already due (the unshaped fast path: no hand-over between threads);
+//! - timer: sleeps until the model's next deadline (futex wait on CLOCK_MONOTONIC with
+//!   1 ns timer slack, then a short spin), sends what is due;
+//! - rx: receives carrier datagrams in batches (recvmmsg) and writes them to the TUN.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use serde_json::{json, Value};
+
+use satlink_model::{DirConfig, Direction, Histogram, LinkConfig};
+
+use crate::control::Controlled;
+use crate::events::{Dir, EventLog};
+use crate::{sys, warn};
+
+/// Which ground station.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Gw,
+    St,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Gw => "gw",
+            Kind::St => "st",
+        }
+    }
+    /// (shaped direction, received direction) as (name, event-log letter).
+    fn dirs(self) -> ((&'static str, Dir), (&'static str, Dir)) {
+        match self {
+            Kind::Gw => (("forward", 'f'), ("return", 'r')),
+            Kind::St => (("return", 'r'), ("forward", 'f')),
+        }
+    }
+    fn shaped(self, cfg: &LinkConfig) -> DirConfig {
+        match self {
+            Kind::Gw => cfg.forward.clone(),
+            Kind::St => cfg.return_.clone(),
+        }
+    }
+}
+
+struct Shaper {
+    dir: Direction<Vec<u8>>,
+    free: Vec<Vec<u8>>,
+    lateness: Histogram,
+    io_errors: u64,
+    /// What the timer thread sleeps until (None: until woken).
+    timer_deadline: Option<u64>,
+}
+
+#[derive(Default)]
+pub struct Counters {
+    pub frames_in: AtomicU64,
+    pub bytes_in: AtomicU64,
+    pub frames_out: AtomicU64,
+    pub bytes_out: AtomicU64,
+    pub oversize: AtomicU64,
+    pub io_error: AtomicU64,
+}
+
+impl Counters {
+    pub fn json(&self) -> Value {
+        json!({
+            "frames_in": self.frames_in.load(Relaxed),
+            "bytes_in": self.bytes_in.load(Relaxed),
+            "frames_out": self.frames_out.load(Relaxed),
+            "bytes_out": self.bytes_out.load(Relaxed),
+            "drops": {"queue_full": 0, "loss": 0,
+                      "oversize": self.oversize.load(Relaxed),
+                      "io_error": self.io_error.load(Relaxed)},
+        })
+    }
+    pub fn reset(&self) {
+        for c in [
+            &self.frames_in,
+            &self.bytes_in,
+            &self.frames_out,
+            &self.bytes_out,
+            &self.oversize,
+            &self.io_error,
+        ] {
+            c.store(0, Relaxed);
+        }
+    }
+}
+
+pub struct Station {
+    kind: Kind,
+    dev: String,
+    emu_bind: SocketAddr,
+    sat: SocketAddr,
+    spin_ns: u64,
+    shaper: Mutex<Shaper>,
+    cv: Condvar,
+    rx: Counters,
+    config: Mutex<LinkConfig>,
+    events: Option<Mutex<EventLog>>,
+    started: u64,
+    reset_at: AtomicU64,
+    udp: UdpSocket,
+    tun: File,
+}
+
+pub struct Options {
+    pub kind: Kind,
+    pub dev: String,
+    pub emu_bind: SocketAddr,
+    pub sat: SocketAddr,
+    pub spin_us: u64,
+    pub config: LinkConfig,
+    pub events: Option<EventLog>,
+}
+
+impl Station {
+    /// Create the TUN device and the carrier socket.
+    pub fn new(o: Options) -> Result<Arc<Self>> {
+        let tun = sys::open_tun(&o.dev)?;
+        let udp = UdpSocket::bind(o.emu_bind)
+            .with_context(|| format!("cannot bind UDP {} (--emu-bind)", o.emu_bind))?;
+        udp.connect(o.sat)
+            .with_context(|| format!("cannot address the satellite at {}", o.sat))?;
+        sys::set_buffers(&udp, 8 << 20);
+        let mut dir = Direction::new(o.kind.shaped(&o.config));
+        dir.set_trace(o.events.is_some());
+        let now = sys::now();
+        Ok(Arc::new(Station {
+            kind: o.kind,
+            dev: o.dev,
+            emu_bind: o.emu_bind,
+            sat: o.sat,
+            spin_ns: o.spin_us * 1000,
+            shaper: Mutex::new(Shaper {
+                dir,
+                free: Vec::new(),
+                lateness: Histogram::new(),
+                io_errors: 0,
+                timer_deadline: None,
+            }),
+            cv: Condvar::new(),
+            rx: Counters::default(),
+            config: Mutex::new(o.config),
+            events: o.events.map(Mutex::new),
+            started: now,
+            reset_at: AtomicU64::new(now),
+            udp,
+            tun,
+        }))
+    }
+
+    pub fn spawn(self: &Arc<Self>) -> Result<()> {
+        let s = self.clone();
+        std::thread::Builder::new()
+            .name("ingress".into())
+            .spawn(move || s.ingress())?;
+        let s = self.clone();
+        std::thread::Builder::new()
+            .name("timer".into())
+            .spawn(move || s.timer())?;
+        let s = self.clone();
+        std::thread::Builder::new()
+            .name("rx".into())
+            .spawn(move || s.receive())?;
+        Ok(())
+    }
+
+    pub fn flush_events(&self) {
+        if let Some(ev) = &self.events {
+            if let Ok(mut ev) = ev.lock() {
+                ev.flush();
+            }
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Shaper> {
+        self.shaper.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn ingress(&self) {
+        let mut scratch = vec![0u8; sys::DGRAM_MAX];
+        loop {
+            let n = match (&self.tun).read(&mut scratch) {
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    warn!("tun read failed dev={} error={e}", self.dev);
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                }
+            };
+            let now = sys::now();
+            let mut g = self.lock();
+            let mut buf = g.free.pop().unwrap_or_else(|| Vec::with_capacity(2048));
+            buf.clear();
+            buf.extend_from_slice(&scratch[..n]);
+            if let Err((buf, _)) = g.dir.enqueue(now, n, buf) {
+                g.free.push(buf);
+            }
+            self.release_due(&mut g, now);
+            if let Some(next) = g.dir.next_deadline() {
+                if g.timer_deadline.is_none_or(|t| next < t) {
+                    self.cv.notify_one();
+                }
+            }
+        }
+    }
+
+    /// Send every frame due by `now`; log the model's events.
+    fn release_due(&self, g: &mut Shaper, now: u64) {
+        let (shaped, _) = self.kind.dirs();
+        while let Some(dep) = g.dir.pop_due(now) {
+            let t = sys::now();
+            let late = t.saturating_sub(dep.release);
+            g.lateness.record(late);
+            if self.udp.send(&dep.payload).is_err() {
+                g.io_errors += 1;
+            }
+            if let Some(ev) = &self.events {
+                let mut ev = ev.lock().unwrap_or_else(|e| e.into_inner());
+                ev.sent(shaped.1, t, dep.len, late);
+            }
+            if g.free.len() < 8192 {
+                g.free.push(dep.payload);
+            }
+        }
+        if let Some(ev) = &self.events {
+            let mut ev = ev.lock().unwrap_or_else(|e| e.into_inner());
+            for e in g.dir.take_events() {
+                ev.model(shaped.1, &e);
+            }
+        }
+    }
+
+    fn timer(&self) {
+        sys::set_timer_slack(1);
+        let mut g = self.lock();
+        loop {
+            self.release_due(&mut g, sys::now());
+            match g.dir.next_deadline() {
+                None => {
+                    g.timer_deadline = None;
+                    g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner());
+                }
+                Some(t) => {
+                    g.timer_deadline = Some(t);
+                    let now = sys::now();
+                    if t > now + self.spin_ns {
+                        let d = Duration::from_nanos(t - now - self.spin_ns);
+                        g = self
+                            .cv
+                            .wait_timeout(g, d)
+                            .unwrap_or_else(|e| e.into_inner())
+                            .0;
+                    } else if t > now {
+                        drop(g);
+                        while sys::now() < t {
+                            std::hint::spin_loop();
+                        }
+                        g = self.lock();
+                    }
+                }
+            }
+        }
+    }
+
+    fn receive(&self) {
+        let (_, recv) = self.kind.dirs();
+        let mut m = sys::MmsgBuffers::new();
+        loop {
+            let n = match m.recv(&self.udp) {
+                Ok(n) => n,
+                // ICMP port unreachable from a satellite not up yet.
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => continue,
+                Err(e) => {
+                    warn!("udp receive failed bind={} error={e}", self.emu_bind);
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                }
+            };
+            let t = sys::now();
+            let mut ev = self
+                .events
+                .as_ref()
+                .map(|e| e.lock().unwrap_or_else(|e| e.into_inner()));
+            for i in 0..n {
+                let (data, _, truncated) = m.get(i);
+                self.rx.frames_in.fetch_add(1, Relaxed);
+                self.rx.bytes_in.fetch_add(data.len() as u64, Relaxed);
+                if truncated {
+                    self.rx.oversize.fetch_add(1, Relaxed);
+                    if let Some(ev) = ev.as_mut() {
+                        ev.drop_io(recv.1, t, data.len(), "oversize");
+                    }
+                    continue;
+                }
+                match (&self.tun).write(data) {
+                    Ok(_) => {
+                        self.rx.frames_out.fetch_add(1, Relaxed);
+                        self.rx.bytes_out.fetch_add(data.len() as u64, Relaxed);
+                        if let Some(ev) = ev.as_mut() {
+                            ev.simple(recv.1, t, '<', data.len());
+                        }
+                    }
+                    Err(_) => {
+                        self.rx.io_error.fetch_add(1, Relaxed);
+                        if let Some(ev) = ev.as_mut() {
+                            ev.drop_io(recv.1, t, data.len(), "io_error");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn secs(ns: u64) -> f64 {
+    ns as f64 / 1e9
+}
+
+impl Controlled for Station {
+    fn health(&self) -> Value {
+        let now = sys::now();
+        json!({
+            "role": self.kind.name(),
+            "version": env!("CARGO_PKG_VERSION"),
+            "uptime_s": secs(now - self.started),
+            "dev": self.dev,
+            "emu_bind": self.emu_bind.to_string(),
+            "sat": self.sat.to_string(),
+            "shapes": self.kind.dirs().0 .0,
+            "config": *self.config.lock().unwrap_or_else(|e| e.into_inner()),
+        })
+    }
+
+    fn stats(&self) -> Value {
+        let ((shaped, _), (recv, _)) = self.kind.dirs();
+        let now = sys::now();
+        let g = self.lock();
+        let mut s = serde_json::to_value(g.dir.stats().to_json()).unwrap_or_default();
+        s["drops"]["io_error"] = json!(g.io_errors);
+        s["queue_bytes"] = json!(g.dir.queue_bytes());
+        s["queue_frames"] = json!(g.dir.queue_frames());
+        s["in_flight_frames"] = json!(g.dir.in_flight_frames());
+        s["release_lateness"] = serde_json::to_value(g.lateness.summary()).unwrap_or_default();
+        drop(g);
+        json!({
+            "role": self.kind.name(),
+            "uptime_s": secs(now - self.started),
+            "since_reset_s": secs(now - self.reset_at.load(Relaxed)),
+            shaped: s,
+            recv: self.rx.json(),
+        })
+    }
+
+    fn set(&self, cfg: LinkConfig) -> Value {
+        let now = sys::now();
+        let mut g = self.lock();
+        g.dir.reconfigure(now, self.kind.shaped(&cfg));
+        self.cv.notify_one();
+        drop(g);
+        if let Some(ev) = &self.events {
+            ev.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .config(now, &cfg);
+        }
+        crate::info!(
+            "config applied {}",
+            serde_json::to_string(&cfg).unwrap_or_default()
+        );
+        let mut c = self.config.lock().unwrap_or_else(|e| e.into_inner());
+        *c = cfg;
+        json!({"ok": true, "config": *c})
+    }
+
+    fn reset_stats(&self) {
+        let mut g = self.lock();
+        g.dir.reset_stats();
+        g.lateness = Histogram::new();
+        g.io_errors = 0;
+        drop(g);
+        self.rx.reset();
+        self.reset_at.store(sys::now(), Relaxed);
+    }
+}
