@@ -17,10 +17,10 @@ use satlink_model::LinkConfig;
 #[derive(Debug, Deserialize, PartialEq)]
 #[serde(tag = "cmd", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Request {
-    Health,
-    Stats,
+    Health {},
+    Stats {},
     Set { config: Value },
-    ResetStats,
+    ResetStats {},
 }
 
 /// What a role answers on its control socket.
@@ -38,9 +38,9 @@ pub fn handle(line: &str, role: &dyn Controlled) -> Value {
         Err(e) => return json!({"error": format!("bad request: {e}")}),
     };
     match req {
-        Request::Health => role.health(),
-        Request::Stats => role.stats(),
-        Request::ResetStats => {
+        Request::Health {} => role.health(),
+        Request::Stats {} => role.stats(),
+        Request::ResetStats {} => {
             role.reset_stats();
             json!({"ok": true})
         }
@@ -134,11 +134,11 @@ mod tests {
     fn requests_parse() {
         assert_eq!(
             serde_json::from_str::<Request>(r#"{"cmd":"health"}"#).unwrap(),
-            Request::Health
+            Request::Health {}
         );
         assert_eq!(
             serde_json::from_str::<Request>(r#"{"cmd":"reset_stats"}"#).unwrap(),
-            Request::ResetStats
+            Request::ResetStats {}
         );
         assert!(serde_json::from_str::<Request>(r#"{"cmd":"reboot"}"#).is_err());
         assert!(serde_json::from_str::<Request>(r#"{"cmd":"set"}"#).is_err());

@@ -307,15 +307,16 @@ impl Station {
                     }
                     continue;
                 }
+                // A TUN write takes one whole packet or fails.
                 match (&self.tun).write(data) {
-                    Ok(_) => {
+                    Ok(n) if n == data.len() => {
                         self.rx.frames_out.fetch_add(1, Relaxed);
                         self.rx.bytes_out.fetch_add(data.len() as u64, Relaxed);
                         if let Some(ev) = ev.as_mut() {
                             ev.simple(recv.1, t, '<', data.len());
                         }
                     }
-                    Err(_) => {
+                    _ => {
                         self.rx.io_error.fetch_add(1, Relaxed);
                         if let Some(ev) = ev.as_mut() {
                             ev.drop_io(recv.1, t, data.len(), "io_error");
