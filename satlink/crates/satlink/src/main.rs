@@ -58,6 +58,11 @@ struct Common {
     /// Write a per-frame event log to this file.
     #[arg(long, value_name = "FILE")]
     events: Option<PathBuf>,
+    /// SCHED_FIFO priority of the packet threads (0: normal scheduling). Keeps other
+    /// work on the host from delaying frames; falls back to normal when refused.
+    #[arg(long, value_name = "PRIO", default_value_t = 10,
+          value_parser = clap::value_parser!(i32).range(0..=99))]
+    rt_priority: i32,
 }
 
 #[derive(Args)]
@@ -135,7 +140,7 @@ fn events(common: &Common, role: &str, cfg: &LinkConfig) -> Result<Option<EventL
 
 fn run(cli: Cli) -> Result<()> {
     let (common, role): (&Common, Arc<dyn Controlled>);
-    let flush: Box<dyn Fn()>;
+    let flush: Arc<dyn Fn() + Send + Sync>;
     let signals;
     match &cli.cmd {
         Cmd::Ctl { socket, request } => {
@@ -159,6 +164,7 @@ fn run(cli: Cli) -> Result<()> {
                 emu_bind: a.emu_bind,
                 sat: a.sat,
                 spin_us: a.spin_us,
+                rt_priority: a.common.rt_priority,
                 config,
                 events: ev,
             })?;
@@ -168,7 +174,7 @@ fn run(cli: Cli) -> Result<()> {
                 a.dev, a.emu_bind, a.sat, a.spin_us
             );
             let s = st.clone();
-            flush = Box::new(move || s.flush_events());
+            flush = Arc::new(move || s.flush_events());
             common = &a.common;
             role = st;
         }
@@ -178,16 +184,27 @@ fn run(cli: Cli) -> Result<()> {
             let config = load_config(&a.common.config)?;
             let ev = events(&a.common, "sat", &config)?;
             signals = sys::block_signals();
-            let sat = sat::Sat::new(a.emu_bind, a.gw, a.st, config, ev)?;
+            let sat = sat::Sat::new(a.emu_bind, a.gw, a.st, config, ev, a.common.rt_priority)?;
             sat.spawn()?;
             info!("serving emu_bind={} gw={} st={}", a.emu_bind, a.gw, a.st);
             let s = sat.clone();
-            flush = Box::new(move || s.flush_events());
+            flush = Arc::new(move || s.flush_events());
             common = &a.common;
             role = sat;
         }
     }
+    let flush_every = flush.clone();
     control::serve(&common.control, role)?;
+    if common.events.is_some() {
+        // The event log is buffered: flush it every second.
+        let f = flush_every.clone();
+        std::thread::Builder::new()
+            .name("flush".into())
+            .spawn(move || loop {
+                std::thread::sleep(std::time::Duration::from_secs(1));
+                f();
+            })?;
+    }
     println!("ready");
     let sig = sys::wait_signal(&signals);
     info!("{sig} received, exiting");

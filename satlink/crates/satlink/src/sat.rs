@@ -30,6 +30,7 @@ pub struct Sat {
     events: Option<Mutex<EventLog>>,
     started: u64,
     reset_at: AtomicU64,
+    rt_priority: i32,
 }
 
 impl Sat {
@@ -39,6 +40,7 @@ impl Sat {
         st: SocketAddr,
         config: LinkConfig,
         events: Option<EventLog>,
+        rt_priority: i32,
     ) -> Result<Arc<Self>> {
         let udp = UdpSocket::bind(emu_bind)
             .with_context(|| format!("cannot bind UDP {emu_bind} (--emu-bind)"))?;
@@ -56,6 +58,7 @@ impl Sat {
             events: events.map(Mutex::new),
             started: now,
             reset_at: AtomicU64::new(now),
+            rt_priority,
         }))
     }
 
@@ -76,6 +79,12 @@ impl Sat {
     }
 
     fn relay(&self) {
+        if !sys::set_realtime(self.rt_priority) {
+            warn!(
+                "SCHED_FIFO refused priority={} (runs at normal priority)",
+                self.rt_priority
+            );
+        }
         let mut m = sys::MmsgBuffers::new();
         let mut fwd: Vec<(usize, SocketAddr)> = Vec::with_capacity(sys::BATCH);
         let mut ret: Vec<(usize, SocketAddr)> = Vec::with_capacity(sys::BATCH);

@@ -105,6 +105,7 @@ pub struct Station {
     emu_bind: SocketAddr,
     sat: SocketAddr,
     spin_ns: u64,
+    rt_priority: i32,
     shaper: Mutex<Shaper>,
     cv: Condvar,
     rx: Counters,
@@ -122,6 +123,7 @@ pub struct Options {
     pub emu_bind: SocketAddr,
     pub sat: SocketAddr,
     pub spin_us: u64,
+    pub rt_priority: i32,
     pub config: LinkConfig,
     pub events: Option<EventLog>,
 }
@@ -144,6 +146,7 @@ impl Station {
             emu_bind: o.emu_bind,
             sat: o.sat,
             spin_ns: o.spin_us * 1000,
+            rt_priority: o.rt_priority,
             shaper: Mutex::new(Shaper {
                 dir,
                 free: Vec::new(),
@@ -190,7 +193,17 @@ impl Station {
         self.shaper.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    fn realtime(&self, thread: &str) {
+        if !sys::set_realtime(self.rt_priority) {
+            warn!(
+                "SCHED_FIFO refused thread={thread} priority={} (runs at normal priority)",
+                self.rt_priority
+            );
+        }
+    }
+
     fn ingress(&self) {
+        self.realtime("ingress");
         let mut scratch = vec![0u8; sys::DGRAM_MAX];
         loop {
             let n = match (&self.tun).read(&mut scratch) {
@@ -247,6 +260,7 @@ impl Station {
 
     fn timer(&self) {
         sys::set_timer_slack(1);
+        self.realtime("timer");
         let mut g = self.lock();
         loop {
             self.release_due(&mut g, sys::now());
@@ -279,6 +293,7 @@ impl Station {
 
     fn receive(&self) {
         let (_, recv) = self.kind.dirs();
+        self.realtime("rx");
         let mut m = sys::MmsgBuffers::new();
         loop {
             let n = match m.recv(&self.udp) {

@@ -293,3 +293,16 @@ fn sockaddr(a: SocketAddr) -> libc::sockaddr_in {
     }
     s
 }
+
+/// Run the calling thread under SCHED_FIFO at `prio` (0: leave it as it is), so that
+/// other work on the host does not delay the packet path. Returns false when refused.
+pub fn set_realtime(prio: i32) -> bool {
+    if prio == 0 {
+        return true;
+    }
+    let param = libc::sched_param {
+        sched_priority: prio,
+    };
+    // SAFETY: pid 0 is the calling thread.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0 }
+}
