@@ -77,6 +77,8 @@ class Echo:
     def close(self) -> None:
         self.p.terminate()
         self.p.wait(5)
+        if self.p.stdout is not None:
+            self.p.stdout.close()
 
 
 def lateness(c: ch.Chain) -> str:

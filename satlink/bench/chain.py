@@ -58,6 +58,7 @@ class Chain:
         self.events = events
         self.procs: dict[str, subprocess.Popen[str]] = {}
         self.created: list[str] = []
+        self.logs: list = []
 
     def addr(self, host: int) -> str:
         return f"{self.net}.{host}"
@@ -118,7 +119,8 @@ class Chain:
         argv += ["--config", str(cfg), "--control", str(self.control(role))]
         if self.events:
             argv += ["--events", str(self.dir / f"{role}.events")]
-        log = open(self.dir / f"{role}.log", "w")
+        log = open(self.dir / f"{role}.log", "w")  # noqa: SIM115 (closed in close())
+        self.logs.append(log)
         p = subprocess.Popen(
             ["ip", "netns", "exec", self.ns[role], str(BINARY), *argv],
             stdout=subprocess.PIPE, stderr=log, text=True,
@@ -167,6 +169,11 @@ class Chain:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+            if p.stdout is not None:
+                p.stdout.close()
+        for log in self.logs:
+            log.close()
+        self.logs.clear()
         for ns in reversed(self.created):
             run("ip", "netns", "del", ns, check=False)
         self.created.clear()

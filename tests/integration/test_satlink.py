@@ -1,0 +1,177 @@
+"""satlink end to end: client, terminal, satellite, gateway and server namespaces around
+the three satlink roles (satlink/bench/chain.py builds and removes them), checked with
+ping, iperf3 and the control socket."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import need
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "satlink" / "bench"))
+import chain as ch  # noqa: E402
+
+pytestmark = pytest.mark.root
+
+
+@pytest.fixture(scope="module")
+def binary() -> Path:
+    need(ch.BINARY.is_file(), f"satlink release build ({ch.BINARY}): cargo build --release")
+    return ch.BINARY
+
+
+@pytest.fixture
+def geo(binary: Path) -> Iterator[ch.Chain]:
+    need(os.geteuid() == 0, "root (network namespaces, TUN devices)")
+    with ch.Chain(12, f"t{os.getpid()}-", ch.GEO, events=True) as c:
+        ch.wait_link(c)
+        yield c
+
+
+def test_bad_input_exits_1_with_error(binary: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"forward": {"rate_bps": 1, "delay": 3}, "return": {}}')
+    p = subprocess.run(
+        [
+            str(binary),
+            "sat",
+            "--emu-bind",
+            "127.0.0.1:1",
+            "--gw",
+            "127.0.0.1:2",
+            "--st",
+            "127.0.0.1:3",
+            "--config",
+            str(bad),
+            "--control",
+            str(tmp_path / "s"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert p.returncode == 1
+    assert p.stderr.startswith("ERROR: bad config")
+    assert "unknown field `delay`" in p.stderr
+    p = subprocess.run(
+        [str(binary), "gw", "--dev", "x"], capture_output=True, text=True, check=False
+    )
+    assert p.returncode == 1
+    assert p.stderr.startswith("ERROR: ")
+
+
+def test_geo_rtt_counters_and_runtime_change(geo: ch.Chain) -> None:
+    rtts = ch.ping(geo, 10)
+    assert len(rtts) == 10
+    # ping prints whole milliseconds above 100 ms.
+    assert all(530 <= r <= 533 for r in rtts), rtts
+
+    health = geo.ask("gateway", {"cmd": "health"})
+    assert health["role"] == "gw"
+    assert health["config"]["forward"]["uplink_delay_ms"] == 125.0
+
+    stats = geo.ask("gateway", {"cmd": "stats"})
+    fwd = stats["forward"]
+    assert fwd["frames_out"] >= 10 and fwd["drops"]["queue_full"] == 0
+    assert fwd["release_lateness"]["count"] >= 10
+    assert stats["return"]["frames_out"] >= 10
+    sat = geo.ask("satellite", {"cmd": "stats"})
+    assert sat["forward"]["frames_out"] >= 10 and sat["return"]["frames_out"] >= 10
+
+    # Change the delays at run time on every role, no restart: 2 x (10 + 10 + 5) = 50 ms.
+    cfg = json.loads(json.dumps(ch.GEO))
+    for d in ("forward", "return"):
+        cfg[d].update(uplink_delay_ms=10.0, downlink_delay_ms=10.0, framing_delay_ms=5.0)
+    for role in ("terminal", "satellite", "gateway"):
+        reply = geo.ask(role, {"cmd": "set", "config": cfg})
+        assert reply["ok"] and reply["config"]["return"]["uplink_delay_ms"] == 10.0
+    time.sleep(0.6)  # frames already on the old delay line drain first
+    rtts = ch.ping(geo, 5)
+    assert all(50 <= r <= 52.5 for r in rtts), rtts
+
+    bad = geo.ask("gateway", {"cmd": "set", "config": {"forward": {"rate": 1}, "return": {}}})
+    assert "unknown field `rate`" in bad["error"]
+    assert geo.ask("gateway", {"cmd": "reset_stats"}) == {"ok": True}
+    assert geo.ask("gateway", {"cmd": "stats"})["forward"]["frames_out"] == 0
+
+    out = subprocess.run(
+        [str(ch.BINARY), "ctl", str(geo.control("terminal")), '{"cmd":"health"}'],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(out.stdout)["role"] == "st"
+
+
+def test_rate_queue_and_loss(geo: ch.Chain) -> None:
+    need(shutil.which("iperf3") is not None, "iperf3")
+    cfg = json.loads(json.dumps(ch.GEO))
+    for d in ("forward", "return"):
+        cfg[d].update(
+            uplink_delay_ms=5.0,
+            downlink_delay_ms=5.0,
+            framing_delay_ms=0.0,
+            rate_bps=5_000_000,
+            queue={"ms": 50},
+        )
+    cfg["forward"]["loss"] = {"packet_rate": 0.1}
+    for role in ("terminal", "satellite", "gateway"):
+        assert geo.ask(role, {"cmd": "set", "config": cfg})["ok"]
+    srv = subprocess.Popen(
+        ["ip", "netns", "exec", geo.ns["server"], "iperf3", "-s", "-1", "-B", geo.addr(26)],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        time.sleep(0.5)
+        geo.ask("terminal", {"cmd": "reset_stats"})
+        # 8 Mb/s of UDP into a 5 Mb/s return link for 4 s.
+        geo.sh("client", "iperf3", "-c", geo.addr(26), "-u", "-b", "8M", "-l", "1400", "-t", "4")
+        st = geo.ask("terminal", {"cmd": "stats"})
+    finally:
+        srv.send_signal(signal.SIGTERM)
+        srv.wait(5)
+    ret = st["return"]
+    rate = ret["bytes_out"] * 8 / st["since_reset_s"] / 1e6
+    assert 4.5 <= rate <= 5.1, rate
+    assert ret["drops"]["queue_full"] > 0
+    assert ret["queue_delay"]["max_ms"] <= 50.0 + 2.5  # the bound plus one frame in service
+    # 10 % loss on the forward link: 200 pings lose about 20.
+    geo.ask("gateway", {"cmd": "reset_stats"})
+    geo.sh("client", "ping", "-q", "-c", "200", "-i", "0.005", geo.addr(26), check=False)
+    lost = geo.ask("gateway", {"cmd": "stats"})["forward"]["drops"]["loss"]
+    assert 5 <= lost <= 40, lost
+
+
+def test_sigterm_removes_the_socket_and_events_are_logged(binary: Path) -> None:
+    need(os.geteuid() == 0, "root (network namespaces, TUN devices)")
+    c = ch.Chain(13, f"t{os.getpid()}-", ch.UNSHAPED, events=True).open()
+    try:
+        ch.wait_link(c)
+        sock = c.control("gateway")
+        assert sock.exists()
+        c.procs["gateway"].send_signal(signal.SIGTERM)
+        assert c.procs["gateway"].wait(5) == 0
+        assert not sock.exists()
+        lines = (c.dir / "gateway.events").read_text().splitlines()
+        assert lines[0] == "# satlink event log, format 1"
+        assert any(line.startswith("# config: ") for line in lines)
+        events = [line.split() for line in lines if not line.startswith("#")]
+        assert any(e[1:3] == ["f", ">"] for e in events)
+        assert any(e[1:3] == ["r", "<"] for e in events)
+    finally:
+        c.close()
+    assert not any(
+        ns in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        for ns in c.ns.values()
+    )
