@@ -4,7 +4,10 @@
 //! says), so JPEGs and every other object travel as stored and page bytes equal
 //! file bytes. Cache headers forbid any reuse across runs.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::SystemTime;
 
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, Method, StatusCode};
@@ -118,9 +121,56 @@ fn error(status: StatusCode, alt_svc: Option<&HeaderValue>, head: bool) -> FileR
     }
 }
 
+/// File contents kept in memory, so a request costs no read(2) and no copy. An entry is
+/// used only while the file's size and modification time are unchanged.
+pub struct FileCache {
+    max_bytes: u64,
+    inner: Mutex<CacheInner>,
+}
+
+#[derive(Default)]
+struct CacheInner {
+    bytes: u64,
+    files: HashMap<PathBuf, (u64, SystemTime, Bytes)>,
+}
+
+impl FileCache {
+    /// A cache holding at most `max_bytes` of file contents (0 disables it).
+    pub fn new(max_bytes: u64) -> Self {
+        Self {
+            max_bytes,
+            inner: Mutex::new(CacheInner::default()),
+        }
+    }
+
+    async fn read(&self, path: &Path, meta: &std::fs::Metadata) -> std::io::Result<Bytes> {
+        let mtime = meta.modified()?;
+        {
+            let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((len, t, data)) = inner.files.get(path) {
+                if *len == meta.len() && *t == mtime {
+                    return Ok(data.clone());
+                }
+            }
+        }
+        let data = Bytes::from(tokio::fs::read(path).await?);
+        let len = data.len() as u64;
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((old, _, _)) = inner.files.remove(path) {
+            inner.bytes -= old;
+        }
+        if len == meta.len() && inner.bytes + len <= self.max_bytes {
+            inner.bytes += len;
+            inner.files.insert(path.to_path_buf(), (len, mtime, data.clone()));
+        }
+        Ok(data)
+    }
+}
+
 /// Serves one request: GET and HEAD of files under `root`.
 pub async fn serve(
     root: &Path,
+    cache: &FileCache,
     method: &Method,
     uri_path: &str,
     alt_svc: Option<&HeaderValue>,
@@ -132,13 +182,22 @@ pub async fn serve(
     let Some(mut path) = resolve(root, uri_path) else {
         return error(StatusCode::BAD_REQUEST, alt_svc, head);
     };
-    match tokio::fs::metadata(&path).await {
-        Ok(m) if m.is_dir() => path.push("index.html"),
-        Ok(_) => {}
+    let mut meta = match std::fs::metadata(&path) {
+        Ok(m) => m,
         Err(_) => return error(StatusCode::NOT_FOUND, alt_svc, head),
+    };
+    if meta.is_dir() {
+        path.push("index.html");
+        meta = match std::fs::metadata(&path) {
+            Ok(m) => m,
+            Err(_) => return error(StatusCode::NOT_FOUND, alt_svc, head),
+        };
     }
-    let body = match tokio::fs::read(&path).await {
-        Ok(b) => Bytes::from(b),
+    if !meta.is_file() {
+        return error(StatusCode::NOT_FOUND, alt_svc, head);
+    }
+    let body = match cache.read(&path, &meta).await {
+        Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return error(StatusCode::NOT_FOUND, alt_svc, head)
         }
@@ -193,22 +252,27 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("origin-files-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("index.html"), b"<p>hi</p>").unwrap();
-        let r = serve(&dir, &Method::GET, "/", None).await;
+        let cache = FileCache::new(1 << 20);
+        let r = serve(&dir, &cache, &Method::GET, "/", None).await;
         assert_eq!(r.status, StatusCode::OK);
         assert_eq!(r.headers[header::CONTENT_LENGTH], "9");
         assert_eq!(r.headers[header::CACHE_CONTROL], CACHE_CONTROL);
         assert!(r.headers.get(header::CONTENT_ENCODING).is_none());
-        let r = serve(&dir, &Method::HEAD, "/index.html", None).await;
+        let r = serve(&dir, &cache, &Method::HEAD, "/index.html", None).await;
         assert_eq!(r.headers[header::CONTENT_LENGTH], "9");
         assert!(r.body.is_empty());
         assert_eq!(
-            serve(&dir, &Method::GET, "/nope", None).await.status,
+            serve(&dir, &cache, &Method::GET, "/nope", None).await.status,
             StatusCode::NOT_FOUND
         );
         assert_eq!(
-            serve(&dir, &Method::POST, "/", None).await.status,
+            serve(&dir, &cache, &Method::POST, "/", None).await.status,
             StatusCode::METHOD_NOT_ALLOWED
         );
+        // A changed file is read again.
+        std::fs::write(dir.join("index.html"), b"<p>hello</p>").unwrap();
+        let r = serve(&dir, &cache, &Method::GET, "/", None).await;
+        assert_eq!(&r.body[..], b"<p>hello</p>");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

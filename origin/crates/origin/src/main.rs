@@ -49,6 +49,9 @@ struct Args {
     /// Alt-Svc max-age in seconds, advertising h3 on TLS responses
     #[arg(long, value_name = "SECONDS", default_value_t = 86400)]
     alt_svc_max_age: u64,
+    /// Keep up to this many MiB of file contents in memory (0: read files on every request)
+    #[arg(long, value_name = "MIB", default_value_t = 512)]
+    cache_mb: u64,
     /// Send no Alt-Svc header
     #[arg(long)]
     no_alt_svc: bool,
@@ -67,6 +70,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         quic_initial_window: args.quic_initial_window,
         log: args.log,
         alt_svc_max_age: (!args.no_alt_svc).then_some(args.alt_svc_max_age),
+        cache_bytes: args.cache_mb * 1024 * 1024,
         command: std::env::args().collect::<Vec<_>>().join(" "),
     };
     let server = Server::start(opts).await?;

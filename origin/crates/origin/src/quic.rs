@@ -86,6 +86,7 @@ async fn request(
     counters.requests.fetch_add(1, Ordering::Relaxed);
     let r = files::serve(
         &shared.root,
+        &shared.cache,
         req.method(),
         req.uri().path(),
         shared.alt_svc.as_ref(),

@@ -13,6 +13,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use crate::cc::{self, QuicCc, TcpCc};
+use crate::files::FileCache;
 use crate::settings::{ConfigError, Settings};
 use crate::stats::Registry;
 use crate::tls::Identity;
@@ -36,6 +37,8 @@ pub struct Options {
     pub log: Option<PathBuf>,
     /// `ma` of the Alt-Svc header; `None` sends no Alt-Svc.
     pub alt_svc_max_age: Option<u64>,
+    /// Bytes of file contents kept in memory (0: read every file on every request).
+    pub cache_bytes: u64,
     /// The command line, for the log header.
     pub command: String,
 }
@@ -52,6 +55,7 @@ pub struct Addrs {
 /// State shared by the accept loops and the control endpoint.
 pub struct Shared {
     pub root: PathBuf,
+    pub cache: FileCache,
     pub alt_svc: Option<HeaderValue>,
     pub registry: Arc<Registry>,
     pub addrs: Addrs,
@@ -156,6 +160,7 @@ impl Server {
         listeners.extend(plain_listener.clone());
         let shared = Arc::new(Shared {
             root: opts.root.clone(),
+            cache: FileCache::new(opts.cache_bytes),
             alt_svc,
             registry,
             addrs,

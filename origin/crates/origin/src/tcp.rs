@@ -21,6 +21,9 @@ use crate::files;
 use crate::server::Shared;
 use crate::stats::Counters;
 
+/// Bytes hyper's HTTP/2 buffers per stream before waiting for the socket.
+const H2_SEND_BUF: usize = 1 << 20;
+
 /// Accepts connections until the task is aborted.
 pub async fn accept_loop(listener: Arc<TcpListener>, tls: Option<TlsAcceptor>, shared: Arc<Shared>) {
     loop {
@@ -45,7 +48,14 @@ async fn respond(
 ) -> Result<Response<CountingBody>, Infallible> {
     counters.requests.fetch_add(1, Ordering::Relaxed);
     let alt_svc = if tls { shared.alt_svc.as_ref() } else { None };
-    let r = files::serve(&shared.root, req.method(), req.uri().path(), alt_svc).await;
+    let r = files::serve(
+        &shared.root,
+        &shared.cache,
+        req.method(),
+        req.uri().path(),
+        alt_svc,
+    )
+    .await;
     let mut resp = Response::new(CountingBody::new(r.body, counters));
     *resp.status_mut() = r.status;
     *resp.headers_mut() = r.headers;
@@ -76,6 +86,7 @@ async fn handle(stream: TcpStream, peer: SocketAddr, tls: Option<TlsAcceptor>, s
     let svc = service_fn(move |req| respond(svc_shared.clone(), counters.clone(), is_tls, req));
     let result = match tls {
         None => hyper::server::conn::http1::Builder::new()
+            .writev(true)
             .serve_connection(TokioIo::new(stream), svc)
             .await
             .map_err(anyhow::Error::from),
@@ -85,11 +96,13 @@ async fn handle(stream: TcpStream, peer: SocketAddr, tls: Option<TlsAcceptor>, s
                 if tls_stream.get_ref().1.alpn_protocol() == Some(b"h2") {
                     conn.set_protocol("h2");
                     hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                        .max_send_buf_size(H2_SEND_BUF)
                         .serve_connection(TokioIo::new(tls_stream), svc)
                         .await
                         .map_err(anyhow::Error::from)
                 } else {
                     hyper::server::conn::http1::Builder::new()
+                        .writev(true)
                         .serve_connection(TokioIo::new(tls_stream), svc)
                         .await
                         .map_err(anyhow::Error::from)

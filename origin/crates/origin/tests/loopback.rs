@@ -76,6 +76,7 @@ async fn start(name: &str) -> Fixture {
         quic_initial_window: Some(40_000),
         log: Some(dir.join("conn.log")),
         alt_svc_max_age: Some(3600),
+        cache_bytes: 64 << 20,
         command: "test".into(),
     })
     .await
@@ -348,6 +349,7 @@ async fn refuses_bad_input_without_panicking() {
         quic_initial_window: None,
         log: None,
         alt_svc_max_age: None,
+        cache_bytes: 64 << 20,
         command: "test".into(),
     };
     let err = |o: Options| async move { format!("{:#}", Server::start(o).await.err().expect("must fail")) };
