@@ -72,7 +72,7 @@ class Chain:
     def control(self, role: str) -> Path:
         return self.dir / f"{role}.sock"
 
-    def open(self) -> "Chain":
+    def open(self) -> Chain:
         try:
             self._build()
             self._start()
@@ -93,8 +93,22 @@ class Chain:
             ("gateway", "lan", "server", "lan", 1500),
         ]
         for a, ai, b, bi, mtu in links:
-            self.ip(a, "link", "add", "name", ai, "mtu", str(mtu), "type", "veth",
-                    "peer", "name", bi, "netns", self.ns[b])
+            self.ip(
+                a,
+                "link",
+                "add",
+                "name",
+                ai,
+                "mtu",
+                str(mtu),
+                "type",
+                "veth",
+                "peer",
+                "name",
+                bi,
+                "netns",
+                self.ns[b],
+            )
             self.ip(b, "link", "set", bi, "mtu", str(mtu), "up")
             self.ip(a, "link", "set", ai, "up")
         self.ip("satellite", "link", "add", "name", "br0", "mtu", str(EMU_MTU), "type", "bridge")
@@ -102,8 +116,12 @@ class Chain:
             self.ip("satellite", "link", "set", port, "master", "br0")
         self.ip("satellite", "link", "set", "br0", "up")
         for role, dev, host in [
-            ("client", "lan", 1), ("terminal", "lan", 2), ("terminal", "emu", 9),
-            ("satellite", "br0", 10), ("gateway", "emu", 11), ("gateway", "lan", 25),
+            ("client", "lan", 1),
+            ("terminal", "lan", 2),
+            ("terminal", "emu", 9),
+            ("satellite", "br0", 10),
+            ("gateway", "emu", 11),
+            ("gateway", "lan", 25),
             ("server", "lan", 26),
         ]:
             plen = 29
@@ -123,21 +141,41 @@ class Chain:
         self.logs.append(log)
         p = subprocess.Popen(
             ["ip", "netns", "exec", self.ns[role], str(BINARY), *argv],
-            stdout=subprocess.PIPE, stderr=log, text=True,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
         )
         self.procs[role] = p
         assert p.stdout is not None
         line = p.stdout.readline().strip()
         if line != "ready":
             p.wait(5)
-            raise RuntimeError(f"satlink {role} did not start: {(self.dir / f'{role}.log').read_text()}")
+            raise RuntimeError(
+                f"satlink {role} did not start: {(self.dir / f'{role}.log').read_text()}"
+            )
 
     def _start(self) -> None:
         (self.dir / "link.json").write_text(json.dumps(self.config))
-        emu = {r: f"{self.addr(h)}:{PORT}" for r, h in (("terminal", 9), ("satellite", 10), ("gateway", 11))}
-        self._spawn("satellite", ["sat", "--emu-bind", emu["satellite"], "--gw", emu["gateway"], "--st", emu["terminal"]])
+        emu = {
+            r: f"{self.addr(h)}:{PORT}"
+            for r, h in (("terminal", 9), ("satellite", 10), ("gateway", 11))
+        }
+        self._spawn(
+            "satellite",
+            [
+                "sat",
+                "--emu-bind",
+                emu["satellite"],
+                "--gw",
+                emu["gateway"],
+                "--st",
+                emu["terminal"],
+            ],
+        )
         for role, kind in (("gateway", "gw"), ("terminal", "st")):
-            self._spawn(role, [kind, "--dev", "sat0", "--emu-bind", emu[role], "--sat", emu["satellite"]])
+            self._spawn(
+                role, [kind, "--dev", "sat0", "--emu-bind", emu[role], "--sat", emu["satellite"]]
+            )
         for role, host, remote in (("terminal", 17, 24), ("gateway", 18, 0)):
             self.ip(role, "addr", "add", f"{self.addr(host)}/30", "dev", "sat0")
             self.ip(role, "route", "add", f"{self.addr(remote)}/29", "dev", "sat0")
@@ -178,7 +216,7 @@ class Chain:
             run("ip", "netns", "del", ns, check=False)
         self.created.clear()
 
-    def __enter__(self) -> "Chain":
+    def __enter__(self) -> Chain:
         return self.open()
 
     def __exit__(self, *exc: object) -> None:
@@ -190,9 +228,22 @@ ROLES = ("client", "terminal", "satellite", "gateway", "server")
 
 def ping(chain: Chain, count: int, interval: float = 0.2) -> list[float]:
     """RTTs in ms from client to server."""
-    out = chain.sh("client", "ping", "-n", "-c", str(count), "-i", str(interval),
-                   "-W", "5", chain.addr(26), check=False).stdout
-    return [float(line.split("time=")[1].split()[0]) for line in out.splitlines() if "time=" in line]
+    out = chain.sh(
+        "client",
+        "ping",
+        "-n",
+        "-c",
+        str(count),
+        "-i",
+        str(interval),
+        "-W",
+        "5",
+        chain.addr(26),
+        check=False,
+    ).stdout
+    return [
+        float(line.split("time=")[1].split()[0]) for line in out.splitlines() if "time=" in line
+    ]
 
 
 def wait_link(chain: Chain, timeout: float = 10) -> None:

@@ -1,7 +1,7 @@
 """UDP echo for RTTs with microsecond resolution (ping prints whole ms above 100 ms).
 
-    udpping.py server ADDR PORT            echo every datagram back
-    udpping.py client ADDR PORT COUNT INTERVAL   print the RTTs (ms) as JSON
+udpping.py server ADDR PORT            echo every datagram back
+udpping.py client ADDR PORT COUNT INTERVAL   print the RTTs (ms) as JSON
 """
 
 import json
