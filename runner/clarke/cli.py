@@ -35,6 +35,7 @@ def _register() -> None:
         cli_bench,
         cli_campaign,
         cli_compare,
+        cli_load,
         cli_pages,
         cli_report,
         cli_results,
@@ -42,6 +43,7 @@ def _register() -> None:
     )
 
     cli.add_command(cli_agent.agent)
+    cli.add_command(cli_load.load)
     cli.add_command(cli_compare.compare)
     cli.add_command(cli_pages.pages)
     cli.add_command(cli_campaign.campaign)

@@ -11,8 +11,6 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from clarke.run.compare import Verdict, compare_records, load_results, markdown
-
 RESULTS_DIR = click.Path(path_type=Path, file_okay=False, exists=True)
 
 
@@ -58,6 +56,8 @@ def compare(
 
     Exits 1 when a cell is slower beyond the threshold and significant, 2 on unusable
     input (different campaigns, cells missing or without successful loads), else 0."""
+    from clarke.run.compare import Verdict, compare_records, load_results, markdown  # scipy
+
     c = compare_records(
         load_results(baseline), load_results(current), threshold=threshold, alpha=alpha
     )

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import click
 
-from clarke.results import export, influx, store
-from clarke.results.influx import InfluxSink
+from clarke.results import export, store
 
 RESULTS_DIR = click.Path(path_type=Path, file_okay=False, exists=True)
 
@@ -32,9 +31,11 @@ def push(results_dir: Path, influx_url: str) -> None:
 
     Each point's time is its load's start, so pushing twice writes the same points:
     no duplicates. Use it to backfill after an InfluxDB outage."""
+    from clarke.results import influx  # influxdb_client is slow to import: only when pushing
+
     meta, journal = store.open_existing(results_dir)
     records = list(journal.records())
-    with InfluxSink.from_url(influx_url) as sink:
+    with influx.InfluxSink.from_url(influx_url) as sink:
         sink.ensure_database()
         n = sink.write(records)
         extra = sink.write_points(influx.campaign_points(meta, records))

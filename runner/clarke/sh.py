@@ -25,12 +25,13 @@ def run(
     check: bool = True,
     input: str | None = None,
     timeout: float | None = 60,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run a command to completion and capture its output."""
     log.debug("$ %s", render(argv))
     try:
         proc = subprocess.run(
-            list(argv), input=input, capture_output=True, text=True, timeout=timeout
+            list(argv), input=input, capture_output=True, text=True, timeout=timeout, env=env
         )
     except FileNotFoundError as e:
         raise EnvironmentProblem(f"{argv[0]} is not installed (needed for: {render(argv)})") from e

@@ -59,6 +59,9 @@ def make_handler(role: Role) -> type[BaseHTTPRequestHandler]:
                 self._reply(400 if e.exit_code == 2 else 502, {"error": str(e)})
             except (ValueError, json.JSONDecodeError) as e:
                 self._reply(400, {"error": f"bad request: {e}"})
+            except Exception as e:  # a bug: answer, keep serving, keep the traceback
+                log.exception("%s %s failed", method, url.path)
+                self._reply(500, {"error": f"internal error in the {role.role} agent: {e!r}"})
 
         def do_GET(self) -> None:
             self._dispatch("GET")

@@ -112,15 +112,28 @@ def connections(per_server: int) -> tuple[Pref, ...]:
     )
 
 
+def resolve_to(address: str | None) -> tuple[Pref, ...]:
+    """Every name resolves to the testbed's server, inside Firefox: no DNS query, no DNS
+    delay, and nothing can reach a host outside the testbed."""
+    if not address:
+        return ()
+    return (
+        Pref("network.dns.forceResolve", address, "names resolve to the testbed server, no DNS"),
+        Pref("network.dns.disableIPv6", True, "the testbed is IPv4 only"),
+    )
+
+
 def layered(
     version: str,
     host: str,
     port: int,
     per_server: int,
     overrides: dict[str, PrefValue] | None = None,
+    address: str | None = None,
 ) -> dict[str, PrefValue]:
     prefs: dict[str, PrefValue] = {}
-    for layer in (BASE, http_version(version, host, port), connections(per_server)):
+    layers = (BASE, resolve_to(address), http_version(version, host, port), connections(per_server))
+    for layer in layers:
         prefs.update({p.name: p.value for p in layer})
     prefs.update(overrides or {})
     return prefs

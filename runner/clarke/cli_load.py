@@ -1,0 +1,153 @@
+"""`clarke load`: one verified page load over an emulated link."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import click
+
+from clarke.campaign.model import CONGESTION_CONTROLS, HTTP_VERSIONS
+from clarke.results.record import Status
+
+
+def parse_prefs(items: tuple[str, ...]) -> dict[str, bool | int | str]:
+    out: dict[str, bool | int | str] = {}
+    for item in items:
+        name, sep, raw = item.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"{item!r} is not NAME=VALUE", param_hint="--pref")
+        value: bool | int | str = raw
+        if raw in ("true", "false"):
+            value = raw == "true"
+        elif raw.lstrip("-").isdigit():
+            value = int(raw)
+        out[name] = value
+    return out
+
+
+@click.command()
+@click.option("--profile", default="geo", show_default=True, help="Link profile (profiles/).")
+@click.option(
+    "--http",
+    "http",
+    type=click.Choice(HTTP_VERSIONS),
+    default="2",
+    show_default=True,
+    help="HTTP version to force and verify.",
+)
+@click.option(
+    "--cc",
+    type=click.Choice(CONGESTION_CONTROLS),
+    default="bbr",
+    show_default=True,
+    help="The server's congestion control (QUIC: reno means NewReno).",
+)
+@click.option(
+    "--page",
+    default="uniform-1m",
+    show_default=True,
+    help="<model>-<size>, as built by `clarke pages build`.",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(["selenium", "browsertime"]),
+    default="selenium",
+    show_default=True,
+)
+@click.option(
+    "--connections",
+    type=click.IntRange(1, 256),
+    help="Connections per server (default: 1 for HTTP/1.1 as in the study, else 6).",
+)
+@click.option("--firefox", help="Firefox binary: firefox-nightly, firefox, firefox-esr or a path.")
+@click.option(
+    "--testbed",
+    "testbed_id",
+    type=int,
+    help="Use this running testbed (`clarke testbed up`) instead of a new one.",
+)
+@click.option(
+    "--pref",
+    "prefs",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Extra Firefox preference, applied last (true/false and integers are typed). Repeatable.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def load(
+    profile: str,
+    http: str,
+    cc: str,
+    page: str,
+    engine: str,
+    connections: int | None,
+    firefox: str | None,
+    testbed_id: int | None,
+    prefs: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Load one page once in Firefox over an emulated link, verify it (protocol of every
+    resource, the server's congestion control, the LCP element) and print the metrics.
+
+    Without --testbed it brings a testbed up for the load and tears it down after."""
+    from clarke.link import profiles
+    from clarke.pages.models import Registry
+    from clarke.run.session import NetnsSession
+
+    Registry.default().page_by_name(page)  # a bad page name fails before anything starts
+    profiles.load(profile)
+    conns = connections or (1 if http == "1.1" else 6)
+    started = time.monotonic()
+    with NetnsSession(profile, [page], engine=engine, firefox=firefox, testbed_id=testbed_id) as s:
+        if s.current_profile != profile:
+            s.apply_profile(profile)
+        s.apply_cc(cc)
+        result, details = s.load_page(page, http, cc, conns, parse_prefs(prefs))
+    wall_ms = (time.monotonic() - started) * 1000
+    m = {**result.metrics, **{k: v for k, v in details["metrics"].items() if v is not None}}
+    out = {
+        "status": result.status.value,
+        "reason": result.reason,
+        "engine": result.engine,
+        "browser": result.browser,
+        "browser_version": result.browser_version,
+        "profile": profile,
+        "http": http,
+        "cc": cc,
+        "page": page,
+        "connections": conns,
+        "plt_ms": m.get("plt_ms"),
+        "fcp_ms": m.get("fcp_ms"),
+        "lcp_ms": m.get("lcp_ms"),
+        "ttfb_ms": m.get("ttfb_ms"),
+        "metrics": m,
+        "protocols": result.protocols,
+        "lcp_element": result.lcp_element,
+        "server_cc": details.get("server_cc"),
+        "server_connections": details.get("server_connections"),
+        "load_wall_ms": result.wall_ms,
+        "command_wall_ms": wall_ms,
+    }
+    if as_json:
+        click.echo(json.dumps(out, indent=2))
+    else:
+        protos = ", ".join(sorted(set(result.protocols.values()))) or "-"
+        click.echo(f"{out['status']}{': ' + result.reason if result.reason else ''}")
+        click.echo(
+            f"  {page} over {profile}, HTTP/{http}, {cc}, {conns} connection(s), "
+            f"{engine}, Firefox {result.browser_version}"
+        )
+        for key in ("plt_ms", "fcp_ms", "lcp_ms", "ttfb_ms"):
+            v = m.get(key)
+            click.echo(f"  {key[:-3].upper():>4}: {'-' if v is None else f'{v:,.1f} ms'}")
+        click.echo(
+            f"  protocols: {protos}; server cc: {', '.join(details.get('server_cc') or ['-'])}; "
+            f"LCP element: {result.lcp_element}"
+        )
+        if "overhead" in m:
+            click.echo(
+                f"  wire bytes: {m['wire_bytes']:,.0f}, overhead {100 * m['overhead']:.1f} %"
+            )
+    if result.status is not Status.ok:
+        raise SystemExit(1)
