@@ -1,0 +1,807 @@
+"""OpenSAND 8.2 configuration from a Clarke link profile (docs/opensand.md).
+
+OpenSAND runs three entities: the gateway GW (id 0), the terminal ST (id 1) and a
+transparent satellite SAT (id 2). `opensand -i infrastructure.xml -t topology.xml
+[-p profile.xml]` reads per entity:
+
+    gw/   infrastructure.xml  topology.xml  profile.xml
+    st/   infrastructure.xml  topology.xml  profile.xml
+    sat/  infrastructure.xml  topology.xml              (the satellite takes no profile)
+
+The XML is built here with ElementTree from our own description of what each entity
+needs; every value that depends on the profile comes from `derive()`, which also refuses
+what OpenSAND cannot emulate (all problems at once, each naming the profile field).
+
+How a profile maps (measurements: OpenSAND 8.2 in namespaces on a 2-core machine):
+
+    idle RTT    physical_layer/delay/delay_value (GW and ST), one value for all four
+                hops: RTT = 4 x delay_value + RTT_OVERHEAD_MS (22-25 ms measured, the
+                DVB framing and processing), so delay_value = round((RTT - 23.5) / 4).
+    forward     frequency_plan/spots/item/forward_band/item: ACM, wave_form 7 (QPSK 3/4),
+    rate        bandwidth = rate_mbps x 950 kHz (9500 kHz carried 9.9 Mb/s of UDP).
+    return      return_band/item: 48000 kHz DAMA carrier, wave_form 22, bursts of
+    rate        1616 symbols; the terminal's constant rate assignment access/dama/cra
+                (kb/s) = return rate_mbps x 1000 is what limits the return rate.
+    queue       network/gw_fifos (forward) and st_fifos (return): the BE FIFO's capacity
+                in packets of 1500 bytes.
+    loss        none only: OpenSAND has no bit or packet error model (below).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from clarke.errors import InputError, ValidationFailed
+from clarke.link.profiles import BitErrors, Direction, LinkProfile, PacketLoss, QueueBytes
+
+OPENSAND_VERSION: Final = "8.2"
+
+# --- measured constants (shared/reference/opensand.md) ----------------------------------
+RTT_OVERHEAD_MS: Final = 23.5  # idle RTT = 4 x delay_value + 22..25 ms; the midpoint
+RTT_OVERHEAD_RANGE_MS: Final = (22.0, 25.0)
+FORWARD_KHZ_PER_MBPS: Final = 950  # 9500 kHz, ACM, wave_form 7 -> 10 Mb/s
+FORWARD_WAVE_FORM: Final = 7  # QPSK 3/4; a fixed wave_form above 27 fails at clear sky
+FORWARD_ROLL_OFF: Final = 0.35
+# One 16200-bit DVB-S2 frame (8100 QPSK symbols) per 10 ms forward frame needs 810 kBd,
+# i.e. 810 x 1.35 = 1094 kHz: below that a forward frame cannot carry one BBFRAME.
+FORWARD_MIN_KHZ: Final = 1094
+# Measured ceilings on a 2-core machine (CPU-bound): above them the link is slower than
+# the profile, which `verify` will show; the mapping table says so.
+FORWARD_MEASURED_MAX_MBPS: Final = 97.0
+RETURN_MEASURED_MAX_MBPS: Final = 15.0
+RETURN_BANDWIDTH_KHZ: Final = 48000
+RETURN_WAVE_FORM: Final = 22  # 16QAM 5/6, defined for 1616-symbol bursts
+RETURN_BURST_LENGTH: Final = "1616 sym"  # 536-symbol bursts overload the GW
+RETURN_ROLL_OFF: Final = 0.2
+DECAP_BUFFER_LEN: Final = 12000  # 8 (OpenSAND's example) fails every forward packet
+PACKET_BYTES: Final = 1500
+FIFO_MAX_PACKETS: Final = 65535  # capacity is an unsigned short
+CLEAR_SKY_CN_DB: Final = 20.0  # the GEO study's clear-sky channel (Table 2)
+
+# Fixed wiring (docs/opensand.md): TAP name and MACs are the same in every testbed.
+TAP_IFACE: Final = "opensand_tap"
+BRIDGE_IFACE: Final = "opensand_br"
+MAC_GW: Final = "00:00:00:00:00:01"
+MAC_ST: Final = "00:00:00:00:00:02"
+GLIBC_TUNABLES: Final = (
+    "glibc.malloc.mmap_threshold=33554432:"
+    "glibc.malloc.trim_threshold=536870912:"
+    "glibc.malloc.top_pad=67108864"
+)
+ROLES: Final = ("gw", "st", "sat")
+FILES: Final = {
+    "gw": ("infrastructure.xml", "topology.xml", "profile.xml"),
+    "st": ("infrastructure.xml", "topology.xml", "profile.xml"),
+    "sat": ("infrastructure.xml", "topology.xml"),
+}
+
+# DVB-S2 MODCODs (ETSI EN 302 307-1, spectral efficiency in bit/symbol; required Es/N0
+# in dB for quasi-error-free operation). Only ids up to 27 are offered: a forward carrier
+# on 28 (32APSK 9/10) does not work at OpenSAND's default clear-sky C/N.
+DVB_S2: Final = (
+    (1, "QPSK", "1/4", 0.490, -2.35),
+    (2, "QPSK", "1/3", 0.656, -1.24),
+    (3, "QPSK", "2/5", 0.789, -0.30),
+    (4, "QPSK", "1/2", 0.988, 1.00),
+    (5, "QPSK", "3/5", 1.188, 2.23),
+    (6, "QPSK", "2/3", 1.322, 3.10),
+    (7, "QPSK", "3/4", 1.487, 4.03),
+    (8, "QPSK", "4/5", 1.587, 4.68),
+    (9, "QPSK", "5/6", 1.655, 5.18),
+    (10, "QPSK", "8/9", 1.767, 6.20),
+    (11, "QPSK", "9/10", 1.789, 6.42),
+    (12, "8PSK", "3/5", 1.780, 5.50),
+    (13, "8PSK", "2/3", 1.981, 6.62),
+    (14, "8PSK", "3/4", 2.228, 7.91),
+    (15, "8PSK", "5/6", 2.479, 9.35),
+    (16, "8PSK", "8/9", 2.646, 10.69),
+    (17, "8PSK", "9/10", 2.679, 10.98),
+    (18, "16APSK", "2/3", 2.637, 8.97),
+    (19, "16APSK", "3/4", 2.967, 10.21),
+    (20, "16APSK", "4/5", 3.166, 11.03),
+    (21, "16APSK", "5/6", 3.300, 11.61),
+    (22, "16APSK", "8/9", 3.523, 12.89),
+    (23, "16APSK", "9/10", 3.567, 13.13),
+    (24, "32APSK", "3/4", 3.703, 12.73),
+    (25, "32APSK", "4/5", 3.952, 13.64),
+    (26, "32APSK", "5/6", 4.120, 14.28),
+    (27, "32APSK", "8/9", 4.398, 15.69),
+)
+# DVB-RCS2 waveforms with 1616-symbol bursts (ETSI EN 301 545-2 reference waveforms
+# 13..22); OpenSAND keeps only those whose burst length matches the scheduler's.
+DVB_RCS2: Final = (
+    (13, "QPSK", "1/3", 0.61, -0.51),
+    (14, "QPSK", "1/2", 0.93, 1.71),
+    (15, "QPSK", "2/3", 1.30, 3.69),
+    (16, "QPSK", "3/4", 1.47, 4.73),
+    (17, "QPSK", "5/6", 1.64, 5.94),
+    (18, "8PSK", "2/3", 1.75, 7.49),
+    (19, "8PSK", "3/4", 1.98, 8.77),
+    (20, "8PSK", "5/6", 2.19, 10.23),
+    (21, "16QAM", "3/4", 2.66, 10.72),
+    (22, "16QAM", "5/6", 2.96, 12.04),
+)
+
+
+def _efficiency(table: tuple[tuple[int, str, str, float, float], ...], wave_form: int) -> float:
+    return next(row[3] for row in table if row[0] == wave_form)
+
+
+# Return carrier capacity: symbol rate (bandwidth / (1 + roll-off)) x bit/symbol.
+RETURN_CAPACITY_KBPS: Final = int(
+    RETURN_BANDWIDTH_KHZ / (1 + RETURN_ROLL_OFF) * _efficiency(DVB_RCS2, RETURN_WAVE_FORM)
+)
+
+
+# --- the entities ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Entities:
+    """Ids and emulation-network addresses of the three entities. The SAT sends to GW
+    and ST over UDP multicast on the same network, so all three share one subnet."""
+
+    gw_emu: str
+    st_emu: str
+    sat_emu: str
+    gw_id: int = 0
+    st_id: int = 1
+    sat_id: int = 2
+
+    def __post_init__(self) -> None:
+        for name in ("gw_emu", "st_emu", "sat_emu"):
+            value = getattr(self, name)
+            try:
+                ipaddress.IPv4Address(value)
+            except ValueError:
+                raise InputError(
+                    f"opensand entities: {name} is not an IPv4 address: {value!r}"
+                ) from None
+        ids = (self.gw_id, self.st_id, self.sat_id)
+        if len(set(ids)) != 3 or not all(0 <= i <= 255 for i in ids):
+            raise InputError(f"opensand entities: ids must be distinct, 0..255, got {ids}")
+        if len({self.gw_emu, self.st_emu, self.sat_emu}) != 3:
+            raise InputError("opensand entities: the three emulation addresses must differ")
+
+
+# --- profile -> values ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the mapping: a profile field, where it goes, what it becomes, why."""
+
+    field: str
+    profile_value: str
+    xml: str
+    value: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Mapping:
+    delay_value_ms: int
+    expected_rtt_ms: float
+    forward_bandwidth_khz: int
+    forward_fifo_packets: int
+    return_fifo_packets: int
+    cra_kbps: int
+    rows: list[Row] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def delay_value_for(idle_rtt_ms: float) -> int:
+    """delay_value (ms, one per hop) whose measured idle RTT is closest to idle_rtt_ms:
+    RTT = 4 x delay_value + RTT_OVERHEAD_MS."""
+    return max(0, round((idle_rtt_ms - RTT_OVERHEAD_MS) / 4))
+
+
+def expected_rtt_ms(delay_value: int) -> float:
+    return 4 * delay_value + RTT_OVERHEAD_MS
+
+
+def forward_bandwidth_khz(rate_mbps: float) -> int:
+    return math.ceil(rate_mbps * FORWARD_KHZ_PER_MBPS)
+
+
+def fifo_packets(d: Direction) -> int:
+    """The profile's queue as a FIFO capacity in 1500-byte packets."""
+    if isinstance(d.queue, QueueBytes):
+        size = d.queue.bytes
+    else:
+        size = d.rate_mbps * 1e6 * d.queue.ms / 1000 / 8
+    return max(1, min(FIFO_MAX_PACKETS, math.ceil(size / PACKET_BYTES)))
+
+
+def _loss_problem(name: str, d: Direction) -> str | None:
+    why = (
+        "OpenSAND 8.2 has no bit or packet error model: its only error insertion "
+        "(Gate) drops whole DVB frames when the C/N falls below the MODCOD's threshold, "
+        "and on an ACM carrier the MODCOD follows the C/N instead; use the satlink or "
+        "netem backend for a lossy profile"
+    )
+    if isinstance(d.loss, BitErrors) and d.loss.bit_error_rate > 0:
+        return f"{name}.loss.bit_error_rate: {d.loss.bit_error_rate:g} cannot be mapped: {why}"
+    if isinstance(d.loss, PacketLoss) and d.loss.packet_rate > 0:
+        return f"{name}.loss.packet_rate: {d.loss.packet_rate:g} cannot be mapped: {why}"
+    return None
+
+
+def derive(profile: LinkProfile, source: str = "link profile") -> Mapping:
+    """Every profile-dependent OpenSAND value, or ValidationFailed listing each field that
+    OpenSAND cannot emulate."""
+    problems: list[str] = []
+    fwd, ret = profile.forward, profile.return_
+
+    # Rates.
+    if fwd.rate_mbps <= 0:
+        problems.append(
+            "forward.rate_mbps: 0 (unlimited) cannot be mapped: an OpenSAND forward "
+            "carrier always has a finite bandwidth"
+        )
+    elif forward_bandwidth_khz(fwd.rate_mbps) < FORWARD_MIN_KHZ:
+        problems.append(
+            f"forward.rate_mbps: {fwd.rate_mbps:g} is below "
+            f"{FORWARD_MIN_KHZ / FORWARD_KHZ_PER_MBPS:.2f} Mb/s: a {FORWARD_MIN_KHZ} kHz "
+            "carrier is the smallest that fits one DVB-S2 frame in a 10 ms forward frame"
+        )
+    if ret.rate_mbps <= 0:
+        problems.append(
+            "return.rate_mbps: 0 (unlimited) cannot be mapped: the terminal's return rate "
+            "is its DAMA constant rate assignment (access/dama/cra), always finite"
+        )
+    elif ret.rate_mbps * 1000 > RETURN_CAPACITY_KBPS:
+        problems.append(
+            f"return.rate_mbps: {ret.rate_mbps:g} exceeds the return carrier's capacity "
+            f"({RETURN_CAPACITY_KBPS / 1000:.1f} Mb/s: {RETURN_BANDWIDTH_KHZ} kHz, "
+            f"wave_form {RETURN_WAVE_FORM})"
+        )
+    elif ret.rate_mbps * 1000 < 1:
+        problems.append(f"return.rate_mbps: {ret.rate_mbps:g} is below 1 kb/s (CRA's unit)")
+
+    # Delay.
+    rtt = profile.idle_rtt_ms
+    if rtt < RTT_OVERHEAD_RANGE_MS[1]:
+        problems.append(
+            "forward/return uplink_delay_ms + downlink_delay_ms + framing_delay_ms: idle "
+            f"RTT {rtt:g} ms is below what OpenSAND adds with no delay at all "
+            f"({RTT_OVERHEAD_RANGE_MS[0]:g}-{RTT_OVERHEAD_RANGE_MS[1]:g} ms of DVB framing "
+            "and processing)"
+        )
+
+    # Errors.
+    for name, d in (("forward", fwd), ("return", ret)):
+        problem = _loss_problem(name, d)
+        if problem:
+            problems.append(problem)
+
+    if problems:
+        raise ValidationFailed(f"{source} (opensand backend)", problems)
+
+    delay = delay_value_for(rtt)
+    bw = forward_bandwidth_khz(fwd.rate_mbps)
+    cra = round(ret.rate_mbps * 1000)
+    f_fifo, r_fifo = fifo_packets(fwd), fifo_packets(ret)
+    rows = [
+        Row(
+            "idle RTT (both directions' uplink + downlink + framing)",
+            f"{rtt:g} ms",
+            "gw, st profile.xml: physical_layer/delay/delay_value",
+            f"{delay}",
+            f"RTT = 4 x delay_value + {RTT_OVERHEAD_MS:g} ms (22-25 measured): "
+            f"expected {expected_rtt_ms(delay):g} ms",
+        ),
+        Row(
+            "forward.rate_mbps",
+            f"{fwd.rate_mbps:g}",
+            "topology.xml: frequency_plan/spots/item/forward_band/item/bandwidth",
+            f"{bw} (kHz)",
+            f"{FORWARD_KHZ_PER_MBPS} kHz per Mb/s at wave_form {FORWARD_WAVE_FORM} "
+            "(9500 kHz carried 9.9 Mb/s UDP)",
+        ),
+        Row(
+            "(forward carrier)",
+            "",
+            "topology.xml: forward_band/item/type, wave_form",
+            f"ACM, {FORWARD_WAVE_FORM}",
+            "QPSK 3/4; fixed wave_forms above 27 fail at clear sky",
+        ),
+        Row(
+            "return.rate_mbps",
+            f"{ret.rate_mbps:g}",
+            "st profile.xml: access/dama/cra",
+            f"{cra} (kb/s)",
+            f"CRA caps the return rate; within the carrier's {RETURN_CAPACITY_KBPS} kb/s",
+        ),
+        Row(
+            "(return carrier)",
+            "",
+            "topology.xml: return_band/item bandwidth, type, wave_form; "
+            "advanced_settings/schedulers/burst_length",
+            f"{RETURN_BANDWIDTH_KHZ} (kHz), DAMA, {RETURN_WAVE_FORM}, {RETURN_BURST_LENGTH}",
+            "536-symbol bursts overload the GW",
+        ),
+        Row(
+            "forward.queue",
+            _queue_text(fwd),
+            "gw profile.xml: network/gw_fifos/item[name=BE]/capacity",
+            f"{f_fifo} (packets)",
+            f"queue / {PACKET_BYTES}-byte packets",
+        ),
+        Row(
+            "return.queue",
+            _queue_text(ret),
+            "st profile.xml: network/st_fifos/item[name=BE]/capacity",
+            f"{r_fifo} (packets)",
+            f"queue / {PACKET_BYTES}-byte packets",
+        ),
+        Row(
+            "forward.loss, return.loss",
+            "none",
+            "gw, st profile.xml: physical_layer/{uplink,downlink}_attenuation, error_insertion",
+            f"clear_sky {CLEAR_SKY_CN_DB:g} dB, Ideal 0 dB, Gate",
+            "no errors: C/N never drops below the MODCOD threshold (BER/PLR > 0 refused)",
+        ),
+        Row(
+            "(encapsulation)",
+            "",
+            "gw, st profile.xml: encap/gse/decap_buffer_len",
+            f"{DECAP_BUFFER_LEN}",
+            "with 8 every forward packet fails (DecapErrorSizePduBuffer)",
+        ),
+        Row(
+            "(storage)",
+            "",
+            "infrastructure.xml: storage/enable_collector, enable_local",
+            "false, false",
+            "no collector on the testbed; no local probe files",
+        ),
+    ]
+    notes = [
+        "Forward TCP reaches only 70-80 % of the forward rate: OpenSAND 8.2.0's GSE "
+        "encapsulation drops packets in bursts (not fixable by configuration); a "
+        "9.8 Mbit tbf on the GW's TAP reduces the drops at 10 Mb/s. Record this with "
+        "results made with the opensand backend."
+    ]
+    if fwd.one_way_delay_ms != ret.one_way_delay_ms:
+        notes.append(
+            f"One-way delays differ ({fwd.one_way_delay_ms:g} forward, "
+            f"{ret.one_way_delay_ms:g} return ms): OpenSAND gets one delay per hop, so "
+            "the idle RTT matches but each direction gets half of it."
+        )
+    if fwd.rate_mbps > FORWARD_MEASURED_MAX_MBPS:
+        notes.append(
+            f"forward.rate_mbps {fwd.rate_mbps:g} is above the ~{FORWARD_MEASURED_MAX_MBPS:g} "
+            "Mb/s forward UDP measured at most on a 2-core machine (CPU-bound)."
+        )
+    if ret.rate_mbps > RETURN_MEASURED_MAX_MBPS:
+        notes.append(
+            f"return.rate_mbps {ret.rate_mbps:g} is above the 15-19 Mb/s return measured "
+            "at most on a 2-core machine (CPU-bound)."
+        )
+    return Mapping(delay, expected_rtt_ms(delay), bw, f_fifo, r_fifo, cra, rows, notes)
+
+
+def _queue_text(d: Direction) -> str:
+    if isinstance(d.queue, QueueBytes):
+        return f"{d.queue.bytes} bytes"
+    return f"{d.queue.ms:g} ms"
+
+
+def mapping_table(profile: LinkProfile, source: str = "link profile") -> str:
+    """The mapping as a human-readable (Markdown) table, followed by the notes."""
+    m = derive(profile, source)
+    head = ("profile field", "profile value", "OpenSAND XML", "value", "why")
+    lines = [
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
+    for r in m.rows:
+        lines.append(f"| {r.field} | {r.profile_value} | {r.xml} | {r.value} | {r.reason} |")
+    lines += ["", *(f"- {n}" for n in m.notes)]
+    return "\n".join(lines) + "\n"
+
+
+# --- XML ---------------------------------------------------------------------------------
+
+# A tree is written as nested (tag, children) pairs: children are a scalar (the text),
+# a list of pairs (sub-elements) or None (an empty element).
+Node = tuple[str, "str | int | float | bool | list[Node] | None"]
+
+
+def _text(value: str | int | float | bool) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:.6f}"
+    return str(value)
+
+
+def _build(parent: ET.Element, node: Node) -> None:
+    tag, content = node
+    el = ET.SubElement(parent, tag)
+    if isinstance(content, list):
+        for child in content:
+            _build(el, child)
+    elif content is not None:
+        el.text = _text(content)
+
+
+def _document(children: list[Node]) -> ET.ElementTree:
+    model = ET.Element("model", version="1.0.0")
+    root = ET.SubElement(model, "root")
+    for child in children:
+        _build(root, child)
+    ET.indent(model, space="  ")
+    return ET.ElementTree(model)
+
+
+def _serialise(tree: ET.ElementTree) -> str:
+    body = ET.tostring(tree.getroot(), encoding="unicode")
+    return f'<?xml version="1.0" encoding="UTF-8"?>\n{body}\n'
+
+
+def _items(rows: list[list[Node]]) -> list[Node]:
+    return [("item", row) for row in rows]
+
+
+def _infrastructure(role: str, e: Entities) -> ET.ElementTree:
+    # OpenSAND's schema wants every entity block, in this order; only the one that
+    # entity_type names is read. The split-gateway blocks (net access / phy) are unused
+    # here and carry the gateway's own values.
+    gw_ifaces: list[Node] = [("tap_iface", TAP_IFACE), ("mac_address", MAC_GW)]
+    interconnect: list[Node] = [
+        ("interconnect_address", e.gw_emu),
+        ("interconnect_remote", e.gw_emu),
+    ]
+    entity: list[Node] = [
+        ("entity_type", {"gw": "Gateway", "st": "Terminal", "sat": "Satellite"}[role]),
+        (
+            "entity_sat",
+            [("entity_id", e.sat_id), ("emu_address", e.sat_emu), ("isl_settings", None)],
+        ),
+        ("entity_gw", [("entity_id", e.gw_id), ("emu_address", e.gw_emu), *gw_ifaces]),
+        (
+            "entity_gw_net_acc",
+            [("entity_id", e.gw_id), *gw_ifaces, ("interconnect_params", interconnect)],
+        ),
+        (
+            "entity_gw_phy",
+            [
+                ("entity_id", e.gw_id),
+                ("interconnect_params", interconnect),
+                ("emu_address", e.gw_emu),
+            ],
+        ),
+        (
+            "entity_st",
+            [
+                ("entity_id", e.st_id),
+                ("emu_address", e.st_emu),
+                ("tap_iface", TAP_IFACE),
+                ("mac_address", MAC_ST),
+            ],
+        ),
+    ]
+    logs: list[Node] = [
+        (block, [("level", "warning")])
+        for block in ("init", "lan_adaptation", "dvb", "physical_layer", "sat_carrier")
+    ]
+    logs.append(("extra_levels", None))
+    return _document(
+        [
+            ("entity", entity),
+            ("logs", logs),
+            # No collector on a Clarke testbed, no probe files on local disk.
+            ("storage", [("enable_local", False), ("enable_collector", False)]),
+            (
+                "infrastructure",
+                [
+                    (
+                        "satellites",
+                        _items([[("entity_id", e.sat_id), ("emu_address", e.sat_emu)]]),
+                    ),
+                    (
+                        "gateways",
+                        _items(
+                            [
+                                [
+                                    ("entity_id", e.gw_id),
+                                    ("emu_address", e.gw_emu),
+                                    ("mac_address", MAC_GW),
+                                ]
+                            ]
+                        ),
+                    ),
+                    (
+                        "terminals",
+                        _items(
+                            [
+                                [
+                                    ("entity_id", e.st_id),
+                                    ("emu_address", e.st_emu),
+                                    ("mac_address", MAC_ST),
+                                ]
+                            ]
+                        ),
+                    ),
+                    ("default_gw", e.gw_id),
+                ],
+            ),
+        ]
+    )
+
+
+def _wave_forms(
+    table: tuple[tuple[int, str, str, float, float], ...], burst: str | None
+) -> list[Node]:
+    rows: list[list[Node]] = []
+    for wid, modulation, coding, efficiency, threshold in table:
+        row: list[Node] = [
+            ("id", wid),
+            ("modulation", modulation),
+            ("coding", coding),
+            ("efficiency", efficiency),
+            ("threshold", threshold),
+        ]
+        if burst is not None:
+            row.append(("burst_length", burst))
+        rows.append(row)
+    return _items(rows)
+
+
+def _topology(m: Mapping, e: Entities) -> ET.ElementTree:
+    spot: list[Node] = [
+        (
+            "assignments",
+            [
+                ("gateway_id", e.gw_id),
+                ("sat_id_gw", e.sat_id),
+                ("sat_id_st", e.sat_id),
+                ("forward_regen_level", "Transparent"),
+                ("return_regen_level", "Transparent"),
+            ],
+        ),
+        ("roll_off", [("forward", FORWARD_ROLL_OFF), ("return", RETURN_ROLL_OFF)]),
+        (
+            "forward_band",
+            _items(
+                [
+                    [
+                        ("bandwidth", m.forward_bandwidth_khz),
+                        ("type", "ACM"),
+                        ("wave_form", str(FORWARD_WAVE_FORM)),
+                        ("group", "Standard"),
+                    ]
+                ]
+            ),
+        ),
+        (
+            "return_band",
+            _items(
+                [
+                    [
+                        ("bandwidth", RETURN_BANDWIDTH_KHZ),
+                        ("type", "DAMA"),
+                        ("wave_form", str(RETURN_WAVE_FORM)),
+                        ("group", "Standard"),
+                    ]
+                ]
+            ),
+        ),
+    ]
+    return _document(
+        [
+            ("frequency_plan", [("spots", _items([spot]))]),
+            (
+                "st_assignment",
+                [
+                    ("defaults", [("default_gateway", e.gw_id), ("default_group", "Standard")]),
+                    ("assignments", None),
+                ],
+            ),
+            (
+                "wave_forms",
+                [
+                    ("dvb_s2", _wave_forms(DVB_S2, None)),
+                    ("dvb_rcs2", _wave_forms(DVB_RCS2, RETURN_BURST_LENGTH)),
+                ],
+            ),
+            (
+                "advanced_settings",
+                [
+                    (
+                        "links",
+                        [
+                            ("forward_duration", 10.0),
+                            ("forward_margin", 0.0),
+                            ("return_duration", 26.5),
+                            ("return_margin", 0.0),
+                        ],
+                    ),
+                    (
+                        "schedulers",
+                        [
+                            ("burst_length", RETURN_BURST_LENGTH),
+                            ("crdsa_frame", 3),
+                            ("crdsa_delay", 250),
+                            ("pep_allocation", 1000),
+                        ],
+                    ),
+                    ("timers", [("statistics", 53), ("synchro", 1000), ("acm_refresh", 1000)]),
+                    ("delay", [("fifo_size", 10000), ("delay_timer", 1)]),
+                ],
+            ),
+        ]
+    )
+
+
+# QoS: PCP -> class -> FIFO. Everything Clarke sends is PCP 0, i.e. the BE FIFO.
+_QOS_CLASSES: Final = (
+    (7, "NC", "NM"),
+    (6, "IC", "SIG"),
+    (5, "VO", "EF"),
+    (4, "VI", "AF"),
+    (3, "CA", "AF"),
+    (2, "EE", "AF"),
+    (1, "BK", "BE"),
+    (0, "BE", "BE"),
+)
+_FIFOS: Final = (("NM", 1000), ("EF", 3000), ("SIG", 1000), ("AF", 2000), ("BE", None))
+
+
+def _fifos(be_capacity: int, access_type: str) -> list[Node]:
+    return _items(
+        [
+            [
+                ("priority", prio),
+                ("name", name),
+                ("capacity", be_capacity if capacity is None else capacity),
+                ("access_type", access_type),
+            ]
+            for prio, (name, capacity) in enumerate(_FIFOS)
+        ]
+    )
+
+
+def _physical_layer(m: Mapping) -> Node:
+    attenuation: list[Node] = [
+        ("clear_sky", CLEAR_SKY_CN_DB),
+        ("attenuation_type", "Ideal"),
+        ("ideal_attenuation_value", 0.0),
+    ]
+    return (
+        "physical_layer",
+        [
+            ("delay", [("delay_type", "ConstantDelay"), ("delay_value", m.delay_value_ms)]),
+            ("minimal_condition", [("minimal_condition_type", "ACM-Loop")]),
+            ("error_insertion", [("error_insertion_type", "Gate")]),
+            ("uplink_attenuation", attenuation),
+            ("downlink_attenuation", attenuation),
+        ],
+    )
+
+
+def _profile(role: str, m: Mapping) -> ET.ElementTree:
+    network: list[Node] = [
+        (
+            "qos_classes",
+            _items([[("pcp", p), ("name", n), ("fifo", f)] for p, n, f in _QOS_CLASSES]),
+        ),
+        ("virtual_connections", None),
+        (
+            "qos_settings",
+            [
+                ("lan_frame_type", "Ethernet"),
+                ("sat_frame_type", "Ethernet"),
+                ("default_pcp", 0),
+            ],
+        ),
+    ]
+    access: list[Node]
+    extra: list[Node] = []
+    if role == "gw":
+        network += [
+            ("gw_fifos", _fifos(m.forward_fifo_packets, "ACM")),
+            ("simulation", "None"),
+            ("fca", 0),
+            ("dama_algorithm", "Legacy"),
+        ]
+        access = [("random_access", [("saloha_algo", "CRDSA")]), ("simulations", None)]
+    else:
+        network.append(("st_fifos", _fifos(m.return_fifo_packets, "DAMA_RBDC")))
+        access = [
+            (
+                "settings",
+                [("category", "Standard"), ("dama_enabled", True), ("scpc_enabled", False)],
+            ),
+            ("dama", [("cra", m.cra_kbps), ("algorithm", "Legacy"), ("duration", 23)]),
+            ("random_access", None),
+            ("scpc", [("carrier_duration", 5)]),
+        ]
+        extra = [("access2", [("scpc", [("carrier_duration", 5)])])]
+    return _document(
+        [
+            ("control_plane", [("disable_control_plane", False)]),
+            ("network", network),
+            (
+                "encap",
+                [
+                    (
+                        "gse",
+                        [
+                            ("max_frag_id", 8),
+                            ("decap_buffer_len", DECAP_BUFFER_LEN),
+                            ("compatibility_mode", True),
+                        ],
+                    ),
+                    ("rle", [("alpdu_protection", "Sequence Number")]),
+                ],
+            ),
+            ("access", access),
+            *extra,
+            _physical_layer(m),
+        ]
+    )
+
+
+def generate(
+    profile: LinkProfile, entities: Entities, source: str = "link profile"
+) -> dict[str, str]:
+    """All files for all three entities: {"gw/profile.xml": XML text, ...}."""
+    m = derive(profile, source)
+    out: dict[str, str] = {}
+    for role in ROLES:
+        trees = {
+            "infrastructure.xml": _infrastructure(role, entities),
+            "topology.xml": _topology(m, entities),
+        }
+        if role != "sat":
+            trees["profile.xml"] = _profile(role, m)
+        for name in FILES[role]:
+            out[f"{role}/{name}"] = _serialise(trees[name])
+    return out
+
+
+def write(
+    profile: LinkProfile, entities: Entities, directory: Path, source: str = "link profile"
+) -> list[Path]:
+    """Write gw/, st/ and sat/ with their XML files (and MAPPING.md) under `directory`."""
+    files = generate(profile, entities, source)
+    written: list[Path] = []
+    for rel, text in files.items():
+        path = directory / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    table = directory / "MAPPING.md"
+    table.write_text(mapping_table(profile, source), encoding="utf-8")
+    written.append(table)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m clarke.link.opensand PROFILE OUT_DIR GW_EMU ST_EMU SAT_EMU`: write the
+    files (used by opensand/verify-netns.sh and the image's tests)."""
+    import sys
+
+    from clarke.link import profiles
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 5:
+        print(main.__doc__, file=sys.stderr)
+        return 2
+    name, out, gw, st, sat = args
+    profile = profiles.load(name)
+    for path in write(profile, Entities(gw, st, sat), Path(out), f"link profile {name!r}"):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

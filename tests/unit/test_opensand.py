@@ -1,0 +1,271 @@
+"""The opensand backend's configuration generator (profile -> OpenSAND 8.2 XML), checked
+without OpenSAND: the XML parses, the values at the XPaths of docs/opensand.md follow
+the profile, and what OpenSAND cannot emulate is refused naming the field."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from clarke.errors import InputError, ValidationFailed
+from clarke.link import opensand, profiles
+from clarke.link.profiles import LinkProfile
+
+ENT = opensand.Entities(gw_emu="198.19.232.3", st_emu="198.19.232.1", sat_emu="198.19.232.2")
+REPO = Path(__file__).resolve().parents[2]
+
+
+def parsed(profile: LinkProfile) -> dict[str, ET.Element]:
+    return {rel: ET.fromstring(text) for rel, text in opensand.generate(profile, ENT).items()}
+
+
+def val(root: ET.Element, path: str) -> str:
+    el = root.find(path)
+    assert el is not None, path
+    return el.text or ""
+
+
+def with_changes(name: str, **changes: object) -> LinkProfile:
+    data = profiles.load(name).model_dump(by_alias=True)
+    for key, value in changes.items():
+        d = data
+        *parents, last = key.split(".")
+        for p in parents:
+            d = d[p]
+        d[last] = value
+    return LinkProfile.model_validate(data)
+
+
+def test_files_per_entity_and_all_parse() -> None:
+    files = opensand.generate(profiles.load("geo"), ENT)
+    assert set(files) == {
+        "gw/infrastructure.xml",
+        "gw/topology.xml",
+        "gw/profile.xml",
+        "st/infrastructure.xml",
+        "st/topology.xml",
+        "st/profile.xml",
+        "sat/infrastructure.xml",
+        "sat/topology.xml",
+    }
+    for rel, text in files.items():
+        assert text.startswith('<?xml version="1.0" encoding="UTF-8"?>'), rel
+        root = ET.fromstring(text)
+        assert root.tag == "model" and root.get("version") == "1.0.0", rel
+        assert root.find("root") is not None, rel
+
+
+@pytest.mark.parametrize("name", ["geo", "meo", "leo"])
+def test_values_at_the_documented_paths(name: str) -> None:
+    p = profiles.load(name)
+    x = parsed(p)
+    delay = opensand.delay_value_for(p.idle_rtt_ms)
+    for role in ("gw", "st"):
+        prof = x[f"{role}/profile.xml"]
+        assert val(prof, "root/encap/gse/decap_buffer_len") == "12000"
+        assert val(prof, "root/physical_layer/delay/delay_type") == "ConstantDelay"
+        assert val(prof, "root/physical_layer/delay/delay_value") == str(delay)
+        assert val(prof, "root/physical_layer/error_insertion/error_insertion_type") == "Gate"
+        for link in ("uplink", "downlink"):
+            att = f"root/physical_layer/{link}_attenuation"
+            assert val(prof, f"{att}/attenuation_type") == "Ideal"
+            assert float(val(prof, f"{att}/ideal_attenuation_value")) == 0
+    for role in ("gw", "st", "sat"):
+        infra = x[f"{role}/infrastructure.xml"]
+        assert val(infra, "root/storage/enable_collector") == "false"
+        assert val(infra, "root/storage/enable_local") == "false"
+        assert (
+            val(infra, "root/entity/entity_type")
+            == {
+                "gw": "Gateway",
+                "st": "Terminal",
+                "sat": "Satellite",
+            }[role]
+        )
+        topo = x[f"{role}/topology.xml"]
+        spot = "root/frequency_plan/spots/item"
+        assert val(topo, f"{spot}/forward_band/item/bandwidth") == str(
+            round(p.forward.rate_mbps * 950)
+        )
+        assert val(topo, f"{spot}/forward_band/item/type") == "ACM"
+        assert val(topo, f"{spot}/forward_band/item/wave_form") == "7"
+        assert val(topo, f"{spot}/return_band/item/bandwidth") == "48000"
+        assert val(topo, f"{spot}/return_band/item/type") == "DAMA"
+        assert val(topo, f"{spot}/return_band/item/wave_form") == "22"
+        assert val(topo, "root/advanced_settings/schedulers/burst_length") == "1616 sym"
+        # The return wave form must exist with the scheduler's burst length.
+        rcs2 = {
+            val(i, "id"): val(i, "burst_length")
+            for i in topo.findall("root/wave_forms/dvb_rcs2/item")
+        }
+        assert rcs2["22"] == "1616 sym"
+        s2 = [int(val(i, "id")) for i in topo.findall("root/wave_forms/dvb_s2/item")]
+        assert 7 in s2 and max(s2) <= 27
+    st = x["st/profile.xml"]
+    cra = int(val(st, "root/access/dama/cra"))
+    assert cra == round(p.return_.rate_mbps * 1000)
+    assert 0 < cra <= opensand.RETURN_CAPACITY_KBPS
+    assert val(st, "root/access/settings/dama_enabled") == "true"
+    assert x["gw/profile.xml"].find("root/access/dama") is None
+    # The sat takes no profile.
+    assert "sat/profile.xml" not in x
+
+
+def test_geo_matches_the_measured_settings() -> None:
+    """opensand.md: 9500 kHz forward, CRA 10000, delay_value 127 -> 530-531 ms."""
+    x = parsed(profiles.load("geo"))
+    topo = x["gw/topology.xml"]
+    assert val(topo, "root/frequency_plan/spots/item/forward_band/item/bandwidth") == "9500"
+    assert val(x["st/profile.xml"], "root/access/dama/cra") == "10000"
+    assert val(x["gw/profile.xml"], "root/physical_layer/delay/delay_value") == "127"
+    # 662500-byte queue -> 442 packets of 1500 bytes in the BE FIFO each way.
+    be = "root/network/{}/item[name='BE']/capacity"
+    assert val(x["gw/profile.xml"], be.format("gw_fifos")) == "442"
+    assert val(x["st/profile.xml"], be.format("st_fifos")) == "442"
+
+
+@pytest.mark.parametrize(
+    ("rtt", "delay"), [(530, 127), (522, 125), (140, 29), (40, 4), (25, 0), (1000, 244)]
+)
+def test_delay_value_formula(rtt: float, delay: int) -> None:
+    assert opensand.delay_value_for(rtt) == delay
+    # Documented formula: RTT = 4 x delay_value + 23.5; rounding costs at most 2 ms.
+    assert abs(opensand.expected_rtt_ms(delay) - rtt) <= 2 or delay == 0
+
+
+def test_delay_value_reaches_the_profile_rtt_within_tolerance() -> None:
+    for name in ("geo", "meo", "leo"):
+        p = profiles.load(name)
+        m = opensand.derive(p)
+        assert abs(m.expected_rtt_ms - p.idle_rtt_ms) <= 2.0, name
+
+
+def test_entities_and_macs_in_infrastructure() -> None:
+    x = parsed(profiles.load("geo"))
+    gw = x["gw/infrastructure.xml"]
+    assert val(gw, "root/entity/entity_gw/entity_id") == "0"
+    assert val(gw, "root/entity/entity_gw/emu_address") == "198.19.232.3"
+    assert val(gw, "root/entity/entity_gw/tap_iface") == "opensand_tap"
+    assert val(gw, "root/entity/entity_gw/mac_address") == "00:00:00:00:00:01"
+    st = x["st/infrastructure.xml"]
+    assert val(st, "root/entity/entity_st/entity_id") == "1"
+    assert val(st, "root/entity/entity_st/mac_address") == "00:00:00:00:00:02"
+    sat = x["sat/infrastructure.xml"]
+    assert val(sat, "root/entity/entity_sat/entity_id") == "2"
+    assert val(sat, "root/infrastructure/terminals/item/emu_address") == "198.19.232.1"
+    assert val(sat, "root/infrastructure/default_gw") == "0"
+    # Schema order: every entity block, sat first.
+    entity = sat.find("root/entity")
+    assert entity is not None
+    tags = [c.tag for c in entity]
+    assert tags == [
+        "entity_type",
+        "entity_sat",
+        "entity_gw",
+        "entity_gw_net_acc",
+        "entity_gw_phy",
+        "entity_st",
+    ]
+
+
+def test_lan_is_refused_naming_fields() -> None:
+    with pytest.raises(ValidationFailed) as e:
+        opensand.derive(profiles.load("lan"), "link profile 'lan'")
+    text = str(e.value)
+    assert isinstance(e.value, InputError)
+    assert "forward.rate_mbps" in text and "return.rate_mbps" in text
+    assert "unlimited" in text and "idle RTT 1 ms" in text
+    assert "link profile 'lan' (opensand backend)" in text
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        ("bit_error_rate", 1e-5, "forward.loss.bit_error_rate: 1e-05 cannot be mapped"),
+        ("packet_rate", 0.01, "forward.loss.packet_rate: 0.01 cannot be mapped"),
+    ],
+)
+def test_loss_is_refused_naming_the_field(field: str, value: float, expected: str) -> None:
+    p = with_changes("geo", **{"forward.loss": {field: value}})
+    with pytest.raises(ValidationFailed) as e:
+        opensand.generate(p, ENT)
+    assert expected in str(e.value)
+    assert "return.loss" not in str(e.value)
+
+
+def test_geo_lossy_refused_both_directions() -> None:
+    with pytest.raises(ValidationFailed) as e:
+        opensand.derive(profiles.load("geo-lossy"))
+    assert len(e.value.problems) == 2
+    assert "forward.loss.bit_error_rate" in e.value.problems[0]
+    assert "return.loss.bit_error_rate" in e.value.problems[1]
+
+
+def test_zero_loss_maps_to_clear_sky() -> None:
+    p = with_changes("geo", **{"forward.loss": {"bit_error_rate": 0.0}})
+    x = parsed(p)
+    att = "root/physical_layer/downlink_attenuation"
+    assert float(val(x["gw/profile.xml"], f"{att}/clear_sky")) == 20.0
+
+
+def test_return_rate_above_carrier_capacity_refused() -> None:
+    p = with_changes("geo", **{"return.rate_mbps": 200})
+    with pytest.raises(ValidationFailed, match=r"return\.rate_mbps: 200 exceeds"):
+        opensand.derive(p)
+
+
+def test_too_small_forward_rate_refused() -> None:
+    p = with_changes("geo", **{"forward.rate_mbps": 0.5})
+    with pytest.raises(ValidationFailed, match=r"forward\.rate_mbps: 0\.5 is below"):
+        opensand.derive(p)
+
+
+def test_queue_in_ms_and_clamped() -> None:
+    p = with_changes("geo", **{"forward.queue": {"ms": 100}})
+    assert opensand.derive(p).forward_fifo_packets == 84  # 10 Mb/s x 100 ms = 125000 B
+    p = with_changes("geo", **{"forward.queue": {"bytes": 10**9}})
+    assert opensand.derive(p).forward_fifo_packets == 65535
+
+
+def test_notes_for_asymmetric_delay_and_cpu_bound_rates() -> None:
+    leo = opensand.derive(profiles.load("leo"))
+    assert any("forward.rate_mbps 100" in n for n in leo.notes)
+    meo = opensand.derive(profiles.load("meo"))
+    assert any("return.rate_mbps 20" in n for n in meo.notes)
+    assert any("70-80 %" in n for n in meo.notes)
+    p = with_changes("geo", **{"forward.uplink_delay_ms": 200})
+    assert any("One-way delays differ" in n for n in opensand.derive(p).notes)
+
+
+def test_mapping_table_is_readable() -> None:
+    table = opensand.mapping_table(profiles.load("geo"))
+    assert table.startswith("| profile field |")
+    assert "physical_layer/delay/delay_value | 127 |" in table
+    assert "access/dama/cra | 10000 (kb/s)" in table
+    assert "70-80 %" in table
+
+
+def test_write_creates_directories(tmp_path: Path) -> None:
+    written = opensand.write(profiles.load("geo"), ENT, tmp_path)
+    assert (tmp_path / "gw" / "profile.xml").is_file()
+    assert (tmp_path / "sat" / "topology.xml").is_file()
+    assert not (tmp_path / "sat" / "profile.xml").exists()
+    assert (tmp_path / "MAPPING.md").is_file()
+    assert len(written) == 9
+
+
+def test_entities_are_checked() -> None:
+    with pytest.raises(InputError, match="gw_emu"):
+        opensand.Entities(gw_emu="gw", st_emu="198.19.232.1", sat_emu="198.19.232.2")
+    with pytest.raises(InputError, match="distinct"):
+        opensand.Entities("198.19.232.3", "198.19.232.1", "198.19.232.2", st_id=0)
+
+
+def test_cli_writes_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        opensand.main(["geo", str(tmp_path), "198.19.232.3", "198.19.232.1", "198.19.232.2"]) == 0
+    )
+    assert "gw/profile.xml" in capsys.readouterr().out
+    assert opensand.main(["geo"]) == 2
