@@ -91,3 +91,23 @@ def test_rtt_and_loss_checks() -> None:
     lossy = verify.loss_check(profiles.load("geo-lossy"), lost)
     assert lossy.verdict is verify.Verdict.info and 0.01 < lossy.expected < 0.02  # type: ignore[operator]
     assert verify.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+
+
+def test_steady_rate_from_link_counters() -> None:
+    # 0.25 s samples: 2 s of control exchange (a few bytes), then 10 Mb/s.
+    samples = []
+    for k in range(80):
+        t = k * 0.25
+        b = 300 if t < 2 else 300 + int((t - 2) * 10e6 / 8)
+        samples.append((t, b))
+    assert verify.steady_rate(samples, omit=4, duration=10) == pytest.approx(10e6)
+    assert verify.steady_rate(samples[:3], omit=4, duration=10) is None
+    assert verify.steady_rate([(k * 0.25, 0) for k in range(40)], omit=4, duration=10) is None
+
+
+def test_echo_packet_checksum() -> None:
+    from clarke.testbed import echo
+
+    pkt = echo.packet(0x1234, 7)
+    assert len(pkt) == 64 and pkt[0] == 8
+    assert echo.checksum(pkt) == 0  # a valid ICMP checksum sums to zero

@@ -158,6 +158,15 @@ class Satlink:
                 out[role] = {"error": str(e)}
         return out
 
+    def link_bytes(self, plan: Plan, run_dir: Path, direction: str) -> int | None:
+        """IP bytes the shaping station has put on the link in `direction` so far."""
+        role = "gateway" if direction == "forward" else "terminal"
+        try:
+            stats = SatlinkRole(role, str(self.control(run_dir, role))).stats()
+            return int(stats[direction]["bytes_out"])
+        except (ClarkeError, KeyError, TypeError, ValueError):
+            return None
+
     def reset_stats(self, run_dir: Path) -> None:
         for role in ("terminal", "satellite", "gateway"):
             SatlinkRole(role, str(self.control(run_dir, role))).reset_stats()
@@ -260,6 +269,13 @@ class Netem:
 
     def apply(self, plan: Plan, run_dir: Path, profile: LinkProfile) -> None:
         self._qdiscs(plan, profile, "change")
+
+    def link_bytes(self, plan: Plan, run_dir: Path, direction: str) -> int | None:
+        role = "gateway" if direction == "forward" else "terminal"
+        try:
+            return int(self.stats(plan, run_dir)[role][0]["bytes"])
+        except (KeyError, IndexError, TypeError, ValueError):
+            return None
 
     def stats(self, plan: Plan, run_dir: Path) -> dict[str, Any]:
         out: dict[str, Any] = {}

@@ -14,10 +14,11 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from clarke.link import profiles
-from clarke.testbed import lifecycle, procs, verify
+from clarke.testbed import backends, lifecycle, procs, verify
 from clarke.testbed.plan import Plan
 from clarke.testbed.state import TestbedState
 
@@ -41,12 +42,21 @@ def geo(
         out: dict[str, Any] = {"id": state.id, "backend": state.backend}
         out["rtt"] = _rtt_entry("geo", verify.ping(p, count=samples, interval=0.2))
         prof = profiles.load("geo")
+        link = backends.select(state.backend)
+        run_dir = Path(state.run_dir)
         with verify.iperf_server(p):
             for reverse in (True, False):
-                r = verify.iperf(p, reverse, duration=duration, omit=omit)
+                d = "forward" if reverse else "return"
+
+                def counter(d: str = d) -> int | None:
+                    return getattr(link, "link_bytes", lambda *_: None)(p, run_dir, d)
+
+                r = verify.iperf(p, reverse, duration=duration, omit=omit, link_bytes=counter)
                 rate = (prof.forward if reverse else prof.return_).rate_mbps
-                dev = 100 * (r.wire_bps / 1e6 / rate - 1)
+                dev = 100 * (r.rate_bps / 1e6 / rate - 1)
                 out[r.direction] = asdict(r) | {
+                    "rate_mbps": r.rate_bps / 1e6,
+                    "rate_from": "link counters" if r.link_bps is not None else "goodput",
                     "wire_mbps": r.wire_bps / 1e6,
                     "goodput_mbps": r.goodput_bps / 1e6,
                     "profile_mbps": rate,
@@ -117,10 +127,10 @@ def render(figures: dict[str, Any]) -> str:
         for d in ("forward", "return"):
             t = g[d]
             lines.append(
-                f"  {d:<8} goodput {t['goodput_mbps']:.3f} Mb/s, on the link {t['wire_mbps']:.3f} "
-                f"Mb/s vs {t['profile_mbps']} ({t['deviation_pct']:+.2f} %, bound "
-                f"±{RATE_BOUND_PCT} %) {t['cc']}, retransmits {t['retransmits']}"
-                f"  {'ok' if t['ok'] else 'MISS'}"
+                f"  {d:<8} link rate {t['rate_mbps']:.3f} Mb/s ({t['rate_from']}) vs "
+                f"{t['profile_mbps']} ({t['deviation_pct']:+.2f} %, bound ±{RATE_BOUND_PCT} %)"
+                f"  {'ok' if t['ok'] else 'MISS'}; TCP goodput {t['goodput_mbps']:.3f} Mb/s "
+                f"(x 1500/1448 = {t['wire_mbps']:.3f}), {t['cc']}, retransmits {t['retransmits']}"
             )
     u = figures.get("unshaped")
     if u:

@@ -63,6 +63,7 @@ class Builder:
         self.state.namespaces.append(name)
         self.save()
         netns.add(name)
+        netns.set_owner(self.store.owner, name)
         return name
 
     def root_link(self, name: str) -> None:
@@ -77,7 +78,10 @@ class Builder:
 
 
 def _pick_id(store: Store, existing_ns: list[str]) -> int:
+    """The lowest id nobody uses: no state file here, no namespace or root link of any
+    owner."""
     used = set(store.ids()) | {p[0] for n in existing_ns if (p := parse_ns(n))}
+    used |= {int(m.group(1)) for name in _root_links() if (m := ROOT_LINK_RE.match(name))}
     for i in range(MAX_ID + 1):
         if i not in used:
             return i
@@ -103,8 +107,10 @@ def up(
         existing = netns.namespaces()
         if testbed_id is None:
             testbed_id = _pick_id(store, existing)
-        elif store.load(testbed_id) is not None or any(
-            (p := parse_ns(n)) and p[0] == testbed_id for n in existing
+        elif (
+            store.load(testbed_id) is not None
+            or any((p := parse_ns(n)) and p[0] == testbed_id for n in existing)
+            or netns.link_exists(plan(testbed_id).root_mgmt_link)
         ):
             raise InputError(
                 f"testbed {testbed_id} already exists (clarke testbed down --id {testbed_id})"
@@ -192,6 +198,7 @@ def _build(tb: Builder, profile: LinkProfile, backend: backends.Backend) -> None
         netns.sysctls(p.ns(role), {f"net.ipv4.conf.{IF_MGMT}.forwarding": "0"})
     tb.root_link(p.root_mgmt_link)
     netns.veth(None, p.root_mgmt_link, mgmt_ns, "m-runner")
+    netns.set_owner(tb.store.owner, None, p.root_mgmt_link)
     netns.batch(mgmt_ns, [f"link set m-runner master {BRIDGE_MGMT}", "link set m-runner up"])
     netns.sysctls(
         None,
@@ -274,6 +281,17 @@ def down(testbed_id: int, store: Store | None = None) -> Removed:
     store = store or Store()
     p = plan(testbed_id)
     removed = Removed(testbed_id)
+    existing = netns.namespaces()
+    mine = [ns for ns in p.namespaces.values() if ns in existing]
+    tags = {netns.owner(ns) for ns in mine}
+    if netns.link_exists(p.root_mgmt_link):
+        tags.add(netns.owner(None, p.root_mgmt_link))
+    foreign = tags - {None, store.owner}
+    if foreign:
+        raise InputError(
+            f"testbed {testbed_id} belongs to another state dir ({', '.join(map(str, foreign))}); "
+            "run down with that CLARKE_STATE_DIR"
+        )
     state = store.load(testbed_id)
     if state is not None:
         removed.had_state = True
@@ -282,8 +300,6 @@ def down(testbed_id: int, store: Store | None = None) -> Removed:
         live = [proc for proc in state.processes if procs.alive(proc)]
         removed.processes += [proc.pid for proc in live]
         procs.stop(live)
-    existing = netns.namespaces()
-    mine = [ns for ns in p.namespaces.values() if ns in existing]
     # Processes nobody recorded (started, then the runner died before saving).
     strays: dict[int, int | None] = {}
     for ns in mine:
@@ -312,11 +328,23 @@ def down(testbed_id: int, store: Store | None = None) -> Removed:
 
 
 def known_ids(store: Store | None = None) -> list[int]:
-    """Every id with a state file, a namespace or a root-namespace mgmt link."""
+    """Every id this store owns: a state file here, or namespaces / a root link tagged
+    with this store's owner, or untagged ones (a runner killed between creating a
+    namespace and tagging it). Other state dirs' testbeds are never included."""
     store = store or Store()
     ids = set(store.ids())
-    ids |= {parsed[0] for ns in netns.namespaces() if (parsed := parse_ns(ns))}
-    ids |= {int(m.group(1)) for name in _root_links() if (m := ROOT_LINK_RE.match(name))}
+
+    def mine(tag: str | None) -> bool:
+        return tag is None or tag == store.owner
+
+    ids |= {
+        parsed[0] for ns in netns.namespaces() if (parsed := parse_ns(ns)) and mine(netns.owner(ns))
+    }
+    ids |= {
+        int(m.group(1))
+        for name in _root_links()
+        if (m := ROOT_LINK_RE.match(name)) and mine(netns.owner(None, name))
+    }
     return sorted(i for i in ids if i <= MAX_ID)
 
 

@@ -45,6 +45,23 @@ def add(ns: str) -> None:
     sh.run(["ip", "netns", "add", ns])
 
 
+def set_owner(owner: str, ns: str | None, dev: str = "lo") -> None:
+    """Tag a namespace (its loopback) or a root-namespace link with its owner, the state
+    dir, so that `down --all` of one state dir never touches another's testbeds."""
+    batch(ns, [f'link set dev {dev} alias "{owner}"'])
+
+
+def owner(ns: str | None, dev: str = "lo") -> str | None:
+    argv = ["ip", *(["-n", ns] if ns else []), "-j", "link", "show", "dev", dev]
+    proc = sh.run(argv, check=False)
+    if proc.returncode != 0:
+        return None
+    try:
+        return json.loads(proc.stdout)[0].get("ifalias") or None
+    except (json.JSONDecodeError, IndexError):
+        return None
+
+
 def delete(ns: str) -> None:
     if ns in namespaces():
         sh.run(["ip", "netns", "delete", ns])

@@ -64,6 +64,11 @@ class Store:
     def __init__(self, root: Path | None = None) -> None:
         self.root = root or state_dir()
 
+    @property
+    def owner(self) -> str:
+        """The tag this store puts on its namespaces and links (see netns.set_owner)."""
+        return f"clarke:{self.root.resolve()}"
+
     def path(self, testbed_id: int) -> Path:
         return self.root / f"{testbed_id}.json"
 

@@ -4,12 +4,15 @@ its profile.
     RTT    ping client -> server (20 samples after one warm-up): mean, stdev, p50, p99,
            max. Expected: the profile's idle RTT plus the serialisation of an 84-byte
            echo packet in each direction. Within max(rtt_pct % of expected, rtt_ms).
-    rate   iperf3 bulk TCP (BBR, so that the measurement is the link's and not a loss-
-           based controller's), forward (server -> client, -R) and return, for
-           `duration` s after `omit` s of start-up. iperf3 reports TCP goodput; the
-           link's rate counts whole IP packets, so goodput is converted to the rate on the
-           link: x MTU / (MTU - 52) (IPv4 20 + TCP 20 + timestamps 12 bytes per 1448-byte
-           segment at MTU 1500). Within rate_pct % of the profile's rate. Unlimited
+    rate   iperf3 bulk TCP (cubic: after a loss it keeps a drop-tail queue of >= 0.43
+           BDP busy, BBR v1 on a 1-BDP queue does not), forward (server -> client, -R)
+           and return, for `duration` s after `omit` s of start-up. The profile's rate
+           counts whole IP packets, so the link rate is taken from the backend's
+           counters of IP bytes sent onto the link (satlink: the shaping station's
+           bytes_out, sampled every 0.25 s over the steady part of the transfer). Without
+           counters, TCP goodput is converted to the link: x MTU / (MTU - 52) (IPv4 20 +
+           TCP 20 + timestamps 12 bytes per 1448-byte segment at MTU 1500). Goodput is
+           always reported. Within rate_pct % of the profile's rate. Unlimited
            directions and lossy profiles (TCP cannot fill a lossy link) are reported,
            not judged.
     loss   ping loss; on a loss-free profile any lost echo is a failure, on a lossy one
@@ -21,10 +24,11 @@ from __future__ import annotations
 import contextlib
 import enum
 import json
-import re
 import statistics
 import subprocess
+import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -38,7 +42,6 @@ MTU = 1500
 TCP_IP_OVERHEAD = 52  # IPv4 + TCP + timestamp option, per segment
 ECHO_BYTES = 84  # IPv4 20 + ICMP 8 + 56 bytes of payload
 IPERF_PORT = 5201
-_TIME_RE = re.compile(r"icmp_seq=(\d+) .*time=([\d.]+) ms")
 
 
 class Verdict(enum.StrEnum):
@@ -89,10 +92,18 @@ class IperfResult:
     bytes: int
     retransmits: int | None
     cc: str
+    link_bps: float | None = None  # from the backend's counters, when it has them
 
     @property
     def wire_bps(self) -> float:
+        """Goodput converted to IP bytes on the link."""
         return self.goodput_bps * MTU / (MTU - TCP_IP_OVERHEAD)
+
+    @property
+    def rate_bps(self) -> float:
+        """What is compared with the profile: the link counters' rate if known, else the
+        goodput converted to the link."""
+        return self.link_bps if self.link_bps is not None else self.wire_bps
 
 
 @dataclass
@@ -126,23 +137,29 @@ def percentile(sorted_values: list[float], q: float) -> float:
 
 
 def ping(plan: Plan, count: int = 20, interval: float = 0.2, warmup: int = 1) -> PingResult:
-    """Echo requests from the client to the server; the warm-up ones are not counted."""
+    """Echo requests from the client to the server (clarke.testbed.echo, microsecond
+    RTTs); the warm-up ones are not counted."""
     target = plan.addresses["server"]
-    timeout = 10 + count * interval + 5
-    if warmup:
-        sh.run(
-            netns.exec_argv(
-                plan.ns("client"), ["ping", "-n", "-q", "-c", str(warmup), "-W", "5", target]
-            ),
-            check=False,
-            timeout=timeout,
-        )
-    argv = ["ping", "-n", "-c", str(count), "-i", str(interval), "-W", "5", target]
-    proc = sh.run(netns.exec_argv(plan.ns("client"), argv), check=False, timeout=timeout)
-    if proc.returncode not in (0, 1):  # 1: some replies missing, still a measurement
-        raise CommandFailed(f"ping failed: {(proc.stderr or proc.stdout).strip()}")
-    rtts = {int(m.group(1)): float(m.group(2)) for m in _TIME_RE.finditer(proc.stdout)}
-    return PingResult(sent=count, rtts_ms=[rtts[k] for k in sorted(rtts)])
+    timeout = 10 + (count + warmup) * interval + 10
+    argv = [
+        sys.executable,
+        "-m",
+        "clarke.testbed.echo",
+        target,
+        "--count",
+        str(count + warmup),
+        "--interval",
+        str(interval),
+    ]
+    proc = sh.run(netns.exec_argv(plan.ns("client"), argv), timeout=timeout)
+    try:
+        data = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        raise CommandFailed(f"echo printed no JSON: {proc.stderr.strip()[-500:]}") from None
+    lost = set(data["lost"])
+    rtts = iter(data["rtts_ms"])
+    by_seq = {seq: next(rtts) for seq in range(count + warmup) if seq not in lost}
+    return PingResult(sent=count, rtts_ms=[v for k, v in sorted(by_seq.items()) if k >= warmup])
 
 
 @contextlib.contextmanager
@@ -179,10 +196,15 @@ def iperf(
     reverse: bool,
     duration: float = 10,
     omit: float = 4,
-    cc: str = "bbr",
+    cc: str = "cubic",
     port: int = IPERF_PORT,
+    link_bytes: Callable[[], int | None] | None = None,
 ) -> IperfResult:
-    """One bulk TCP transfer; reverse=True is the forward link (server -> client)."""
+    """One bulk TCP transfer; reverse=True is the forward link (server -> client).
+    With link_bytes (the backend's counter of IP bytes put on the link in this
+    direction), the counter is sampled every 0.25 s and the link rate over the steady
+    part of the transfer (from `omit` s after data started flowing, for duration - 1 s)
+    is computed from it."""
     argv = [
         "iperf3",
         "-c",
@@ -199,19 +221,37 @@ def iperf(
     ]
     if reverse:
         argv.append("-R")
-    proc = sh.run(
-        netns.exec_argv(plan.ns("client"), argv), check=False, timeout=duration + omit + 60
+    popen = sh.spawn(
+        netns.exec_argv(plan.ns("client"), argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
+    samples: list[tuple[float, int]] = []
     try:
-        data = json.loads(proc.stdout)
+        deadline = time.monotonic() + duration + omit + 60
+        while popen.poll() is None and time.monotonic() < deadline:
+            if link_bytes is not None:
+                value = link_bytes()
+                if value is not None:
+                    samples.append((time.monotonic(), value))
+            time.sleep(0.25)
+        stdout, stderr = popen.communicate(timeout=5)
+    finally:
+        if popen.poll() is None:
+            popen.kill()
+            popen.communicate()
+    try:
+        data = json.loads(stdout)
     except json.JSONDecodeError:
-        raise CommandFailed(
-            f"iperf3 printed no JSON: {(proc.stderr or proc.stdout)[-500:]}"
-        ) from None
+        raise CommandFailed(f"iperf3 printed no JSON: {(stderr or stdout)[-500:]!r}") from None
     if "error" in data:
         raise CommandFailed(f"iperf3: {data['error']}")
     recv = data["end"]["sum_received"]
     sent = data["end"].get("sum_sent", {})
+    # iperf3's own receiver figure. Informational: over 10 s it is off by up to a queue's
+    # worth of data either way (bytes queued before the omitted start arrive inside the
+    # window; the receiver's clock runs until the queue has drained).
     return IperfResult(
         direction="forward" if reverse else "return",
         goodput_bps=float(recv["bits_per_second"]),
@@ -219,7 +259,25 @@ def iperf(
         bytes=int(recv["bytes"]),
         retransmits=sent.get("retransmits"),
         cc=data["end"].get("sender_tcp_congestion") or cc,
+        link_bps=steady_rate(samples, omit, duration),
     )
+
+
+def steady_rate(samples: list[tuple[float, int]], omit: float, duration: float) -> float | None:
+    """Bits/s between `omit` s after the counter first moved by more than 64 KB (data,
+    not iperf3's control exchange) and duration - 1 s later."""
+    if len(samples) < 3:
+        return None
+    t_first, b_first = samples[0]
+    start = next((t for t, b in samples if b - b_first > 65536), None)
+    if start is None:
+        return None
+    t0, t1 = start + omit, start + omit + duration - 1
+    window = [(t, b) for t, b in samples if t0 <= t <= t1]
+    if len(window) < 2 or window[-1][0] - window[0][0] < 1:
+        return None
+    (ta, ba), (tb, bb) = window[0], window[-1]
+    return (bb - ba) * 8 / (tb - ta)
 
 
 def expected_rtt_ms(profile: LinkProfile) -> float:
@@ -279,7 +337,7 @@ def loss_check(profile: LinkProfile, result: PingResult) -> Check:
 def rate_check(profile: LinkProfile, r: IperfResult) -> Check:
     d = profile.forward if r.direction == "forward" else profile.return_
     name = f"{r.direction} rate"
-    measured = r.wire_bps / 1e6
+    measured = r.rate_bps / 1e6
     if d.rate_mbps == 0:
         return Check(name, measured, None, None, "Mb/s", Verdict.info, "unlimited in the profile")
     tol = profile.tolerance.rate_pct / 100 * d.rate_mbps
@@ -318,8 +376,19 @@ def verify(
     report.checks.append(loss_check(profile, pr))
     with iperf_server(plan):
         for reverse in (True, False):
-            r = iperf(plan, reverse, duration=duration, omit=omit)
-            report.throughput[r.direction] = asdict(r) | {"wire_bps": r.wire_bps}
+            direction = "forward" if reverse else "return"
+            counter = None
+            if hasattr(backend, "link_bytes"):
+
+                def counter(d: str = direction) -> int | None:
+                    return backend.link_bytes(plan, run_dir, d)
+
+            r = iperf(plan, reverse, duration=duration, omit=omit, link_bytes=counter)
+            report.throughput[r.direction] = asdict(r) | {
+                "wire_bps": r.wire_bps,
+                "rate_bps": r.rate_bps,
+                "rate_from": "link counters" if r.link_bps is not None else "goodput",
+            }
             report.checks.append(rate_check(profile, r))
     with contextlib.suppress(Exception):
         report.link_stats = backend.stats(plan, run_dir)
@@ -337,9 +406,9 @@ def render(report: Report) -> str:
             )
     for name, t in report.throughput.items():
         lines.append(
-            f"  {name}: goodput {t['goodput_bps'] / 1e6:.3f} Mb/s -> on the link "
-            f"{t['wire_bps'] / 1e6:.3f} Mb/s ({t['cc']}, {t['seconds']:.0f} s, "
-            f"retransmits {t['retransmits']})"
+            f"  {name}: goodput {t['goodput_bps'] / 1e6:.3f} Mb/s (x 1500/1448 = "
+            f"{t['wire_bps'] / 1e6:.3f}), link rate {t['rate_bps'] / 1e6:.3f} Mb/s from "
+            f"{t['rate_from']} ({t['cc']}, {t['seconds']:.0f} s, retransmits {t['retransmits']})"
         )
     lines.append(f"  {'check':<20}{'measured':>12}{'expected':>12}{'tolerance':>12}  verdict")
     for c in report.checks:
