@@ -36,7 +36,15 @@ struct Args {
 }
 
 fn main() {
-    let args = Args::parse();
+    let args = match Args::try_parse() {
+        Ok(a) => a,
+        Err(e) if !e.use_stderr() => e.exit(), // --help, --version
+        Err(e) => {
+            let text = e.render().to_string();
+            eprintln!("ERROR: {}", text.trim_start_matches("error: ").trim_end());
+            std::process::exit(1);
+        }
+    };
     let opts = h3get::Options {
         url: args.url,
         connect: args.connect,

@@ -96,7 +96,15 @@ fn main() {
         )
         .with_writer(std::io::stderr)
         .init();
-    let args = Args::parse();
+    let args = match Args::try_parse() {
+        Ok(a) => a,
+        Err(e) if !e.use_stderr() => e.exit(), // --help, --version
+        Err(e) => {
+            let text = e.render().to_string();
+            eprintln!("ERROR: {}", text.trim_start_matches("error: ").trim_end());
+            std::process::exit(1);
+        }
+    };
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
