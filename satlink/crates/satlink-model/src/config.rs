@@ -170,6 +170,16 @@ impl DirConfig {
         Ok(())
     }
 
+    /// True when frames cross unchanged in size and fate whatever their length: no rate
+    /// limit and no loss (GSO super-packets may then cross whole).
+    pub fn is_unshaped(&self) -> bool {
+        self.rate_bps == 0
+            && match self.loss {
+                None => true,
+                Some(LossConfig::PacketRate(p)) | Some(LossConfig::BitErrorRate(p)) => p == 0.0,
+            }
+    }
+
     /// The fixed one-way delay after serialization, in ns.
     pub fn delay_ns(&self) -> u64 {
         ((self.uplink_delay_ms + self.downlink_delay_ms + self.framing_delay_ms) * 1e6).round()

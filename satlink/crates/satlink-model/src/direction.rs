@@ -191,10 +191,22 @@ impl<T: Send + 'static> Direction<T> {
 
     /// A frame of `len` bytes arrives at `now`. On a drop the payload is handed back.
     pub fn enqueue(&mut self, now: Nanos, len: usize, payload: T) -> Result<(), (T, DropCause)> {
+        self.enqueue_frame(now, len, payload, false)
+    }
+
+    /// As [`Direction::enqueue`]; a `segmented` frame is a GSO super-packet that the
+    /// receiving kernel will cut into MTU-sized packets, exempt from `max_frame_bytes`.
+    pub fn enqueue_frame(
+        &mut self,
+        now: Nanos,
+        len: usize,
+        payload: T,
+        segmented: bool,
+    ) -> Result<(), (T, DropCause)> {
         self.stats.frames_in += 1;
         self.stats.bytes_in += len as u64;
         self.advance(now);
-        if len > self.cfg.max_frame_bytes {
+        if len > self.cfg.max_frame_bytes && !segmented {
             return Err(self.dropped(now, len, payload, DropCause::Oversize));
         }
         let packet = Packet {

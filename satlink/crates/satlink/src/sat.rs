@@ -119,18 +119,20 @@ impl Sat {
                     self.unknown_source.fetch_add(1, Relaxed);
                     continue;
                 };
+                let len = data.len().saturating_sub(sys::VNET_HDR);
+                let segmented = data.len() > 1 && data[1] != 0; // virtio_net_hdr gso_type
                 c.frames_in.fetch_add(1, Relaxed);
-                c.bytes_in.fetch_add(data.len() as u64, Relaxed);
-                if truncated || data.len() > max {
+                c.bytes_in.fetch_add(len as u64, Relaxed);
+                if truncated || data.len() <= sys::VNET_HDR || (len > max && !segmented) {
                     c.oversize.fetch_add(1, Relaxed);
                     if let Some(ev) = ev.as_mut() {
-                        ev.drop_io(letter, t, data.len(), "oversize");
+                        ev.drop_io(letter, t, len, "oversize");
                     }
                     continue;
                 }
-                c.bytes_out.fetch_add(data.len() as u64, Relaxed);
+                c.bytes_out.fetch_add(len as u64, Relaxed);
                 if let Some(ev) = ev.as_mut() {
-                    ev.simple(letter, t, 'x', data.len());
+                    ev.simple(letter, t, 'x', len);
                 }
                 picks.push((i, dst));
             }

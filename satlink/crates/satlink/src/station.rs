@@ -132,6 +132,9 @@ impl Station {
     /// Create the TUN device and the carrier socket.
     pub fn new(o: Options) -> Result<Arc<Self>> {
         let tun = sys::open_tun(&o.dev)?;
+        let unshaped = o.kind.shaped(&o.config).is_unshaped();
+        sys::set_offload(&tun, unshaped)
+            .with_context(|| format!("cannot set the offloads of {} (TUNSETOFFLOAD)", o.dev))?;
         let udp = UdpSocket::bind(o.emu_bind)
             .with_context(|| format!("cannot bind UDP {} (--emu-bind)", o.emu_bind))?;
         udp.connect(o.sat)
@@ -215,12 +218,18 @@ impl Station {
                     continue;
                 }
             };
+            if n <= sys::VNET_HDR {
+                continue;
+            }
             let now = sys::now();
+            // virtio_net_hdr: flags, gso_type, ...; gso_type != 0 is a TSO super-packet.
+            let segmented = scratch[1] != 0;
             let mut g = self.lock();
             let mut buf = g.free.pop().unwrap_or_else(|| Vec::with_capacity(2048));
             buf.clear();
             buf.extend_from_slice(&scratch[..n]);
-            if let Err((buf, _)) = g.dir.enqueue(now, n, buf) {
+            let len = n - sys::VNET_HDR;
+            if let Err((buf, _)) = g.dir.enqueue_frame(now, len, buf, segmented) {
                 g.free.push(buf);
             }
             self.release_due(&mut g, now);
@@ -313,12 +322,13 @@ impl Station {
                 .map(|e| e.lock().unwrap_or_else(|e| e.into_inner()));
             for i in 0..n {
                 let (data, _, truncated) = m.get(i);
+                let len = data.len().saturating_sub(sys::VNET_HDR);
                 self.rx.frames_in.fetch_add(1, Relaxed);
-                self.rx.bytes_in.fetch_add(data.len() as u64, Relaxed);
-                if truncated {
+                self.rx.bytes_in.fetch_add(len as u64, Relaxed);
+                if truncated || data.len() <= sys::VNET_HDR {
                     self.rx.oversize.fetch_add(1, Relaxed);
                     if let Some(ev) = ev.as_mut() {
-                        ev.drop_io(recv.1, t, data.len(), "oversize");
+                        ev.drop_io(recv.1, t, len, "oversize");
                     }
                     continue;
                 }
@@ -326,15 +336,15 @@ impl Station {
                 match (&self.tun).write(data) {
                     Ok(n) if n == data.len() => {
                         self.rx.frames_out.fetch_add(1, Relaxed);
-                        self.rx.bytes_out.fetch_add(data.len() as u64, Relaxed);
+                        self.rx.bytes_out.fetch_add(len as u64, Relaxed);
                         if let Some(ev) = ev.as_mut() {
-                            ev.simple(recv.1, t, '<', data.len());
+                            ev.simple(recv.1, t, '<', len);
                         }
                     }
                     _ => {
                         self.rx.io_error.fetch_add(1, Relaxed);
                         if let Some(ev) = ev.as_mut() {
-                            ev.drop_io(recv.1, t, data.len(), "io_error");
+                            ev.drop_io(recv.1, t, len, "io_error");
                         }
                     }
                 }
@@ -384,8 +394,12 @@ impl Controlled for Station {
 
     fn set(&self, cfg: LinkConfig) -> Value {
         let now = sys::now();
+        let shaped = self.kind.shaped(&cfg);
         let mut g = self.lock();
-        g.dir.reconfigure(now, self.kind.shaped(&cfg));
+        if let Err(e) = sys::set_offload(&self.tun, shaped.is_unshaped()) {
+            return json!({"error": format!("cannot set the offloads of {}: {e}", self.dev)});
+        }
+        g.dir.reconfigure(now, shaped);
         self.cv.notify_one();
         drop(g);
         if let Some(ev) = &self.events {

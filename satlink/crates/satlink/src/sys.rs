@@ -50,7 +50,12 @@ impl IfReq {
     }
 }
 
-/// Create (or attach to) the TUN device `name` (IFF_TUN | IFF_NO_PI) and bring it up.
+/// Bytes of the virtio_net_hdr in front of every packet read from or written to the
+/// TUN device (IFF_VNET_HDR), and carried in every carrier datagram.
+pub const VNET_HDR: usize = 10;
+
+/// Create (or attach to) the TUN device `name` (IFF_TUN | IFF_NO_PI | IFF_VNET_HDR) and
+/// bring it up.
 pub fn open_tun(name: &str) -> Result<File> {
     let mut req = IfReq::new(name)?;
     let file = OpenOptions::new()
@@ -58,7 +63,7 @@ pub fn open_tun(name: &str) -> Result<File> {
         .write(true)
         .open("/dev/net/tun")
         .context("cannot open /dev/net/tun (TUN driver missing, or not permitted)")?;
-    req.flags = (libc::IFF_TUN | libc::IFF_NO_PI) as libc::c_short;
+    req.flags = (libc::IFF_TUN | libc::IFF_NO_PI | libc::IFF_VNET_HDR) as libc::c_short;
     // SAFETY: TUNSETIFF reads and writes an ifreq.
     if unsafe { libc::ioctl(file.as_raw_fd(), libc::TUNSETIFF, &mut req) } < 0 {
         return Err(io::Error::last_os_error())
@@ -66,6 +71,21 @@ pub fn open_tun(name: &str) -> Result<File> {
     }
     set_up(name).with_context(|| format!("cannot bring {name} up"))?;
     Ok(file)
+}
+
+/// Let the kernel hand over TCP segmentation offload packets (up to 64 KB, checksum
+/// left to the receiver's kernel) or not (then every read is one MTU-sized packet).
+pub fn set_offload(tun: &File, on: bool) -> io::Result<()> {
+    let flags: libc::c_uint = if on {
+        libc::TUN_F_CSUM | libc::TUN_F_TSO4 | libc::TUN_F_TSO6
+    } else {
+        0
+    };
+    // SAFETY: TUNSETOFFLOAD takes the flags by value.
+    if unsafe { libc::ioctl(tun.as_raw_fd(), libc::TUNSETOFFLOAD, flags as libc::c_ulong) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 fn set_up(name: &str) -> io::Result<()> {
