@@ -17,6 +17,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from clarke.errors import ClarkeError
 from clarke.link import profiles
 from clarke.testbed import backends, lifecycle, procs, verify
 from clarke.testbed.plan import Plan
@@ -109,8 +110,14 @@ def parallel(n: int = 8, backend: str = "auto", samples: int = 50) -> dict[str, 
         per = {str(s.id): _rtt_entry("geo", r) for (s, _), r in zip(beds, results, strict=True)}
         return {"testbeds": n, "rtt": per, "ok": all(e["ok"] for e in per.values())}
     finally:
+        failures = []
         for s, _ in beds:
-            lifecycle.down(s.id)
+            try:
+                lifecycle.down(s.id)
+            except ClarkeError as e:
+                failures.append(str(e))
+        if failures:
+            raise ClarkeError("could not remove every bench testbed:\n" + "\n".join(failures))
 
 
 def render(figures: dict[str, Any]) -> str:

@@ -219,13 +219,14 @@ def _build(tb: Builder, profile: LinkProfile, backend: backends.Backend) -> None
             netns.batch(
                 p.ns(role), [f"addr add {lan.cidr(role)} dev {IF_LAN}", f"link set {IF_LAN} up"]
             )
-            netns.offloads_off(p.ns(role), IF_LAN)
     # Client and server: one route each, to the other LAN, through their link end.
     netns.batch(p.ns("client"), [f"route add {p.gw_lan.prefix} via {p.st_lan.address('terminal')}"])
     netns.batch(p.ns("server"), [f"route add {p.st_lan.prefix} via {p.gw_lan.address('gateway')}"])
 
     # The emulation network: a bridge in the satellite namespace, terminal and gateway
-    # on it, the satellite's address on the bridge.
+    # on it, the satellite's address on the bridge. Offloads stay on (satlink/README.md:
+    # it uses no packet sockets, and on unshaped directions it carries TSO super-packets
+    # read from its TUN device, which the veths' offloads keep fast).
     sat_ns = p.ns("satellite")
     netns.batch(
         sat_ns,
@@ -241,8 +242,6 @@ def _build(tb: Builder, profile: LinkProfile, backend: backends.Backend) -> None
         netns.batch(
             p.ns(role), [f"addr add {p.emu.cidr(role)} dev {IF_EMU}", f"link set {IF_EMU} up"]
         )
-        netns.offloads_off(p.ns(role), IF_EMU)
-        netns.offloads_off(sat_ns, port)
 
     backend.wire(tb, profile)
 

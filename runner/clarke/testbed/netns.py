@@ -1,6 +1,6 @@
 """Namespaces, veths, bridges, addresses, routes and sysctls, all through clarke.sh.
 
-Thin wrappers over `ip`, `sysctl` and `ethtool`; they know nothing of roles (plan.py
+Thin wrappers over `ip` and `sysctl`; they know nothing of roles (plan.py
 does) and nothing of state (lifecycle.py does)."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from clarke import sh
 from clarke.errors import CommandFailed, EnvironmentProblem
 
-OFFLOADS = ("tso", "gso", "gro", "tx", "rx")
 TUN = Path("/dev/net/tun")
 
 
@@ -102,8 +102,15 @@ def link_exists(name: str, ns: str | None = None) -> bool:
 
 
 def delete_link(name: str, ns: str | None = None) -> None:
-    if link_exists(name, ns):
-        sh.run(["ip", *(["-n", ns] if ns else []), "link", "delete", "dev", name])
+    """Delete a link if it exists. A veth whose peer's namespace was just deleted goes
+    away by itself, asynchronously: wait for that briefly, then delete what is left."""
+    for _ in range(20):
+        if not link_exists(name, ns):
+            return
+        time.sleep(0.05)
+    proc = sh.run(["ip", *(["-n", ns] if ns else []), "link", "delete", "dev", name], check=False)
+    if proc.returncode != 0 and link_exists(name, ns):
+        raise CommandFailed(f"ip link delete dev {name}: {proc.stderr.strip()}")
 
 
 def pids(ns: str) -> list[int]:
@@ -119,22 +126,6 @@ def sysctls(ns: str | None, values: dict[str, str]) -> None:
 def read_sysctl(key: str, ns: str | None = None) -> str:
     argv = ["sysctl", "-n", key]
     return sh.run(exec_argv(ns, argv) if ns else argv).stdout.strip()
-
-
-def offloads_off(ns: str, dev: str) -> None:
-    """User-space relays (TUN, packet sockets) want real MTU-sized packets with
-    checksums: segmentation and checksum offloads off."""
-    if shutil.which("ethtool") is None:
-        raise EnvironmentProblem("ethtool is not installed (Debian: ethtool)")
-    argv = ["ethtool", "-K", dev]
-    for feature in OFFLOADS:
-        argv += [feature, "off"]
-    try:
-        run_in(ns, argv)
-    except CommandFailed:
-        # Some features are fixed on some drivers; turn off what can be turned off.
-        for feature in OFFLOADS:
-            run_in(ns, ["ethtool", "-K", dev, feature, "off"], check=False)
 
 
 def add_allowed_cc(cc: str) -> str | None:
