@@ -4,6 +4,8 @@ the profile, and what OpenSAND cannot emulate is refused naming the field."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -269,3 +271,90 @@ def test_cli_writes_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     )
     assert "gw/profile.xml" in capsys.readouterr().out
     assert opensand.main(["geo"]) == 2
+
+
+# --- the image and its entrypoint, checked statically ------------------------------------
+
+
+def dockerfile_instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) with continuation lines joined and comments dropped."""
+    text = (REPO / "images" / "opensand" / "Dockerfile").read_text()
+    out: list[tuple[str, str]] = []
+    pending = ""
+    for line in text.splitlines():
+        if not pending and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        if line.rstrip().endswith("\\"):
+            pending += line.rstrip()[:-1] + " "
+            continue
+        full = (pending + line).strip()
+        pending = ""
+        word, _, rest = full.partition(" ")
+        out.append((word.upper(), rest.strip()))
+    assert not pending, "Dockerfile ends in a continuation"
+    return out
+
+
+def test_dockerfile_from_args_entrypoint_healthcheck() -> None:
+    ins = dockerfile_instructions()
+    assert ins[0] == ("FROM", "debian:bookworm-slim")
+    args = dict(
+        (a.split("=", 1)[0], a.split("=", 1)[1] if "=" in a else None)
+        for kind, a in ins
+        if kind == "ARG"
+    )
+    # The repository URL is a required build argument: no default, no host named here.
+    assert args["OPENSAND_REPO_URL"] is None
+    assert args["OPENSAND_VERSION"] == "8.2.0"
+    assert args["OPENSAND_SUITE"] == "bookworm"
+    run = " ".join(a for kind, a in ins if kind == "RUN")
+    assert "opensand=$v" in run and "OPENSAND_REPO_URL" in run
+    assert "http://" not in run and "https://" not in run
+    entry = [a for kind, a in ins if kind == "ENTRYPOINT"]
+    assert entry == ['["/usr/local/bin/opensand-entrypoint"]']
+    health = [a for kind, a in ins if kind == "HEALTHCHECK"]
+    assert len(health) == 1 and 'CMD ["/usr/local/bin/opensand-entrypoint", "health"]' in health[0]
+    copies = [a for kind, a in ins if kind == "COPY"]
+    assert any("opensand/entrypoint.sh /usr/local/bin/opensand-entrypoint" in c for c in copies)
+    assert (REPO / "opensand" / "entrypoint.sh").is_file()
+
+
+def test_entrypoint_is_valid_bash_and_executable() -> None:
+    script = REPO / "opensand" / "entrypoint.sh"
+    assert script.stat().st_mode & 0o111
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    text = script.read_text()
+    assert opensand.GLIBC_TUNABLES in text
+    assert opensand.MAC_GW in text and opensand.MAC_ST in text
+    assert opensand.TAP_IFACE in text and opensand.BRIDGE_IFACE in text
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({}, "OPENSAND_ROLE is not set"),
+        ({"OPENSAND_ROLE": "gateway"}, "must be gw, st or sat"),
+        ({"OPENSAND_ROLE": "gw", "OPENSAND_CONFIG_DIR": "/nonexistent"}, "missing /nonexistent"),
+    ],
+)
+def test_entrypoint_refuses_bad_environment(env: dict[str, str], message: str) -> None:
+    proc = subprocess.run(
+        [str(REPO / "opensand" / "entrypoint.sh")],
+        env={"PATH": os.environ["PATH"], **env},
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
+    assert proc.returncode == 2
+    assert message in proc.stderr
+
+
+def test_entrypoint_health_without_opensand(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [str(REPO / "opensand" / "entrypoint.sh"), "health"],
+        env={"PATH": os.environ["PATH"], "OPENSAND_ROLE": "sat", "OPENSAND_RUN_DIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
+    assert proc.returncode == 1 and "no pid file" in proc.stderr
