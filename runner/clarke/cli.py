@@ -39,11 +39,13 @@ def _register() -> None:
         cli_pages,
         cli_report,
         cli_results,
+        cli_run,
         cli_testbed,
     )
 
     cli.add_command(cli_agent.agent)
     cli.add_command(cli_load.load)
+    cli.add_command(cli_run.run)
     cli.add_command(cli_compare.compare)
     cli.add_command(cli_pages.pages)
     cli.add_command(cli_campaign.campaign)

@@ -6,7 +6,6 @@ that load.verify and load.metrics_of read."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import tempfile
@@ -147,7 +146,6 @@ def load(req: LoadRequest, workdir: Path | None = None) -> LoadResult:
             argv,
             check=False,
             timeout=req.timeout_s + 120,
-            env={**os.environ, "MOZ_REMOTE_SETTINGS_DEVTOOLS": "1"},
         )
         wall = (time.monotonic() - started) * 1000
         result_file, har_file = out / "browsertime.json", out / "browsertime.har"

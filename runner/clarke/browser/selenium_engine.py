@@ -21,9 +21,6 @@ COLLECT_JS = files("clarke.browser").joinpath("collect.js").read_text()
 def load(req: LoadRequest, workdir: Path | None = None) -> LoadResult:
     # Selenium must not look for drivers or browsers on the network.
     os.environ["SE_OFFLINE"] = "true"
-    # Release builds read services.settings.server only with this set; the pref then
-    # points Remote Settings nowhere (it otherwise polls its server during the load).
-    os.environ["MOZ_REMOTE_SETTINGS_DEVTOOLS"] = "1"
     from selenium import webdriver
     from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.firefox.options import Options

@@ -125,6 +125,7 @@ def execute(
     sink: Sink | None = None,
     on_record: Callable[[RunRecord], None] = lambda _r: None,
     on_skip: Callable[[Run], None] = lambda _r: None,
+    before_run: Callable[[Run], None] = lambda _r: None,
 ) -> Outcome:
     out = Outcome()
     done, attempts = finished(journal, retries)
@@ -136,6 +137,7 @@ def execute(
             out.skipped += 1
             on_skip(run)
             continue
+        before_run(run)
         while True:
             attempt = attempts.get(run.run_id, 0) + 1
             attempts[run.run_id] = attempt

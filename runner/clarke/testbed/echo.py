@@ -1,8 +1,10 @@
 """`python -m clarke.testbed.echo TARGET --count N --interval S`: ICMP echo with
 microsecond RTTs, run inside a namespace (`ip netns exec`). iputils ping prints RTTs of
-100 ms and more in whole milliseconds, too coarse to judge 530 ms +- 1 ms; here the send
-time is taken just before sendto and the receive time is the kernel's timestamp of the
-reply (SO_TIMESTAMPNS), both CLOCK_REALTIME. Prints one JSON object:
+100 ms and more in whole milliseconds, too coarse to judge 530 ms +- 1 ms. Here both
+times are the kernel's (SO_TIMESTAMPING, software): the send time when the request
+left for the device, the receive time when the reply arrived, so that this process being
+scheduled late (several testbeds on two cores) does not count as link delay. Without a
+transmit timestamp the user-space send time is used. Prints one JSON object:
 {"sent": N, "rtts_ms": [...] (in sequence order, lost ones absent), "lost": [seq, ...]}."""
 
 from __future__ import annotations
@@ -16,7 +18,31 @@ import struct
 import sys
 import time
 
-SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+SO_TIMESTAMPING = 37  # = SCM_TIMESTAMPING
+TS_FLAGS = (
+    (1 << 1)  # SOF_TIMESTAMPING_TX_SOFTWARE
+    | (1 << 3)  # SOF_TIMESTAMPING_RX_SOFTWARE
+    | (1 << 4)  # SOF_TIMESTAMPING_SOFTWARE
+    | (1 << 7)  # SOF_TIMESTAMPING_OPT_ID: ee_data counts sends from 0
+    | (1 << 11)  # SOF_TIMESTAMPING_OPT_TSONLY: no packet copy on the error queue
+)
+IP_RECVERR = 11
+
+
+def _timestamp(anc: list[tuple[int, int, bytes]]) -> int | None:
+    for level, kind, value in anc:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPING and len(value) >= 16:
+            sec, nsec = struct.unpack("qq", value[:16])
+            if sec or nsec:
+                return sec * 1_000_000_000 + nsec
+    return None
+
+
+def _tx_id(anc: list[tuple[int, int, bytes]]) -> int | None:
+    for level, kind, value in anc:
+        if level == socket.SOL_IP and kind == IP_RECVERR and len(value) >= 16:
+            return struct.unpack("IBBBBII", value[:16])[6]
+    return None
 
 
 def checksum(data: bytes) -> int:
@@ -37,10 +63,12 @@ def packet(ident: int, seq: int, size: int = 56) -> bytes:
 
 def run(target: str, count: int, interval: float, timeout: float) -> dict[str, object]:
     s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
-    s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING, TS_FLAGS)
+    s.setblocking(False)
     ident = os.getpid() & 0xFFFF
     sent_at: dict[int, int] = {}
     rtts: dict[int, float] = {}
+    kernel_tx: set[int] = set()
     start = time.monotonic()
     next_send, seq = start, 0
     deadline = None
@@ -60,12 +88,20 @@ def run(target: str, count: int, interval: float, timeout: float) -> dict[str, o
         r, _, _ = select.select([s], [], [], max(0.0, wait))
         if not r:
             continue
-        data, anc, _, _ = s.recvmsg(2048, socket.CMSG_SPACE(16))
-        recv_ns = time.time_ns()
-        for level, kind, value in anc:
-            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
-                sec, nsec = struct.unpack("qq", value[:16])
-                recv_ns = sec * 1_000_000_000 + nsec
+        try:  # transmit timestamps first (they wake select() as errors)
+            _, anc, _, _ = s.recvmsg(64, 512, socket.MSG_ERRQUEUE)
+            tx_id, ts = _tx_id(anc), _timestamp(anc)
+            if tx_id is not None and ts is not None and tx_id in sent_at:
+                sent_at[tx_id] = ts
+                kernel_tx.add(tx_id)
+            continue
+        except BlockingIOError:
+            pass
+        try:
+            data, anc, _, _ = s.recvmsg(2048, 512)
+        except BlockingIOError:
+            continue
+        recv_ns = _timestamp(anc) or time.time_ns()
         ihl = (data[0] & 0x0F) * 4
         icmp_type, _, _, rid, rseq = struct.unpack("!BBHHH", data[ihl : ihl + 8])
         if icmp_type == 0 and rid == ident and rseq in sent_at and rseq not in rtts:
@@ -74,6 +110,7 @@ def run(target: str, count: int, interval: float, timeout: float) -> dict[str, o
         "sent": count,
         "rtts_ms": [rtts[k] for k in sorted(rtts)],
         "lost": [k for k in range(count) if k not in rtts],
+        "kernel_tx_timestamps": len(kernel_tx),
     }
 
 

@@ -1,0 +1,70 @@
+"""`clarke run`: execute a whole campaign."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+
+@click.command()
+@click.argument("campaign_file", type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--influx",
+    "influx_url",
+    envvar="CLARKE_INFLUX",
+    help="InfluxDB to stream results to: http://[user:pass@]host:port[/database]. "
+    "Env: CLARKE_INFLUX. The journal keeps everything either way.",
+)
+@click.option(
+    "--resume",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    help="Continue an interrupted campaign in this results directory; finished runs "
+    "are not repeated.",
+)
+@click.option("--shard", help="Run only the i-th of N disjoint slices of the plan, e.g. 2/4.")
+@click.option(
+    "--campaign-id", help="Campaign id (default: <name>-<UTC time>); give every shard the same one."
+)
+@click.option(
+    "--results",
+    "results_base",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=Path("results"),
+    show_default=True,
+    help="Where results directories go.",
+)
+@click.option(
+    "--testbed", "testbed_id", type=int, help="Use this running testbed instead of a new one."
+)
+def run(
+    campaign_file: Path,
+    influx_url: str | None,
+    resume: Path | None,
+    shard: str | None,
+    campaign_id: str | None,
+    results_base: Path,
+    testbed_id: int | None,
+) -> None:
+    """Run CAMPAIGN_FILE on a netns testbed: every run of its plan (or of one shard), each
+    verified and recorded in the journal and InfluxDB, then a summary per matrix cell.
+
+    Ctrl-C abandons the current load, tears the testbed down and says how to resume."""
+    from clarke.run.campaign import print_outcome, run_campaign
+
+    console = Console(stderr=False, width=200)
+    results_dir, outcome, records = run_campaign(
+        campaign_file,
+        influx_url=influx_url,
+        resume=resume,
+        shard=shard,
+        results_base=results_base,
+        campaign_id=campaign_id,
+        testbed_id=testbed_id,
+        console=console,
+    )
+    print_outcome(results_dir, outcome, records, console)
+    if outcome.interrupted:
+        sys.exit(130)

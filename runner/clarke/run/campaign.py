@@ -1,0 +1,256 @@
+"""`clarke run`: a whole campaign on the netns testbed, from plan to summary.
+
+Order of work: validate and expand the campaign; create (or reopen, with --resume) the
+results directory; bring the testbed up with the first run's link profile; verify the
+link before each profile's first run and after the last run; run the loop; print the
+summary; tear the testbed down, also after Ctrl-C or an error."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from clarke import __version__, gitinfo
+from clarke.campaign.plan import Plan, Run, page_registry, plan_file
+from clarke.errors import ClarkeError, InputError
+from clarke.link import profiles
+from clarke.pages.models import Units
+from clarke.results import store
+from clarke.results.journal import Journal
+from clarke.results.record import RunRecord, Status
+from clarke.run.loop import Outcome, RecordContext, execute
+from clarke.run.report import print_summary
+from clarke.run.session import NetnsSession
+from clarke.run.summary import summarise
+
+log = logging.getLogger(__name__)
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    if not text:
+        return None
+    i, sep, n = text.partition("/")
+    if not sep or not i.isdigit() or not n.isdigit() or not 1 <= int(i) <= int(n):
+        raise InputError(f"--shard {text!r}: expected i/N with 1 <= i <= N, e.g. 1/4")
+    return int(i), int(n)
+
+
+def verify_link(session: NetnsSession, profile_name: str, phase: str) -> dict[str, Any]:
+    """Measure the link as it is now (ping, iperf3 each way) against its profile."""
+    from clarke.testbed import backends, verify
+    from clarke.testbed.state import Store
+
+    assert session.plan is not None
+    state = Store().load(session.plan.id)
+    if state is None:
+        raise ClarkeError(f"testbed {session.plan.id} has no state file")
+    run_dir = Path(state.run_dir)
+    report = verify.verify(
+        session.plan.id,
+        session.plan,
+        profile_name,
+        profiles.load(profile_name),
+        backends.select("satlink"),
+        run_dir,
+        "satlink",
+    )
+    ping = report.ping
+    fwd, ret = report.throughput.get("forward", {}), report.throughput.get("return", {})
+    prof = profiles.load(profile_name)
+    return {
+        "phase": phase,
+        "profile": profile_name,
+        "backend": "satlink",
+        "passed": report.ok,
+        "time_ns": int(dt.datetime.now(dt.UTC).timestamp() * 1e9),
+        "rtt_mean_ms": ping.get("mean"),
+        "rtt_stdev_ms": ping.get("stdev"),
+        "rtt_p50_ms": ping.get("p50"),
+        "rtt_p99_ms": ping.get("p99"),
+        "rtt_max_ms": ping.get("max"),
+        "rtt_expected_ms": verify.expected_rtt_ms(prof),
+        "forward_mbps": (fwd.get("rate_bps") or 0) / 1e6,
+        "return_mbps": (ret.get("rate_bps") or 0) / 1e6,
+        "forward_expected_mbps": prof.forward.rate_mbps,
+        "return_expected_mbps": prof.return_.rate_mbps,
+        "checks": [asdict(c) for c in report.checks],
+    }
+
+
+def run_campaign(
+    campaign_file: Path,
+    *,
+    influx_url: str | None,
+    resume: Path | None,
+    shard: str | None,
+    results_base: Path,
+    campaign_id: str | None,
+    testbed_id: int | None,
+    console: Console,
+) -> tuple[Path, Outcome, list[RunRecord]]:
+    plan: Plan = plan_file(campaign_file)
+    c = plan.campaign
+    sharding = parse_shard(shard)
+    runs: list[Run] = plan.shard(*sharding) if sharding else plan.runs
+    shard_label = f"{sharding[0]}/{sharding[1]}" if sharding else ""
+    if resume:
+        meta, journal = store.open_existing(resume)
+        if meta.get("campaign") != c.name or meta.get("shard", "") != shard_label:
+            raise InputError(
+                f"{resume} holds campaign {meta.get('campaign')!r} shard "
+                f"{meta.get('shard') or '-'}, not {c.name!r} shard {shard_label or '-'}"
+            )
+        results_dir, cid = resume, meta["campaign_id"]
+    else:
+        cid = campaign_id or store.campaign_id(c.name)
+        dirname = cid + (f"-shard{sharding[0]}of{sharding[1]}" if sharding else "")
+        results_dir = store.create(
+            results_base,
+            dirname,
+            campaign_file,
+            {
+                "campaign": c.name,
+                "order": c.order.value,
+                "seed": plan.seed,
+                "count": len(plan.runs),
+                "shard": shard_label,
+                "runs": [r.to_dict() for r in runs],
+            },
+            {
+                "campaign": c.name,
+                "campaign_id": cid,
+                "shard": shard_label,
+                "started_at": dt.datetime.now(dt.UTC).isoformat(),
+                "git_rev": gitinfo.revision(),
+                "clarke": __version__,
+                "seed": plan.seed,
+                "link": [],
+            },
+        )
+        journal = Journal.in_dir(results_dir)
+    console.print(f"[bold]{c.name}[/]: {len(runs)} runs -> {results_dir}")
+
+    sink = None
+    if influx_url:
+        from clarke.results.influx import InfluxSink
+
+        sink = InfluxSink.from_url(influx_url)
+        try:
+            sink.ensure_database()
+        except ClarkeError as e:
+            console.print(f"[yellow]InfluxDB not reachable ({e}); the journal keeps everything[/]")
+
+    pages = sorted({r.page for r in runs})
+    registry = page_registry(c, campaign_file)
+    session = NetnsSession(
+        runs[0].profile if runs else c.matrices()[0][2].profiles[0],
+        pages,
+        engine=c.browser.engine.value,
+        registry=registry,
+        units=Units(c.pages.units),
+        firefox=c.browser.binary,
+        window=c.browser.window,
+        testbed_id=testbed_id,
+    )
+    ctx = RecordContext(c.name, cid, c.browser.engine.value, gitinfo.revision(), shard_label)
+    outcome = Outcome()
+    checks: list[dict[str, Any]] = []
+    try:
+        session.start()
+        columns = (
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+        )
+        with journal, Progress(*columns, console=console, transient=False) as progress:
+            task = progress.add_task("runs", total=len(runs))
+            verified: set[str] = set()
+
+            def before(run: Run) -> None:
+                if run.profile not in verified:
+                    progress.update(task, description=f"verifying link {run.profile}")
+                    session.apply_profile(run.profile)
+                    checks.append(verify_link(session, run.profile, "before"))
+                    store.update_meta(results_dir, link=checks)
+                    verified.add(run.profile)
+                progress.update(task, description=run.run_id)
+
+            def after(record: RunRecord) -> None:
+                if record.status is Status.ok or record.attempt >= 1 + c.retries:
+                    progress.advance(task)
+                if record.status is Status.failed:
+                    progress.console.print(
+                        f"[red]{record.run_id} attempt {record.attempt}: {record.reason}[/]"
+                    )
+
+            outcome = execute(
+                runs,
+                session,
+                journal,
+                ctx,
+                c.retries,
+                sink,
+                on_record=after,
+                on_skip=lambda _r: progress.advance(task),
+                before_run=before,
+            )
+            if runs:
+                progress.update(task, description=f"verifying link {session.current_profile}")
+                checks.append(verify_link(session, session.current_profile, "after"))
+                store.update_meta(
+                    results_dir, link=checks, finished_at=dt.datetime.now(dt.UTC).isoformat()
+                )
+    except KeyboardInterrupt:
+        outcome.interrupted = True
+    finally:
+        session.close()
+    records = list(Journal.in_dir(results_dir).records())
+    if sink is not None and not outcome.interrupted:
+        from clarke.results.influx import campaign_points
+
+        meta, _ = store.open_existing(results_dir)
+        try:
+            sink.write_points(campaign_points(meta, records))
+        except ClarkeError as e:
+            outcome.sink_failures += 1
+            console.print(f"[yellow]summary points not written: {e}[/]")
+        sink.close()
+    return results_dir, outcome, records
+
+
+def print_outcome(
+    results_dir: Path, outcome: Outcome, records: list[RunRecord], console: Console
+) -> None:
+    print_summary(
+        summarise(records), f"{results_dir.name}: per cell (successful loads only)", console
+    )
+    failed_runs = {r.run_id for r in records} - {r.run_id for r in records if r.status is Status.ok}
+    console.print(
+        f"results: {results_dir}  ({len(records)} attempts, {len(failed_runs)} runs without a "
+        f"successful load, {outcome.skipped} skipped as already done)"
+    )
+    if outcome.sink_failures:
+        console.print(
+            f"[yellow]InfluxDB writes failed {outcome.sink_failures} times: "
+            f"clarke results push {results_dir} --influx URL[/]"
+        )
+    if outcome.interrupted:
+        console.print(
+            f"[yellow]interrupted: continue with clarke run --resume {results_dir} ...[/]"
+        )
