@@ -61,3 +61,10 @@ def test_start_time_tells_a_live_process_from_a_recycled_pid() -> None:
     procs.stop([recycled], timeout=0.1)
     assert procs.alive(live)
     assert procs.cpu_ticks(os.getpid()) is not None
+
+
+def test_owner_tag_names_the_state_dir(tmp_path: Path) -> None:
+    a, b = Store(tmp_path / "a"), Store(tmp_path / "b")
+    assert a.owner == f"clarke:{(tmp_path / 'a').resolve()}"
+    assert a.owner != b.owner
+    assert len(a.owner) < 256  # IFALIASZ: it is stored as an interface alias
