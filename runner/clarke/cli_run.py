@@ -39,6 +39,14 @@ from rich.console import Console
 @click.option(
     "--testbed", "testbed_id", type=int, help="Use this running testbed instead of a new one."
 )
+@click.option(
+    "--link-check",
+    type=click.Choice(["full", "quick"]),
+    default="full",
+    show_default=True,
+    help="How long the link is measured before each profile's first run and after the last: "
+    "full (20 pings, 10 s of iperf3 each way) or quick (10 pings, 3 s each way).",
+)
 def run(
     campaign_file: Path,
     influx_url: str | None,
@@ -47,6 +55,7 @@ def run(
     campaign_id: str | None,
     results_base: Path,
     testbed_id: int | None,
+    link_check: str,
 ) -> None:
     """Run CAMPAIGN_FILE on a netns testbed: every run of its plan (or of one shard), each
     verified and recorded in the journal and InfluxDB, then a summary per matrix cell.
@@ -64,6 +73,7 @@ def run(
         campaign_id=campaign_id,
         testbed_id=testbed_id,
         console=console,
+        link_check=link_check,
     )
     print_outcome(results_dir, outcome, records, console)
     if outcome.interrupted:

@@ -48,7 +48,16 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
     return int(i), int(n)
 
 
-def verify_link(session: NetnsSession, profile_name: str, phase: str) -> dict[str, Any]:
+LINK_CHECKS = {
+    # samples: pings; duration/omit: seconds of iperf3 per direction and of slow start left out
+    "full": {"samples": 20, "duration": 10, "omit": 4},
+    "quick": {"samples": 10, "duration": 3, "omit": 1},
+}
+
+
+def verify_link(
+    session: NetnsSession, profile_name: str, phase: str, level: str = "full"
+) -> dict[str, Any]:
     """Measure the link as it is now (ping, iperf3 each way) against its profile."""
     from clarke.testbed import backends, verify
     from clarke.testbed.state import Store
@@ -100,6 +109,7 @@ def run_campaign(
     campaign_id: str | None,
     testbed_id: int | None,
     console: Console,
+    link_check: str = "full",
 ) -> tuple[Path, Outcome, list[RunRecord]]:
     plan: Plan = plan_file(campaign_file)
     c = plan.campaign
@@ -186,7 +196,7 @@ def run_campaign(
                 if run.profile not in verified:
                     progress.update(task, description=f"verifying link {run.profile}")
                     session.apply_profile(run.profile)
-                    checks.append(verify_link(session, run.profile, "before"))
+                    checks.append(verify_link(session, run.profile, "before", link_check))
                     store.update_meta(results_dir, link=checks)
                     verified.add(run.profile)
                 progress.update(task, description=run.run_id)
@@ -212,7 +222,7 @@ def run_campaign(
             )
             if runs:
                 progress.update(task, description=f"verifying link {session.current_profile}")
-                checks.append(verify_link(session, session.current_profile, "after"))
+                checks.append(verify_link(session, session.current_profile, "after", link_check))
                 store.update_meta(
                     results_dir, link=checks, finished_at=dt.datetime.now(dt.UTC).isoformat()
                 )
