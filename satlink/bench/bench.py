@@ -110,11 +110,12 @@ class Echo:
 
 
 def lateness(c: ch.Chain) -> str:
+    """Delivery lateness at each receiving station (write to the TUN after the due time)."""
     parts = []
-    for role, d in (("gateway", "forward"), ("terminal", "return")):
-        s = c.ask(role, {"cmd": "stats"})[d]["release_lateness"]
+    for role, d in (("terminal", "forward"), ("gateway", "return")):
+        s = c.ask(role, {"cmd": "stats"})[d]["delivery_lateness"]
         parts.append(
-            f"{role} n={s['count']} p50={s['p50_ms']:.3f} p99={s['p99_ms']:.3f} "
+            f"{role} ({d}) n={s['count']} p50={s['p50_ms']:.3f} p99={s['p99_ms']:.3f} "
             f"max={s['max_ms']:.3f} ms"
         )
     return "; ".join(parts)
@@ -175,7 +176,7 @@ def bench_geo(quick: bool) -> None:
             rtt = echo.probe()
             st = stats(rtt)
             print(f"  UDP echo: {fmt(st)}  {verdict(st)}")
-            print(f"  timer lateness: {lateness(c)}")
+            print(f"  delivery lateness: {lateness(c)}")
             pings = ch.ping(c, 50)
             print(f"  ICMP ping (whole ms above 100 ms): {fmt(stats(pings))}")
         finally:
@@ -261,7 +262,7 @@ def bench_many(n: int) -> None:
             print(f"  chain {i + 1}: {fmt(st)}  {verdict(st)}")
         print(f"  {worst.count('PASS')} of {n} chains within the bounds")
         for i, c in enumerate(chains):
-            print(f"  chain {i + 1} timer lateness: {lateness(c)}")
+            print(f"  chain {i + 1} delivery lateness: {lateness(c)}")
     finally:
         for e in echoes:
             e.close()

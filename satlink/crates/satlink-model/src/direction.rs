@@ -77,11 +77,13 @@ pub enum Event {
     },
 }
 
-/// A frame that has crossed the link and is due at `release`.
+/// A frame that has been serialized by `sent` and is due at the far end at `release`.
 #[derive(Debug)]
 pub struct Departure<T> {
     pub payload: T,
     pub len: usize,
+    /// End of serialization.
+    pub sent: Nanos,
     pub release: Nanos,
 }
 
@@ -132,6 +134,9 @@ pub struct Direction<T> {
     rng: Rng,
     stats: DirectionStats,
     events: Option<Vec<Event>>,
+    /// Hand frames over at the end of serialization (the receiver holds them until
+    /// `release`) instead of at `release`.
+    far_hold: bool,
 }
 
 impl<T: Send + 'static> Direction<T> {
@@ -145,7 +150,22 @@ impl<T: Send + 'static> Direction<T> {
             rng: Rng::new(cfg.seed),
             stats: DirectionStats::default(),
             events: None,
+            far_hold: false,
             cfg,
+        }
+    }
+
+    /// When on, [`Direction::pop_due`] hands frames over at the end of serialization
+    /// and the caller (the receiving station) holds them until `release`.
+    pub fn set_far_hold(&mut self, on: bool) {
+        self.far_hold = on;
+    }
+
+    fn key(&self, d: &Departure<T>) -> Nanos {
+        if self.far_hold {
+            d.sent
+        } else {
+            d.release
         }
     }
 
@@ -263,6 +283,7 @@ impl<T: Send + 'static> Direction<T> {
             self.line.push_back(Departure {
                 payload: p.payload,
                 len: p.len,
+                sent: end,
                 release,
             });
         }
@@ -271,7 +292,7 @@ impl<T: Send + 'static> Direction<T> {
     /// The next frame due by `now`, if any.
     pub fn pop_due(&mut self, now: Nanos) -> Option<Departure<T>> {
         self.advance(now);
-        if self.line.front()?.release > now {
+        if self.key(self.line.front()?) > now {
             return None;
         }
         let d = self.line.pop_front()?;
@@ -282,10 +303,14 @@ impl<T: Send + 'static> Direction<T> {
 
     /// When the next frame will be due (None when nothing is queued or in flight).
     pub fn next_deadline(&self) -> Option<Nanos> {
-        let line = self.line.front().map(|d| d.release);
+        let line = self.line.front().map(|d| self.key(d));
         let queued = self.queue.peek().map(|p| {
-            let start = self.link_free.max(p.arrival);
-            (start + self.serialization(p.len) + self.delay).max(self.last_release)
+            let end = self.link_free.max(p.arrival) + self.serialization(p.len);
+            if self.far_hold {
+                end
+            } else {
+                (end + self.delay).max(self.last_release)
+            }
         });
         match (line, queued) {
             (Some(a), Some(b)) => Some(a.min(b)),

@@ -248,3 +248,21 @@ fn events_are_traced() {
     );
     assert!(d.take_events().is_empty());
 }
+
+#[test]
+fn far_hold_hands_over_at_the_end_of_serialization() {
+    let mut d: Direction<u32> = Direction::new(DirConfig {
+        rate_bps: 10_000_000,
+        uplink_delay_ms: 250.0,
+        ..DirConfig::unshaped()
+    });
+    d.set_far_hold(true);
+    d.enqueue(0, 1500, 0).unwrap();
+    d.enqueue(0, 1500, 1).unwrap();
+    assert_eq!(d.next_deadline(), Some(1200 * US));
+    assert!(d.pop_due(1200 * US - 1).is_none());
+    let a = d.pop_due(1200 * US).unwrap();
+    assert_eq!((a.sent, a.release), (1200 * US, 251_200 * US));
+    let b = d.pop_due(5 * MS).unwrap();
+    assert_eq!((b.sent, b.release), (2400 * US, 252_400 * US));
+}

@@ -119,11 +119,13 @@ impl Sat {
                     self.unknown_source.fetch_add(1, Relaxed);
                     continue;
                 };
-                let len = data.len().saturating_sub(sys::VNET_HDR);
-                let segmented = data.len() > 1 && data[1] != 0; // virtio_net_hdr gso_type
+                const HDR: usize = sys::DUE_HDR + sys::VNET_HDR;
+                let len = data.len().saturating_sub(HDR);
+                // virtio_net_hdr gso_type != 0: a TSO super-packet.
+                let segmented = data.len() > HDR && data[sys::DUE_HDR + 1] != 0;
                 c.frames_in.fetch_add(1, Relaxed);
                 c.bytes_in.fetch_add(len as u64, Relaxed);
-                if truncated || data.len() <= sys::VNET_HDR || (len > max && !segmented) {
+                if truncated || data.len() <= HDR || (len > max && !segmented) {
                     c.oversize.fetch_add(1, Relaxed);
                     if let Some(ev) = ev.as_mut() {
                         ev.drop_io(letter, t, len, "oversize");

@@ -9,6 +9,7 @@
 //!   1 ns timer slack, then a short spin), sends what is due;
 //! - rx: receives carrier datagrams in batches (recvmmsg) and writes them to the TUN.
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, UdpSocket};
@@ -63,6 +64,15 @@ struct Shaper {
     timer_deadline: Option<u64>,
 }
 
+/// The receiving side's delay line: frames that arrived before their due time.
+#[derive(Default)]
+struct Hold {
+    q: VecDeque<(u64, Vec<u8>)>,
+    free: Vec<Vec<u8>>,
+    lateness: Histogram,
+    waiting_until: Option<u64>,
+}
+
 #[derive(Default)]
 pub struct Counters {
     pub frames_in: AtomicU64,
@@ -109,6 +119,8 @@ pub struct Station {
     shaper: Mutex<Shaper>,
     cv: Condvar,
     rx: Counters,
+    hold: Mutex<Hold>,
+    hold_cv: Condvar,
     config: Mutex<LinkConfig>,
     events: Option<Mutex<EventLog>>,
     started: u64,
@@ -142,6 +154,7 @@ impl Station {
         sys::set_buffers(&udp, 8 << 20);
         let mut dir = Direction::new(o.kind.shaped(&o.config));
         dir.set_trace(o.events.is_some());
+        dir.set_far_hold(true);
         let now = sys::now();
         Ok(Arc::new(Station {
             kind: o.kind,
@@ -159,6 +172,8 @@ impl Station {
             }),
             cv: Condvar::new(),
             rx: Counters::default(),
+            hold: Mutex::new(Hold::default()),
+            hold_cv: Condvar::new(),
             config: Mutex::new(o.config),
             events: o.events.map(Mutex::new),
             started: now,
@@ -181,6 +196,10 @@ impl Station {
         std::thread::Builder::new()
             .name("rx".into())
             .spawn(move || s.receive())?;
+        let s = self.clone();
+        std::thread::Builder::new()
+            .name("deliver".into())
+            .spawn(move || s.deliver())?;
         Ok(())
     }
 
@@ -227,6 +246,7 @@ impl Station {
             let mut g = self.lock();
             let mut buf = g.free.pop().unwrap_or_else(|| Vec::with_capacity(2048));
             buf.clear();
+            buf.extend_from_slice(&[0; sys::DUE_HDR]); // the due time, set when sent
             buf.extend_from_slice(&scratch[..n]);
             let len = n - sys::VNET_HDR;
             if let Err((buf, _)) = g.dir.enqueue_frame(now, len, buf, segmented) {
@@ -244,10 +264,11 @@ impl Station {
     /// Send every frame due by `now`; log the model's events.
     fn release_due(&self, g: &mut Shaper, now: u64) {
         let (shaped, _) = self.kind.dirs();
-        while let Some(dep) = g.dir.pop_due(now) {
+        while let Some(mut dep) = g.dir.pop_due(now) {
             let t = sys::now();
-            let late = t.saturating_sub(dep.release);
+            let late = t.saturating_sub(dep.sent);
             g.lateness.record(late);
+            dep.payload[..sys::DUE_HDR].copy_from_slice(&dep.release.to_be_bytes());
             if self.udp.send(&dep.payload).is_err() {
                 g.io_errors += 1;
             }
@@ -301,7 +322,6 @@ impl Station {
     }
 
     fn receive(&self) {
-        let (_, recv) = self.kind.dirs();
         self.realtime("rx");
         let mut m = sys::MmsgBuffers::new();
         loop {
@@ -316,36 +336,104 @@ impl Station {
                 }
             };
             let t = sys::now();
-            let mut ev = self
-                .events
-                .as_ref()
-                .map(|e| e.lock().unwrap_or_else(|e| e.into_inner()));
+            let mut h = self.hold.lock().unwrap_or_else(|e| e.into_inner());
+            let mut wake = false;
             for i in 0..n {
                 let (data, _, truncated) = m.get(i);
-                let len = data.len().saturating_sub(sys::VNET_HDR);
+                const HDR: usize = sys::DUE_HDR + sys::VNET_HDR;
+                let len = data.len().saturating_sub(HDR);
                 self.rx.frames_in.fetch_add(1, Relaxed);
                 self.rx.bytes_in.fetch_add(len as u64, Relaxed);
-                if truncated || data.len() <= sys::VNET_HDR {
+                if truncated || data.len() <= HDR {
                     self.rx.oversize.fetch_add(1, Relaxed);
-                    if let Some(ev) = ev.as_mut() {
-                        ev.drop_io(recv.1, t, len, "oversize");
-                    }
+                    self.log_rx('d', t, len, Some("oversize"));
                     continue;
                 }
-                // A TUN write takes one whole packet or fails.
-                match (&self.tun).write(data) {
-                    Ok(n) if n == data.len() => {
-                        self.rx.frames_out.fetch_add(1, Relaxed);
-                        self.rx.bytes_out.fetch_add(len as u64, Relaxed);
-                        if let Some(ev) = ev.as_mut() {
-                            ev.simple(recv.1, t, '<', len);
+                let mut due = [0u8; 8];
+                due.copy_from_slice(&data[..sys::DUE_HDR]);
+                let due = u64::from_be_bytes(due);
+                if h.q.is_empty() && due <= t {
+                    h.lateness.record(t - due);
+                    self.write_tun(&data[sys::DUE_HDR..], t);
+                } else {
+                    let mut buf = h.free.pop().unwrap_or_else(|| Vec::with_capacity(2048));
+                    buf.clear();
+                    buf.extend_from_slice(&data[sys::DUE_HDR..]);
+                    wake |= h.waiting_until.is_none_or(|w| due < w);
+                    h.q.push_back((due, buf));
+                }
+            }
+            if wake {
+                self.hold_cv.notify_one();
+            }
+        }
+    }
+
+    fn log_rx(&self, kind: char, t: u64, len: usize, cause: Option<&str>) {
+        if let Some(ev) = &self.events {
+            let recv = self.kind.dirs().1 .1;
+            let mut ev = ev.lock().unwrap_or_else(|e| e.into_inner());
+            match cause {
+                Some(c) => ev.drop_io(recv, t, len, c),
+                None => ev.simple(recv, t, kind, len),
+            }
+        }
+    }
+
+    /// Write one carrier payload (virtio_net_hdr + IP packet) to the TUN device.
+    fn write_tun(&self, pkt: &[u8], t: u64) {
+        let len = pkt.len() - sys::VNET_HDR;
+        // A TUN write takes one whole packet or fails.
+        match (&self.tun).write(pkt) {
+            Ok(n) if n == pkt.len() => {
+                self.rx.frames_out.fetch_add(1, Relaxed);
+                self.rx.bytes_out.fetch_add(len as u64, Relaxed);
+                self.log_rx('<', t, len, None);
+            }
+            _ => {
+                self.rx.io_error.fetch_add(1, Relaxed);
+                self.log_rx('d', t, len, Some("io_error"));
+            }
+        }
+    }
+
+    /// Hold received frames until their due time, then write them to the TUN device.
+    fn deliver(&self) {
+        sys::set_timer_slack(1);
+        self.realtime("deliver");
+        let mut h = self.hold.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            let now = sys::now();
+            while h.q.front().is_some_and(|(due, _)| *due <= now) {
+                let (due, buf) = h.q.pop_front().expect("checked");
+                let t = sys::now();
+                h.lateness.record(t.saturating_sub(due));
+                self.write_tun(&buf, t);
+                if h.free.len() < 8192 {
+                    h.free.push(buf);
+                }
+            }
+            match h.q.front().map(|(due, _)| *due) {
+                None => {
+                    h.waiting_until = None;
+                    h = self.hold_cv.wait(h).unwrap_or_else(|e| e.into_inner());
+                }
+                Some(due) => {
+                    h.waiting_until = Some(due);
+                    let now = sys::now();
+                    if due > now + self.spin_ns {
+                        let d = Duration::from_nanos(due - now - self.spin_ns);
+                        h = self
+                            .hold_cv
+                            .wait_timeout(h, d)
+                            .unwrap_or_else(|e| e.into_inner())
+                            .0;
+                    } else if due > now {
+                        drop(h);
+                        while sys::now() < due {
+                            std::hint::spin_loop();
                         }
-                    }
-                    _ => {
-                        self.rx.io_error.fetch_add(1, Relaxed);
-                        if let Some(ev) = ev.as_mut() {
-                            ev.drop_io(recv.1, t, len, "io_error");
-                        }
+                        h = self.hold.lock().unwrap_or_else(|e| e.into_inner());
                     }
                 }
             }
@@ -383,12 +471,17 @@ impl Controlled for Station {
         s["in_flight_frames"] = json!(g.dir.in_flight_frames());
         s["release_lateness"] = serde_json::to_value(g.lateness.summary()).unwrap_or_default();
         drop(g);
+        let mut r = self.rx.json();
+        let h = self.hold.lock().unwrap_or_else(|e| e.into_inner());
+        r["delivery_lateness"] = serde_json::to_value(h.lateness.summary()).unwrap_or_default();
+        r["held_frames"] = json!(h.q.len());
+        drop(h);
         json!({
             "role": self.kind.name(),
             "uptime_s": secs(now - self.started),
             "since_reset_s": secs(now - self.reset_at.load(Relaxed)),
             shaped: s,
-            recv: self.rx.json(),
+            recv: r,
         })
     }
 
@@ -423,6 +516,7 @@ impl Controlled for Station {
         g.io_errors = 0;
         drop(g);
         self.rx.reset();
+        self.hold.lock().unwrap_or_else(|e| e.into_inner()).lateness = Histogram::new();
         self.reset_at.store(sys::now(), Relaxed);
     }
 }

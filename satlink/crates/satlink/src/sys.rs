@@ -50,6 +50,10 @@ impl IfReq {
     }
 }
 
+/// Bytes of the due time (u64, big endian, ns on CLOCK_MONOTONIC) at the start of every
+/// carrier datagram.
+pub const DUE_HDR: usize = 8;
+
 /// Bytes of the virtio_net_hdr in front of every packet read from or written to the
 /// TUN device (IFF_VNET_HDR), and carried in every carrier datagram.
 pub const VNET_HDR: usize = 10;
