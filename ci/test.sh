@@ -18,10 +18,10 @@ for crate_dir in satlink origin; do
     cd "$crate_dir"
     cargo fmt --all --check
     cargo clippy --locked --all-targets -- -D warnings
-    cargo test --locked
-    cargo build --locked --release
+    cargo test --locked --release
   )
 done
+ci/build.sh
 
 say "actionlint (GitHub workflows)"
 if command -v go >/dev/null 2>&1 || [[ "${CI:-}" == "true" ]]; then

@@ -219,13 +219,42 @@ def link_check_point(campaign: str, campaign_id: str, check: dict[str, Any], tim
     return p.time(time_ns, WritePrecision.NS)
 
 
+SENDER = {"forward": "gateway", "return": "terminal"}  # who queues each direction
+
+
+def link_stats_points(records: list[RunRecord]) -> list[Point]:
+    """The emulator's counters during each load (from the sending ground station of each
+    direction), as `link_stats` points at the load's time."""
+    points = []
+    for r in records:
+        stats = r.details.get("link_stats") or {}
+        for direction, role in SENDER.items():
+            d = (stats.get(role) or {}).get(direction)
+            if not isinstance(d, dict):
+                continue
+            drops = d.get("drops") or {}
+            delay = d.get("queue_delay") or {}
+            p = Point("link_stats").tag("campaign", r.campaign).tag("campaign_id", r.campaign_id)
+            p = p.tag("run_id", r.run_id).tag("profile", r.profile).tag("direction", direction)
+            p = p.tag("attempt", str(r.attempt))
+            p = p.field("frames", int(d.get("frames_out", 0))).field(
+                "bytes", int(d.get("bytes_out", 0))
+            )
+            p = p.field("drops_queue", int(drops.get("queue_full", 0)))
+            p = p.field("drops_loss", int(drops.get("loss", 0)))
+            p = p.field("queue_delay_mean_ms", float(delay.get("mean_ms", 0.0)))
+            p = p.field("queue_delay_max_ms", float(delay.get("max_ms", 0.0)))
+            points.append(p.time(r.timestamp_ns, WritePrecision.NS))
+    return points
+
+
 def campaign_points(meta: dict[str, Any], records: list[RunRecord]) -> list[Point]:
     """What a campaign adds beyond its loads: cell statistics and link checks, all
     stamped with fixed times so that pushing again overwrites rather than duplicates."""
     if not records:
         return []
     start_ns = min(r.timestamp_ns for r in records)
-    points = cell_summary_points(records, start_ns)
+    points = cell_summary_points(records, start_ns) + link_stats_points(records)
     for i, check in enumerate(meta.get("link", []) or []):
         stamp = check.get("time_ns") or start_ns + i
         points.append(

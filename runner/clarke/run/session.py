@@ -26,7 +26,7 @@ from clarke.link import profiles
 from clarke.pages import build as page_build
 from clarke.pages.models import Registry, Units
 from clarke.results.record import Status
-from clarke.testbed import lifecycle, procs
+from clarke.testbed import lifecycle, netns, procs
 from clarke.testbed.backends import Satlink
 from clarke.testbed.plan import AGENT_PORT, LINK_ROLES, ROLES, Plan
 from clarke.testbed.plan import plan as testbed_plan
@@ -151,6 +151,9 @@ class NetnsSession:
             return
         tls.issue_testbed_pki(pki_dir, [HOST], label=f"testbed {plan.id}")
         write_client_names(plan)
+        for role in ("client", "server"):
+            # No TCP state carried from one load to the next (ssthresh, RTT of the peer).
+            netns.sysctls(plan.ns(role), {"net.ipv4.tcp_no_metrics_save": "1"})
         server_mgmt = plan.mgmt.address("server")
         lifecycle.start_process(plan.id, "server", "origin", [
             str(origin), "--root", str(pages_dir),

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The main job (README): install what is missing, build the Rust parts, start InfluxDB on
+# loopback, run campaigns/demo.yaml on a network-namespace testbed, print the summary and
+# write the HTML report. Needs root (namespaces, TUN devices).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+say() { printf '==> %s\n' "$*" >&2; }
+
+if [[ $(id -u) -ne 0 ]]; then
+  say "the demo builds network namespaces: run it as root"
+  exit 3
+fi
+ci/setup.sh
+ci/build.sh
+
+INFLUX_PORT=${CLARKE_INFLUX_PORT:-8086}
+INFLUX_URL="http://127.0.0.1:${INFLUX_PORT}"
+if curl -fsS -o /dev/null "${INFLUX_URL}/ping"; then
+  say "InfluxDB already answers at ${INFLUX_URL}"
+else
+  mkdir -p build/influxdb
+  cat > build/influxdb/influxdb.conf <<CONF
+reporting-disabled = true
+bind-address = "127.0.0.1:$((INFLUX_PORT + 2))"
+[meta]
+  dir = "$PWD/build/influxdb/meta"
+[data]
+  dir = "$PWD/build/influxdb/data"
+  wal-dir = "$PWD/build/influxdb/wal"
+  query-log-enabled = false
+[monitor]
+  store-enabled = false
+[http]
+  bind-address = "127.0.0.1:${INFLUX_PORT}"
+  log-enabled = false
+CONF
+  say "starting InfluxDB on ${INFLUX_URL} (data in build/influxdb/)"
+  nohup influxd -config build/influxdb/influxdb.conf > build/influxdb/influxd.log 2>&1 &
+  echo $! > build/influxdb/influxd.pid
+  for _ in $(seq 1 100); do
+    curl -fsS -o /dev/null "${INFLUX_URL}/ping" && break
+    sleep 0.2
+  done
+  curl -fsS -o /dev/null "${INFLUX_URL}/ping" || { say "InfluxDB did not start: build/influxdb/influxd.log"; exit 1; }
+  say "InfluxDB keeps running for Grafana and later pushes; stop it with: kill \$(cat build/influxdb/influxd.pid)"
+fi
+
+uv run clarke run campaigns/demo.yaml --influx "${INFLUX_URL}/clarke" --results results
+latest=$(ls -1dt results/demo-* | head -n 1)
+uv run clarke report "$latest"
+say "results: $latest (journal.jsonl, report.html); InfluxDB: ${INFLUX_URL}, database clarke"
