@@ -124,11 +124,9 @@ def test_lan_up_status_verify_down(env: Path, run_cli) -> None:  # type: ignore[
     assert checks["echo loss"]["verdict"] == "ok"
     assert checks["forward rate"]["verdict"] == checks["return rate"]["verdict"] == "info"
     assert data["throughput"]["forward"]["rate_from"] == "link counters"
-    # satlink's three user-space hops add ~0.5 ms to the lan profile's 1.0 ms on a 2-core
-    # VM, at the edge of lan's +-0.5 ms tolerance: judge the exit code by the verdicts,
-    # and the RTT against a 1 ms bound here.
-    assert code == (0 if data["ok"] else 1), out + err
-    assert abs(checks["rtt mean"]["measured"] - checks["rtt mean"]["expected"]) < 1.0, out
+    # satlink's three user-space hops add ~0.2 ms to lan's 1.0 ms (tolerance +-0.5 ms)
+    assert checks["rtt mean"]["verdict"] == "ok", out
+    assert code == 0 and data["ok"], out + err
 
     code, out, err = run_cli("testbed", "down", "--id", str(i))
     assert code == 0, err
