@@ -50,3 +50,37 @@ def link(backend: str, n: int, only: tuple[str, ...], as_json: bool, out: Path |
     if out:
         out.write_text(json.dumps(figures, indent=2, default=str))
     click.echo(json.dumps(figures, indent=2, default=str) if as_json else b.render(figures))
+
+
+@bench.command("load")
+@click.option(
+    "--engine",
+    "engines",
+    type=click.Choice(["selenium", "browsertime"]),
+    multiple=True,
+    help="Engines to measure (repeatable); default: both.",
+)
+@click.option("-n", "n", default=10, show_default=True, help="Loads per engine.")
+@click.option("--page", default="uniform-100k", show_default=True)
+@click.option(
+    "--http", "http", type=click.Choice(["1.1", "2", "3"]), default="2", show_default=True
+)
+@click.option("--profile", default="lan", show_default=True)
+@click.option("--testbed", "testbed_id", type=int, help="Use this running testbed.")
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+def load_overhead(
+    engines: tuple[str, ...],
+    n: int,
+    page: str,
+    http: str,
+    profile: str,
+    testbed_id: int | None,
+    as_json: bool,
+) -> None:
+    """Harness overhead per load (wall time minus PLT, median of N) for each engine."""
+    from clarke.run.bench_load import harness_overhead, render
+
+    fig = harness_overhead(
+        list(engines or ("selenium", "browsertime")), n, page, http, profile, testbed_id
+    )
+    click.echo(json.dumps(fig, indent=2) if as_json else render(fig))
