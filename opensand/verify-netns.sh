@@ -8,7 +8,7 @@
 #
 # Environment: DURATION (seconds per UDP run, default 10), TCP_DURATION (seconds per
 # TCP run, default 20: slow start alone takes several seconds at 530 ms), UDP_RATE
-# (offered UDP load, default 12M), TBF (rate for the GW TAP's tbf,
+# (offered UDP load, default 12M), RTT_ONLY (1: echoes only, no iperf3), TBF (rate for the GW TAP's tbf,
 # e.g. 9800kbit; default none), OUT (directory for logs and results, default a new
 # temporary directory).
 #
@@ -32,7 +32,7 @@ TCP_DURATION=${TCP_DURATION:-20}
 UDP_RATE=${UDP_RATE:-12M}
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(dirname "$HERE")
-OUT=${OUT:-$(mktemp -d /tmp/clarkeos-verify.XXXXXX)}
+OUT=${OUT:-$(mktemp -d -t clarkeos-verify.XXXXXX)}
 NS=(clarkeos-emu clarkeos-sat clarkeos-gw clarkeos-st clarkeos-ws-gw clarkeos-ws-st)
 PIDS=()
 
@@ -168,6 +168,10 @@ print(json.dumps({"n": len(s), "mean": round(statistics.mean(s), 1),
                   "p99": q(99), "max": s[-1]}))
 EOF
 cat "$OUT/rtt.json"
+if [[ ${RTT_ONLY:-0} == 1 ]]; then
+	say "done (RTT only)"
+	exit 0
+fi
 
 ip netns exec clarkeos-ws-gw iperf3 -s -B "$GW_LAN.2" >"$OUT/iperf3-server.log" 2>&1 &
 PIDS+=($!)
@@ -188,9 +192,11 @@ if "sum_received" in end and "lost_percent" not in end.get("sum", {}):  # TCP
     print(f"{sys.argv[2]}: {rx:.2f} Mb/s received, second half {sum(half) / len(half):.2f}"
           f" (retransmits {end['sum_sent'].get('retransmits')})")
 if "sum_received" in end and "lost_percent" in end.get("sum", {}):  # UDP
-    s = end["sum"]
-    print(f"{sys.argv[2]}: {end['sum_received']['bits_per_second'] / 1e6:.2f} Mb/s received"
-          f" of {end['sum_sent']['bits_per_second'] / 1e6:.2f} sent, lost {s['lost_percent']:.1f} %")
+    # Received bytes over the sending time: the receiver's own clock also counts the
+    # last packets' 0.5 s flight, which would understate a GEO link's rate.
+    sent, got = end["sum_sent"], end["sum_received"]
+    print(f"{sys.argv[2]}: {got['bytes'] * 8 / sent['seconds'] / 1e6:.2f} Mb/s received"
+          f" of {sent['bits_per_second'] / 1e6:.2f} sent, lost {end['sum']['lost_percent']:.1f} %")
 EOF
 	else
 		echo "$name: iperf3 failed" >&2
