@@ -34,7 +34,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(dirname "$HERE")
 OUT=${OUT:-$(mktemp -d -t clarkeos-verify.XXXXXX)}
 NS=(clarkeos-emu clarkeos-sat clarkeos-gw clarkeos-st clarkeos-ws-gw clarkeos-ws-st)
-PIDS=()
+PIDS=()  # background processes, all our children: unreaped, their PIDs stay ours
+FG=      # the foreground measurement running now (see run_fg)
 
 EMU_NET=198.19.232
 BR_NET=198.19.233
@@ -43,9 +44,22 @@ ST_LAN=198.19.235
 
 say() { echo "== $*" >&2; }
 
+# Run a measurement as a child we wait for, so that Ctrl-C or SIGTERM interrupts the
+# wait at once (bash defers traps until a foreground command ends) and cleanup can stop
+# it by its PID.
+run_fg() {
+	local rc=0
+	"$@" &
+	FG=$!
+	wait "$FG" || rc=$?
+	FG=
+	return "$rc"
+}
+
 cleanup() {
 	local rc=$? pid
 	set +e
+	[[ -n $FG ]] && PIDS+=("$FG")
 	for pid in "${PIDS[@]}"; do
 		kill -TERM "$pid" 2>/dev/null
 	done
@@ -157,7 +171,7 @@ done
 [[ $ok -eq 1 ]] || { echo "no echo crossed the link in 60 s" >&2; exit 1; }
 
 say "idle RTT: 50 echoes, 0.2 s apart"
-ip netns exec clarkeos-ws-st ping -n -c 50 -i 0.2 "$GW_LAN.2" >"$OUT/ping.txt"
+run_fg ip netns exec clarkeos-ws-st ping -n -c 50 -i 0.2 "$GW_LAN.2" >"$OUT/ping.txt"
 python3 - "$OUT/ping.txt" >"$OUT/rtt.json" <<'EOF'
 import json, re, statistics, sys
 rtts = [float(m) for m in re.findall(r"time=([\d.]+) ms", open(sys.argv[1]).read())]
@@ -180,7 +194,7 @@ sleep 1
 measure() { # name seconds iperf3-args...
 	local name=$1 seconds=$2
 	shift 2
-	if ip netns exec clarkeos-ws-st iperf3 -c "$GW_LAN.2" -t "$seconds" -J "$@" >"$OUT/$name.json"; then
+	if run_fg ip netns exec clarkeos-ws-st iperf3 -c "$GW_LAN.2" -t "$seconds" -J "$@" >"$OUT/$name.json"; then
 		python3 - "$OUT/$name.json" "$name" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))
