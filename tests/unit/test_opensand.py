@@ -271,6 +271,17 @@ def test_cli_writes_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     )
     assert "gw/profile.xml" in capsys.readouterr().out
     assert opensand.main(["geo"]) == 2
+    assert "PROFILE OUT_DIR" in capsys.readouterr().err
+    assert (
+        opensand.main(
+            ["lan", str(tmp_path / "lan"), "198.19.232.3", "198.19.232.1", "198.19.232.2"]
+        )
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert err.startswith("Invalid input: link profile 'lan' (opensand backend)")
+    assert "forward.rate_mbps" in err
+    assert not (tmp_path / "lan").exists()
 
 
 # --- the image and its entrypoint, checked statically ------------------------------------

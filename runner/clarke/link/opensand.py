@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from clarke.errors import InputError, ValidationFailed
+from clarke.errors import ClarkeError, InputError, ValidationFailed
 from clarke.link.profiles import BitErrors, Direction, LinkProfile, PacketLoss, QueueBytes
 
 OPENSAND_VERSION: Final = "8.2"
@@ -797,8 +797,13 @@ def main(argv: list[str] | None = None) -> int:
         print(main.__doc__, file=sys.stderr)
         return 2
     name, out, gw, st, sat = args
-    profile = profiles.load(name)
-    for path in write(profile, Entities(gw, st, sat), Path(out), f"link profile {name!r}"):
+    try:
+        profile = profiles.load(name)
+        paths = write(profile, Entities(gw, st, sat), Path(out), f"link profile {name!r}")
+    except ClarkeError as e:
+        print(f"{e.kind}: {e}", file=sys.stderr)
+        return e.exit_code
+    for path in paths:
         print(path)
     return 0
 
