@@ -78,3 +78,5 @@ def run(
     print_outcome(results_dir, outcome, records, console)
     if outcome.interrupted:
         sys.exit(130)
+    if outcome.aborted:
+        sys.exit(1)

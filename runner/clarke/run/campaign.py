@@ -31,7 +31,7 @@ from clarke.pages.models import Units
 from clarke.results import store
 from clarke.results.journal import Journal
 from clarke.results.record import RunRecord, Status
-from clarke.run.loop import Outcome, RecordContext, execute
+from clarke.run.loop import Outcome, RecordContext, TestbedGone, execute
 from clarke.run.report import print_summary
 from clarke.run.session import NetnsSession
 from clarke.run.summary import summarise
@@ -222,16 +222,29 @@ def run_campaign(
             )
             if runs:
                 progress.update(task, description=f"verifying link {session.current_profile}")
-                checks.append(verify_link(session, session.current_profile, "after", link_check))
+                try:
+                    checks.append(
+                        verify_link(session, session.current_profile, "after", link_check)
+                    )
+                except ClarkeError as e:
+                    checks.append(
+                        {
+                            "phase": "after",
+                            "profile": session.current_profile,
+                            "error": f"{e.kind}: {e}",
+                        }
+                    )
                 store.update_meta(
                     results_dir, link=checks, finished_at=dt.datetime.now(dt.UTC).isoformat()
                 )
     except KeyboardInterrupt:
         outcome.interrupted = True
+    except TestbedGone as e:
+        outcome.aborted = str(e)
     finally:
         session.close()
     records = list(Journal.in_dir(results_dir).records())
-    if sink is not None and not outcome.interrupted:
+    if sink is not None and not (outcome.interrupted or outcome.aborted):
         from clarke.results.influx import campaign_points
 
         meta, _ = store.open_existing(results_dir)
@@ -264,3 +277,5 @@ def print_outcome(
         console.print(
             f"[yellow]interrupted: continue with clarke run --resume {results_dir} ...[/]"
         )
+    if outcome.aborted:
+        console.print(f"[red]stopped: {outcome.aborted}: clarke run --resume {results_dir}[/]")

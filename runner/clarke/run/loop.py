@@ -17,6 +17,11 @@ from clarke.results.journal import Journal
 from clarke.results.record import RunRecord, Status
 
 log = logging.getLogger(__name__)
+MAX_TESTBED_FAILURES = 3
+
+
+class TestbedGone(ClarkeError):
+    kind = "Testbed"
 
 
 class Session(Protocol):
@@ -49,18 +54,25 @@ class Outcome:
     skipped: int = 0
     sink_failures: int = 0
     interrupted: bool = False
+    aborted: str = ""
 
 
-def finished(journal: Journal, retries: int) -> tuple[set[str], dict[str, int]]:
-    """Run ids whose outcome is final (ok, or failed on every allowed attempt), and the
-    number of attempts already made per run id."""
+def finished(journal: Journal, retries: int) -> tuple[set[str], dict[str, int], dict[str, int]]:
+    """Run ids whose outcome is final (ok, or failed on every allowed attempt), the
+    number of attempts already made per run id, and how many of them count as tries:
+    attempts that failed because the testbed itself failed (an agent not answering) are
+    not counted against the retries."""
     attempts: dict[str, int] = {}
     done: set[str] = set()
+    spent: dict[str, int] = {}
     for r in journal.records():
         attempts[r.run_id] = max(attempts.get(r.run_id, 0), r.attempt)
-        if r.status is Status.ok or r.attempt >= 1 + retries:
+        if r.details.get("infrastructure"):
+            continue  # the testbed failed, not the load: it does not use up a retry
+        spent[r.run_id] = spent.get(r.run_id, 0) + 1
+        if r.status is Status.ok or spent[r.run_id] >= 1 + retries:
             done.add(r.run_id)
-    return done, attempts
+    return done, attempts, spent
 
 
 def to_record(
@@ -128,8 +140,9 @@ def execute(
     before_run: Callable[[Run], None] = lambda _r: None,
 ) -> Outcome:
     out = Outcome()
-    done, attempts = finished(journal, retries)
+    done, attempts, spent = finished(journal, retries)
     versions = session.versions()
+    testbed_failures = 0
     current_profile: str | None = None
     current_cc: str | None = None
     for run in runs:
@@ -152,8 +165,12 @@ def execute(
                 result, details = session.load(run)
             except ClarkeError as e:
                 # The testbed itself failed: record it, and re-apply everything next time.
-                result, details = LoadResult.failed(ctx.engine, f"{e.kind}: {e}"), {}
+                result = LoadResult.failed(ctx.engine, f"{e.kind}: {e}")
+                details = {"infrastructure": True}
                 current_profile = current_cc = None
+                testbed_failures += 1
+            else:
+                testbed_failures = 0
             record = to_record(
                 ctx,
                 run,
@@ -179,6 +196,14 @@ def execute(
                         )
             out.done.append(record)
             on_record(record)
-            if record.status is Status.ok or attempt >= 1 + retries:
+            if testbed_failures >= MAX_TESTBED_FAILURES:
+                raise TestbedGone(
+                    f"the testbed failed {testbed_failures} times in a row ({record.reason}); "
+                    "every finished run is in the journal: fix the testbed and resume"
+                )
+            if details.get("infrastructure"):
+                continue
+            spent[run.run_id] = spent.get(run.run_id, 0) + 1
+            if record.status is Status.ok or spent[run.run_id] >= 1 + retries:
                 break
     return out

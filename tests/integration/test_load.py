@@ -1,0 +1,75 @@
+"""One verified page load in a real testbed: satlink link, origin server, Firefox through
+both engines, over HTTP/1.1, /2 and /3 (issue: measurement)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from clarke import sh
+from clarke.results.record import Status
+from clarke.run.session import NetnsSession
+from conftest import need
+
+pytestmark = [pytest.mark.root, pytest.mark.browser, pytest.mark.slow]
+PAGE = "triangular-100k"
+
+
+@pytest.fixture(scope="module")
+def session() -> Iterator[NetnsSession]:
+    need(os.geteuid() == 0, "root (network namespaces)")
+    s = NetnsSession("lan", [PAGE], engine="selenium")
+    s.start()
+    try:
+        s.apply_cc("bbr")
+        yield s
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("engine", ["selenium", "browsertime"])
+@pytest.mark.parametrize("http", ["1.1", "2", "3"])
+def test_every_metric_and_the_protocol_verified(
+    session: NetnsSession, engine: str, http: str
+) -> None:
+    session.engine = engine
+    result, details = session.load_page(PAGE, http, "bbr", 1 if http == "1.1" else 6)
+    assert result.status is Status.ok, result.reason
+    m = result.metrics
+    for key in ("plt_ms", "fcp_ms", "lcp_ms", "ttfb_ms"):
+        assert m[key] > 0, key
+    want = {"1.1": "http/1.1", "2": "h2", "3": "h3"}[http]
+    assert set(result.protocols.values()) == {want} and len(result.protocols) == 9
+    assert result.lcp_element == f"{PAGE}/o5.jpg"
+    assert details["server_cc"] == ["bbr"]
+    assert details["metrics"]["server_requests"] == 9
+    assert details["metrics"]["wire_bytes"] > 100_000 and details["metrics"]["overhead"] > 0
+    assert result.engine == engine
+
+
+def test_server_without_http3_is_a_failed_load_with_reason(session: NetnsSession) -> None:
+    assert session.plan is not None
+    ns = session.plan.ns("server")
+    rule = ["INPUT", "-p", "udp", "--dport", "443", "-j", "DROP"]
+    sh.run(["ip", "netns", "exec", ns, "iptables", "-A", *rule])
+    try:
+        session.engine = "selenium"
+        result, _ = session.load_page(PAGE, "3", "bbr", 6)
+    finally:
+        sh.run(["ip", "netns", "exec", ns, "iptables", "-D", *rule])
+    assert result.status is Status.failed
+    assert result.reason.startswith("asked for h3, fell back to h2"), result.reason
+
+
+def test_server_congestion_control_is_checked(session: NetnsSession) -> None:
+    session.engine = "selenium"
+    session.apply_cc("cubic")
+    try:
+        result, details = session.load_page(PAGE, "2", "bbr", 6)  # asked bbr, server runs cubic
+    finally:
+        session.apply_cc("bbr")
+    assert result.status is Status.failed
+    assert result.reason.startswith("server used cubic on"), result.reason
+    assert details["server_cc"] == ["cubic"]
