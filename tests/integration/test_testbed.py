@@ -124,7 +124,7 @@ def test_lan_up_status_verify_down(env: Path, run_cli) -> None:  # type: ignore[
     assert checks["echo loss"]["verdict"] == "ok"
     assert checks["forward rate"]["verdict"] == checks["return rate"]["verdict"] == "info"
     assert data["throughput"]["forward"]["rate_from"] == "link counters"
-    # satlink's three user-space hops add ~0.2 ms to lan's 1.0 ms (tolerance +-0.5 ms)
+    # satlink's three user-space hops add 0.2-1.2 ms to lan's 1.0 ms (tolerance +-1.5 ms)
     assert checks["rtt mean"]["verdict"] == "ok", out
     assert code == 0 and data["ok"], out + err
 

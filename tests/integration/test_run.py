@@ -1,0 +1,268 @@
+"""Whole campaigns on the netns testbed for real (issue: end to end): into a real
+InfluxDB, killed with SIGKILL and resumed, through an InfluxDB outage, and in shards."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from clarke.campaign.plan import plan_file
+from clarke.results.influx import InfluxSink
+from clarke.results.journal import Journal
+from clarke.results.record import Status
+from clarke.testbed import lifecycle
+from conftest import _influx_config, free_port, need
+
+pytestmark = [pytest.mark.root, pytest.mark.browser, pytest.mark.slow, pytest.mark.influx]
+
+CAMPAIGN = {
+    "name": "e2e",
+    "matrix": {
+        "profiles": ["lan"],
+        "http": [1.1, 2],
+        "cc": ["bbr"],
+        "models": ["uniform"],
+        "sizes": ["100k"],
+    },
+    "repetitions": 2,
+    "retries": 1,
+    "browser": {"engine": "selenium", "connections_per_server": {1.1: 1, 2: 6}},
+}
+
+
+@pytest.fixture(autouse=True)
+def _root_and_cleanup():  # type: ignore[no-untyped-def]
+    need(os.geteuid() == 0, "root (network namespaces)")
+    before = set(lifecycle.known_ids())
+    yield
+    # A runner killed with SIGKILL cannot tear its testbed down: remove what the test
+    # left, and only that (other testbeds on the machine are not ours).
+    for testbed_id in set(lifecycle.known_ids()) - before:
+        lifecycle.down(testbed_id)
+
+
+def _campaign(tmp_path: Path, **changes: object) -> Path:
+    f = tmp_path / "e2e.yaml"
+    f.write_text(yaml.safe_dump({**CAMPAIGN, **changes}))
+    return f
+
+
+def _clarke(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "clarke", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def _only_dir(base: Path) -> Path:
+    dirs = [d for d in base.iterdir() if d.is_dir()]
+    assert len(dirs) == 1, dirs
+    return dirs[0]
+
+
+def _final(d: Path) -> dict[str, str]:
+    """run id -> final status; fails if a run has two successful records."""
+    records = list(Journal.in_dir(d).records())
+    ok = Counter(r.run_id for r in records if r.status is Status.ok)
+    assert all(n == 1 for n in ok.values()), ok
+    return {r.run_id: r.status.value for r in records if r.status is Status.ok} | {
+        r.run_id: "failed" for r in records if r.run_id not in ok
+    }
+
+
+def _count(url: str, cid: str) -> int:
+    with InfluxSink.from_url(url) as sink:
+        res = sink.query(f"SELECT count(\"attempt\") FROM page_load WHERE campaign_id = '{cid}'")
+    series = res["results"][0].get("series")
+    return series[0]["values"][0][1] if series else 0
+
+
+def test_smoke_campaign_into_influxdb(influxd: str, tmp_path: Path) -> None:
+    url = f"{influxd}/e2e_smoke"
+    proc = _clarke(
+        "run",
+        "campaigns/smoke.yaml",
+        "--influx",
+        url,
+        "--results",
+        str(tmp_path),
+        "--link-check",
+        "quick",
+        "--campaign-id",
+        "smoke-e2e",
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    d = _only_dir(tmp_path)
+    plan_ids = {r.run_id for r in plan_file(Path("campaigns/smoke.yaml")).runs}
+    assert set(_final(d)) == plan_ids
+    records = list(Journal.in_dir(d).records())
+    assert _count(url, "smoke-e2e") == len(records)
+    meta = json.loads((d / "meta.json").read_text())
+    assert [c["phase"] for c in meta["link"]] == ["before", "after"]
+    assert all(c["rtt_mean_ms"] > 0 for c in meta["link"])
+    assert "per cell" in proc.stdout and str(d) in proc.stdout
+    with InfluxSink.from_url(url) as sink:
+        summary = sink.query(
+            "SELECT count(\"mean\") FROM cell_summary WHERE campaign_id = 'smoke-e2e'"
+        )
+    assert summary["results"][0]["series"][0]["values"][0][1] >= 1
+
+
+def test_kill9_then_resume_repeats_nothing_and_misses_nothing(tmp_path: Path) -> None:
+    campaign = _campaign(tmp_path)
+    results = tmp_path / "results"
+    runner = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "clarke",
+            "run",
+            str(campaign),
+            "--results",
+            str(results),
+            "--link-check",
+            "quick",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            dirs = list(results.glob("e2e-*")) if results.exists() else []
+            if dirs and len(list(Journal.in_dir(dirs[0]).records())) >= 2:
+                break
+            assert runner.poll() is None, "the runner ended before it could be killed"
+            time.sleep(0.5)
+        else:
+            pytest.fail("no 2 records within 600 s")
+    finally:
+        os.kill(runner.pid, signal.SIGKILL)
+        runner.wait()
+    d = _only_dir(results)
+    before = len(list(Journal.in_dir(d).records()))
+    proc = _clarke("run", str(campaign), "--resume", str(d), "--link-check", "quick")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    finals = _final(d)
+    assert set(finals) == {r.run_id for r in plan_file(campaign).runs}
+    assert f"{before}" and "skipped as already done" in proc.stdout
+
+
+def test_influx_outage_loses_nothing(tmp_path: Path) -> None:
+    """InfluxDB stops in the middle of the campaign; the journal keeps everything and a
+    push afterwards fills InfluxDB without duplicates."""
+    root = tmp_path / "influx"
+    root.mkdir()
+    port = free_port()
+    conf = _influx_config(root, port, free_port())
+
+    def start() -> subprocess.Popen[bytes]:
+        p = subprocess.Popen(
+            ["influxd", "-config", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        for _ in range(150):
+            try:
+                if (
+                    httpx.get(
+                        f"http://127.0.0.1:{port}/ping", timeout=1, trust_env=False
+                    ).status_code
+                    == 204
+                ):
+                    return p
+            except httpx.TransportError:
+                time.sleep(0.2)
+        p.kill()
+        pytest.fail("influxd did not start")
+
+    influx = start()
+    url = f"http://127.0.0.1:{port}/outage"
+    results = tmp_path / "results"
+    runner = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "clarke",
+            "run",
+            str(_campaign(tmp_path)),
+            "--influx",
+            url,
+            "--results",
+            str(results),
+            "--link-check",
+            "quick",
+            "--campaign-id",
+            "outage",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        while not (
+            results.exists()
+            and list(results.glob("outage*"))
+            and len(list(Journal.in_dir(next(results.glob("outage*"))).records())) >= 1
+        ):
+            assert runner.poll() is None
+            time.sleep(0.5)
+        influx.terminate()  # the outage
+        influx.wait(timeout=30)
+        out, _ = runner.communicate(timeout=900)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+        if influx.poll() is None:
+            influx.kill()
+    assert runner.returncode == 0, out[-3000:]
+    assert "clarke results push" in out
+    d = _only_dir(results)
+    records = list(Journal.in_dir(d).records())
+    assert {r.run_id for r in records} == {r.run_id for r in plan_file(_campaign(tmp_path)).runs}
+    influx = start()
+    try:
+        assert _count(url, "outage") < len(records)  # the outage really lost writes
+        proc = _clarke("results", "push", str(d), "--influx", url)
+        assert proc.returncode == 0, proc.stderr
+        assert _count(url, "outage") == len(records)
+        _clarke("results", "push", str(d), "--influx", url)
+        assert _count(url, "outage") == len(records)
+    finally:
+        influx.terminate()
+        influx.wait(timeout=30)
+
+
+def test_two_shards_make_the_plan(tmp_path: Path) -> None:
+    campaign = _campaign(tmp_path, repetitions=1)
+    results = tmp_path / "results"
+    for shard in ("1/2", "2/2"):
+        proc = _clarke(
+            "run",
+            str(campaign),
+            "--shard",
+            shard,
+            "--campaign-id",
+            "e2e-sharded",
+            "--results",
+            str(results),
+            "--link-check",
+            "quick",
+        )
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    dirs = sorted(results.iterdir())
+    assert [d.name for d in dirs] == ["e2e-sharded-shard1of2", "e2e-sharded-shard2of2"]
+    ids = [r.run_id for d in dirs for r in Journal.in_dir(d).records() if r.status is Status.ok]
+    assert sorted(ids) == sorted(r.run_id for r in plan_file(campaign).runs)
+    assert {r.campaign_id for d in dirs for r in Journal.in_dir(d).records()} == {"e2e-sharded"}
