@@ -42,6 +42,11 @@ def _err(s: MetricStats) -> float:
     return 0.0 if math.isnan(s.ci_high) else (s.ci_high - s.mean) / 1000
 
 
+def _errbars(stats: list[MetricStats]) -> list[list[float]]:
+    """CI half-widths in s, the lower one cut at zero: a time is never negative."""
+    return [[min(_err(s), s.mean / 1000) for s in stats], [_err(s) for s in stats]]
+
+
 Select = Callable[[CellSummary], bool]
 
 
@@ -77,7 +82,7 @@ def lines(
             ax.errorbar(
                 xs,
                 ys,
-                yerr=[_err(c.metrics[metric]) for c in cs],
+                yerr=_errbars([c.metrics[metric] for c in cs]),
                 marker="o",
                 capsize=3,
                 label=label,
@@ -85,6 +90,7 @@ def lines(
         ax.set_title(f"{profile}")
         ax.set_xlabel("total page size")
         ax.set_ylabel(f"{metric[:-3].upper()} (s), mean and 95 % CI")
+        ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.suptitle(title)
@@ -121,11 +127,12 @@ def bars(
             by_size = {c.cell[4]: c.metrics[metric] for c in cs if series(c) == label}
             xs = [j + i * width for j, s in enumerate(sizes) if s in by_size]
             ys = [by_size[s].mean / 1000 for s in sizes if s in by_size]
-            errs = [_err(by_size[s]) for s in sizes if s in by_size]
+            errs = _errbars([by_size[s] for s in sizes if s in by_size])
             ax.bar(xs, ys, width, yerr=errs, capsize=2, label=label)
         ax.set_xticks([j + 0.4 - width / 2 for j in range(len(sizes))], sizes)
         ax.set_title(f"{profile}: {metric[:-3].upper()}")
         ax.set_ylabel("s, mean and 95 % CI")
+        ax.set_ylim(bottom=0)
         ax.grid(axis="y", alpha=0.3)
         ax.legend(fontsize=8)
     fig.suptitle(title)
