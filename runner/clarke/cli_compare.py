@@ -29,7 +29,7 @@ RESULTS_DIR = click.Path(path_type=Path, file_okay=False, exists=True)
     type=click.FloatRange(0, 1, min_open=True),
     default=0.05,
     show_default=True,
-    help="Significance level, after Holm's correction over all cells and metrics.",
+    help="Significance level, after Holm's correction across the cells, per metric.",
 )
 @click.option(
     "--json",
