@@ -16,7 +16,7 @@ from typing import Any
 from clarke import paths, sh
 from clarke.browser import firefox
 from clarke.browser import prefs as firefox_prefs
-from clarke.browser.load import LoadRequest, LoadResult, metrics_of, verify
+from clarke.browser.load import LoadRequest, LoadResult, judged
 from clarke.errors import EnvironmentProblem
 
 NAME = "browsertime"
@@ -163,18 +163,7 @@ def load(req: LoadRequest, workdir: Path | None = None) -> LoadResult:
             )
         raw = normalise(result, json.loads(har_file.read_text()), req.url)
         version = str(result["info"]["browser"].get("version", ""))
-        status, reason, protocols, lcp_element = verify(req, raw)
-        return LoadResult(
-            status=status,
-            reason=reason,
-            engine=NAME,
-            browser_version=version,
-            metrics=metrics_of(raw),
-            protocols=protocols,
-            lcp_element=lcp_element,
-            wall_ms=wall,
-            raw=raw,
-        )
+        return judged(req, raw, NAME, version, wall)
     except subprocess.TimeoutExpired:
         return LoadResult.failed(NAME, "browsertime timed out")
     finally:

@@ -143,3 +143,21 @@ def verify(req: LoadRequest, raw: dict[str, Any]) -> tuple[Status, str, dict[str
             lcp_element,
         )
     return Status.ok, "", protocols, lcp_element
+
+
+def judged(
+    req: LoadRequest, raw: dict[str, Any], engine: str, version: str, wall_ms: float
+) -> LoadResult:
+    """The result of a load whose raw entries an engine collected: metrics and verdict."""
+    status, reason, protocols, lcp_element = verify(req, raw)
+    return LoadResult(
+        status=status,
+        reason=reason,
+        engine=engine,
+        browser_version=version,
+        metrics=metrics_of(raw),
+        protocols=protocols,
+        lcp_element=lcp_element,
+        wall_ms=wall_ms,
+        raw=raw,
+    )

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from clarke.browser import firefox
 from clarke.browser import prefs as firefox_prefs
-from clarke.browser.load import LoadRequest, LoadResult, metrics_of, verify
+from clarke.browser.load import LoadRequest, LoadResult, judged
 
 NAME = "selenium"
 COLLECT_JS = files("clarke.browser").joinpath("collect.js").read_text()
@@ -62,18 +62,7 @@ def load(req: LoadRequest, workdir: Path | None = None) -> LoadResult:
                 browser_version=version,
                 wall_ms=(time.monotonic() - started) * 1000,
             )
-        status, reason, protocols, lcp_element = verify(req, raw)
-        return LoadResult(
-            status=status,
-            reason=reason,
-            engine=NAME,
-            browser_version=version,
-            metrics=metrics_of(raw),
-            protocols=protocols,
-            lcp_element=lcp_element,
-            wall_ms=(time.monotonic() - started) * 1000,
-            raw=raw,
-        )
+        return judged(req, raw, NAME, version, (time.monotonic() - started) * 1000)
     except WebDriverException as e:
         return LoadResult.failed(NAME, f"could not start Firefox: {e.msg or e}".strip())
     finally:
