@@ -2,6 +2,10 @@
 //! from the kernel (TCP_INFO) or quinn for live connections on every snapshot, and
 //! appended to the log when a connection closes.
 //!
+//! A reset opens a new window. A connection still open at the reset (a QUIC connection
+//! whose browser was killed lingers until its idle timeout) stays out of the snapshots
+//! unless it serves another request, so it is not counted again in the next load.
+//!
 //! `wire_bytes_sent` is the transport payload the server sent, retransmissions
 //! included: TCP segment payload (TLS records and their headers included) from
 //! `tcpi_bytes_sent`; UDP datagram payload (QUIC headers, frames and AEAD tags
@@ -168,6 +172,8 @@ struct Entry {
     probe: Option<Probe>,
     counters: Arc<Counters>,
     v6: bool,
+    /// Its request count at the last reset, if it was open then.
+    requests_at_reset: Option<u64>,
 }
 
 impl Entry {
@@ -232,6 +238,7 @@ impl Registry {
             probe: Some(probe),
             counters: counters.clone(),
             v6: peer.is_ipv6(),
+            requests_at_reset: None,
         };
         self.conns
             .lock()
@@ -265,23 +272,28 @@ impl Registry {
         self.open(rec, Probe::Quic(conn), peer)
     }
 
-    /// Every record, live ones refreshed now.
+    /// Every record of this window, live ones refreshed now.
     pub fn snapshot(&self) -> Vec<ConnRecord> {
         let mut conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
         conns
             .values_mut()
-            .map(|e| {
+            .filter_map(|e| {
                 e.refresh();
-                e.rec.clone()
+                let idle_since_reset = e.requests_at_reset == Some(e.rec.requests);
+                (!idle_since_reset).then(|| e.rec.clone())
             })
             .collect()
     }
 
-    /// Forgets closed connections; returns how many. Live ones stay.
+    /// Starts a new window: forgets closed connections (returns how many) and hides live
+    /// ones until they serve another request.
     pub fn reset(&self) -> usize {
         let mut conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
         let before = conns.len();
         conns.retain(|_, e| e.rec.open);
+        for e in conns.values_mut() {
+            e.requests_at_reset = Some(e.counters.requests.load(Ordering::Relaxed));
+        }
         before - conns.len()
     }
 
@@ -394,5 +406,26 @@ mod tests {
         assert!(matches!(snap[0].transport, Transport::Tcp(Some(_))));
         assert_eq!(reg.reset(), 1);
         assert!(reg.snapshot().is_empty());
+    }
+
+    #[test]
+    fn a_connection_open_across_a_reset_shows_again_only_when_it_serves_a_request() {
+        let reg = Arc::new(Registry::new(None, &[]).unwrap());
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let s = std::net::TcpStream::connect(addr).unwrap();
+        let fd = std::os::fd::AsFd::as_fd(&s).try_clone_to_owned().unwrap();
+        let h = reg.open_tcp(fd, "h2", true, addr, addr, "bbr".into());
+        h.counters().requests.fetch_add(9, Ordering::Relaxed);
+        assert_eq!(reg.snapshot().len(), 1);
+        assert_eq!(reg.reset(), 0);
+        assert!(
+            reg.snapshot().is_empty(),
+            "a lingering connection entered the new window"
+        );
+        h.counters().requests.fetch_add(1, Ordering::Relaxed);
+        let snap = reg.snapshot();
+        assert_eq!(snap.len(), 1);
+        assert_eq!(snap[0].requests, 10);
     }
 }
