@@ -84,3 +84,50 @@ def load_overhead(
         list(engines or ("selenium", "browsertime")), n, page, http, profile, testbed_id
     )
     click.echo(json.dumps(fig, indent=2) if as_json else render(fig))
+
+
+@bench.command("compare-power")
+@click.option(
+    "--recorded",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    default=Path("tests/data/recorded-repeats"),
+    show_default=True,
+    help="A results directory with many repetitions per cell (real loads).",
+)
+@click.option("-n", "ns", type=int, multiple=True, help="Loads per cell (repeatable).")
+@click.option(
+    "--cells",
+    "families",
+    type=int,
+    multiple=True,
+    help="Cells in the Holm family (repeatable); default: 1, 12, 24.",
+)
+@click.option("--trials", default=400, show_default=True)
+@click.option("--power", default=0.8, show_default=True, help="Detection rate to reach.")
+@click.option("--threshold", default=0.10, show_default=True)
+@click.option("--alpha", default=0.05, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+def compare_power(
+    recorded: Path,
+    ns: tuple[int, ...],
+    families: tuple[int, ...],
+    trials: int,
+    power: float,
+    threshold: float,
+    alpha: float,
+    as_json: bool,
+) -> None:
+    """Minimum PLT slowdown `clarke compare` detects with n loads per cell, simulated by
+    subsampling real recorded loads and injecting slowdowns (prints figures)."""
+    from clarke.run.bench_power import figures, render  # scipy
+
+    f = figures(
+        recorded,
+        list(ns or (5, 8, 10)),
+        list(families or (1, 12, 24)),
+        trials=trials,
+        power=power,
+        threshold=threshold,
+        alpha=alpha,
+    )
+    click.echo(json.dumps(f, indent=2) if as_json else render(f))
