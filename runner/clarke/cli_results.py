@@ -59,3 +59,40 @@ def export_cmd(results_dir: Path, fmt: str, out: Path | None) -> None:
     out = out or results_dir / f"results.{fmt}"
     (export.write_csv if fmt == "csv" else export.write_parquet)(records, out)
     click.echo(f"{len(records)} records written to {out}")
+
+
+@results.command("merge")
+@click.argument("shard_dirs", type=RESULTS_DIR, nargs=-1, required=True)
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="The merged results directory to create (must not exist).",
+)
+@click.option(
+    "--require-complete",
+    is_flag=True,
+    help="Exit 2 when runs of the plan have no successful load (after merging).",
+)
+def merge_cmd(shard_dirs: tuple[Path, ...], out: Path, require_complete: bool) -> None:
+    """Merge the results directories of the shards of one campaign (`clarke run --shard
+    i/N --campaign-id ID`) into OUT, which compare, report and export take.
+
+    Exits 2, naming the directories, on shards of different campaigns (id, campaign
+    file, seed) or overlapping shards (a shard or run id twice). Runs of the plan
+    without a successful load are listed (missing shards first)."""
+    from clarke.errors import InputError
+    from clarke.results.merge import merge
+
+    m = merge(list(shard_dirs), out)
+    click.echo(
+        f"{len(m.shards)} shard(s) merged into {m.out}: {m.records} records, "
+        f"{m.planned - len(m.missing_runs)} of {m.planned} planned runs with a successful load"
+    )
+    if m.missing_shards:
+        click.echo(f"missing shards: {', '.join(m.missing_shards)}", err=True)
+    if m.missing_runs:
+        shown = ", ".join(m.missing_runs[:20]) + (" ..." if len(m.missing_runs) > 20 else "")
+        click.echo(f"{len(m.missing_runs)} runs without a successful load: {shown}", err=True)
+        if require_complete:
+            raise InputError(f"{m.out} is incomplete (--require-complete)")

@@ -1,0 +1,212 @@
+"""Merging the results directories of the shards of one campaign into one directory.
+
+`clarke run --shard i/N --campaign-id ID` writes `ID-shardIofN/` on each machine. The
+merged directory looks like an unsharded run's: the campaign file, the whole plan, one
+meta.json and one journal, so `compare`, `report`, `results export` and `results push`
+take it as they take any results directory.
+
+Refused (InputError, exit 2), naming the directories: shards of different campaigns
+(campaign id, campaign file hash, plan seed or size differ), the same directory or shard
+twice, shards of different shard counts, a run id in two shards, a shard whose plan is
+not its slice of the campaign's plan. Accepted, and reported: runs of the plan without a
+successful load (a shard that failed or never ran)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clarke import schema
+from clarke.campaign.model import Campaign
+from clarke.campaign.plan import expand
+from clarke.errors import InputError
+from clarke.results import store
+from clarke.results.journal import Journal
+from clarke.results.record import RunRecord, Status
+
+
+@dataclass
+class Shard:
+    path: Path
+    meta: dict[str, Any]
+    plan: dict[str, Any]
+    campaign_sha256: str
+    records: list[RunRecord]
+
+    @property
+    def label(self) -> str:
+        return str(self.meta.get("shard", "") or "")
+
+
+@dataclass
+class Merged:
+    out: Path
+    shards: list[Shard]
+    planned: int
+    records: int
+    missing_runs: list[str] = field(default_factory=list)
+    missing_shards: list[str] = field(default_factory=list)
+
+
+def _read(d: Path) -> Shard:
+    meta, journal = store.open_existing(d)
+    plan_path, campaign_path = d / store.PLAN, d / store.CAMPAIGN_COPY
+    for p in (plan_path, campaign_path):
+        if not p.is_file():
+            raise InputError(f"{d}: not a complete results directory (no {p.name})")
+    return Shard(
+        d,
+        meta,
+        json.loads(plan_path.read_text()),
+        hashlib.sha256(campaign_path.read_bytes()).hexdigest(),
+        list(journal.records()),
+    )
+
+
+def _same(shards: list[Shard], what: str, key: Any) -> None:
+    values: dict[str, list[str]] = {}
+    for s in shards:
+        values.setdefault(str(key(s)), []).append(str(s.path))
+    if len(values) > 1:
+        detail = "; ".join(f"{v!r} in {', '.join(ds)}" for v, ds in values.items())
+        raise InputError(f"not shards of one campaign: different {what}: {detail}")
+
+
+def _parse_label(s: Shard) -> tuple[int, int] | None:
+    if not s.label:
+        return None
+    i, _, n = s.label.partition("/")
+    return int(i), int(n)
+
+
+def check(shards: list[Shard]) -> None:
+    """Raise InputError unless the shards are disjoint parts of one campaign's plan."""
+    paths = [s.path.resolve() for s in shards]
+    twice = sorted({str(p) for p in paths if paths.count(p) > 1})
+    if twice:
+        raise InputError(f"the same results directory given twice: {', '.join(twice)}")
+    _same(shards, "campaign ids", lambda s: s.meta.get("campaign_id"))
+    _same(shards, "campaign files (sha256 of campaign.yaml)", lambda s: s.campaign_sha256)
+    _same(shards, "plan seeds", lambda s: s.plan.get("seed"))
+    _same(shards, "plan sizes", lambda s: s.plan.get("count"))
+    _same(shards, "shard counts", lambda s: (_parse_label(s) or (0, 1))[1])
+    for s in shards:
+        bad = {r.campaign_id for r in s.records} - {s.meta.get("campaign_id")}
+        if bad:
+            raise InputError(
+                f"{s.path}: journal holds records of campaign ids {', '.join(sorted(bad))}, "
+                f"not {s.meta.get('campaign_id')}"
+            )
+    by_label: dict[str, list[str]] = {}
+    for s in shards:
+        by_label.setdefault(s.label or "(unsharded)", []).append(str(s.path))
+    dup = {k: v for k, v in by_label.items() if len(v) > 1}
+    if dup:
+        raise InputError(
+            "overlapping shards: "
+            + "; ".join(f"shard {k} in {', '.join(v)}" for k, v in dup.items())
+        )
+    owner: dict[str, str] = {}
+    clashes: dict[tuple[str, str], list[str]] = {}
+    for s in shards:
+        ids = {r["run_id"] for r in s.plan.get("runs", [])} | {r.run_id for r in s.records}
+        for rid in sorted(ids):
+            if rid in owner and owner[rid] != str(s.path):
+                clashes.setdefault((owner[rid], str(s.path)), []).append(rid)
+            owner.setdefault(rid, str(s.path))
+    if clashes:
+        raise InputError(
+            "duplicate run ids: "
+            + "; ".join(
+                f"{len(ids)} runs in both {a} and {b} (e.g. {', '.join(ids[:3])})"
+                for (a, b), ids in clashes.items()
+            )
+        )
+
+
+def merge(dirs: list[Path], out: Path) -> Merged:
+    if not dirs:
+        raise InputError("no shard directories given")
+    if out.exists():
+        raise InputError(f"{out} exists; merge writes a new directory")
+    shards = [_read(d) for d in dirs]
+    check(shards)
+    first = shards[0]
+    campaign_file = first.path / store.CAMPAIGN_COPY
+    plan = expand(schema.load(Campaign, campaign_file), campaign_file, first.plan.get("seed"))
+    full = [r.to_dict() for r in plan.runs]
+    if len(full) != first.plan.get("count"):
+        raise InputError(
+            f"{first.path}: plan.json counts {first.plan.get('count')} runs but its "
+            f"campaign file expands to {len(full)}"
+        )
+    full_by_id = {r["run_id"]: r for r in full}
+    for s in shards:
+        label = _parse_label(s)
+        want = [r for r in full if label is None or r["index"] % label[1] == label[0] - 1]
+        if s.plan.get("runs") != want:
+            raise InputError(
+                f"{s.path}: its plan is not shard {s.label or '-'} of the campaign's plan "
+                "(run with another Clarke version or plan order?)"
+            )
+        strangers = sorted({r.run_id for r in s.records} - set(full_by_id))
+        if strangers:
+            raise InputError(f"{s.path}: records of runs not in the plan: {', '.join(strangers)}")
+    labels = [lbl for s in shards if (lbl := _parse_label(s))]
+    count = labels[0][1] if labels else 1
+    missing_shards = (
+        [f"{i}/{count}" for i in range(1, count + 1) if (i, count) not in labels] if labels else []
+    )
+    ok = {r.run_id for s in shards for r in s.records if r.status is Status.ok}
+    missing = [r["run_id"] for r in full if r["run_id"] not in ok]
+
+    records = sorted(
+        (r for s in shards for r in s.records),
+        key=lambda r: (r.started_at, r.run_index, r.attempt),
+    )
+    link = [{**c, "shard": s.label} for s in shards for c in (s.meta.get("link") or [])]
+    started = [str(s.meta["started_at"]) for s in shards if s.meta.get("started_at")]
+    finished = [str(s.meta["finished_at"]) for s in shards if s.meta.get("finished_at")]
+    revs = sorted({str(s.meta.get("git_rev", "")) for s in shards})
+    meta: dict[str, Any] = {
+        "campaign": first.meta.get("campaign"),
+        "campaign_id": first.meta.get("campaign_id"),
+        "shard": "",
+        "started_at": min(started) if started else None,
+        "git_rev": revs[0] if len(revs) == 1 else ",".join(revs),
+        "clarke": first.meta.get("clarke"),
+        "seed": first.plan.get("seed"),
+        "link": link,
+        "merged_from": [
+            {
+                "dir": s.path.name,
+                "shard": s.label,
+                "started_at": s.meta.get("started_at"),
+                "finished_at": s.meta.get("finished_at"),
+                "git_rev": s.meta.get("git_rev"),
+                "runs": len(s.plan.get("runs", [])),
+                "records": len(s.records),
+            }
+            for s in sorted(shards, key=lambda s: _parse_label(s) or (0, 0))
+        ],
+        "missing_shards": missing_shards,
+        "missing_runs": missing,
+    }
+    if len(finished) == len(shards):
+        meta["finished_at"] = max(finished)
+    merged_plan = {
+        "campaign": first.plan.get("campaign"),
+        "order": first.plan.get("order"),
+        "seed": first.plan.get("seed"),
+        "count": len(full),
+        "shard": "",
+        "runs": full,
+    }
+    d = store.create(out.parent, out.name, campaign_file, merged_plan, meta)
+    with Journal.in_dir(d) as journal:
+        for r in records:
+            journal.append(r)
+    return Merged(d, shards, len(full), len(records), missing, missing_shards)
