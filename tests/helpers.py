@@ -4,7 +4,11 @@ shaped like the ones page loads produce)."""
 from __future__ import annotations
 
 import datetime as dt
+import json
+from pathlib import Path
 
+from clarke.results import store
+from clarke.results.journal import Journal
 from clarke.results.record import RunRecord, Status
 
 BASE = dt.datetime(2026, 11, 22, 12, 0, 0, tzinfo=dt.UTC)
@@ -43,3 +47,31 @@ def record(
         if status is Status.ok
         else {},
     )
+
+
+def split_results(src: Path, base: Path, count: int) -> list[Path]:
+    """Shard directories of `src` as `clarke run --shard i/count` writes them."""
+    meta, journal = store.open_existing(src)
+    plan = json.loads((src / store.PLAN).read_text())
+    records = list(journal.records())
+    cid = meta["campaign_id"]
+    out = []
+    for i in range(1, count + 1):
+        label = f"{i}/{count}"
+        d = store.create(
+            base,
+            f"{cid}-shard{i}of{count}",
+            src / store.CAMPAIGN_COPY,
+            {
+                **plan,
+                "shard": label,
+                "runs": [r for r in plan["runs"] if r["index"] % count == i - 1],
+            },
+            {**meta, "shard": label},
+        )
+        with Journal.in_dir(d) as j:
+            for r in records:
+                if r.run_index % count == i - 1:
+                    j.append(r.model_copy(update={"shard": label}))
+        out.append(d)
+    return out

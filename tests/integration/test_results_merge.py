@@ -13,36 +13,9 @@ import pytest
 from clarke.results import store
 from clarke.results.journal import Journal
 from clarke.results.record import RunRecord
+from helpers import split_results
 
 RECORDED = Path("tests/data/recorded-repeats")
-
-
-def _split(src: Path, base: Path, count: int) -> list[Path]:
-    """Shard directories of `src` as `clarke run --shard i/count` writes them."""
-    meta, journal = store.open_existing(src)
-    plan = json.loads((src / store.PLAN).read_text())
-    records = list(journal.records())
-    cid = meta["campaign_id"]
-    out = []
-    for i in range(1, count + 1):
-        label = f"{i}/{count}"
-        d = store.create(
-            base,
-            f"{cid}-shard{i}of{count}",
-            src / store.CAMPAIGN_COPY,
-            {
-                **plan,
-                "shard": label,
-                "runs": [r for r in plan["runs"] if r["index"] % count == i - 1],
-            },
-            {**meta, "shard": label},
-        )
-        with Journal.in_dir(d) as j:
-            for r in records:
-                if r.run_index % count == i - 1:
-                    j.append(r.model_copy(update={"shard": label}))
-        out.append(d)
-    return out
 
 
 def _records(d: Path) -> list[RunRecord]:
@@ -50,7 +23,7 @@ def _records(d: Path) -> list[RunRecord]:
 
 
 def test_split_and_merged_back_is_the_recorded_campaign(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
-    shards = _split(RECORDED, tmp_path / "shards", 3)
+    shards = split_results(RECORDED, tmp_path / "shards", 3)
     assert [len(_records(s)) for s in shards] == [14, 13, 13]
     out = tmp_path / "merged"
     code, stdout, err = run_cli("results", "merge", *map(str, reversed(shards)), "--out", str(out))
@@ -75,7 +48,7 @@ def test_split_and_merged_back_is_the_recorded_campaign(tmp_path: Path, run_cli)
 
 
 def test_a_missing_shard_is_reported(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
-    shards = _split(RECORDED, tmp_path / "shards", 3)
+    shards = split_results(RECORDED, tmp_path / "shards", 3)
     code, _, err = run_cli(
         "results", "merge", str(shards[0]), str(shards[1]), "--out", str(tmp_path / "m")
     )
@@ -105,7 +78,7 @@ def test_a_missing_shard_is_reported(tmp_path: Path, run_cli) -> None:  # type: 
     ],
 )
 def test_refuses_what_is_not_one_campaign(tmp_path: Path, run_cli, case: str) -> None:  # type: ignore[no-untyped-def]
-    shards = _split(RECORDED, tmp_path / "shards", 2)
+    shards = split_results(RECORDED, tmp_path / "shards", 2)
     args = [str(shards[0]), str(shards[1])]
     expect = ""
     if case == "other campaign":

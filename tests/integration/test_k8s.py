@@ -1,0 +1,138 @@
+"""The example Kubernetes manifests (k8s/): their structure and wiring, parsed with
+PyYAML (no cluster here), and their shell scripts run: the shard script with recording
+stand-ins for `mount`, `mknod` and `clarke`, the merge script with the real `clarke` on
+recorded shards."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from clarke.results import store
+from clarke.results.journal import Journal
+from helpers import split_results
+
+K8S = Path("k8s")
+
+
+def _docs(name: str) -> dict[str, dict[str, Any]]:
+    docs = [d for d in yaml.safe_load_all((K8S / name).read_text()) if d]
+    return {f"{d['kind']}/{d['metadata']['name']}": d for d in docs}
+
+
+def _env(container: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in container["env"]}
+
+
+def test_shards_are_an_indexed_job_wired_to_a_shared_influxdb() -> None:
+    docs = _docs("clarke-campaign.yaml")
+    job = docs["Job/clarke-shards"]
+    spec, pod = job["spec"], job["spec"]["template"]["spec"]
+    assert spec["completionMode"] == "Indexed"
+    assert spec["completions"] == spec["parallelism"]
+    assert pod["restartPolicy"] == "Never"
+    (c,) = pod["containers"]
+    env = _env(c)
+    assert int(env["SHARDS"]) == spec["completions"]
+    assert env["CAMPAIGN_ID"] and env["CAMPAIGN"]
+    assert c["image"].startswith("clarke-client")
+    script = c["args"][0]
+    assert "JOB_COMPLETION_INDEX" in script and "--campaign-id" in script
+    # the shared InfluxDB: a Service in front of the Deployment, on the port the URL names
+    svc, dep = docs["Service/influxdb"], docs["Deployment/influxdb"]
+    assert env["CLARKE_INFLUX"] == f"http://influxdb:{svc['spec']['ports'][0]['port']}/clarke"
+    pod_labels = dep["spec"]["template"]["metadata"]["labels"]
+    assert svc["spec"]["selector"].items() <= pod_labels.items()
+    assert dep["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    # volumes: every mount is declared, the results claim exists and is shared
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert {m["name"] for m in c["volumeMounts"]} <= volumes.keys()
+    claim = volumes["results"]["persistentVolumeClaim"]["claimName"]
+    assert docs[f"PersistentVolumeClaim/{claim}"]["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert volumes["campaign"]["configMap"]["name"] == "clarke-campaign"
+
+
+def test_shard_pods_hold_the_capabilities_of_the_netns_substrate_and_no_more() -> None:
+    c = _docs("clarke-campaign.yaml")["Job/clarke-shards"]["spec"]["template"]["spec"][
+        "containers"
+    ][0]
+    sc = c["securityContext"]
+    assert sc["privileged"] is False
+    assert set(sc["capabilities"]["add"]) == {"NET_ADMIN", "SYS_ADMIN", "NET_RAW"}
+    assert sc["appArmorProfile"]["type"] == "Unconfined"
+    assert sc["seccompProfile"]["type"] == "RuntimeDefault"
+    assert (
+        "hostNetwork"
+        not in _docs("clarke-campaign.yaml")["Job/clarke-shards"]["spec"]["template"]["spec"]
+    )
+
+
+def _recording_path(tmp_path: Path, names: list[str]) -> dict[str, str]:
+    """A PATH whose `names` print their argument lists (one per line) instead of acting."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for n in names:
+        f = bindir / n
+        f.write_text(f'#!/bin/sh\necho "{n} $*" >> "{tmp_path}/calls"\n')
+        f.chmod(0o755)
+    return {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}
+
+
+def test_shard_script_passes_index_plus_one_of_n(tmp_path: Path) -> None:
+    c = _docs("clarke-campaign.yaml")["Job/clarke-shards"]["spec"]["template"]["spec"][
+        "containers"
+    ][0]
+    env = {**_recording_path(tmp_path, ["mount", "mknod", "clarke"]), **_env(c)}
+    for index in range(int(env["SHARDS"])):
+        env["JOB_COMPLETION_INDEX"] = str(index)
+        proc = subprocess.run(
+            [*c["command"], c["args"][0]], env=env, capture_output=True, text=True
+        )
+        assert proc.returncode == 0, proc.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    runs = [shlex.split(line) for line in calls if line.startswith("clarke ")]
+    n = env["SHARDS"]
+    assert [r[r.index("--shard") + 1] for r in runs] == [f"{i}/{n}" for i in range(1, int(n) + 1)]
+    assert all(r[r.index("--campaign-id") + 1] == env["CAMPAIGN_ID"] for r in runs)
+    assert all(r[2] == "/campaign/nightly.yaml" for r in runs)
+    assert sum(line == "mount -o remount,rw /proc/sys" for line in calls) == int(n)
+
+
+def test_merge_job_merges_the_shards_for_real(tmp_path: Path) -> None:
+    shard_job = _docs("clarke-campaign.yaml")["Job/clarke-shards"]
+    merge_job = _docs("clarke-merge.yaml")["Job/clarke-merge"]
+    (c,) = merge_job["spec"]["template"]["spec"]["containers"]
+    env = _env(c)
+    assert env["SHARDS"] == str(shard_job["spec"]["completions"])
+    assert (
+        env["CAMPAIGN_ID"]
+        == _env(shard_job["spec"]["template"]["spec"]["containers"][0])["CAMPAIGN_ID"]
+    )
+    assert merge_job["spec"]["template"]["spec"]["volumes"][0]["persistentVolumeClaim"] == {
+        "claimName": "clarke-results"
+    }
+    # Run the script on recorded data split into shards as `clarke run --shard` names them.
+    results = tmp_path / "results"
+    shards = split_results(Path("tests/data/recorded-repeats"), results, int(env["SHARDS"]))
+    script = c["args"][0].replace("/results/", f"{results}/")
+    run_env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "CAMPAIGN_ID": "recorded-repeats",
+        "SHARDS": env["SHARDS"],
+    }
+    proc = subprocess.run(
+        [*c["command"], script], env=run_env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    merged = results / "recorded-repeats"
+    assert len(list(Journal.in_dir(merged).records())) == sum(
+        len(list(Journal.in_dir(s).records())) for s in shards
+    )
+    assert (merged / "report.html").is_file() and (merged / store.META).is_file()
