@@ -266,3 +266,12 @@ def test_two_shards_make_the_plan(tmp_path: Path) -> None:
     ids = [r.run_id for d in dirs for r in Journal.in_dir(d).records() if r.status is Status.ok]
     assert sorted(ids) == sorted(r.run_id for r in plan_file(campaign).runs)
     assert {r.campaign_id for d in dirs for r in Journal.in_dir(d).records()} == {"e2e-sharded"}
+    # The nightly's final job: one directory that compare and report take.
+    merged = tmp_path / "merged"
+    proc = _clarke("results", "merge", *map(str, dirs), "--out", str(merged), "--require-complete")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert _final(merged) == {d: s for shard in dirs for d, s in _final(shard).items()}
+    assert json.loads((merged / "plan.json").read_text())["runs"] == [
+        r.to_dict() for r in plan_file(campaign).runs
+    ]
+    assert _clarke("report", str(merged)).returncode == 0
