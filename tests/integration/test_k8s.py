@@ -89,11 +89,11 @@ def test_shard_script_passes_index_plus_one_of_n(tmp_path: Path) -> None:
         "containers"
     ][0]
     env = {**_recording_path(tmp_path, ["mount", "mknod", "clarke"]), **_env(c)}
+    results = tmp_path / "results"
+    script = c["args"][0].replace("/results", str(results))
     for index in range(int(env["SHARDS"])):
         env["JOB_COMPLETION_INDEX"] = str(index)
-        proc = subprocess.run(
-            [*c["command"], c["args"][0]], env=env, capture_output=True, text=True
-        )
+        proc = subprocess.run([*c["command"], script], env=env, capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr
     calls = (tmp_path / "calls").read_text().splitlines()
     runs = [shlex.split(line) for line in calls if line.startswith("clarke ")]
@@ -102,6 +102,15 @@ def test_shard_script_passes_index_plus_one_of_n(tmp_path: Path) -> None:
     assert all(r[r.index("--campaign-id") + 1] == env["CAMPAIGN_ID"] for r in runs)
     assert all(r[2] == "/campaign/nightly.yaml" for r in runs)
     assert sum(line == "mount -o remount,rw /proc/sys" for line in calls) == int(n)
+    assert not any("--resume" in r for r in runs)
+    # A retried pod of index 1 (shard 2) finds its shard's directory and resumes it.
+    shard2 = results / f"{env['CAMPAIGN_ID']}-shard2of{n}"
+    shard2.mkdir(parents=True)
+    (shard2 / "meta.json").write_text("{}")
+    env["JOB_COMPLETION_INDEX"] = "1"
+    subprocess.run([*c["command"], script], env=env, check=True)
+    last = shlex.split((tmp_path / "calls").read_text().splitlines()[-1])
+    assert last[-2:] == ["--resume", str(shard2)] and last[last.index("--shard") + 1] == f"2/{n}"
 
 
 def test_merge_job_merges_the_shards_for_real(tmp_path: Path) -> None:
