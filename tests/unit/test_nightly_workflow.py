@@ -1,0 +1,84 @@
+"""The nightly workflow's contract, read from .github/workflows/nightly.yml with PyYAML
+(actionlint checks its syntax and shell; GitHub Actions itself cannot run here): least
+permissions per job, timeouts, the shard fan-out and the compose contract, and that the
+campaign it runs by default exists and validates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from clarke.campaign.plan import plan_file
+
+WORKFLOW = Path(".github/workflows/nightly.yml")
+
+
+def _wf() -> dict[Any, Any]:
+    return yaml.safe_load(WORKFLOW.read_text())
+
+
+def _run_text(job: dict[str, Any]) -> str:
+    return "\n".join(s.get("run", "") for s in job["steps"])
+
+
+def test_triggers_inputs_and_concurrency() -> None:
+    wf = _wf()
+    on = wf[True]  # YAML 1.1 reads the key `on` as true
+    assert on["schedule"][0]["cron"]
+    assert set(on["workflow_dispatch"]["inputs"]) == {"campaign", "shards", "update_baseline"}
+    assert wf["concurrency"]["cancel-in-progress"] is False
+
+
+def test_least_permissions_and_timeouts() -> None:
+    wf = _wf()
+    assert wf["permissions"] == {}
+    for name, job in wf["jobs"].items():
+        assert 0 < job["timeout-minutes"] <= 90, name
+        writes = {k for k, v in job["permissions"].items() if v == "write"}
+        assert writes == ({"contents"} if name == "update-baseline" else set()), name
+    assert wf["jobs"]["merge"]["permissions"] == {"contents": "read", "actions": "read"}
+
+
+def test_every_action_is_pinned_to_a_version() -> None:
+    for job in _wf()["jobs"].values():
+        for step in job["steps"]:
+            if "uses" in step:
+                _, _, ref = step["uses"].partition("@")
+                assert ref.startswith("v") and ref[1:2].isdigit(), step["uses"]
+
+
+def test_shards_follow_the_compose_contract() -> None:
+    jobs = _wf()["jobs"]
+    shard = jobs["shard"]
+    assert shard["strategy"]["matrix"]["shard"] == "${{ fromJSON(needs.plan.outputs.shards) }}"
+    assert shard["strategy"]["fail-fast"] is False
+    assert shard["env"]["SHARD"].startswith("${{ matrix.shard }}/")
+    assert shard["env"]["CAMPAIGN_ID"] == "${{ needs.plan.outputs.campaign_id }}"
+    text = _run_text(shard)
+    assert 'tcp_allowed_congestion_control="reno cubic bbr"' in text
+    assert "/dev/net/tun" in text
+    assert "up -d --build" in text and "docker wait" in text and "down -v" in text
+    down = next(s for s in shard["steps"] if "down -v" in s.get("run", ""))
+    assert down["if"] == "always()"
+    assert "type=gha" in text
+
+
+def test_merge_compares_and_reports_every_outcome() -> None:
+    merge = _wf()["jobs"]["merge"]
+    assert merge["needs"] == ["plan", "shard"] and "always()" in merge["if"]
+    text = _run_text(merge)
+    for cmd in ("clarke results merge", "clarke report", "clarke compare", "gh run download"):
+        assert cmd in text, cmd
+    assert "$GITHUB_STEP_SUMMARY" in text
+    verdict = merge["steps"][-1]["run"]
+    assert "1)" in verdict and "2)" in verdict and "exit 1" in verdict and "exit 2" in verdict
+
+
+def test_the_default_campaign_validates_and_fits_the_budget() -> None:
+    plan = plan_file(Path("campaigns/nightly.yaml"))
+    assert plan.seed is not None  # shards must expand the same plan
+    assert len(plan.runs) == 120 and len({r.cell for r in plan.runs}) == 12
+    # ~9.6 s per geo load (PLT 2.5-9 s + ~4.6 s harness): within ~45 runner-minutes
+    assert len(plan.runs) * 9.6 / 60 < 45 - 10
