@@ -275,3 +275,19 @@ def test_two_shards_make_the_plan(tmp_path: Path) -> None:
         r.to_dict() for r in plan_file(campaign).runs
     ]
     assert _clarke("report", str(merged)).returncode == 0
+
+
+def test_every_profile_has_its_link_checked_before_and_after_its_runs(tmp_path: Path) -> None:
+    matrix = {**CAMPAIGN["matrix"], "profiles": ["lan", "leo"], "http": [2]}  # type: ignore[dict-item]
+    campaign = _campaign(tmp_path, matrix=matrix, repetitions=1)
+    results = tmp_path / "results"
+    proc = _clarke("run", str(campaign), "--results", str(results), "--link-check", "quick")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    meta = json.loads((_only_dir(results) / "meta.json").read_text())
+    checks = [(c["phase"], c["profile"], c.get("passed")) for c in meta["link"]]
+    assert checks == [
+        ("before", "lan", True),
+        ("after", "lan", True),
+        ("before", "leo", True),
+        ("after", "leo", True),
+    ]

@@ -2,7 +2,7 @@
 
 Order of work: validate and expand the campaign; create (or reopen, with --resume) the
 results directory; bring the testbed up with the first run's link profile; verify the
-link before each profile's first run and after the last run; run the loop; print the
+link before each profile's first run and after its last run; run the loop; print the
 summary; tear the testbed down, also after Ctrl-C or an error."""
 
 from __future__ import annotations
@@ -191,6 +191,21 @@ def run_campaign(
         with journal, Progress(*columns, console=console, transient=False) as progress:
             task = progress.add_task("runs", total=len(runs))
             verified: set[str] = set()
+            checked_after: set[str] = set()
+            # A profile's link is checked again right after its last run, before another
+            # profile replaces it, so every profile has a before and an after check.
+            last_run_of = {run.profile: run.run_id for run in runs}
+
+            def check_after(profile: str) -> None:
+                progress.update(task, description=f"verifying link {profile}")
+                try:
+                    if session.current_profile != profile:
+                        session.apply_profile(profile)
+                    checks.append(verify_link(session, profile, "after", link_check))
+                except ClarkeError as e:
+                    checks.append({"phase": "after", "profile": profile, "error": f"{e.kind}: {e}"})
+                store.update_meta(results_dir, link=checks)
+                checked_after.add(profile)
 
             def before(run: Run) -> None:
                 if run.profile not in verified:
@@ -202,12 +217,16 @@ def run_campaign(
                 progress.update(task, description=run.run_id)
 
             def after(record: RunRecord) -> None:
-                if record.status is Status.ok or record.attempt >= 1 + c.retries:
+                final = record.status is Status.ok or record.attempt >= 1 + c.retries
+                if final:
                     progress.advance(task)
                 if record.status is Status.failed:
                     progress.console.print(
                         f"[red]{record.run_id} attempt {record.attempt}: {record.reason}[/]"
                     )
+                last = last_run_of.get(record.profile) == record.run_id
+                if final and last and record.profile in verified - checked_after:
+                    check_after(record.profile)
 
             outcome = execute(
                 runs,
@@ -220,20 +239,9 @@ def run_campaign(
                 on_skip=lambda _r: progress.advance(task),
                 before_run=before,
             )
+            for profile in sorted(verified - checked_after):  # e.g. its last run was resumed
+                check_after(profile)
             if runs:
-                progress.update(task, description=f"verifying link {session.current_profile}")
-                try:
-                    checks.append(
-                        verify_link(session, session.current_profile, "after", link_check)
-                    )
-                except ClarkeError as e:
-                    checks.append(
-                        {
-                            "phase": "after",
-                            "profile": session.current_profile,
-                            "error": f"{e.kind}: {e}",
-                        }
-                    )
                 store.update_meta(
                     results_dir, link=checks, finished_at=dt.datetime.now(dt.UTC).isoformat()
                 )
