@@ -14,7 +14,11 @@ Testbed id N (0..63) owns four /24s of 198.18.0.0/16 and one /24 of 198.19.0.0/1
     mgmt     198.19.N.0/24       runner (root namespace) .1, client .2, terminal .3,
                                  satellite .4, gateway .5, server .6
 
-198.19.64.0 and above stay free (other tests use 198.19.240.0/20 and 198.19.250.0/24).
+The compose substrate (docker-compose.yml) has one testbed per Compose project, on
+fixed networks 198.19.128.0/24 .. 198.19.133.0/24 (ComposePlan below; the compose file
+repeats these addresses and a test checks that they agree). 198.19.64.0 .. 198.19.127.0
+and 198.19.134.0 and above stay free (other tests use 198.19.240.0/20 and
+198.19.250.0/24).
 Namespaces are `clk<N>-<role>` plus `clk<N>-mgmt`, which holds the management bridge;
 the runner reaches it through one veth, `clk<N>-mgmt`, in the root namespace. No
 namespace has a default route: client and server each have one route, to the other's
@@ -50,6 +54,12 @@ EMU_PORT: Final = 4000  # satlink's UDP port on the emulation network (each role
 MGMT_HOST: Final = 1
 MGMT_HOSTS: Final = {"client": 2, "terminal": 3, "satellite": 4, "gateway": 5, "server": 6}
 AGENT_PORT: Final = 7000  # role agents on mgmt
+# Host numbers per network, the same on both substrates.
+_LAN_ST: Final = {"terminal": 1, "client": 2}
+_EMU: Final = {"terminal": 1, "satellite": 2, "gateway": 3}
+_LAN_GW: Final = {"gateway": 1, "server": 2}
+_SAT: Final = {"terminal": 1, "gateway": 2}
+_COMPOSE_MGMT: Final = {**MGMT_HOSTS, "influxdb": 7, "grafana": 8}
 
 
 def check_id(testbed_id: int) -> int:
@@ -73,8 +83,53 @@ class Network:
         return f"{self.address(role)}/{self.prefix.prefixlen}"
 
 
+class Addresses:
+    """The networks of one testbed and what follows from them; the same on both
+    substrates, only the prefixes differ (Plan: netns, ComposePlan: compose)."""
+
+    st_lan: Network
+    emu: Network
+    sat: Network
+    gw_lan: Network
+    mgmt: Network
+
+    @property
+    def networks(self) -> list[Network]:
+        return [self.st_lan, self.emu, self.sat, self.gw_lan, self.mgmt]
+
+    @property
+    def addresses(self) -> dict[str, str]:
+        """Each role's address on the measurement path (client and server on their LANs,
+        terminal and gateway on their LAN side, satellite on the emulation network)."""
+        return {
+            "client": self.st_lan.address("client"),
+            "terminal": self.st_lan.address("terminal"),
+            "satellite": self.emu.address("satellite"),
+            "gateway": self.gw_lan.address("gateway"),
+            "server": self.gw_lan.address("server"),
+        }
+
+    def agent_url(self, role: str) -> str:
+        return f"http://{self.mgmt.address(role)}:{AGENT_PORT}"
+
+    def emu_endpoint(self, role: str) -> str:
+        return f"{self.emu.address(role)}:{EMU_PORT}"
+
+    def remote_lan(self, role: str) -> Network:
+        """The LAN at the other end of the link, seen from a role on this side."""
+        return self.gw_lan if role in ("client", "terminal") else self.st_lan
+
+    def next_hop(self, role: str) -> str:
+        """Client and server: the link end their route to the other LAN goes through."""
+        if role == "client":
+            return self.st_lan.address("terminal")
+        if role == "server":
+            return self.gw_lan.address("gateway")
+        raise ValueError(f"{role} has no next hop into the link")
+
+
 @dataclass(frozen=True)
-class Plan:
+class Plan(Addresses):
     id: int
 
     # --- names -------------------------------------------------------------------
@@ -101,51 +156,29 @@ class Plan:
 
     @property
     def st_lan(self) -> Network:
-        return Network("st-lan", self._net(0), {"terminal": 1, "client": 2})
+        return Network("st-lan", self._net(0), _LAN_ST)
 
     @property
     def emu(self) -> Network:
-        return Network("emu", self._net(1), {"terminal": 1, "satellite": 2, "gateway": 3})
+        return Network("emu", self._net(1), _EMU)
 
     @property
     def sat(self) -> Network:
-        return Network("sat", self._net(3), {"terminal": 1, "gateway": 2})
+        return Network("sat", self._net(3), _SAT)
 
     @property
     def gw_lan(self) -> Network:
-        return Network("gw-lan", self._net(2), {"gateway": 1, "server": 2})
+        return Network("gw-lan", self._net(2), _LAN_GW)
 
     @property
     def mgmt(self) -> Network:
         prefix = ipaddress.ip_network(f"198.19.{self.id}.0/24")
         return Network("mgmt", prefix, {"runner": MGMT_HOST, **MGMT_HOSTS})
 
-    @property
-    def networks(self) -> list[Network]:
-        return [self.st_lan, self.emu, self.sat, self.gw_lan, self.mgmt]
-
     # --- what others need ----------------------------------------------------------
-    @property
-    def addresses(self) -> dict[str, str]:
-        """Each role's address on the measurement path (client and server on their LANs,
-        terminal and gateway on their LAN side, satellite on the emulation network)."""
-        return {
-            "client": self.st_lan.address("client"),
-            "terminal": self.st_lan.address("terminal"),
-            "satellite": self.emu.address("satellite"),
-            "gateway": self.gw_lan.address("gateway"),
-            "server": self.gw_lan.address("server"),
-        }
-
     @property
     def mgmt_addresses(self) -> dict[str, str]:
         return {role: self.mgmt.address(role) for role in ("runner", *ROLES)}
-
-    def agent_url(self, role: str) -> str:
-        return f"http://{self.mgmt.address(role)}:{AGENT_PORT}"
-
-    def emu_endpoint(self, role: str) -> str:
-        return f"{self.emu.address(role)}:{EMU_PORT}"
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -167,3 +200,74 @@ def parse_ns(name: str) -> tuple[int, str] | None:
     if not m or int(m.group(1)) > MAX_ID:
         return None
     return int(m.group(1)), m.group(2)
+
+
+# --- the compose substrate -------------------------------------------------------------
+
+COMPOSE_NETWORKS: Final = ("st-lan", "emu", "gw-lan", "mgmt", "published")
+COMPOSE_SERVICES: Final = (*ROLES, "influxdb", "grafana")
+# Docker gives the host an address on every bridge network it makes; the roles' own
+# addresses keep the host numbers of the netns plan, so the host takes .254.
+DOCKER_HOST: Final = 254
+INFLUX_PORT: Final = 8086
+GRAFANA_PORT: Final = 3000
+
+
+@dataclass(frozen=True)
+class ComposePlan(Addresses):
+    """The compose stack's networks (docker-compose.yml repeats them; a test checks it).
+
+        network    prefix             members
+        st-lan     198.19.128.0/24    terminal .1, client .2
+        emu        198.19.129.0/24    terminal .1, satellite .2, gateway .3
+        gw-lan     198.19.130.0/24    gateway .1, server .2
+        mgmt       198.19.131.0/24    client .2, terminal .3, satellite .4, gateway .5,
+                                      server .6, influxdb .7, grafana .8
+        sat        198.19.132.0/24    the link's L3 ends inside terminal .1 and gateway .2
+                                      (satlink's TUN, OpenSAND's bridge): no Docker network
+        published  198.19.133.0/24    influxdb .7, grafana .8: only so that Docker can
+                                      publish their ports on the host's loopback
+
+    Every Docker network but `published` is internal (no route out of the host), and
+    the role containers drop the default route Docker gives them anyway."""
+
+    @property
+    def st_lan(self) -> Network:
+        return Network("st-lan", ipaddress.ip_network("198.19.128.0/24"), _LAN_ST)
+
+    @property
+    def emu(self) -> Network:
+        return Network("emu", ipaddress.ip_network("198.19.129.0/24"), _EMU)
+
+    @property
+    def gw_lan(self) -> Network:
+        return Network("gw-lan", ipaddress.ip_network("198.19.130.0/24"), _LAN_GW)
+
+    @property
+    def mgmt(self) -> Network:
+        return Network("mgmt", ipaddress.ip_network("198.19.131.0/24"), _COMPOSE_MGMT)
+
+    @property
+    def sat(self) -> Network:
+        return Network("sat", ipaddress.ip_network("198.19.132.0/24"), _SAT)
+
+    @property
+    def published(self) -> Network:
+        hosts = {"influxdb": _COMPOSE_MGMT["influxdb"], "grafana": _COMPOSE_MGMT["grafana"]}
+        return Network("published", ipaddress.ip_network("198.19.133.0/24"), hosts)
+
+    @property
+    def docker_networks(self) -> list[Network]:
+        """The networks Docker makes, in COMPOSE_NETWORKS order."""
+        return [self.st_lan, self.emu, self.gw_lan, self.mgmt, self.published]
+
+    def docker_gateway(self, network: Network) -> str:
+        return str(network.prefix.network_address + DOCKER_HOST)
+
+    @property
+    def influx_url(self) -> str:
+        return f"http://{self.mgmt.address('influxdb')}:{INFLUX_PORT}"
+
+
+def compose_plan() -> ComposePlan:
+    return ComposePlan()
