@@ -137,12 +137,10 @@ def verify_cmd(
     profile = lifecycle.load_profile(state.profile)
     backend = backends.select(state.backend)
     report = verify.verify(
+        verify.netns_probe(p, backend, Path(state.run_dir)),
         state.id,
-        p,
         state.profile,
         profile,
-        backend,
-        Path(state.run_dir),
         state.backend,
         samples=samples,
         duration=duration,

@@ -41,18 +41,12 @@ def geo(
     state, p = lifecycle.up("geo", None, backend)
     try:
         out: dict[str, Any] = {"id": state.id, "backend": state.backend}
-        out["rtt"] = _rtt_entry("geo", verify.ping(p, count=samples, interval=0.2))
+        probe = verify.netns_probe(p, backends.select(state.backend), Path(state.run_dir))
+        out["rtt"] = _rtt_entry("geo", verify.ping(probe, count=samples, interval=0.2))
         prof = profiles.load("geo")
-        link = backends.select(state.backend)
-        run_dir = Path(state.run_dir)
-        with verify.iperf_server(p):
+        with probe.serve_iperf():
             for reverse in (True, False):
-                d = "forward" if reverse else "return"
-
-                def counter(d: str = d) -> int | None:
-                    return getattr(link, "link_bytes", lambda *_: None)(p, run_dir, d)
-
-                r = verify.iperf(p, reverse, duration=duration, omit=omit, link_bytes=counter)
+                r = verify.iperf(probe, reverse, duration=duration, omit=omit)
                 rate = (prof.forward if reverse else prof.return_).rate_mbps
                 dev = 100 * (r.rate_bps / 1e6 / rate - 1)
                 out[r.direction] = asdict(r) | {
@@ -76,9 +70,10 @@ def _cpu(state: TestbedState) -> dict[str, int]:
 def unshaped(backend: str = "auto", duration: float = 10, cc: str = "cubic") -> dict[str, Any]:
     state, p = lifecycle.up("lan", None, backend)
     try:
-        with verify.iperf_server(p):
+        probe = verify.netns_probe(p)
+        with probe.serve_iperf():
             before, t0 = _cpu(state), time.monotonic()
-            r = verify.iperf(p, reverse=False, duration=duration, omit=0, cc=cc)
+            r = verify.iperf(probe, reverse=False, duration=duration, omit=0, cc=cc)
             after, wall = _cpu(state), time.monotonic() - t0
         hz = os.sysconf("SC_CLK_TCK")
         gbits = r.bytes * 8 / 1e9
@@ -106,7 +101,8 @@ def parallel(n: int = 8, backend: str = "auto", samples: int = 50) -> dict[str, 
         for _ in range(n):
             beds.append(lifecycle.up("geo", None, backend))
         with ThreadPoolExecutor(max_workers=n) as pool:
-            results = list(pool.map(lambda b: verify.ping(b[1], count=samples, interval=0.2), beds))
+            probes = [verify.netns_probe(p) for _, p in beds]
+            results = list(pool.map(lambda q: verify.ping(q, count=samples, interval=0.2), probes))
         per = {str(s.id): _rtt_entry("geo", r) for (s, _), r in zip(beds, results, strict=True)}
         return {"testbeds": n, "rtt": per, "ok": all(e["ok"] for e in per.values())}
     finally:

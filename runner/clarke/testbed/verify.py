@@ -28,7 +28,8 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -36,7 +37,7 @@ from clarke import sh
 from clarke.errors import CommandFailed, EnvironmentProblem
 from clarke.link.profiles import BitErrors, Direction, LinkProfile, PacketLoss
 from clarke.testbed import netns, procs
-from clarke.testbed.plan import Plan
+from clarke.testbed.plan import Addresses, Plan
 
 MTU = 1500
 TCP_IP_OVERHEAD = 52  # IPv4 + TCP + timestamp option, per segment
@@ -108,7 +109,7 @@ class IperfResult:
 
 @dataclass
 class Report:
-    id: int
+    id: int | str
     profile: str
     backend: str
     checks: list[Check] = field(default_factory=list)
@@ -136,10 +137,50 @@ def percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
-def ping(plan: Plan, count: int = 20, interval: float = 0.2, warmup: int = 1) -> PingResult:
+@dataclass
+class Probe:
+    """Where the measurements run, so that one verify serves both substrates: commands
+    at the client end, an iperf3 server at the server end, and the link's own byte
+    counters where the link has them (netns: the namespaces and the backend; compose:
+    the runner's own container, which is the client, and the role agents)."""
+
+    addresses: Addresses
+    at_client: Callable[[list[str]], list[str]]
+    serve_iperf: Callable[[], AbstractContextManager[None]]
+    link_bytes: Callable[[str], int | None] | None = None
+    reset_link: Callable[[], None] = lambda: None
+    link_stats: Callable[[], dict[str, Any]] = dict
+
+
+def netns_probe(plan: Plan, backend: Any = None, run_dir: Any = None) -> Probe:
+    """Measure a netns testbed: `ip netns exec` into the client, iperf3 started in the
+    server namespace for the duration, counters from the link backend."""
+    counters = None
+    if backend is not None and hasattr(backend, "link_bytes"):
+
+        def counters(direction: str) -> int | None:
+            return backend.link_bytes(plan, run_dir, direction)
+
+    def reset() -> None:
+        getattr(backend, "reset_stats", lambda _d: None)(run_dir)
+
+    def stats() -> dict[str, Any]:
+        return backend.stats(plan, run_dir) if backend is not None else {}
+
+    return Probe(
+        addresses=plan,
+        at_client=lambda argv: netns.exec_argv(plan.ns("client"), argv),
+        serve_iperf=lambda: iperf_server(plan),
+        link_bytes=counters,
+        reset_link=reset,
+        link_stats=stats,
+    )
+
+
+def ping(probe: Probe, count: int = 20, interval: float = 0.2, warmup: int = 1) -> PingResult:
     """Echo requests from the client to the server (clarke.testbed.echo, microsecond
     RTTs); the warm-up ones are not counted."""
-    target = plan.addresses["server"]
+    target = probe.addresses.addresses["server"]
     timeout = 10 + (count + warmup) * interval + 10
     argv = [
         sys.executable,
@@ -151,7 +192,7 @@ def ping(plan: Plan, count: int = 20, interval: float = 0.2, warmup: int = 1) ->
         "--interval",
         str(interval),
     ]
-    proc = sh.run(netns.exec_argv(plan.ns("client"), argv), timeout=timeout)
+    proc = sh.run(probe.at_client(argv), timeout=timeout)
     try:
         data = json.loads(proc.stdout)
     except json.JSONDecodeError:
@@ -163,7 +204,7 @@ def ping(plan: Plan, count: int = 20, interval: float = 0.2, warmup: int = 1) ->
 
 
 @contextlib.contextmanager
-def iperf_server(plan: Plan, port: int = IPERF_PORT):  # type: ignore[no-untyped-def]
+def iperf_server(plan: Plan, port: int = IPERF_PORT) -> Iterator[None]:
     argv = ["iperf3", "-s", "-B", plan.addresses["server"], "-p", str(port)]
     popen = sh.spawn(
         netns.exec_argv(plan.ns("server"), argv),
@@ -192,23 +233,24 @@ def iperf_server(plan: Plan, port: int = IPERF_PORT):  # type: ignore[no-untyped
 
 
 def iperf(
-    plan: Plan,
+    probe: Probe,
     reverse: bool,
     duration: float = 10,
     omit: float = 4,
     cc: str = "cubic",
     port: int = IPERF_PORT,
-    link_bytes: Callable[[], int | None] | None = None,
 ) -> IperfResult:
     """One bulk TCP transfer; reverse=True is the forward link (server -> client).
-    With link_bytes (the backend's counter of IP bytes put on the link in this
-    direction), the counter is sampled every 0.25 s and the link rate over the steady
-    part of the transfer (from `omit` s after data started flowing, for duration - 1 s)
-    is computed from it."""
+    Where the link counts the IP bytes it puts on the link in this direction
+    (probe.link_bytes), the counter is sampled every 0.25 s and the link rate over the
+    steady part of the transfer (from `omit` s after data started flowing, for
+    duration - 1 s) is computed from it."""
+    direction = "forward" if reverse else "return"
+    link_bytes = probe.link_bytes
     argv = [
         "iperf3",
         "-c",
-        plan.addresses["server"],
+        probe.addresses.addresses["server"],
         "-p",
         str(port),
         "-J",
@@ -218,11 +260,13 @@ def iperf(
         str(omit),
         "-C",
         cc,
+        "--connect-timeout",
+        "10000",
     ]
     if reverse:
         argv.append("-R")
     popen = sh.spawn(
-        netns.exec_argv(plan.ns("client"), argv),
+        probe.at_client(argv),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -232,11 +276,18 @@ def iperf(
         deadline = time.monotonic() + duration + omit + 60
         while popen.poll() is None and time.monotonic() < deadline:
             if link_bytes is not None:
-                value = link_bytes()
+                value = link_bytes(direction)
                 if value is not None:
                     samples.append((time.monotonic(), value))
             time.sleep(0.25)
-        stdout, stderr = popen.communicate(timeout=5)
+        try:
+            stdout, stderr = popen.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            raise CommandFailed(
+                f"iperf3 to {probe.addresses.addresses['server']} did not finish within "
+                f"{duration + omit + 65:.0f} s: is iperf3 -s running at the server, does "
+                "the link carry TCP?"
+            ) from None
     finally:
         if popen.poll() is None:
             popen.kill()
@@ -253,7 +304,7 @@ def iperf(
     # worth of data either way (bytes queued before the omitted start arrive inside the
     # window; the receiver's clock runs until the queue has drained).
     return IperfResult(
-        direction="forward" if reverse else "return",
+        direction=direction,
         goodput_bps=float(recv["bits_per_second"]),
         seconds=float(recv["seconds"]),
         bytes=int(recv["bytes"]),
@@ -351,21 +402,19 @@ def rate_check(profile: LinkProfile, r: IperfResult) -> Check:
 
 
 def verify(
-    testbed_id: int,
-    plan: Plan,
+    probe: Probe,
+    testbed: int | str,
     profile_name: str,
     profile: LinkProfile,
-    backend: Any,
-    run_dir: Any,
     backend_name: str,
     samples: int = 20,
     duration: float = 10,
     omit: float = 4,
 ) -> Report:
-    report = Report(testbed_id, profile_name, backend_name)
+    report = Report(testbed, profile_name, backend_name)
     with contextlib.suppress(Exception):
-        getattr(backend, "reset_stats", lambda _d: None)(run_dir)
-    pr = ping(plan, count=samples)
+        probe.reset_link()
+    pr = ping(probe, count=samples)
     report.ping = {
         "sent": pr.sent,
         "received": len(pr.rtts_ms),
@@ -374,16 +423,9 @@ def verify(
     }
     report.checks += rtt_checks(profile, pr)
     report.checks.append(loss_check(profile, pr))
-    with iperf_server(plan):
+    with probe.serve_iperf():
         for reverse in (True, False):
-            direction = "forward" if reverse else "return"
-            counter = None
-            if hasattr(backend, "link_bytes"):
-
-                def counter(d: str = direction) -> int | None:
-                    return backend.link_bytes(plan, run_dir, d)
-
-            r = iperf(plan, reverse, duration=duration, omit=omit, link_bytes=counter)
+            r = iperf(probe, reverse, duration=duration, omit=omit)
             report.throughput[r.direction] = asdict(r) | {
                 "wire_bps": r.wire_bps,
                 "rate_bps": r.rate_bps,
@@ -391,7 +433,7 @@ def verify(
             }
             report.checks.append(rate_check(profile, r))
     with contextlib.suppress(Exception):
-        report.link_stats = backend.stats(plan, run_dir)
+        report.link_stats = probe.link_stats()
     return report
 
 
