@@ -8,9 +8,12 @@ import socket
 from typing import Any, Protocol
 
 import httpx
+from pydantic import ValidationError
 
 from clarke import __version__
-from clarke.errors import ClarkeError, InputError
+from clarke.errors import ClarkeError, InputError, ValidationFailed
+from clarke.link.profiles import LinkProfile
+from clarke.schema import problems_of
 
 
 class Role(Protocol):
@@ -21,6 +24,19 @@ class Role(Protocol):
     def configure(self, body: dict[str, Any]) -> dict[str, Any]: ...
     def stats(self) -> dict[str, Any]: ...
     def reset_stats(self) -> dict[str, Any]: ...
+
+
+def link_profile_of(body: dict[str, Any]) -> LinkProfile:
+    """The link roles' POST /config body, whatever emulates the link:
+    {"name": "geo", "profile": {...a link profile, as in profiles/<name>.yaml...}}."""
+    if not isinstance(body.get("profile"), dict):
+        raise InputError(
+            'POST /config for a link role takes {"name": NAME, "profile": {...link profile...}}'
+        )
+    try:
+        return LinkProfile.model_validate(body["profile"])
+    except ValidationError as e:
+        raise ValidationFailed(f"link profile {body.get('name', '')!r}", problems_of(e)) from None
 
 
 class SatlinkRole:
@@ -59,14 +75,22 @@ class SatlinkRole:
         }
 
     def configure(self, body: dict[str, Any]) -> dict[str, Any]:
-        if "link" not in body:
-            raise InputError(
-                'POST /config for a link role takes {"link": {"forward": …, "return": …}}'
-            )
-        return self._ask({"cmd": "set", "config": body["link"]})
+        profile = link_profile_of(body)
+        reply = self.set_link(profile.to_satlink_config())
+        return {"applied": body.get("name", ""), "satlink": reply}
+
+    def set_link(self, config: dict[str, Any]) -> dict[str, Any]:
+        """satlink's own configuration document (satlink/README.md), applied at run time."""
+        return self._ask({"cmd": "set", "config": config})
 
     def stats(self) -> dict[str, Any]:
-        return self._ask({"cmd": "stats"})
+        stats = self._ask({"cmd": "stats"})
+        # A station's `bytes_out` of the direction it shapes are the IP bytes it put onto
+        # the link; the satellite only relays.
+        shapes = {"gw": "forward", "st": "return"}.get(str(stats.get("role")))
+        if shapes and isinstance(stats.get(shapes), dict):
+            stats["bytes_onto_link"] = {shapes: stats[shapes].get("bytes_out")}
+        return stats
 
     def reset_stats(self) -> dict[str, Any]:
         return self._ask({"cmd": "reset_stats"})

@@ -28,7 +28,7 @@ from clarke.agent.roles import SatlinkRole
 from clarke.errors import ClarkeError, EnvironmentProblem, UnknownName
 from clarke.link.profiles import Direction, LinkProfile
 from clarke.testbed import netns
-from clarke.testbed.plan import IF_EMU, IF_SAT, Plan
+from clarke.testbed.plan import IF_EMU, IF_SAT, Addresses, Plan
 
 NAMES = ("satlink", "netem", "opensand")
 PROBE_PREFIX = "clkprobe-"
@@ -89,7 +89,8 @@ class Satlink:
     def control(run_dir: Path, role: str) -> Path:
         return run_dir / f"{role}.sock"
 
-    def _argv(self, plan: Plan, run_dir: Path, role: str) -> list[str]:
+    def argv(self, plan: Addresses, run_dir: Path, role: str) -> list[str]:
+        """The satlink command of a link role (both substrates)."""
         assert self.binary is not None
         common = [
             "--config",
@@ -126,27 +127,28 @@ class Satlink:
         plan, run_dir = tb.plan, tb.run_dir
         (run_dir / "link.json").write_text(json.dumps(profile.to_satlink_config(), indent=2))
         for role in ("satellite", "gateway", "terminal"):
-            proc = tb.start(role, f"satlink-{role}", self._argv(plan, run_dir, role))
+            proc = tb.start(role, f"satlink-{role}", self.argv(plan, run_dir, role))
             sock = self.control(run_dir, role)
             from clarke.testbed import procs
 
             procs.wait_ready(proc, lambda sock=sock, role=role: answers(role, sock))
-        # The L3 ends of the link: each TUN device gets its address; the remote LAN is
-        # routed into it.
-        for role, remote in (("terminal", plan.gw_lan), ("gateway", plan.st_lan)):
-            netns.batch(
-                plan.ns(role),
-                [
-                    f"addr add {plan.sat.cidr(role)} dev {IF_SAT}",
-                    f"link set {IF_SAT} up",
-                    f"route add {remote.prefix} dev {IF_SAT}",
-                ],
-            )
+        for role in ("terminal", "gateway"):
+            netns.batch(plan.ns(role), self.link_end_commands(plan, role))
+
+    @staticmethod
+    def link_end_commands(plan: Addresses, role: str) -> list[str]:
+        """`ip` commands for a station (terminal, gateway) once satlink runs: its TUN
+        device gets the link end's address, and the remote LAN is routed into it."""
+        return [
+            f"addr replace {plan.sat.cidr(role)} dev {IF_SAT}",
+            f"link set {IF_SAT} up",
+            f"route replace {plan.remote_lan(role).prefix} dev {IF_SAT}",
+        ]
 
     def apply(self, plan: Plan, run_dir: Path, profile: LinkProfile) -> None:
         config = profile.to_satlink_config()
         for role in ("terminal", "satellite", "gateway"):
-            SatlinkRole(role, str(self.control(run_dir, role))).configure({"link": config})
+            SatlinkRole(role, str(self.control(run_dir, role))).set_link(config)
         (run_dir / "link.json").write_text(json.dumps(config, indent=2))
 
     def stats(self, plan: Plan, run_dir: Path) -> dict[str, Any]:
