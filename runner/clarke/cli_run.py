@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
@@ -37,7 +38,20 @@ from rich.console import Console
     help="Where results directories go.",
 )
 @click.option(
-    "--testbed", "testbed_id", type=int, help="Use this running testbed instead of a new one."
+    "--testbed",
+    "testbed_id",
+    type=int,
+    help="netns: use this running testbed instead of a new one.",
+)
+@click.option(
+    "--substrate",
+    type=click.Choice(["netns", "compose"]),
+    envvar="CLARKE_SUBSTRATE",
+    default="netns",
+    show_default=True,
+    help="netns: build the five roles as network namespaces on this host (root); compose: "
+    "drive the roles of the running compose stack, from its client container. "
+    "Env: CLARKE_SUBSTRATE.",
 )
 @click.option(
     "--link-check",
@@ -55,28 +69,40 @@ def run(
     campaign_id: str | None,
     results_base: Path,
     testbed_id: int | None,
+    substrate: str,
     link_check: str,
 ) -> None:
-    """Run CAMPAIGN_FILE on a netns testbed: every run of its plan (or of one shard), each
+    """Run CAMPAIGN_FILE on a testbed: every run of its plan (or of one shard), each
     verified and recorded in the journal and InfluxDB, then a summary per matrix cell.
 
     Ctrl-C abandons the current load, tears the testbed down and says how to resume."""
     from clarke.run.campaign import print_outcome, run_campaign
 
     console = Console(stderr=False, width=200)
-    results_dir, outcome, records = run_campaign(
-        campaign_file,
-        influx_url=influx_url,
-        resume=resume,
-        shard=shard,
-        results_base=results_base,
-        campaign_id=campaign_id,
-        testbed_id=testbed_id,
-        console=console,
-        link_check=link_check,
-    )
+    # `docker compose stop` and job schedulers send SIGTERM: end like Ctrl-C does (the
+    # current load abandoned, the testbed torn down, how to resume printed).
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        results_dir, outcome, records = run_campaign(
+            campaign_file,
+            influx_url=influx_url,
+            resume=resume,
+            shard=shard,
+            results_base=results_base,
+            campaign_id=campaign_id,
+            testbed_id=testbed_id,
+            console=console,
+            link_check=link_check,
+            substrate=substrate,
+        )
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     print_outcome(results_dir, outcome, records, console)
     if outcome.interrupted:
         sys.exit(130)
     if outcome.aborted:
         sys.exit(1)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
