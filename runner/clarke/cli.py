@@ -40,6 +40,7 @@ def _register() -> None:
         cli_report,
         cli_results,
         cli_run,
+        cli_serve,
         cli_testbed,
     )
 
@@ -53,6 +54,7 @@ def _register() -> None:
     cli.add_command(cli_report.report)
     cli.add_command(cli_testbed.testbed)
     cli.add_command(cli_bench.bench)
+    cli.add_command(cli_serve.serve)
 
 
 _register()

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 from clarke import paths
 
 
 def revision() -> str:
+    """The checkout's revision (with -dirty for uncommitted changes), or CLARKE_GIT_REV
+    where there is no checkout: images are built with it from the revision they hold."""
+    baked = os.environ.get("CLARKE_GIT_REV")
+    if baked:
+        return baked
     root = paths.source_root()
     if root is None:
         return "unknown"
