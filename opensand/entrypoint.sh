@@ -5,18 +5,22 @@
 # process's PID, so a container's PID 1 or a script's `$!` is OpenSAND itself).
 #
 #   entrypoint.sh            wire and run the entity named by OPENSAND_ROLE
-#   entrypoint.sh health     exit 0 when that entity is running (image HEALTHCHECK)
+#   entrypoint.sh health     exit 0 when that entity is running (image HEALTHCHECK); without
+#                            OPENSAND_ROLE it checks the entity last started with this
+#                            OPENSAND_RUN_DIR (its role is kept next to the pid file)
 #
 # The XML comes from Clarke's generator (`clarke.link.opensand.write`), mounted at
 # OPENSAND_CONFIG_DIR: either that directory holds infrastructure.xml, topology.xml (and
 # profile.xml for gw and st), or it holds the generator's gw/, st/, sat/ subdirectories.
-# Nothing is generated here: the image carries OpenSAND, not Clarke.
+# Nothing is generated here. In the opensand image Clarke's role agent (`clarke serve
+# ROLE --implementation opensand`, clarke.link.opensand_role) writes the XML and runs this
+# script as its child; the netns testbed's opensand backend runs it in each namespace.
 #
 # Environment (docs/opensand.md, "Wiring"):
 #   OPENSAND_ROLE           gw | st | sat                                     (required)
 #   OPENSAND_CONFIG_DIR     the generated XML                  (default /etc/opensand)
 #   OPENSAND_EMU_IFACE      interface on the emulation network        (default eth0)
-#   OPENSAND_RUN_DIR        pid file                                   (default /run/opensand)
+#   OPENSAND_RUN_DIR        pid file and role file                     (default /run/opensand)
 # gw and st only:
 #   OPENSAND_BR_ADDRESS     this entity's address on bridge opensand_br, CIDR (required)
 #   OPENSAND_PEER_BR_ADDRESS  the other ground entity's bridge address         (required)
@@ -39,6 +43,11 @@ ROLE=${OPENSAND_ROLE:-}
 CONFIG_DIR=${OPENSAND_CONFIG_DIR:-/etc/opensand}
 EMU_IFACE=${OPENSAND_EMU_IFACE:-eth0}
 RUN_DIR=${OPENSAND_RUN_DIR:-/run/opensand}
+# `health` in a container whose environment does not name the entity (the agent that
+# started it did): the role the last start recorded.
+if [[ -z $ROLE && ${1:-} == health && -r $RUN_DIR/opensand.role ]]; then
+	ROLE=$(<"$RUN_DIR/opensand.role")
+fi
 
 die() {
 	echo "opensand-entrypoint: error: $*" >&2
@@ -160,6 +169,7 @@ check_out=$(opensand -c "${args[@]}" 2>&1) || {
 	printf '%s\n' "$check_out" >&2
 	die "opensand -c rejected the configuration in $dir"
 }
+echo "$ROLE" >"$RUN_DIR/opensand.role"
 echo $$ >"$RUN_DIR/opensand.pid"
 log "starting: opensand ${args[*]}"
 exec opensand "${args[@]}"

@@ -4,9 +4,11 @@ the profile, and what OpenSAND cannot emulate is refused naming the field."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -306,7 +308,7 @@ def dockerfile_instructions() -> list[tuple[str, str]]:
     return out
 
 
-def test_dockerfile_from_args_entrypoint_healthcheck() -> None:
+def test_dockerfile_from_args_healthcheck_and_cmd() -> None:
     ins = dockerfile_instructions()
     assert ins[0] == ("FROM", "debian:bookworm-slim")
     args = dict(
@@ -321,13 +323,52 @@ def test_dockerfile_from_args_entrypoint_healthcheck() -> None:
     run = " ".join(a for kind, a in ins if kind == "RUN")
     assert "opensand=$v" in run and "OPENSAND_REPO_URL" in run
     assert "http://" not in run and "https://" not in run
-    entry = [a for kind, a in ins if kind == "ENTRYPOINT"]
-    assert entry == ['["/usr/local/bin/opensand-entrypoint"]']
+    # The role agent is the container's main process; the entrypoint is its child.
+    assert not [a for kind, a in ins if kind == "ENTRYPOINT"]
+    (cmd,) = [json.loads(a) for kind, a in ins if kind == "CMD"]
+    assert cmd[:2] == ["/bin/sh", "-c"]
+    assert cmd[2].startswith('exec clarke serve "${CLARKE_ROLE:?')
+    assert cmd[2].endswith("--implementation opensand")
     health = [a for kind, a in ins if kind == "HEALTHCHECK"]
     assert len(health) == 1 and 'CMD ["/usr/local/bin/opensand-entrypoint", "health"]' in health[0]
     copies = [a for kind, a in ins if kind == "COPY"]
     assert any("opensand/entrypoint.sh /usr/local/bin/opensand-entrypoint" in c for c in copies)
     assert (REPO / "opensand" / "entrypoint.sh").is_file()
+    env = " ".join(a for kind, a in ins if kind == "ENV")
+    for setting in (
+        "PATH=/opt/clarke/.venv/bin:$PATH",
+        "CLARKE_IMPLEMENTATION=opensand",
+        "OPENSAND_ENTRYPOINT=/usr/local/bin/opensand-entrypoint",
+        "OPENSAND_CONFIG_DIR=/etc/opensand",
+        "OPENSAND_RUN_DIR=/run/opensand",
+    ):
+        assert setting in env, setting
+
+
+def test_dockerfile_installs_clarke_from_the_lock_file() -> None:
+    """As every Clarke image: python3 and pip from Debian, then images/clarke-install.sh
+    (uv 0.13.9, `uv sync --frozen --no-dev` into /opt/clarke/.venv): the dependencies
+    with only pyproject.toml and uv.lock, then Clarke's code and data."""
+    ins = dockerfile_instructions()
+    apt = next(a for kind, a in ins if kind == "RUN" and "apt-get install" in a)
+    assert "python3 python3-pip" in apt
+    steps = [(kind, a) for kind, a in ins if kind in ("COPY", "RUN")]
+    order = [
+        ("COPY", "images/clarke-install.sh /usr/local/bin/clarke-install"),
+        ("COPY", "pyproject.toml uv.lock README.md /opt/clarke/"),
+        ("RUN", "clarke-install --no-install-project"),
+        ("COPY", "runner/clarke /opt/clarke/runner/clarke"),
+        ("COPY", "pages /opt/clarke/pages"),
+        ("COPY", "campaigns /opt/clarke/campaigns"),
+        ("COPY", "profiles /opt/clarke/profiles"),
+        ("RUN", "clarke-install"),
+    ]
+    positions = [steps.index(step) for step in order]
+    assert positions == sorted(positions)
+    install = (REPO / "images" / "clarke-install.sh").read_text()
+    assert "UV_VERSION=0.13.9" in install and "--break-system-packages" in install
+    assert "UV_PROJECT_ENVIRONMENT=/opt/clarke/.venv" in install
+    assert "uv sync --frozen --no-dev" in install
 
 
 def test_entrypoint_is_valid_bash_and_executable() -> None:
@@ -369,3 +410,183 @@ def test_entrypoint_health_without_opensand(tmp_path: Path) -> None:
         timeout=10,
     )
     assert proc.returncode == 1 and "no pid file" in proc.stderr
+
+
+def test_entrypoint_health_takes_the_recorded_role(tmp_path: Path) -> None:
+    """In the image the HEALTHCHECK's environment does not name the entity: `health`
+    reads the role the agent's last start recorded next to the pid file."""
+    script = str(REPO / "opensand" / "entrypoint.sh")
+    env = {"PATH": os.environ["PATH"], "OPENSAND_RUN_DIR": str(tmp_path)}
+    proc = subprocess.run([script, "health"], env=env, capture_output=True, text=True, timeout=10)
+    assert proc.returncode == 2 and "OPENSAND_ROLE is not set" in proc.stderr
+    (tmp_path / "opensand.role").write_text("sat\n")
+    (tmp_path / "opensand.pid").write_text(f"{os.getpid()}\n")  # a PID that is not OpenSAND
+    proc = subprocess.run([script, "health"], env=env, capture_output=True, text=True, timeout=10)
+    assert proc.returncode == 1 and "is not running" in proc.stderr
+
+
+# --- the netns backend and the role, without OpenSAND ------------------------------------
+
+
+@pytest.fixture
+def no_opensand(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A PATH with only a directory where tests put a fake `opensand` (none at first)."""
+    from clarke.link import opensand_role
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    monkeypatch.setenv("PATH", str(bin_dir))
+    opensand_role._installed_version.cache_clear()
+    yield bin_dir
+    opensand_role._installed_version.cache_clear()
+
+
+def fake_opensand(bin_dir: Path, version: str) -> None:
+    script = bin_dir / "opensand"
+    script.write_text(f"#!/bin/sh\necho 'OpenSAND version {version}'\n")
+    script.chmod(0o755)
+
+
+def test_backend_check_says_how_to_get_opensand(no_opensand: Path) -> None:
+    from clarke.errors import EnvironmentProblem
+    from clarke.testbed import backends
+
+    with pytest.raises(EnvironmentProblem, match="OpenSAND is not installed") as e:
+        backends.select("opensand").check()
+    assert "Debian 12" in str(e.value) and "--backend satlink" in str(e.value)
+    fake_opensand(no_opensand, "8.1.0")
+    from clarke.link import opensand_role
+
+    opensand_role._installed_version.cache_clear()
+    with pytest.raises(EnvironmentProblem, match=r"OpenSAND 8\.1\.0 is installed"):
+        backends.select("opensand").check()
+    fake_opensand(no_opensand, "8.2.0")
+    opensand_role._installed_version.cache_clear()
+    backend = backends.select("opensand")
+    backend.check()
+    assert backend.entrypoint == REPO / "opensand" / "entrypoint.sh"  # type: ignore[attr-defined]
+
+
+def test_up_refuses_lan_on_opensand_before_creating_anything(tmp_path: Path) -> None:
+    """The generator's refusal, naming the fields, comes before root, OpenSAND or any
+    namespace is needed (exit 2, not 3)."""
+    from clarke.testbed import lifecycle
+    from clarke.testbed.state import Store
+
+    store = Store(tmp_path / "state")
+    with pytest.raises(ValidationFailed) as e:
+        lifecycle.up("lan", 40, "opensand", store=store)
+    assert "link profile 'lan' (opensand backend)" in str(e.value)
+    assert any(p.startswith("forward.rate_mbps") for p in e.value.problems)
+    assert not (tmp_path / "state").exists()
+
+
+def test_backend_runs_the_entrypoint_with_the_plan_addresses(no_opensand: Path) -> None:
+    from clarke.testbed import backends
+    from clarke.testbed.plan import plan
+
+    fake_opensand(no_opensand, "8.2.0")
+    backend = backends.OpenSand()
+    p, run_dir = plan(40), Path("/run/x/40")
+
+    def env_of(role: str) -> dict[str, str]:
+        argv = backend.argv(p, run_dir, role)
+        assert argv[0] == "env" and argv[-1].endswith("opensand/entrypoint.sh")
+        return dict(a.split("=", 1) for a in argv[1:-1])
+
+    gw = env_of("gateway")
+    assert gw == {
+        "OPENSAND_ROLE": "gw",
+        "OPENSAND_CONFIG_DIR": "/run/x/40/opensand/xml",
+        "OPENSAND_RUN_DIR": "/run/x/40/opensand/run/gw",
+        "OPENSAND_EMU_IFACE": "emu",
+        "OPENSAND_VERBOSE": "1",
+        "OPENSAND_BR_ADDRESS": p.sat.cidr("gateway"),
+        "OPENSAND_PEER_BR_ADDRESS": p.sat.address("terminal"),
+        "OPENSAND_REMOTE_LAN": str(p.st_lan.prefix),
+        "OPENSAND_LAN_IFACE": "lan",
+    }
+    st = env_of("terminal")
+    assert st["OPENSAND_ROLE"] == "st" and st["OPENSAND_REMOTE_LAN"] == str(p.gw_lan.prefix)
+    assert st["OPENSAND_PEER_BR_ADDRESS"] == p.sat.address("gateway")
+    sat = env_of("satellite")
+    assert sat["OPENSAND_EMU_IFACE"] == "br-emu" and "OPENSAND_BR_ADDRESS" not in sat
+    # Every variable passed is one the entrypoint documents.
+    header = (REPO / "opensand" / "entrypoint.sh").read_text().split("set -euo")[0]
+    for name in {**gw, **st, **sat}:
+        assert f"#   {name} " in header, name
+
+
+def test_tap_counters_lose_the_ethernet_header() -> None:
+    from clarke.link import opensand_role
+
+    tap = {"rx_bytes": 10420, "rx_packets": 10, "tx_bytes": 0, "tx_packets": 0}
+    assert opensand_role.ip_bytes(tap, "rx") == 10280  # ten 1028-byte IP packets
+    base = {"rx_bytes": 420, "rx_packets": 5}
+    assert opensand_role.since(tap, base) == {
+        "rx_bytes": 10000,
+        "rx_packets": 5,
+        "tx_bytes": 0,
+        "tx_packets": 0,
+    }
+    # A device made anew since the baseline: its own counters.
+    assert opensand_role.since(tap, {"rx_bytes": 99999}) == tap
+    assert opensand_role.since(None, base) is None
+
+
+def role(tmp_path: Path, name: str = "satellite", **kwargs: object):  # type: ignore[no-untyped-def]
+    from clarke.link.opensand_role import LinkEnd, OpenSandRole
+
+    end = None if name == "satellite" else LinkEnd("198.18.171.2/24", "198.18.171.1", ("a",))
+    args: dict[str, object] = {
+        "emu_iface": "emu",
+        "config_dir": tmp_path / "etc",
+        "run_dir": tmp_path / "run",
+        "profile_name": "geo",
+        "link_end": end,
+        **kwargs,
+    }
+    return OpenSandRole(name, ENT, **args)  # type: ignore[arg-type]
+
+
+def test_role_refuses_bad_arguments(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="must be one of terminal, satellite, gateway"):
+        role(tmp_path, "gw")
+    with pytest.raises(InputError, match="needs its bridge addresses"):
+        role(tmp_path, "gateway", link_end=None)
+    with pytest.raises(ValidationFailed, match=r"forward\.rate_mbps"):
+        role(tmp_path, profile_name="lan")
+
+
+def test_role_configure_refuses_before_touching_anything(tmp_path: Path) -> None:
+    r = role(tmp_path)
+    lan = profiles.load("lan").model_dump(by_alias=True, mode="json")
+    with pytest.raises(ValidationFailed) as e:
+        r.configure({"name": "lan", "profile": lan})
+    assert "link profile 'lan' (opensand backend)" in str(e.value)
+    assert any(p.startswith("forward.rate_mbps") for p in e.value.problems)
+    with pytest.raises(InputError, match='"profile"'):
+        r.configure({"name": "geo"})
+    bad = profiles.load("geo").model_dump(by_alias=True, mode="json")
+    bad["forward"]["rate_mbps"] = -1
+    with pytest.raises(ValidationFailed, match=r"forward\.rate_mbps"):
+        r.configure({"name": "geo", "profile": bad})
+    geo = profiles.load("geo").model_dump(by_alias=True, mode="json")
+    with pytest.raises(InputError, match='"name"'):
+        r.configure({"profile": geo})
+    # Nothing was written or started.
+    assert not (tmp_path / "etc").exists() and not (tmp_path / "run").exists()
+    assert not r.alive() and r.restarts == 0
+
+
+def test_role_health_and_stats_when_not_running(tmp_path: Path) -> None:
+    from clarke import __version__
+
+    r = role(tmp_path)
+    h = r.health()
+    assert h["role"] == "satellite" and h["implementation"] == "opensand"
+    assert h["clarke"] == __version__
+    assert h["opensand"]["running"] is False and h["opensand"]["profile"] == "geo"
+    s = r.stats()
+    assert s["running"] is False and s["restarts"] == 0 and s["profile"] == "geo"
+    assert "bytes_onto_link" not in s  # the satellite has no TAP

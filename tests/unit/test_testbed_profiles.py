@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from clarke.errors import UnknownName
+from clarke.errors import InputError, UnknownName
 from clarke.link import profiles
 from clarke.testbed import backends, verify
 
@@ -64,8 +64,11 @@ def test_backend_selection() -> None:
     assert backends.select("netem").name == "netem"
     with pytest.raises(UnknownName):
         backends.select("tbf")
-    with pytest.raises(Exception, match="not wired"):
-        backends.select("opensand").check()
+    opensand = backends.select("opensand")
+    assert opensand.name == "opensand"
+    # Refused before anything is created, every field named, OpenSAND installed or not.
+    with pytest.raises(InputError, match=r"forward\.rate_mbps"):
+        backends.check_profile(opensand, profiles.load("lan"), "link profile 'lan'")
 
 
 def test_expected_rtt_and_rate_comparison() -> None:

@@ -5,8 +5,8 @@
               emulation network, a TUN device at ST and GW. The default.
     netem     Linux `tc netem` on the terminal's and the gateway's emulation-network
               interfaces, where the kernel has it (detected in a scratch namespace).
-    opensand  OpenSAND 8.x: its configuration comes with the compose work; the class
-              below is the seam (same interface, refuses to start for now).
+    opensand  OpenSAND 8.2 ST, SAT and GW in the same namespaces, XML generated from the
+              profile (clarke.link.opensand), each entity run by opensand/entrypoint.sh.
 
 A backend checks its environment before anything is created (`check`), then wires the
 link between terminal and gateway in namespaces that lifecycle.py has already built
@@ -19,6 +19,8 @@ import contextlib
 import json
 import os
 import shutil
+import sys
+import time
 from functools import cache
 from pathlib import Path
 from typing import Any, Protocol
@@ -26,9 +28,10 @@ from typing import Any, Protocol
 from clarke import paths, sh
 from clarke.agent.roles import SatlinkRole
 from clarke.errors import ClarkeError, EnvironmentProblem, UnknownName
+from clarke.link import opensand, opensand_role
 from clarke.link.profiles import Direction, LinkProfile
 from clarke.testbed import netns
-from clarke.testbed.plan import IF_EMU, IF_SAT, Addresses, Plan
+from clarke.testbed.plan import BRIDGE_EMU, IF_EMU, IF_LAN, IF_SAT, Addresses, Plan
 
 NAMES = ("satlink", "netem", "opensand")
 PROBE_PREFIX = "clkprobe-"
@@ -292,30 +295,273 @@ class Netem:
         return out
 
 
-# --- opensand (seam) ---------------------------------------------------------------------
+# --- opensand ----------------------------------------------------------------------------
+
+
+def opensand_entrypoint() -> Path | None:
+    """$CLARKE_OPENSAND_ENTRYPOINT, else the checkout's opensand/entrypoint.sh, else
+    `opensand-entrypoint` on PATH (as installed in the opensand image)."""
+    env = os.environ.get("CLARKE_OPENSAND_ENTRYPOINT")
+    if env:
+        return Path(env)
+    root = paths.source_root()
+    if root is not None and (root / "opensand" / "entrypoint.sh").is_file():
+        return root / "opensand" / "entrypoint.sh"
+    found = shutil.which("opensand-entrypoint")
+    return Path(found) if found else None
 
 
 class OpenSand:
-    """OpenSAND 8.x ST / SAT / GW. The configuration generator (profile -> XML, see the
-    OpenSAND reference notes) arrives with the compose work; `wire` will then start
-    `opensand` in the three link namespaces through Wiring.start, like satlink."""
+    """OpenSAND 8.2 ST / SAT / GW in the terminal, satellite and gateway namespaces. One
+    generator, two substrates: the XML comes from clarke.link.opensand and every entity is
+    wired and run by opensand/entrypoint.sh (TAP `opensand_tap` and bridge `opensand_br`
+    at GW and ST with the sat network's addresses, the remote LAN routed into it), as in
+    the opensand image. The entities start through Wiring.start (recorded in the state
+    file, stopped by `down`) in OpenSAND's order SAT, GW, ST, each once `entrypoint.sh
+    health` answers; `wire` returns once an echo crosses the link (the ST has logged on).
+
+    In the run dir: opensand/xml/{gw,st,sat}/ and MAPPING.md, opensand/run/<entity>/
+    (the entrypoint's pid file), opensand/link.json (the mapped values), and the logs
+    opensand-<role>.log. Counters: see clarke.link.opensand_role (TAP byte counters
+    include a 14-byte Ethernet header per frame, subtracted here)."""
 
     name = "opensand"
+    START_TIMEOUT_S = 60.0
+    LOGON_TIMEOUT_S = 60.0
+
+    def __init__(self) -> None:
+        self.entrypoint: Path | None = None
+
+    def check_profile(self, profile: LinkProfile, source: str = "link profile") -> None:
+        """InputError naming every profile field OpenSAND cannot emulate (e.g. lan)."""
+        opensand.derive(profile, source)
 
     def check(self) -> None:
+        opensand_role.require_opensand()
+        entry = opensand_entrypoint()
+        if entry is None or not os.access(entry, os.X_OK):
+            raise EnvironmentProblem(
+                f"the OpenSAND entrypoint is missing ({entry or 'opensand/entrypoint.sh'}): "
+                "run from a Clarke checkout, or set CLARKE_OPENSAND_ENTRYPOINT"
+            )
+        self.entrypoint = entry
+
+    # --- where things are ------------------------------------------------------------
+    @staticmethod
+    def home(run_dir: Path) -> Path:
+        return run_dir / "opensand"
+
+    @classmethod
+    def pid_dir(cls, run_dir: Path, role: str) -> Path:
+        return cls.home(run_dir) / "run" / opensand_role.ENTITY_OF[role]
+
+    @staticmethod
+    def emu_iface(role: str) -> str:
+        """The satellite's emulation address is on the bridge itself."""
+        return BRIDGE_EMU if role == "satellite" else IF_EMU
+
+    @staticmethod
+    def entities(plan: Addresses) -> opensand.Entities:
+        return opensand.Entities(
+            gw_emu=plan.emu.address("gateway"),
+            st_emu=plan.emu.address("terminal"),
+            sat_emu=plan.emu.address("satellite"),
+        )
+
+    def _entry(self) -> Path:
+        if self.entrypoint is None:
+            self.check()
+        assert self.entrypoint is not None
+        return self.entrypoint
+
+    def argv(self, plan: Addresses, run_dir: Path, role: str) -> list[str]:
+        """The entrypoint with the environment it documents, for one link role."""
+        end = None
+        if role != "satellite":
+            peer = "gateway" if role == "terminal" else "terminal"
+            end = opensand_role.LinkEnd(
+                br_address=plan.sat.cidr(role),
+                peer_br_address=plan.sat.address(peer),
+                remote_lans=(str(plan.remote_lan(role).prefix),),
+                lan_iface=IF_LAN,
+            )
+        env = opensand_role.entrypoint_env(
+            opensand_role.ENTITY_OF[role],
+            self.home(run_dir) / "xml",
+            self.pid_dir(run_dir, role),
+            self.emu_iface(role),
+            end,
+        )
+        return ["env", *(f"{k}={v}" for k, v in env.items()), str(self._entry())]
+
+    # --- up, apply ---------------------------------------------------------------------
+    def _write(self, plan: Plan, run_dir: Path, profile: LinkProfile, source: str) -> None:
+        m = opensand.derive(profile, source)
+        home = self.home(run_dir)
+        opensand.write(profile, self.entities(plan), home / "xml", source)
+        link = {
+            "id": plan.id,
+            "delay_value_ms": m.delay_value_ms,
+            "expected_rtt_ms": m.expected_rtt_ms,
+            "forward_bandwidth_khz": m.forward_bandwidth_khz,
+            "cra_kbps": m.cra_kbps,
+            "forward_fifo_packets": m.forward_fifo_packets,
+            "return_fifo_packets": m.return_fifo_packets,
+            "notes": m.notes,
+        }
+        (home / "link.json").write_text(json.dumps(link, indent=2))
+        (home / "baseline.json").unlink(missing_ok=True)  # new TAP devices count from 0
+
+    def _healthy(self, plan: Plan, run_dir: Path, role: str) -> bool:
+        entity = opensand_role.ENTITY_OF[role]
+        return opensand_role.health_ok(
+            self._entry(), entity, self.pid_dir(run_dir, role), plan.ns(role)
+        )
+
+    def _start_all(self, tb: Wiring) -> None:
+        from clarke.testbed import procs
+
+        plan, run_dir = tb.plan, tb.run_dir
+        for role in opensand_role.START_ORDER:
+            self.pid_dir(run_dir, role).mkdir(parents=True, exist_ok=True)
+            proc = tb.start(role, f"opensand-{role}", self.argv(plan, run_dir, role))
+            procs.wait_ready(
+                proc,
+                lambda role=role: self._healthy(plan, run_dir, role),
+                timeout=self.START_TIMEOUT_S,
+            )
+        self._wait_logon(plan, run_dir)
+
+    def _wait_logon(self, plan: Plan, run_dir: Path) -> None:
+        """Until an echo crosses the link, terminal -> gateway's bridge address: the ST
+        has logged on to the GW through the SAT."""
+        argv = netns.exec_argv(
+            plan.ns("terminal"),
+            [
+                sys.executable,
+                "-m",
+                "clarke.testbed.echo",
+                plan.sat.address("gateway"),
+                "--count",
+                "1",
+                "--timeout",
+                "2",
+            ],
+        )
+        deadline = time.monotonic() + self.LOGON_TIMEOUT_S
+        while time.monotonic() < deadline:
+            proc = sh.run(argv, check=False, timeout=30)
+            with contextlib.suppress(ValueError):
+                if json.loads(proc.stdout).get("rtts_ms"):
+                    return
         raise EnvironmentProblem(
-            "the opensand backend is not wired into the netns testbed yet (its "
-            "configuration comes with the compose substrate); use --backend satlink"
+            f"no echo crossed the OpenSAND link (terminal -> gateway) within "
+            f"{self.LOGON_TIMEOUT_S:.0f} s; see opensand-*.log in {run_dir}"
         )
 
     def wire(self, tb: Wiring, profile: LinkProfile) -> None:
-        raise NotImplementedError
+        plan, run_dir = tb.plan, tb.run_dir
+        self._write(plan, run_dir, profile, "link profile")
+        # The SAT sends to GW and ST by UDP multicast: the emulation bridge floods it
+        # rather than relying on IGMP snooping without a querier.
+        netns.batch(plan.ns("satellite"), [f"link set {BRIDGE_EMU} type bridge mcast_snooping 0"])
+        self._start_all(tb)
 
-    def apply(self, plan: Plan, run_dir: Path, profile: LinkProfile) -> None:
-        raise NotImplementedError
+    def apply(
+        self, plan: Plan, run_dir: Path, profile: LinkProfile, name: str | None = None
+    ) -> None:
+        """Another profile on a running testbed: OpenSAND reads its configuration only at
+        start, so the three entities are stopped, the XML regenerated and the entities
+        started again in order. The state file follows: the old processes leave it, the
+        new ones enter it, and with `name` its profile becomes `name`."""
+        from clarke.errors import InputError
+        from clarke.testbed import lifecycle, procs
+        from clarke.testbed.state import Store
+
+        source = f"link profile {name!r}" if name else "link profile"
+        opensand.derive(profile, source)  # refused before anything is touched
+        store = Store(run_dir.parent)  # the run dir is <state dir>/<id>
+        state = store.load(plan.id)
+        if state is None or state.backend != self.name:
+            raise InputError(f"testbed {plan.id} is not an opensand testbed in {store.root}")
+        old = [p for p in state.processes if p.name.startswith("opensand-")]
+        procs.stop(old)
+        state.processes = [p for p in state.processes if p not in old]
+        if name:
+            state.profile = name
+        store.save(state)
+        tb = lifecycle.Builder(store, state, plan, run_dir)
+        self._write(plan, run_dir, profile, source)
+        self._start_all(tb)
+
+    # --- counters --------------------------------------------------------------------
+    def _counters(self, plan: Plan) -> dict[str, dict[str, dict[str, int] | None]]:
+        out: dict[str, dict[str, dict[str, int] | None]] = {}
+        for role in opensand_role.START_ORDER:
+            ns = plan.ns(role)
+            out[role] = {"emu": opensand_role.link_counters(self.emu_iface(role), ns)}
+            if role != "satellite":
+                out[role]["tap"] = opensand_role.link_counters(opensand.TAP_IFACE, ns)
+        return out
+
+    def _pid(self, run_dir: Path, role: str) -> int | None:
+        try:
+            pid = int((self.pid_dir(run_dir, role) / "opensand.pid").read_text())
+            comm = Path(f"/proc/{pid}/comm").read_text().strip()
+        except (OSError, ValueError):
+            return None
+        return pid if comm == "opensand" else None
 
     def stats(self, plan: Plan, run_dir: Path) -> dict[str, Any]:
-        return {}
+        """Per role: whether OpenSAND runs, its CPU seconds, the emulation interface's
+        and (GW, ST) the TAP's counters since reset_stats; `bytes_onto_link` per
+        direction (IP bytes, counted where the link delivers them); the mapped values."""
+        try:
+            base = json.loads((self.home(run_dir) / "baseline.json").read_text())
+        except (OSError, ValueError):
+            base = {}
+        out: dict[str, Any] = {}
+        counters = self._counters(plan)
+        for role, devs in counters.items():
+            pid = self._pid(run_dir, role)
+            out[role] = {
+                "entity": opensand_role.ENTITY_OF[role],
+                "running": pid is not None,
+                "pid": pid,
+                "cpu_s": opensand_role.cpu_seconds(pid),
+                **{
+                    dev: opensand_role.since(now, base.get(role, {}).get(dev))
+                    for dev, now in devs.items()
+                },
+            }
+        onto: dict[str, int] = {}
+        for role, direction in opensand_role.DELIVERS.items():
+            tap = out[role].get("tap")
+            if tap is not None:
+                onto[direction] = opensand_role.ip_bytes(tap, "rx")
+        out["bytes_onto_link"] = onto
+        with contextlib.suppress(OSError, ValueError):
+            out["link"] = json.loads((self.home(run_dir) / "link.json").read_text())
+        return out
+
+    def link_bytes(self, plan: Plan, run_dir: Path, direction: str) -> int | None:
+        """IP bytes the link has carried in `direction` since the entities started: the
+        receiving station's TAP rx counter (what OpenSAND delivered to the kernel there)
+        less 14 bytes of Ethernet header per frame. The profiles OpenSAND takes lose
+        nothing on the channel and the delay is constant, so this is what the sending
+        station put onto the link, one one-way delay later. (The sending TAP's tx counts
+        what entered OpenSAND, including packets its FIFO or its GSE encapsulation drop.)"""
+        role = "terminal" if direction == "forward" else "gateway"
+        tap = opensand_role.link_counters(opensand.TAP_IFACE, plan.ns(role))
+        return None if tap is None else opensand_role.ip_bytes(tap, "rx")
+
+    def reset_stats(self, run_dir: Path) -> None:
+        """The counters cannot be zeroed: stats() reports them since this baseline."""
+        from clarke.testbed.plan import plan as plan_of
+
+        link = json.loads((self.home(run_dir) / "link.json").read_text())
+        counters = self._counters(plan_of(int(link["id"])))
+        (self.home(run_dir) / "baseline.json").write_text(json.dumps(counters))
 
 
 def select(name: str) -> Backend:
@@ -329,6 +575,14 @@ def select(name: str) -> Backend:
     if name == "opensand":
         return OpenSand()
     raise UnknownName("link backend", name, ["auto", *NAMES])
+
+
+def check_profile(backend: Backend, profile: LinkProfile, source: str) -> None:
+    """Refuse a profile the backend cannot emulate (InputError naming each field), before
+    anything is created. Only opensand refuses any: its generator maps every field."""
+    check = getattr(backend, "check_profile", None)
+    if check is not None:
+        check(profile, source)
 
 
 def describe_netem() -> str:

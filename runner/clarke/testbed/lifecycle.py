@@ -99,6 +99,7 @@ def up(
     if testbed_id is not None:
         plan(testbed_id)  # range check
     backend = backends.select(backend_name)
+    backends.check_profile(backend, profile, f"link profile {profile_name!r}")
     netns.require_root_and_tun()
     backend.check()
 
