@@ -1,0 +1,1 @@
+"""Implementations of the testbed's server role besides the built-in origin."""

@@ -1,0 +1,476 @@
+"""What OpenLiteSpeed's server connections did during one page load, from outside
+OpenLiteSpeed: `ss -tin` sampled while the load runs (TCP: the congestion control the
+kernel reports, bytes sent and retransmitted), the access log (per request: protocol,
+bytes, client address and port), and the two joined into connection records shaped like
+origin's (origin/README.md)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import ipaddress
+import logging
+import os
+import re
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from clarke import sh
+from clarke.errors import ClarkeError
+from clarke.server.openlitespeed_config import OlsSettings
+from clarke.server.tcp_cc import netns_argv
+
+log = logging.getLogger(__name__)
+
+# Per-packet headers for ip_bytes_estimate, as origin counts them: IPv4 20 + TCP 32
+# (timestamps), IPv6 40 + 32.
+TCP_IP_HEADER: Final = {4: 52, 6: 72}
+
+
+# --- ss -tin ------------------------------------------------------------------------------
+
+_ADDR_PORT = re.compile(r"^(?:\[(?P<v6>[0-9A-Fa-f:.%\w]+)\]|(?P<v4>[0-9.]+|\*)):(?P<port>\d+|\*)$")
+# Bare words ss prints before the congestion control's name.
+_SS_FLAGS: Final = frozenset({"ts", "sack", "ecn", "ecnseen", "fastopen"})
+# Words followed by their value as the next token.
+_SS_PAIRS: Final = frozenset({"send", "pacing_rate", "delivery_rate"})
+_SS_INTS: Final = (
+    "bytes_sent",
+    "bytes_retrans",
+    "bytes_acked",
+    "bytes_received",
+    "segs_out",
+    "segs_in",
+    "data_segs_out",
+    "data_segs_in",
+    "cwnd",
+    "ssthresh",
+    "mss",
+    "delivered",
+    "lost",
+    "unacked",
+)
+
+
+@dataclass(frozen=True)
+class TcpSample:
+    """One socket in `ss -tin` output: its addresses and what the kernel says of it."""
+
+    local: str
+    peer: str
+    state: str | None
+    cc: str | None
+    counters: dict[str, int]  # bytes_sent, bytes_retrans, segs_out, cwnd, mss, ...
+    rtt_ms: float | None = None
+    total_retrans: int = 0
+
+    @property
+    def has_info(self) -> bool:
+        return self.cc is not None or bool(self.counters)
+
+
+def split_address(text: str) -> tuple[str, int | None]:
+    """'198.18.0.1:443' or '[::1]:443' -> (address, port)."""
+    m = _ADDR_PORT.match(text)
+    if not m:
+        raise ValueError(f"not an address:port: {text!r}")
+    addr = m.group("v6") or m.group("v4")
+    port = m.group("port")
+    if addr and addr.startswith("::ffff:") and "." in addr:
+        addr = addr[len("::ffff:") :]  # an IPv4 client on a dual-stack socket
+    return addr, (None if port == "*" else int(port))
+
+
+def _socket_line(line: str) -> tuple[str | None, str, str] | None:
+    """(state, local, peer) from a socket line ('[State] Recv-Q Send-Q Local Peer')."""
+    tokens = line.split()
+    addrs = [t for t in tokens if _ADDR_PORT.match(t)]
+    if len(addrs) < 2:
+        return None
+    state = tokens[0] if tokens and not tokens[0].isdigit() else None
+    return state, addrs[-2], addrs[-1]
+
+
+def _info(tokens: list[str]) -> tuple[str | None, dict[str, int], float | None, int]:
+    cc: str | None = None
+    counters: dict[str, int] = {}
+    rtt: float | None = None
+    total_retrans = 0
+    seen_key_value = False
+    skip = False
+    for i, tok in enumerate(tokens):
+        if skip:
+            skip = False
+            continue
+        if tok in _SS_PAIRS:
+            skip = i + 1 < len(tokens)
+            continue
+        key, sep, value = tok.partition(":")
+        if sep:
+            seen_key_value = True
+            if key in _SS_INTS and value.isdigit():
+                counters[key] = int(value)
+            elif key == "rtt":
+                with contextlib.suppress(ValueError):
+                    rtt = float(value.split("/")[0])
+            elif key == "retrans":
+                with contextlib.suppress(ValueError):
+                    total_retrans = int(value.split("/")[-1])
+            continue
+        bare_word = re.fullmatch(r"[a-z][a-z0-9_]*", tok) is not None
+        if cc is None and not seen_key_value and tok not in _SS_FLAGS and bare_word:
+            cc = tok  # the name comes after the flags, before the first key:value
+    return cc, counters, rtt, total_retrans
+
+
+def parse_ss(text: str) -> list[TcpSample]:
+    """Sockets from `ss -tin` (with or without -H, with or without a State column):
+    each socket line is followed by indented info lines."""
+    out: list[TcpSample] = []
+    current: tuple[str | None, str, str] | None = None
+    info: list[str] = []
+
+    def flush() -> None:
+        if current is not None:
+            cc, counters, rtt, retrans = _info(info)
+            out.append(TcpSample(current[1], current[2], current[0], cc, counters, rtt, retrans))
+
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if line[0].isspace():
+            info.extend(line.split())
+            continue
+        if line.startswith(("State", "Recv-Q", "Netid")):
+            continue  # a header line (ss without -H)
+        flush()
+        current, info = _socket_line(line), []
+    flush()
+    return out
+
+
+def parse_listening(text: str) -> list[str]:
+    """Local addresses of `ss -ltn` / `ss -lun` lines."""
+    found = []
+    for line in text.splitlines():
+        parsed = _socket_line(line) if line.strip() and not line[0].isspace() else None
+        if parsed:
+            found.append(parsed[1])
+    return found
+
+
+# --- the access log --------------------------------------------------------------------------
+
+_LOG_LINE = re.compile(
+    r'^(?P<ms>\d+) (?P<addr>\S+) (?P<port>\d+|-) "(?P<method>\S+) (?P<path>\S+) '
+    r'(?P<version>HTTP/[0-9.]+)" (?P<status>\d{3}) (?P<body>\d+|-) (?P<out>\d+|-) '
+    r"(?P<us>\d+|-)$"
+)
+PROTOCOL_OF_VERSION: Final = {"HTTP/1.0": "h1", "HTTP/1.1": "h1", "HTTP/2": "h2", "HTTP/3": "h3"}
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One request from the access log (LOG_FORMAT)."""
+
+    unix_ms: int
+    addr: str
+    port: int | None
+    method: str
+    path: str
+    protocol: str  # h1, h2, h3
+    status: int
+    body_bytes: int
+    bytes_out: int | None
+    micros: int | None
+
+
+def _int_or_none(text: str) -> int | None:
+    return None if text == "-" else int(text)
+
+
+def parse_log_line(line: str) -> LogLine | None:
+    """A line written in LOG_FORMAT, or None if it is not one."""
+    m = _LOG_LINE.match(line.rstrip("\r\n"))
+    if not m or m.group("version") not in PROTOCOL_OF_VERSION:
+        return None
+    addr = m.group("addr")
+    if addr.startswith("::ffff:") and "." in addr:
+        addr = addr[len("::ffff:") :]
+    return LogLine(
+        unix_ms=int(m.group("ms")),
+        addr=addr,
+        port=_int_or_none(m.group("port")),
+        method=m.group("method"),
+        path=m.group("path"),
+        protocol=PROTOCOL_OF_VERSION[m.group("version")],
+        status=int(m.group("status")),
+        body_bytes=_int_or_none(m.group("body")) or 0,
+        bytes_out=_int_or_none(m.group("out")),
+        micros=_int_or_none(m.group("us")),
+    )
+
+
+@dataclass
+class LogRead:
+    lines: list[LogLine] = field(default_factory=list)
+    unparsed: list[str] = field(default_factory=list)
+    end: int = 0  # offset after the last complete line
+    restarted: bool = False  # the file was shorter than the offset: read from its start
+
+
+def read_log(path: Path, offset: int) -> LogRead:
+    """Complete lines of the access log from `offset` on."""
+    try:
+        with path.open("rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            restarted = size < offset
+            start = 0 if restarted else offset
+            f.seek(start)
+            data = f.read()
+    except FileNotFoundError:
+        return LogRead(end=offset)
+    cut = data.rfind(b"\n") + 1
+    out = LogRead(end=start + cut, restarted=restarted)
+    for raw in data[:cut].decode("utf-8", errors="replace").splitlines():
+        if not raw.strip():
+            continue
+        parsed = parse_log_line(raw)
+        if parsed is None:
+            out.unparsed.append(raw)
+        else:
+            out.lines.append(parsed)
+    return out
+
+
+# --- joining them: connection records ---------------------------------------------------------
+
+
+@dataclass
+class TcpConn:
+    """A TCP connection to the server port: its last sample and when it was seen."""
+
+    sample: TcpSample
+    first_ms: int
+    last_ms: int
+    open: bool = True
+
+
+def _ip_version(addr: str) -> int:
+    try:
+        return ipaddress.ip_address(addr).version
+    except ValueError:
+        return 4
+
+
+def _requests(lines: list[LogLine]) -> dict[str, Any]:
+    protocols = Counter(line.protocol for line in lines)
+    out: dict[str, Any] = {
+        "requests": len(lines),
+        "app_bytes_sent": sum(line.body_bytes for line in lines),
+        "statuses": dict(sorted(Counter(str(line.status) for line in lines).items())),
+    }
+    if protocols:
+        out["protocol"] = protocols.most_common(1)[0][0]
+        if len(protocols) > 1:
+            out["protocols"] = sorted(protocols)
+    if lines:
+        out["first_request_unix_ms"] = min(line.unix_ms for line in lines)
+    return out
+
+
+def _tcp_record(conn: TcpConn, lines: list[LogLine], joined_by: str) -> dict[str, Any]:
+    s = conn.sample
+    peer_addr, _ = split_address(s.peer)
+    rec: dict[str, Any] = {
+        "id": f"tcp {s.peer}",
+        "protocol": None,
+        "tls": True,
+        "peer": s.peer,
+        "local": s.local,
+        "cc": s.cc,
+        "cc_source": "kernel",
+        "requests": 0,
+        "app_bytes_sent": 0,
+        "start_unix_ms": conn.first_ms,
+        "end_unix_ms": None if conn.open else conn.last_ms,
+        "open": conn.open,
+        "sampled": True,
+        "joined_by": joined_by,
+    }
+    rec.update(_requests(lines))
+    c = s.counters
+    if "bytes_sent" in c or "bytes_acked" in c:  # kernels from 4.19 report bytes_sent
+        wire = c.get("bytes_sent", 0)
+        segs = c.get("segs_out", 0)
+        rec["wire_bytes_sent"] = wire
+        rec["wire_packets_sent"] = segs
+        rec["ip_bytes_estimate"] = wire + TCP_IP_HEADER[_ip_version(peer_addr)] * segs
+        rec["retrans_bytes"] = c.get("bytes_retrans", 0)
+        rec["lost_packets"] = s.total_retrans
+    if "cwnd" in c and "mss" in c:
+        rec["cwnd_bytes"] = c["cwnd"] * c["mss"]
+    if s.rtt_ms is not None:
+        rec["rtt_us"] = round(s.rtt_ms * 1000)
+    rec["transport"] = {"tcp": {**c, "total_retrans": s.total_retrans, "rtt_ms": s.rtt_ms}}
+    return rec
+
+
+def _log_only_record(
+    key: str, lines: list[LogLine], cc: str, local: str, joined_by: str
+) -> dict[str, Any]:
+    protocol = Counter(line.protocol for line in lines).most_common(1)[0][0]
+    rec: dict[str, Any] = {
+        "id": f"{'quic' if protocol == 'h3' else 'tcp'} {key}",
+        "tls": True,
+        "peer": key,
+        "local": local,
+        "cc": cc,
+        "cc_source": "configured",
+        "start_unix_ms": min(line.unix_ms for line in lines),
+        "end_unix_ms": None,
+        "open": None,
+        "sampled": False,
+        "joined_by": joined_by,
+    }
+    rec.update(_requests(lines))
+    return rec
+
+
+def _peer_key(addr: str, port: int | None) -> str:
+    host = f"[{addr}]" if ":" in addr else addr
+    return f"{host}:{port if port is not None else '*'}"
+
+
+def connection_records(
+    tcp: Iterable[TcpConn], lines: Iterable[LogLine], settings: OlsSettings, local: str
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """One record per connection (origin/README.md, "A connection record"), and notes.
+
+    TCP connections seen by `ss` take the h1/h2 log lines of the same client address and
+    port; lines without a sampled connection become records of their own, with the
+    configured TCP algorithm. HTTP/3 lines are grouped by client address and UDP port,
+    with the configured QUIC algorithm. A log without ports is joined by address."""
+    notes: list[str] = []
+    by_peer: dict[tuple[str, int | None], list[LogLine]] = {}
+    quic: dict[tuple[str, int | None], list[LogLine]] = {}
+    for line in lines:
+        target = quic if line.protocol == "h3" else by_peer
+        target.setdefault((line.addr, line.port), []).append(line)
+
+    conns = list(tcp)
+    records: list[dict[str, Any]] = []
+    per_addr: Counter[str] = Counter(split_address(c.sample.peer)[0] for c in conns)
+    for conn in conns:
+        addr, port = split_address(conn.sample.peer)
+        mine = by_peer.pop((addr, port), [])
+        joined_by = "peer_address_and_port"
+        if (addr, None) in by_peer and per_addr[addr] == 1:
+            mine += by_peer.pop((addr, None))  # a log without the client's port
+            joined_by = "peer_address"
+        records.append(_tcp_record(conn, mine, joined_by))
+    for (addr, port), mine in by_peer.items():
+        records.append(
+            _log_only_record(
+                _peer_key(addr, port),
+                mine,
+                settings.tcp_cc,
+                local,
+                "peer_address" if port is None else "peer_address_and_port",
+            )
+        )
+        notes.append(
+            f"{len(mine)} request(s) from {_peer_key(addr, port)} over TCP without a sampled "
+            "connection: their congestion control is the configured one, not measured"
+        )
+    for (addr, port), mine in quic.items():
+        joined_by = "peer_address" if port is None else "peer_address_and_port"
+        records.append(
+            _log_only_record(_peer_key(addr, port), mine, settings.quic_cc, local, joined_by)
+        )
+    if quic:
+        notes.append(
+            "HTTP/3: the congestion control is the configured quicCongestionCtrl "
+            "(cc_source: configured) and bytes on the wire are not measured"
+        )
+    records.sort(key=lambda r: (r.get("start_unix_ms") or 0, r["id"]))
+    return records, notes
+
+
+# --- sampling ss ---------------------------------------------------------------------------
+
+
+class TcpSampler:
+    """Samples `ss -tin` for the server port every `interval` s in a thread and keeps
+    the last sample of every connection until clear()."""
+
+    def __init__(self, port: int, netns: str | None = None, interval: float = 0.1) -> None:
+        self.port, self.netns, self.interval = port, netns, interval
+        self._conns: dict[str, TcpConn] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.last_error: str | None = None
+
+    def argv(self) -> list[str]:
+        return netns_argv(
+            ["ss", "-Htin", "state", "connected", "sport", "=", f":{self.port}"], self.netns
+        )
+
+    def sample_now(self) -> None:
+        try:
+            text = sh.run(self.argv(), timeout=5).stdout
+        except ClarkeError as e:
+            self.last_error = str(e)
+            return
+        self.add(parse_ss(text), int(time.time() * 1000))
+
+    def add(self, samples: list[TcpSample], now_ms: int) -> None:
+        with self._lock:
+            seen = set()
+            for s in samples:
+                if not s.has_info:
+                    continue  # TIME-WAIT and the like: nothing new
+                seen.add(s.peer)
+                conn = self._conns.get(s.peer)
+                if conn is None:
+                    self._conns[s.peer] = TcpConn(s, now_ms, now_ms)
+                else:
+                    conn.sample, conn.last_ms, conn.open = s, now_ms, True
+            for peer, conn in self._conns.items():
+                if peer not in seen:
+                    conn.open = False
+
+    def snapshot(self) -> list[TcpConn]:
+        with self._lock:
+            return [dataclasses.replace(c) for c in self._conns.values()]
+
+    def clear(self) -> int:
+        with self._lock:
+            n = len(self._conns)
+            self._conns = {}
+            self.last_error = None
+            return n
+
+    def start(self) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="ss-sampler", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._thread = None
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.sample_now()
+            self._stop.wait(self.interval)
