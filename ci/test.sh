@@ -30,5 +30,10 @@ else
   say "no Go toolchain: workflows not linted"
 fi
 
+# The compose tests: Docker, Compose v2, the offline base images. A dockerd started here
+# is stopped again when the tests end.
+trap 'ci/docker-setup.sh stop' EXIT
+ci/docker-setup.sh
+
 say "pytest"
 uv run pytest "$@"

@@ -1,0 +1,201 @@
+"""The compose substrate for real: the offline stack (docker-compose.yml +
+docker-compose.offline.yml: satlink, origin, Firefox ESR, InfluxDB from Debian) built
+from base images made without any registry (ci/offline-images), the smoke campaign run
+by `docker compose up` exactly as docs/compose.md says, its points read back from the
+published InfluxDB, its records compared with the same campaign on the netns
+substrate, and `down -v` leaving no container, network or volume behind.
+
+Needs root, a running Docker daemon with Compose v2 and debootstrap (ci/docker-setup.sh
+installs and starts them in CI)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from clarke.campaign.plan import plan_file
+from clarke.results.journal import Journal
+from clarke.results.record import RunRecord, Status
+from clarke.testbed import lifecycle
+from conftest import need
+
+pytestmark = [pytest.mark.root, pytest.mark.docker, pytest.mark.slow, pytest.mark.browser]
+
+ROOT = Path(__file__).resolve().parents[2]
+FILES = ["-f", "docker-compose.yml", "-f", "docker-compose.offline.yml"]
+PROJECT = "clarke"  # docker-compose.yml's name: the contract's command, unchanged
+INFLUX = "http://127.0.0.1:8086"
+SMOKE = ROOT / "campaigns/smoke.yaml"
+
+
+def _compose(*args: str, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["docker", "compose", *FILES, *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def _left_behind() -> dict[str, list[str]]:
+    label = f"label=com.docker.compose.project={PROJECT}"
+    out = {}
+    for kind, argv in {
+        "containers": ["docker", "ps", "-a", "-q", "--filter", label],
+        "networks": ["docker", "network", "ls", "-q", "--filter", label],
+        "volumes": ["docker", "volume", "ls", "-q", "--filter", label],
+    }.items():
+        out[kind] = subprocess.run(argv, capture_output=True, text=True).stdout.split()
+    return out
+
+
+def _docker_ready() -> bool:
+    if shutil.which("docker") is None:
+        return False
+    info = subprocess.run(["docker", "info"], capture_output=True)
+    version = subprocess.run(["docker", "compose", "version"], capture_output=True)
+    return info.returncode == 0 and version.returncode == 0
+
+
+@dataclass
+class Stack:
+    env: dict[str, str]
+    results: Path
+    exit_code: int
+    client_log: str
+    up_seconds: float
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    need(os.geteuid() == 0, "root (the compose stack's TUN devices and sysctls)")
+    need(_docker_ready(), "a running Docker daemon with Compose v2 (ci/docker-setup.sh)")
+    need(shutil.which("debootstrap") is not None, "debootstrap (ci/offline-images)")
+    leftovers = _left_behind()
+    need(not any(leftovers.values()), f"a compose project {PROJECT!r} exists: {leftovers}")
+    results = tmp_path_factory.mktemp("compose-results")
+    env = {
+        **os.environ,
+        "CAMPAIGN": "smoke",
+        "RESULTS_DIR": str(results),
+        "LINK_CHECK": "quick",
+        "CLARKE_GIT_REV": "compose-test",
+    }
+    images = subprocess.run(["sh", "ci/offline-images"], cwd=ROOT, capture_output=True, text=True)
+    assert images.returncode == 0, images.stdout + images.stderr
+    try:
+        start = time.monotonic()
+        up = _compose("up", "-d", "--build", env=env, timeout=3600)
+        assert up.returncode == 0, up.stdout[-4000:] + up.stderr[-4000:]
+        up_seconds = time.monotonic() - start
+        client = _compose("ps", "-a", "-q", "client", env=env, timeout=60).stdout.strip()
+        assert client, "no client container"
+        waited = subprocess.run(
+            ["docker", "wait", client], capture_output=True, text=True, timeout=1200
+        )
+        log = _compose("logs", "--no-color", "client", env=env, timeout=60).stdout
+        yield Stack(env, results, int(waited.stdout.strip() or -1), log, up_seconds)
+    finally:
+        down = _compose("down", "-v", "--remove-orphans", env=env, timeout=300)
+        if down.returncode != 0:
+            print(down.stdout, down.stderr, file=sys.stderr)
+
+
+def _records(results: Path) -> list[RunRecord]:
+    dirs = [d for d in results.iterdir() if (d / "journal.jsonl").is_file()]
+    assert len(dirs) == 1, dirs
+    return list(Journal.in_dir(dirs[0]).records())
+
+
+def test_smoke_campaign_through_docker_compose_up(stack: Stack) -> None:
+    assert stack.exit_code == 0, stack.client_log[-6000:]
+    assert "per cell" in stack.client_log
+    records = _records(stack.results)
+    plan_ids = {r.run_id for r in plan_file(SMOKE).runs}
+    ok = {r.run_id for r in records if r.status is Status.ok}
+    assert ok == plan_ids, [(r.run_id, r.reason) for r in records if r.status is not Status.ok]
+    for r in records:
+        assert r.implementations == {"link": "satlink", "server": "origin", "client": "firefox"}
+        assert r.details["substrate"] == "compose"
+        assert r.git_rev == "compose-test"
+    meta = json.loads(next(stack.results.glob("*/meta.json")).read_text())
+    assert [(c["phase"], c["substrate"]) for c in meta["link"]] == [
+        ("before", "compose"),
+        ("after", "compose"),
+    ]
+    assert all(c["rtt_mean_ms"] > 0 and c["forward_mbps"] > 0 for c in meta["link"])
+
+
+def test_points_in_the_published_influxdb(stack: Stack) -> None:
+    records = _records(stack.results)
+    cid = records[0].campaign_id
+    q = (
+        'SELECT "plt_ms", "fcp_ms", "lcp_ms", "impl_link", "impl_server", "http" '
+        f"FROM page_load WHERE campaign_id = '{cid}' AND status = 'ok'"
+    )
+    resp = httpx.get(f"{INFLUX}/query", params={"db": "clarke", "q": q}, trust_env=False)
+    series = resp.json()["results"][0]["series"][0]
+    rows = [dict(zip(series["columns"], v, strict=True)) for v in series["values"]]
+    assert sorted(r["http"] for r in rows) == ["1.1", "2", "3"]
+    for row in rows:
+        assert row["plt_ms"] > 0 and row["fcp_ms"] > 0 and row["lcp_ms"] > 0
+        assert (row["impl_link"], row["impl_server"]) == ("satlink", "origin")
+
+
+def _identity(r: RunRecord) -> dict[str, Any]:
+    """What must not depend on the substrate: everything but timings, ids and hosts."""
+    return {
+        "run": (r.run_id, r.run_index, r.profile, r.http, r.cc, r.page, r.repetition),
+        "browser": (r.engine, r.browser, r.connections),
+        "implementations": r.implementations,
+        "status": (r.status, r.reason),
+        "protocols": sorted(set(r.details["protocols"].values())),
+        "urls": sorted(r.details["protocols"]),
+        "lcp_element": r.details["lcp_element"],
+        "server_cc": r.details["server_cc"],
+        "metric_names": sorted(r.metrics),
+        "server": {k: r.metrics[k] for k in ("server_requests", "app_bytes", "connections_used")},
+    }
+
+
+def test_same_records_as_on_the_netns_substrate(stack: Stack, tmp_path: Path) -> None:
+    before = set(lifecycle.known_ids())
+    try:
+        argv = ["run", str(SMOKE), "--link-check", "quick", "--results", str(tmp_path)]
+        netns = subprocess.run(
+            [sys.executable, "-m", "clarke", *argv, "--campaign-id", "smoke-netns"],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+    finally:
+        for testbed_id in set(lifecycle.known_ids()) - before:
+            lifecycle.down(testbed_id)
+    assert netns.returncode == 0, netns.stdout[-3000:] + netns.stderr[-3000:]
+    on_netns = {r.run_id: _identity(r) for r in _records(tmp_path) if r.status is Status.ok}
+    on_compose = {r.run_id: _identity(r) for r in _records(stack.results) if r.status is Status.ok}
+    assert on_compose == on_netns
+
+
+def test_down_leaves_nothing(stack: Stack) -> None:
+    down = _compose("down", "-v", "--remove-orphans", env=stack.env, timeout=300)
+    assert down.returncode == 0, down.stderr
+    assert _left_behind() == {"containers": [], "networks": [], "volumes": []}
+    # and the published InfluxDB is gone with it
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"{INFLUX}/ping", timeout=2, trust_env=False)
