@@ -56,6 +56,12 @@ def test_shards_follow_the_compose_contract() -> None:
     assert shard["strategy"]["fail-fast"] is False
     assert shard["env"]["SHARD"].startswith("${{ matrix.shard }}/")
     assert shard["env"]["CAMPAIGN_ID"] == "${{ needs.plan.outputs.campaign_id }}"
+    # docker-compose.yml's variables: the OpenSAND image's repository, the revision.
+    assert shard["env"]["OPENSAND_REPO_URL"] == "${{ vars.OPENSAND_REPO_URL }}"
+    assert shard["env"]["CLARKE_GIT_REV"] == "${{ github.sha }}"
+    compose = Path("docker-compose.yml").read_text()
+    for var in ("CAMPAIGN", "SHARD", "CAMPAIGN_ID", "RESULTS_DIR", "OPENSAND_REPO_URL"):
+        assert "${" + var + ":-" in compose, var
     text = _run_text(shard)
     assert 'tcp_allowed_congestion_control="reno cubic bbr"' in text
     assert "/dev/net/tun" in text
