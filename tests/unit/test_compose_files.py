@@ -58,9 +58,10 @@ def test_networks_and_addresses_are_the_plans(base: dict[str, Any]) -> None:
         (ipam,) = spec["ipam"]["config"]
         assert ipam["subnet"] == str(nets[name].prefix), name
         assert ipam["gateway"] == plan.docker_gateway(nets[name]), name
-        # Docker drops routed packets (foreign source or destination) on an internal
-        # network: only emu and mgmt carry none; the others must not masquerade.
-        assert spec.get("internal", False) is (name in ("emu", "mgmt")), name
+        # Docker drops packets with a foreign source or destination on an internal
+        # network (routed LAN traffic, OpenSAND's multicast on emu): only mgmt carries
+        # none; the others must not masquerade.
+        assert spec.get("internal", False) is (name == "mgmt"), name
         if not spec.get("internal"):
             masquerade = spec["driver_opts"]["com.docker.network.bridge.enable_ip_masquerade"]
             assert masquerade == "false", name
