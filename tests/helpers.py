@@ -75,3 +75,21 @@ def split_results(src: Path, base: Path, count: int) -> list[Path]:
                     j.append(r.model_copy(update={"shard": label}))
         out.append(d)
     return out
+
+
+def dockerfile_instructions(path: Path) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of a Dockerfile, continuation lines joined and comments
+    dropped."""
+    out: list[tuple[str, str]] = []
+    pending = ""
+    for line in path.read_text().splitlines():
+        if not pending and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        if line.rstrip().endswith("\\"):
+            pending += line.rstrip()[:-1] + " "
+            continue
+        word, _, rest = (pending + line).strip().partition(" ")
+        pending = ""
+        out.append((word.upper(), rest.strip()))
+    assert not pending, f"{path} ends in a continuation"
+    return out

@@ -15,6 +15,7 @@ import yaml
 
 from clarke.testbed.plan import COMPOSE_NETWORKS, ROLES, compose_plan
 from conftest import need
+from helpers import dockerfile_instructions
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / "docker-compose.yml"
@@ -153,9 +154,32 @@ def test_offline_override_uses_the_built_in_parts() -> None:
                 assert value in (None, f"clarke-{arg.split('_')[0].lower()}:local")
 
 
-def test_images_install_clarke_the_same_way() -> None:
-    for dockerfile in ("client", "satlink", "origin"):
-        text = (ROOT / "images" / dockerfile / "Dockerfile").read_text()
-        assert "FROM debian:bookworm-slim" in text
-        assert "RUN clarke-install --no-install-project" in text
-        assert "COPY images/clarke-install.sh /usr/local/bin/clarke-install" in text
+@pytest.mark.parametrize("image", ["client", "satlink", "origin", "opensand", "openlitespeed"])
+def test_images_install_clarke_the_same_way(image: str) -> None:
+    """Every Clarke image: Debian 12 slim, the locked dependencies with only
+    pyproject.toml and uv.lock (their own layer), then Clarke's code and data, through
+    images/clarke-install.sh (uv pinned, uv sync --frozen --no-dev)."""
+    ins = dockerfile_instructions(ROOT / "images" / image / "Dockerfile")
+    assert ("FROM", "debian:bookworm-slim") in ins
+    steps = [(kind, a) for kind, a in ins if kind in ("COPY", "RUN")]
+    order = [
+        ("COPY", "images/clarke-install.sh /usr/local/bin/clarke-install"),
+        ("COPY", "pyproject.toml uv.lock README.md /opt/clarke/"),
+        ("RUN", "clarke-install --no-install-project"),
+        ("COPY", "runner/clarke /opt/clarke/runner/clarke"),
+        ("COPY", "pages /opt/clarke/pages"),
+        ("COPY", "campaigns /opt/clarke/campaigns"),
+        ("COPY", "profiles /opt/clarke/profiles"),
+        ("RUN", "clarke-install"),
+    ]
+    positions = [steps.index(step) for step in order]
+    assert positions == sorted(positions)
+    apt = next(a for kind, a in ins if kind == "RUN" and "apt-get install" in a)
+    assert "python3 python3-pip" in apt
+
+
+def test_clarke_install_script() -> None:
+    install = (ROOT / "images" / "clarke-install.sh").read_text()
+    assert "UV_VERSION=0.13.9" in install and "--break-system-packages" in install
+    assert "UV_PROJECT_ENVIRONMENT=/opt/clarke/.venv" in install
+    assert "uv sync --frozen --no-dev" in install and "UV_PYTHON_DOWNLOADS=never" in install

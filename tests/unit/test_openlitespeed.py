@@ -35,6 +35,7 @@ from clarke.server import openlitespeed_stats as stats
 from clarke.server import tcp_cc
 from clarke.server.openlitespeed_config import DOCUMENTED_KEYS, OlsSettings, OlsSite
 from conftest import free_port, need
+from helpers import dockerfile_instructions
 
 REPO = Path(__file__).resolve().parents[2]
 SITE = OlsSite(
@@ -889,26 +890,8 @@ def test_lifecycle_with_a_stand_in(fake_ols: ols.OpenLiteSpeedRole, tmp_path: Pa
 # --- the image -----------------------------------------------------------------------------
 
 
-def dockerfile_instructions() -> list[tuple[str, str]]:
-    """(INSTRUCTION, arguments) with continuation lines joined and comments dropped."""
-    text = (REPO / "images" / "openlitespeed" / "Dockerfile").read_text()
-    out: list[tuple[str, str]] = []
-    pending = ""
-    for line in text.splitlines():
-        if not pending and (not line.strip() or line.lstrip().startswith("#")):
-            continue
-        if line.rstrip().endswith("\\"):
-            pending += line.rstrip()[:-1] + " "
-            continue
-        word, _, rest = (pending + line).strip().partition(" ")
-        pending = ""
-        out.append((word.upper(), rest.strip()))
-    assert not pending, "the Dockerfile ends in a continuation"
-    return out
-
-
 def test_dockerfile() -> None:
-    ins = dockerfile_instructions()
+    ins = dockerfile_instructions(REPO / "images" / "openlitespeed" / "Dockerfile")
     assert ins[0] == ("FROM", "debian:bookworm-slim")
     args = dict(
         (a.split("=", 1)[0], a.split("=", 1)[1] if "=" in a else None)
@@ -932,29 +915,6 @@ def test_dockerfile() -> None:
     env = " ".join(a for kind, a in ins if kind == "ENV")
     assert "PATH=/opt/clarke/.venv/bin:$PATH" in env
     assert "CLARKE_IMPLEMENTATION=openlitespeed" in env
-
-
-def test_dockerfile_installs_clarke_from_the_lock_file() -> None:
-    """As every Clarke image: the dependencies with only pyproject.toml and uv.lock
-    (images/clarke-install.sh: uv 0.13.9, `uv sync --frozen --no-dev` into
-    /opt/clarke/.venv), then Clarke's code and data."""
-    ins = dockerfile_instructions()
-    steps = [(kind, a) for kind, a in ins if kind in ("COPY", "RUN")]
-    order = [
-        ("COPY", "images/clarke-install.sh /usr/local/bin/clarke-install"),
-        ("COPY", "pyproject.toml uv.lock README.md /opt/clarke/"),
-        ("RUN", "clarke-install --no-install-project"),
-        ("COPY", "runner/clarke /opt/clarke/runner/clarke"),
-        ("COPY", "pages /opt/clarke/pages"),
-        ("COPY", "campaigns /opt/clarke/campaigns"),
-        ("COPY", "profiles /opt/clarke/profiles"),
-        ("RUN", "clarke-install"),
-    ]
-    positions = [steps.index(step) for step in order]
-    assert positions == sorted(positions)
-    install = (REPO / "images" / "clarke-install.sh").read_text()
-    assert "UV_VERSION=0.13.9" in install and "uv sync --frozen --no-dev" in install
-    assert "UV_PROJECT_ENVIRONMENT=/opt/clarke/.venv" in install
 
 
 def test_fake_scripts_are_valid_shell(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ import pytest
 from clarke.errors import InputError, ValidationFailed
 from clarke.link import opensand, profiles
 from clarke.link.profiles import LinkProfile
+from helpers import dockerfile_instructions
 
 ENT = opensand.Entities(gw_emu="198.19.232.3", st_emu="198.19.232.1", sat_emu="198.19.232.2")
 REPO = Path(__file__).resolve().parents[2]
@@ -289,27 +290,8 @@ def test_cli_writes_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 # --- the image and its entrypoint, checked statically ------------------------------------
 
 
-def dockerfile_instructions() -> list[tuple[str, str]]:
-    """(INSTRUCTION, arguments) with continuation lines joined and comments dropped."""
-    text = (REPO / "images" / "opensand" / "Dockerfile").read_text()
-    out: list[tuple[str, str]] = []
-    pending = ""
-    for line in text.splitlines():
-        if not pending and (not line.strip() or line.lstrip().startswith("#")):
-            continue
-        if line.rstrip().endswith("\\"):
-            pending += line.rstrip()[:-1] + " "
-            continue
-        full = (pending + line).strip()
-        pending = ""
-        word, _, rest = full.partition(" ")
-        out.append((word.upper(), rest.strip()))
-    assert not pending, "Dockerfile ends in a continuation"
-    return out
-
-
 def test_dockerfile_from_args_healthcheck_and_cmd() -> None:
-    ins = dockerfile_instructions()
+    ins = dockerfile_instructions(REPO / "images" / "opensand" / "Dockerfile")
     assert ins[0] == ("FROM", "debian:bookworm-slim")
     args = dict(
         (a.split("=", 1)[0], a.split("=", 1)[1] if "=" in a else None)
@@ -343,32 +325,6 @@ def test_dockerfile_from_args_healthcheck_and_cmd() -> None:
         "OPENSAND_RUN_DIR=/run/opensand",
     ):
         assert setting in env, setting
-
-
-def test_dockerfile_installs_clarke_from_the_lock_file() -> None:
-    """As every Clarke image: python3 and pip from Debian, then images/clarke-install.sh
-    (uv 0.13.9, `uv sync --frozen --no-dev` into /opt/clarke/.venv): the dependencies
-    with only pyproject.toml and uv.lock, then Clarke's code and data."""
-    ins = dockerfile_instructions()
-    apt = next(a for kind, a in ins if kind == "RUN" and "apt-get install" in a)
-    assert "python3 python3-pip" in apt
-    steps = [(kind, a) for kind, a in ins if kind in ("COPY", "RUN")]
-    order = [
-        ("COPY", "images/clarke-install.sh /usr/local/bin/clarke-install"),
-        ("COPY", "pyproject.toml uv.lock README.md /opt/clarke/"),
-        ("RUN", "clarke-install --no-install-project"),
-        ("COPY", "runner/clarke /opt/clarke/runner/clarke"),
-        ("COPY", "pages /opt/clarke/pages"),
-        ("COPY", "campaigns /opt/clarke/campaigns"),
-        ("COPY", "profiles /opt/clarke/profiles"),
-        ("RUN", "clarke-install"),
-    ]
-    positions = [steps.index(step) for step in order]
-    assert positions == sorted(positions)
-    install = (REPO / "images" / "clarke-install.sh").read_text()
-    assert "UV_VERSION=0.13.9" in install and "--break-system-packages" in install
-    assert "UV_PROJECT_ENVIRONMENT=/opt/clarke/.venv" in install
-    assert "uv sync --frozen --no-dev" in install
 
 
 def test_entrypoint_is_valid_bash_and_executable() -> None:

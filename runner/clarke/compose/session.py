@@ -14,10 +14,10 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from clarke import sh
 from clarke.errors import EnvironmentProblem
-from clarke.pages.models import Registry, Units
 from clarke.run.driver import AgentSession, build_pages
 from clarke.testbed import procs
 from clarke.testbed.plan import AGENT_PORT, ComposePlan, compose_plan
@@ -37,25 +37,13 @@ class ComposeSession(AgentSession):
         profile: str,
         page_names: list[str],
         *,
-        engine: str,
-        registry: Registry | None = None,
-        units: Units = Units.si,
-        firefox: str | None = None,
-        window: tuple[int, int] = (1366, 768),
-        timeout_s: float = 180.0,
         pages_dir: Path = PAGES_DIR,
         pki_dir: Path = PKI_DIR,
+        **kw: Any,
     ) -> None:
-        super().__init__(
-            profile,
-            page_names,
-            engine=engine,
-            registry=registry,
-            units=units,
-            firefox=firefox,
-            window=window,
-            timeout_s=timeout_s,
-        )
+        """`pages_dir`: the volume the server serves; `pki_dir`: where the server wrote
+        the stack's CA; the other options are AgentSession's."""
+        super().__init__(profile, page_names, **kw)
         self.pages_dir, self.pki_dir = pages_dir, pki_dir
         self.plan: ComposePlan | None = None
         self._client_agent: subprocess.Popen[bytes] | None = None

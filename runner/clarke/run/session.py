@@ -12,10 +12,10 @@ import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from clarke import paths, tls
 from clarke.errors import EnvironmentProblem, InputError
-from clarke.pages.models import Registry, Units
 from clarke.run.driver import HOST, HTTPS_PORT, AgentSession, build_pages
 from clarke.testbed import lifecycle, netns, procs, verify
 from clarke.testbed.backends import Satlink
@@ -66,28 +66,11 @@ class NetnsSession(AgentSession):
     substrate = "netns"
 
     def __init__(
-        self,
-        profile: str,
-        page_names: list[str],
-        *,
-        engine: str,
-        registry: Registry | None = None,
-        units: Units = Units.si,
-        firefox: str | None = None,
-        window: tuple[int, int] = (1366, 768),
-        testbed_id: int | None = None,
-        timeout_s: float = 180.0,
+        self, profile: str, page_names: list[str], *, testbed_id: int | None = None, **kw: Any
     ) -> None:
-        super().__init__(
-            profile,
-            page_names,
-            engine=engine,
-            registry=registry,
-            units=units,
-            firefox=firefox,
-            window=window,
-            timeout_s=timeout_s,
-        )
+        """`testbed_id`: attach to that running testbed instead of bringing one up; the
+        other options are AgentSession's."""
+        super().__init__(profile, page_names, **kw)
         self.requested_id = testbed_id
         self.plan: Plan | None = None
         self.owns_testbed = False
