@@ -113,6 +113,55 @@ def status(as_json: bool) -> None:
     click.echo(backends.describe_netem())
 
 
+def _verify_netns(
+    testbed_id: int | None, samples: int, duration: float, omit: float
+) -> verify.Report:
+    from clarke.testbed import netns
+
+    netns.require_root_and_tun()
+    state, p = lifecycle.load_up(testbed_id)
+    return verify.verify(
+        verify.netns_probe(p, backends.select(state.backend), Path(state.run_dir)),
+        state.id,
+        state.profile,
+        lifecycle.load_profile(state.profile),
+        state.backend,
+        samples=samples,
+        duration=duration,
+        omit=omit,
+    )
+
+
+def _verify_compose(
+    profile_name: str | None, samples: int, duration: float, omit: float
+) -> verify.Report:
+    """The compose stack: the link roles through their agents, the measurements from
+    this container (the client's)."""
+    from clarke.compose.session import ComposeSession
+
+    if not profile_name:
+        raise click.UsageError(
+            "--substrate compose needs --profile (the link runs what it is given)"
+        )
+    profile = lifecycle.load_profile(profile_name)
+    session = ComposeSession(profile_name, [], engine="selenium", roles_only=True)
+    try:
+        session.start()
+        session.apply_profile(profile_name)
+        return verify.verify(
+            session.probe(),
+            "compose",
+            profile_name,
+            profile,
+            session.implementations["link"],
+            samples=samples,
+            duration=duration,
+            omit=omit,
+        )
+    finally:
+        session.close()
+
+
 @testbed.command(name="verify")
 @click.option("--id", "testbed_id", type=click.IntRange(0, plan.MAX_ID), help="Testbed id.")
 @click.option("--samples", default=20, show_default=True, help="Echo requests for the RTT.")
@@ -120,6 +169,20 @@ def status(as_json: bool) -> None:
 @click.option("--omit", default=4.0, show_default=True, help="Start-up seconds not counted.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--out", type=click.Path(path_type=Path), help="Also write the JSON report here.")
+@click.option(
+    "--substrate",
+    type=click.Choice(["netns", "compose"]),
+    envvar="CLARKE_SUBSTRATE",
+    default="netns",
+    show_default=True,
+    help="compose: the running compose stack, from its client container "
+    "(docs/compose.md). Env: CLARKE_SUBSTRATE.",
+)
+@click.option(
+    "--profile",
+    "profile_name",
+    help="compose: apply this link profile through the link agents, then measure it.",
+)
 def verify_cmd(
     testbed_id: int | None,
     samples: int,
@@ -127,25 +190,17 @@ def verify_cmd(
     omit: float,
     as_json: bool,
     out: Path | None,
+    substrate: str,
+    profile_name: str | None,
 ) -> None:
     """Measure RTT, rate each way and loss, compare with the profile; exit 1 outside
     the profile's tolerance."""
-    from clarke.testbed import netns
-
-    netns.require_root_and_tun()
-    state, p = lifecycle.load_up(testbed_id)
-    profile = lifecycle.load_profile(state.profile)
-    backend = backends.select(state.backend)
-    report = verify.verify(
-        verify.netns_probe(p, backend, Path(state.run_dir)),
-        state.id,
-        state.profile,
-        profile,
-        state.backend,
-        samples=samples,
-        duration=duration,
-        omit=omit,
-    )
+    if substrate == "compose":
+        report = _verify_compose(profile_name, samples, duration, omit)
+    else:
+        if profile_name:
+            raise click.UsageError("--profile goes with --substrate compose")
+        report = _verify_netns(testbed_id, samples, duration, omit)
     data = report.to_dict()
     if out:
         out.write_text(json.dumps(data, indent=2, default=str))

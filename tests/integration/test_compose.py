@@ -192,6 +192,26 @@ def test_same_records_as_on_the_netns_substrate(stack: Stack, tmp_path: Path) ->
     assert on_compose == on_netns
 
 
+def test_testbed_verify_inside_the_stack(stack: Stack) -> None:
+    """`clarke testbed verify` from a client container: the profile applied through the
+    link agents, RTT and rate measured from the client, the link's own counters."""
+    verify = _compose(
+        "run", "--rm", "--no-deps", "client", "clarke", "serve", "client", "--",
+        "clarke", "testbed", "verify", "--substrate", "compose", "--profile", "lan",
+        "--samples", "10", "--duration", "3", "--omit", "1", "--json",
+        env=stack.env, timeout=300,
+    )  # fmt: skip
+    assert verify.returncode == 0, verify.stdout[-3000:] + verify.stderr[-3000:]
+    report = json.loads(verify.stdout[verify.stdout.index("{") :])
+    assert report["ok"] and report["profile"] == "lan" and report["backend"] == "satlink"
+    assert report["ping"]["received"] == 10
+    rates = report["throughput"]
+    assert {d: rates[d]["rate_from"] for d in rates} == {
+        "forward": "link counters",
+        "return": "link counters",
+    }
+
+
 def test_down_leaves_nothing(stack: Stack) -> None:
     down = _compose("down", "-v", "--remove-orphans", env=stack.env, timeout=300)
     assert down.returncode == 0, down.stderr

@@ -39,11 +39,14 @@ class ComposeSession(AgentSession):
         *,
         pages_dir: Path = PAGES_DIR,
         pki_dir: Path = PKI_DIR,
+        roles_only: bool = False,
         **kw: Any,
     ) -> None:
         """`pages_dir`: the volume the server serves; `pki_dir`: where the server wrote
-        the stack's CA; the other options are AgentSession's."""
+        the stack's CA; `roles_only`: only reach the other roles' agents (no pages, no
+        browser: `clarke testbed verify`); the other options are AgentSession's."""
         super().__init__(profile, page_names, **kw)
+        self.roles_only = roles_only
         self.pages_dir, self.pki_dir = pages_dir, pki_dir
         self.plan: ComposePlan | None = None
         self._client_agent: subprocess.Popen[bytes] | None = None
@@ -52,10 +55,11 @@ class ComposeSession(AgentSession):
         plan = compose_plan()
         self.plan = plan
         try:
-            self.pages = build_pages(self.pages_dir, self.page_names, self.registry, self.units)
-            self.ca_cert = self._wait_for_ca()
-            self._start_client_agent(plan)
-            self.connect_agents(plan)
+            if not self.roles_only:
+                self.pages = build_pages(self.pages_dir, self.page_names, self.registry, self.units)
+                self.ca_cert = self._wait_for_ca()
+                self._start_client_agent(plan)
+            self.connect_agents(plan, skip=("client",) if self.roles_only else ())
         except BaseException:
             self.close()
             raise

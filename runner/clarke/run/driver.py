@@ -97,10 +97,14 @@ class AgentSession:
         raise NotImplementedError
 
     # --- the agents ------------------------------------------------------------------
-    def connect_agents(self, plan: Addresses, timeout: float = 60) -> None:
-        """Wait until every role's agent answers, then learn which implementation fills
-        each role (recorded with every result)."""
-        self.agents = {role: AgentClient(role, plan.agent_url(role)) for role in ROLES}
+    def connect_agents(
+        self, plan: Addresses, timeout: float = 60, skip: tuple[str, ...] = ()
+    ) -> None:
+        """Wait until every role's agent answers (but those skipped), then learn which
+        implementation fills each role (recorded with every result)."""
+        self.agents = {
+            role: AgentClient(role, plan.agent_url(role)) for role in ROLES if role not in skip
+        }
         deadline = time.monotonic() + timeout
         pending = dict(self.agents)
         health: dict[str, dict[str, Any]] = {}
@@ -126,7 +130,7 @@ class AgentSession:
         self.implementations = {
             "link": "+".join(links),
             "server": str(health["server"].get("implementation")),
-            "client": str(health["client"].get("implementation")),
+            "client": str(health.get("client", {}).get("implementation")),
         }
 
     def close_agents(self) -> None:
