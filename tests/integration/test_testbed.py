@@ -125,7 +125,7 @@ def test_lan_up_status_verify_down(env: Path, run_cli) -> None:  # type: ignore[
     assert checks["forward rate"]["verdict"] == checks["return rate"]["verdict"] == "info"
     assert data["throughput"]["forward"]["rate_from"] == "link counters"
     # satlink's three user-space hops add 0.2-1.2 ms to lan's 1.0 ms (tolerance +-1.5 ms)
-    assert checks["rtt mean"]["verdict"] == "ok", out
+    assert checks["rtt p50"]["verdict"] == "ok", out
     assert code == 0 and data["ok"], out + err
 
     code, out, err = run_cli("testbed", "down", "--id", str(i))
@@ -144,8 +144,9 @@ def test_geo_verify_within_tolerance(env: Path, run_cli) -> None:  # type: ignor
     code, out, err = run_cli("testbed", "verify", "--id", str(tb["id"]), "--out", str(report))
     assert code == 0, out + err
     data = json.loads(report.read_text())
+    # Within the profile's tolerance (the median RTT: timing accuracy itself is the
+    # benchmark's, `clarke bench link`).
     assert data["ok"]
-    assert 529 < data["ping"]["mean"] < 532
     names = {c["name"]: c for c in data["checks"]}
     assert names["forward rate"]["verdict"] == "ok" and names["return rate"]["verdict"] == "ok"
 

@@ -90,6 +90,9 @@ class SatlinkRole:
         shapes = {"gw": "forward", "st": "return"}.get(str(stats.get("role")))
         if shapes and isinstance(stats.get(shapes), dict):
             stats["bytes_onto_link"] = {shapes: stats[shapes].get("bytes_out")}
+            # When satlink read its counters, on its own clock (seconds): rates from
+            # samples of them do not depend on how long a request took to get here.
+            stats["counted_at_s"] = stats.get("uptime_s")
         return stats
 
     def reset_stats(self) -> dict[str, Any]:

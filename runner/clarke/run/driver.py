@@ -42,7 +42,7 @@ LINK_CONFIG_ORDER = ("satellite", "gateway", "terminal")
 LINK_CHECKS = {
     # samples: pings; duration/omit: seconds of iperf3 per direction and of slow start left out
     "full": {"samples": 20, "duration": 10, "omit": 4},
-    "quick": {"samples": 10, "duration": 3, "omit": 1},
+    "quick": {"samples": 10, "duration": 5, "omit": 2},
 }
 
 
@@ -87,6 +87,7 @@ class AgentSession:
         self.current_profile = profile
         self.current_cc: str | None = None
         self.server_quic_cc: set[str] | None = None  # None: the server did not say
+        self._counting_role: dict[str, str] = {}  # direction -> the link role counting it
 
     def start(self) -> AgentSession:
         """Bring the roles up (or attach to them) and connect to their agents."""
@@ -251,17 +252,23 @@ class AgentSession:
         """An iperf3 server listening at the server's address during the block."""
         raise NotImplementedError
 
-    def link_bytes(self, direction: str) -> int | None:
+    def link_bytes(self, direction: str) -> verify.Counted | None:
         """IP bytes the link carried in `direction` since the last reset, from the link
         agent that counts them (`bytes_onto_link`: satlink counts at the sending
-        station, OpenSAND at the receiving station's TAP); None where none does."""
-        for role in LINK_ROLES:
+        station, OpenSAND at the receiving station's TAP), with the time it counted
+        them on its own clock where it says (`counted_at_s`); None where none counts."""
+        known = self._counting_role.get(direction)
+        for role in (known,) if known else LINK_ROLES:
             try:
-                value = (self.agents[role].stats().get("bytes_onto_link") or {}).get(direction)
+                stats = self.agents[role].stats()
             except ClarkeError:
                 continue
+            value = (stats.get("bytes_onto_link") or {}).get(direction)
             if isinstance(value, int | float):
-                return int(value)
+                # One agent request per sample from now on.
+                self._counting_role[direction] = role
+                at = stats.get("counted_at_s")
+                return (int(value), float(at)) if isinstance(at, int | float) else int(value)
         return None
 
     def probe(self) -> verify.Probe:

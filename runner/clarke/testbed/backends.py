@@ -163,12 +163,13 @@ class Satlink:
                 out[role] = {"error": str(e)}
         return out
 
-    def link_bytes(self, plan: Plan, run_dir: Path, direction: str) -> int | None:
-        """IP bytes the shaping station has put on the link in `direction` so far."""
+    def link_bytes(self, plan: Plan, run_dir: Path, direction: str) -> tuple[int, float] | None:
+        """IP bytes the shaping station has put on the link in `direction` so far, and
+        when it counted them on its own clock (seconds)."""
         role = "gateway" if direction == "forward" else "terminal"
         try:
             stats = SatlinkRole(role, str(self.control(run_dir, role))).stats()
-            return int(stats[direction]["bytes_out"])
+            return int(stats[direction]["bytes_out"]), float(stats["uptime_s"])
         except (ClarkeError, KeyError, TypeError, ValueError):
             return None
 
