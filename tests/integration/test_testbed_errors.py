@@ -105,9 +105,33 @@ def test_explicit_netem_is_refused_when_the_kernel_lacks_it(env: Path, run_cli) 
     assert _leftovers(env) == NOTHING
 
 
-def test_opensand_seam_refuses(env: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+@pytest.fixture
+def path_without_opensand(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """This host's PATH as it would be without OpenSAND: every other program stays
+    reachable (ip, satlink, ...), so only OpenSAND's absence can make `up` refuse."""
+    from clarke.link import opensand_role
+
+    bin_dir = tmp_path / "bin-without-opensand"
+    bin_dir.mkdir()
+    for directory in os.environ.get("PATH", "").split(os.pathsep):
+        if not directory or not Path(directory).is_dir():
+            continue
+        for program in Path(directory).iterdir():
+            link = bin_dir / program.name
+            if program.name.startswith("opensand") or link.exists():
+                continue
+            link.symlink_to(program)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    opensand_role._installed_version.cache_clear()
+    yield
+    opensand_role._installed_version.cache_clear()
+
+
+def test_opensand_backend_refuses_without_opensand(  # type: ignore[no-untyped-def]
+    env: Path, path_without_opensand: None, run_cli
+) -> None:
     code, out, err = run_cli("testbed", "up", "--profile", "geo", "--backend", "opensand")
-    assert code == 3 and "opensand" in err
+    assert code == 3 and "OpenSAND is not installed" in err and "--backend satlink" in err
     assert _leftovers(env) == NOTHING
 
 
