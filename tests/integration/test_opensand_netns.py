@@ -150,8 +150,8 @@ def test_testbed_on_opensand(testbed_env: Path, run_cli, capsys) -> None:  # typ
     assert checks["echo loss"]["verdict"] == "ok", checks["echo loss"]
     for direction, t in tput.items():
         assert t["rate_from"] == "link counters", direction
-        # The TAP counters and iperf3 count the same transfer.
-        assert 0.8 < t["rate_bps"] / t["wire_bps"] < 1.25, (direction, t)
+        # The TAP counters and iperf3 count the same TCP transfer.
+        assert 0.8 < t["tcp_rate_bps"] / t["wire_bps"] < 1.25, (direction, t)
     stats = rep["link_stats"]
     assert stats["terminal"]["tap"]["rx_packets"] > 1000
     assert stats["bytes_onto_link"]["forward"] > 1_000_000
@@ -270,7 +270,9 @@ def test_role_agents_in_namespaces(tmp_path: Path, capsys) -> None:  # type: ign
                 assert h["opensand"]["version"].startswith("8.2")
             across = (ns["terminal"], p.sat.address("gateway"))
             wait_for_echo(*across)
-            geo = statistics.fmean(echo(*across, count=5)["rtts_ms"])
+            # The median: an echo behind an OpenSAND frame stall on a busy host moved a
+            # 5-echo mean by 50-60 ms once, which says nothing about the configured delay.
+            geo = statistics.median(echo(*across, count=7)["rtts_ms"])
             stats = roles["terminal"].stats()
             assert stats["running"] and stats["restarts"] == 0 and stats["profile"] == "geo"
             assert stats["bytes_onto_link"]["forward"] > 0 and stats["tap"]["rx_packets"] > 0
@@ -298,10 +300,10 @@ def test_role_agents_in_namespaces(tmp_path: Path, capsys) -> None:  # type: ign
             assert roles["satellite"].health()["opensand"]["pid"] == pid
             assert roles["satellite"].stats()["profile"] == "meo"
             wait_for_echo(*across)
-            meo = statistics.fmean(echo(*across, count=5)["rtts_ms"])
+            meo = statistics.median(echo(*across, count=7)["rtts_ms"])
             report(
                 capsys,
-                f"role agents: bridge-to-bridge RTT geo {geo:.1f} ms (expected "
+                f"role agents: bridge-to-bridge median RTT (7 echoes) geo {geo:.1f} ms (expected "
                 f"{opensand.expected_rtt_ms(127):.1f}), after configure meo {meo:.1f} ms "
                 f"(expected {opensand.derive(profiles.load('meo')).expected_rtt_ms:.1f})",
             )

@@ -321,6 +321,7 @@ class AgentSession:
             "forward_expected_mbps": prof.forward.rate_mbps,
             "return_expected_mbps": prof.return_.rate_mbps,
             "rate_from": {d: t.get("rate_from") for d, t in report.throughput.items()},
+            "rate_method": {d: t.get("rate_method") for d, t in report.throughput.items()},
             "checks": [asdict(c) for c in report.checks],
         }
 
