@@ -47,9 +47,9 @@ def geo(
         with probe.serve_iperf():
             for reverse in (True, False):
                 r = verify.iperf(probe, reverse, duration=duration, omit=omit)
-                # Judged as verify judges it: the link's capacity under paced UDP where
-                # the counters allow, else the TCP transfer.
-                judged = verify.capacity(probe, prof, reverse, duration) or r
+                # Judged as verify judges it: the higher of the TCP and the paced UDP
+                # reading on the link counters.
+                judged = verify.higher(r, verify.capacity(probe, prof, reverse, duration))
                 rate = (prof.forward if reverse else prof.return_).rate_mbps
                 dev = 100 * (judged.rate_bps / 1e6 / rate - 1)
                 out[r.direction] = asdict(r) | {
