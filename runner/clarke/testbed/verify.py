@@ -42,7 +42,7 @@ from typing import Any
 
 from clarke import sh
 from clarke.errors import CommandFailed, EnvironmentProblem
-from clarke.link.profiles import BitErrors, Direction, LinkProfile, PacketLoss, QueueBytes
+from clarke.link.profiles import BitErrors, Direction, LinkProfile, PacketLoss
 from clarke.testbed import netns, procs
 from clarke.testbed.plan import Addresses, Plan
 
@@ -471,7 +471,12 @@ def verify(
     with probe.serve_iperf():
         for reverse in (True, False):
             tcp = iperf(probe, reverse, duration=duration, omit=omit)
-            udp = capacity(probe, profile, reverse, duration)
+            udp_error = None
+            try:
+                udp = capacity(probe, profile, reverse, duration)
+            except CommandFailed as e:
+                # The second reading failing must not cost the first one.
+                udp, udp_error = None, str(e)
             judged = higher(tcp, udp)
             report.throughput[tcp.direction] = asdict(tcp) | {
                 "wire_bps": tcp.wire_bps,
@@ -480,6 +485,7 @@ def verify(
                 "rate_from": "link counters" if judged.link_bps is not None else "goodput",
                 "rate_method": judged.protocol,
                 "capacity": asdict(udp) if udp is not None else None,
+                "capacity_error": udp_error,
             }
             report.checks.append(rate_check(profile, judged))
     with contextlib.suppress(Exception):
@@ -492,20 +498,44 @@ def capacity(
 ) -> IperfResult | None:
     """The link's own rate in one direction, from its counters under a paced UDP flow
     at CAPACITY_LOAD x the profile's rate; None where that cannot be measured (an
-    unlimited direction, no link counters). Waits for the queue the flow filled to
-    drain, so that what follows starts on an idle link."""
+    unlimited direction, no link counters). Afterwards it waits until the link has
+    carried what the flow queued (a backend's buffers can hold more than the profile's
+    queue: OpenSAND's do), so that what follows starts on an idle link."""
     d = profile.forward if reverse else profile.return_
     if d.rate_mbps <= 0 or probe.link_bytes is None:
         return None
-    r = iperf(
-        probe, reverse, duration=duration, omit=1.0, udp_bps=CAPACITY_LOAD * d.rate_mbps * 1e6
-    )
-    if isinstance(d.queue, QueueBytes):
-        drain_s = d.queue.bytes * 8 / (d.rate_mbps * 1e6)
-    else:
-        drain_s = d.queue.ms / 1e3
-    time.sleep(drain_s + profile.idle_rtt_ms / 1e3)
+    direction = "forward" if reverse else "return"
+    # What a previous flow left queued must not count as this flow's start.
+    wait_until_idle(probe, direction)
+    try:
+        r = iperf(
+            probe, reverse, duration=duration, omit=1.0, udp_bps=CAPACITY_LOAD * d.rate_mbps * 1e6
+        )
+    finally:
+        wait_until_idle(probe, direction)
     return r if r.link_bps is not None else None
+
+
+def wait_until_idle(
+    probe: Probe, direction: str, quiet_s: float = 0.5, limit_s: float = 60
+) -> None:
+    """Until the link's byte counter in `direction` has not moved for quiet_s (at most
+    limit_s)."""
+    if probe.link_bytes is None:
+        return
+
+    def reading() -> int | None:
+        got = probe.link_bytes(direction) if probe.link_bytes is not None else None
+        return got[0] if isinstance(got, tuple) else got
+
+    deadline = time.monotonic() + limit_s
+    last = reading()
+    while time.monotonic() < deadline:
+        time.sleep(quiet_s)
+        now = reading()
+        if now == last:
+            return
+        last = now
 
 
 def higher(tcp: IperfResult, udp: IperfResult | None) -> IperfResult:
@@ -539,6 +569,8 @@ def render(report: Report) -> str:
                 f"{cap['link_bps'] / 1e6:.3f} Mb/s ("
                 f"{cap['lost_percent'] or 0:.1f} % of datagrams dropped or still queued at the end)"
             )
+        if t.get("capacity_error"):
+            lines.append(f"  {name}: UDP flow failed: {t['capacity_error']}")
         lines.append(f"  {name}: judged {judged} ({t.get('rate_method', 'tcp')}, the higher)")
     lines.append(f"  {'check':<20}{'measured':>12}{'expected':>12}{'tolerance':>12}  verdict")
     for c in report.checks:
