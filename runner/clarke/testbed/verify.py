@@ -106,7 +106,7 @@ class IperfResult:
     link_bps: float | None = None  # from the backend's counters, when it has them
     protocol: str = "tcp"  # tcp: bulk transfer; udp: paced at offered_bps
     offered_bps: float | None = None  # udp: the offered load in IP bytes
-    lost_percent: float | None = None  # udp: datagrams the receiver never got
+    lost_percent: float | None = None  # udp: datagrams dropped or still queued at the end
 
     @property
     def wire_bps(self) -> float:
