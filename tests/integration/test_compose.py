@@ -195,19 +195,24 @@ def test_same_records_as_on_the_netns_substrate(stack: Stack, tmp_path: Path) ->
 
 
 def test_testbed_verify_inside_the_stack(stack: Stack) -> None:
-    """`clarke testbed verify` from a client container: the profile applied through the
-    link agents, RTT and rate measured from the client, the link's own counters."""
+    """`clarke testbed verify` from a client container: the GEO profile applied through
+    the link agents, RTT and rate measured from the client, the link's own counters.
+
+    GEO and not LAN: GEO's delay and rate are what the agents must get right, and its
+    RTT tolerance (1 % of 530 ms) is wider than what the container hops add. LAN's 1 ms
+    is within reach of a busy machine's scheduling alone (a CI machine measured a median
+    of 2.8 ms there): that is a benchmark figure, not something a test can assert."""
     verify = _compose(
         "run", "--rm", "--no-deps", "client", "clarke", "serve", "client", "--",
-        "clarke", "testbed", "verify", "--substrate", "compose", "--profile", "lan",
-        "--samples", "10", "--duration", "3", "--omit", "1", "--json",
+        "clarke", "testbed", "verify", "--substrate", "compose", "--profile", "geo",
+        "--samples", "10", "--duration", "5", "--omit", "2", "--json",
         env=stack.env, timeout=300,
     )  # fmt: skip
     assert "{" in verify.stdout, verify.stdout[-3000:] + verify.stderr[-3000:]
     report = json.loads(verify.stdout[verify.stdout.index("{") :])
     checks = [(c["name"], c["measured"], c["verdict"], c["reason"]) for c in report["checks"]]
     assert verify.returncode == 0, (checks, report["ping"], verify.stderr[-3000:])
-    assert report["ok"] and report["profile"] == "lan" and report["backend"] == "satlink"
+    assert report["ok"] and report["profile"] == "geo" and report["backend"] == "satlink"
     assert report["ping"]["received"] == 10
     rates = report["throughput"]
     assert {d: rates[d]["rate_from"] for d in rates} == {
