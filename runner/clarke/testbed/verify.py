@@ -521,11 +521,12 @@ def wait_until_idle(
 ) -> None:
     """Until the link's byte counter in `direction` has not moved for quiet_s (at most
     limit_s)."""
-    if probe.link_bytes is None:
+    link_bytes = probe.link_bytes
+    if link_bytes is None:
         return
 
     def reading() -> int | None:
-        got = probe.link_bytes(direction) if probe.link_bytes is not None else None
+        got = link_bytes(direction)
         return got[0] if isinstance(got, tuple) else got
 
     deadline = time.monotonic() + limit_s
@@ -556,10 +557,9 @@ def render(report: Report) -> str:
                 f"{p['stdev']:.2f}, p50 {p['p50']:.2f}, p99 {p['p99']:.2f}, max {p['max']:.2f}"
             )
     for name, t in report.throughput.items():
-        tcp_rate = t.get("tcp_rate_bps", t["rate_bps"])
         lines.append(
             f"  {name}: TCP goodput {t['goodput_bps'] / 1e6:.3f} Mb/s (x 1500/1448 = "
-            f"{t['wire_bps'] / 1e6:.3f}), link rate {tcp_rate / 1e6:.3f} Mb/s "
+            f"{t['wire_bps'] / 1e6:.3f}), link rate {t['tcp_rate_bps'] / 1e6:.3f} Mb/s "
             f"({t['cc']}, {t['seconds']:.0f} s, retransmits {t['retransmits']})"
         )
         judged = f"{t['rate_bps'] / 1e6:.3f} Mb/s from {t['rate_from']}"
@@ -571,7 +571,7 @@ def render(report: Report) -> str:
             )
         if t.get("capacity_error"):
             lines.append(f"  {name}: UDP flow failed: {t['capacity_error']}")
-        lines.append(f"  {name}: judged {judged} ({t.get('rate_method', 'tcp')}, the higher)")
+        lines.append(f"  {name}: judged {judged} ({t['rate_method']}, the higher)")
     lines.append(f"  {'check':<20}{'measured':>12}{'expected':>12}{'tolerance':>12}  verdict")
     for c in report.checks:
         pct = c.name.endswith("loss")
