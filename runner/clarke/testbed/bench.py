@@ -2,7 +2,8 @@
 removes itself.
 
     geo        idle RTT over 50 echoes (mean within ±1 ms of the profile, stdev <= 1 ms)
-               and bulk TCP each way, on the link (within 2 % of 10 Mb/s)
+               and the link rate each way as verify judges it, the higher of the bulk
+               TCP and the paced UDP reading on the link counters (within 2 % of 10 Mb/s)
     unshaped   TCP client -> server through the three satlink roles with no rate limit
                (lan profile): throughput and the satlink processes' CPU per Gbit
     parallel   N geo testbeds up at once, 50 echoes each at the same time: RTT per testbed
