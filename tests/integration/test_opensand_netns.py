@@ -69,12 +69,15 @@ def echo(ns: str, target: str, count: int, interval: float = 0.2) -> dict[str, l
     return json.loads(sh.run(netns.exec_argv(ns, argv), timeout=60).stdout)
 
 
-def wait_for_echo(ns: str, target: str, timeout: float = 60) -> None:
+def wait_for_echo(ns: str, target: str, timeout: float = 60, logs: tuple[Path, ...] = ()) -> None:
+    """Fails naming the entities' logs' last lines (logon, TAP, errors): a link that
+    never carries must say at which entity it stopped."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if echo(ns, target, 1)["rtts_ms"]:
             return
-    pytest.fail(f"no echo {ns} -> {target} crossed the OpenSAND link within {timeout:.0f} s")
+    tails = "".join(f"\n--- {log}:\n{opensand_role.tail(log, 15)}" for log in logs)
+    pytest.fail(f"no echo {ns} -> {target} crossed the OpenSAND link within {timeout:.0f} s{tails}")
 
 
 def gone(pids: dict[int, int]) -> list[int]:
@@ -269,7 +272,7 @@ def test_role_agents_in_namespaces(tmp_path: Path, capsys) -> None:  # type: ign
                 assert h["opensand"]["running"] and h["opensand"]["profile"] == "geo"
                 assert h["opensand"]["version"].startswith("8.2")
             across = (ns["terminal"], p.sat.address("gateway"))
-            wait_for_echo(*across)
+            wait_for_echo(*across, logs=tuple(r.log_path for r in roles.values()))
             # The median: an echo behind an OpenSAND frame stall on a busy host moved a
             # 5-echo mean by 50-60 ms once, which says nothing about the configured delay.
             geo = statistics.median(echo(*across, count=7)["rtts_ms"])
@@ -299,7 +302,7 @@ def test_role_agents_in_namespaces(tmp_path: Path, capsys) -> None:  # type: ign
                 roles["satellite"].configure(lan)
             assert roles["satellite"].health()["opensand"]["pid"] == pid
             assert roles["satellite"].stats()["profile"] == "meo"
-            wait_for_echo(*across)
+            wait_for_echo(*across, logs=tuple(r.log_path for r in roles.values()))
             meo = statistics.median(echo(*across, count=7)["rtts_ms"])
             report(
                 capsys,
