@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from clarke.campaign.model import CONGESTION_CONTROLS, HTTP_VERSIONS
 from clarke.campaign.plan import load_campaign, plan_file
+from clarke.vocab import CONGESTION_CONTROLS, HTTP_VERSIONS
 
 CAMPAIGN_FILE = click.Path(path_type=Path, dir_okay=False)
 

@@ -56,7 +56,12 @@ def compare(
 
     Exits 1 when a cell is slower beyond the threshold and significant, 2 on unusable
     input (different campaigns, cells missing or without successful loads), else 0."""
-    from clarke.run.compare import Verdict, compare_records, load_results, markdown  # scipy
+    from clarke.run.compare import (  # scipy: slow to import
+        Verdict,
+        compare_records,
+        load_results,
+        markdown,
+    )
 
     c = compare_records(
         load_results(baseline), load_results(current), threshold=threshold, alpha=alpha

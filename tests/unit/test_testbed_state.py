@@ -8,14 +8,17 @@ from pathlib import Path
 import pytest
 
 from clarke.errors import ValidationFailed
-from clarke.testbed import procs
+from clarke.place import procs
+from clarke.place.procs import Proc
 from clarke.testbed import state as st
-from clarke.testbed.state import Proc, Store, state_dir
+from clarke.testbed.state import Store, state_dir
 
 
 def test_round_trip(tmp_path: Path) -> None:
     store = Store(tmp_path)
-    s = st.TestbedState(id=5, profile="geo", backend="satlink", run_dir=str(tmp_path / "5"))
+    s = st.TestbedState(
+        id=5, profile="geo", link="satlink", server="origin", run_dir=str(tmp_path / "5")
+    )
     s.namespaces += ["clk5-client", "clk5-mgmt"]
     s.processes.append(
         Proc(

@@ -33,18 +33,23 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import grp
 import ipaddress
 import logging
 import os
+import pwd
 import re
 import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
-from clarke import __version__, sh
+from clarke import __version__, sh, tls
 from clarke.errors import ClarkeError, CommandFailed, EnvironmentProblem, InputError
+from clarke.place import Place, procs
+from clarke.roles import Implementation, RoleProcess
+from clarke.server import serve_link_checks
 from clarke.server.openlitespeed_config import (
     DEFAULT_SERVER_ROOT,
     QUIC_CC,
@@ -65,10 +70,6 @@ from clarke.server.tcp_cc import (
     available_tcp_cc,
     netns_argv,
 )
-
-if TYPE_CHECKING:
-    from clarke.testbed.plan import Addresses
-    from clarke.tls import TestbedPki
 
 log = logging.getLogger(__name__)
 
@@ -161,25 +162,29 @@ class OpenLiteSpeedRole:
         self._version: str | None = None
         self._restarting = False
         self._lock = threading.RLock()
+        self.children = procs.Children()  # besides OpenLiteSpeed: iperf3 -s for link checks
+        self._started = False
 
     @classmethod
-    def for_compose(cls, plan: Addresses, pki: TestbedPki, pages_dir: Path) -> OpenLiteSpeedRole:
-        """The role in its container of the compose stack: the server's address from the
-        plan, the route towards the client LAN through the gateway, the stack's
-        certificate, and the container's own default congestion control to start."""
+    def for_place(cls, place: Place) -> OpenLiteSpeedRole:
+        """The role in its place: the server's address from the plan, the route towards
+        the client LAN through the gateway, the testbed's certificate, and the place's
+        own default congestion control to start."""
+        pki = tls.ensure_testbed_pki(place.pki_dir, label=place.substrate)
         site = OlsSite(
-            pages_dir=Path(pages_dir),
+            pages_dir=place.pages_dir,
             cert_file=pki.cert,
             key_file=pki.key,
-            listen_address=plan.addresses["server"],
+            listen_address=place.plan.addresses["server"],
         )
         root = Path(os.environ.get("OLS_SERVER_ROOT") or DEFAULT_SERVER_ROOT)
         return cls(
             site,
             initial_settings(),
-            client_lan=str(plan.st_lan.prefix),
-            gateway=plan.next_hop("server"),
+            client_lan=str(place.plan.st_lan.prefix),
+            gateway=place.plan.next_hop("server"),
             server_root=root,
+            netns=place.ns,
         )
 
     # --- paths and commands ----------------------------------------------------------
@@ -275,9 +280,6 @@ class OpenLiteSpeedRole:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.touch(exist_ok=True)
             if os.geteuid() == 0:
-                import grp
-                import pwd
-
                 with contextlib.suppress(KeyError, OSError):
                     uid = pwd.getpwnam(self.site.user).pw_uid
                     os.chown(path, uid, grp.getgrnam(self.site.group).gr_gid)
@@ -308,10 +310,13 @@ class OpenLiteSpeedRole:
             log.info("lswsctrl start: %s", out)
             self._wait_listening("start")
             self._log_offset = self.site.access_log.stat().st_size
+            self._started = True
 
     def stop(self) -> None:
         """lswsctrl stop (by the PID in its pid file), and the sampler."""
         with self._lock:
+            self._started = False
+            self.children.stop()
             self.sampler.stop()
             if self.pid() is None:
                 return
@@ -326,7 +331,16 @@ class OpenLiteSpeedRole:
         process for a moment: that counts as running)."""
         return self._restarting or self.pid() is not None
 
+    def problem(self) -> str | None:
+        """OpenLiteSpeed (or iperf3) died after it started."""
+        if self._started and not self.alive():
+            return "OpenLiteSpeed is not running"
+        return self.children.exited()
+
     # --- the role agent's contract -----------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        return {"tcp_cc": self.settings.tcp_cc, "quic_cc": self.settings.quic_cc}
+
     def settings_view(self) -> dict[str, Any]:
         return {
             "tcp_cc": self.settings.tcp_cc,
@@ -342,6 +356,7 @@ class OpenLiteSpeedRole:
             "role": self.role,
             "implementation": self.implementation,
             "clarke": __version__,
+            "ready": True,
             "openlitespeed": {
                 "version": self.version(),
                 "settings": self.settings_view(),
@@ -363,6 +378,8 @@ class OpenLiteSpeedRole:
         OpenLiteSpeed restarted gracefully if its configuration changed."""
         with self._lock:
             new = settings_from_body(body, self.settings)
+            if new == self.settings and self.tcp_applied is not None:
+                return {"applied": False, "state": self.state(), "restarted": False}
             files = render(self.site, new)
             restart = files != self._running_config
             if self.tcp_applied is None or new.tcp_cc != self.settings.tcp_cc:
@@ -380,7 +397,12 @@ class OpenLiteSpeedRole:
                     self._restarting = False
                 self.restarts += 1
             self._running_config = files
-            return {"settings": self.settings_view(), "restarted": restart}
+            return {
+                "applied": True,
+                "state": self.state(),
+                "settings": self.settings_view(),
+                "restarted": restart,
+            }
 
     def stats(self) -> dict[str, Any]:
         # OpenLiteSpeed writes its access log once a second: wait for the lines of every
@@ -430,3 +452,31 @@ def initial_settings() -> OlsSettings:
         tcp = "cubic"
     tcp = tcp if tcp in TCP_CC else "cubic"
     return OlsSettings(tcp_cc=tcp, quic_cc=tcp if tcp in QUIC_CC else "cubic")
+
+
+class OpenLiteSpeed(Implementation):
+    kind = "server"
+    name = "openlitespeed"
+    summary = "OpenLiteSpeed (the study's server); its image: images/openlitespeed"
+    install = (
+        "install OpenLiteSpeed (build images/openlitespeed/Dockerfile; docs/openlitespeed.md), "
+        "or use --server origin"
+    )
+
+    def check_environment(self) -> None:
+        root = Path(os.environ.get("OLS_SERVER_ROOT") or DEFAULT_SERVER_ROOT)
+        if not (root / "bin" / "lswsctrl").is_file():
+            raise EnvironmentProblem(
+                f"OpenLiteSpeed is not installed (no {root}/bin/lswsctrl): {self.install}"
+            )
+
+    def start(self, place: Place) -> RoleProcess:
+        self.check_environment()
+        role = OpenLiteSpeedRole.for_place(place)
+        try:
+            role.start()
+            serve_link_checks(place, role.children)
+        except BaseException:
+            role.stop()
+            raise
+        return role

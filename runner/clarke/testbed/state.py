@@ -20,6 +20,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from clarke.errors import ValidationFailed
+from clarke.place.procs import Proc
 from clarke.schema import problems_of
 
 DEFAULT_DIR = Path("/run/clarke/testbeds")
@@ -29,26 +30,14 @@ def state_dir() -> Path:
     return Path(os.environ.get("CLARKE_STATE_DIR") or DEFAULT_DIR)
 
 
-class Proc(BaseModel):
-    """A process the testbed started. `start_time` (field 22 of /proc/PID/stat, clock
-    ticks since boot) tells this process from a later one that got the same PID."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    role: str
-    name: str
-    pid: int
-    start_time: int
-    argv: list[str]
-    log: str
-
-
 class TestbedState(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: int
-    profile: str
-    backend: str
+    profile: str  # the profile the link runs, as its agents last confirmed it
+    profile_sha256: str = ""
+    link: str  # the implementations filling the roles (clarke.registry)
+    server: str
     phase: Literal["creating", "up", "failed", "removing"] = "creating"
     created_at: str = Field(default_factory=lambda: dt.datetime.now(dt.UTC).isoformat())
     owner_pid: int = Field(default_factory=os.getpid)
