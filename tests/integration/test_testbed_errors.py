@@ -141,3 +141,32 @@ def test_down_needs_id_or_all(env: Path, run_cli) -> None:  # type: ignore[no-un
     assert code == 2 and "--id ID or --all" in err
     code, out, err = run_cli("testbed", "down", "--id", "7")
     assert code == 0 and "nothing to remove" in out
+
+
+def test_run_checks_every_part_before_anything_runs(  # type: ignore[no-untyped-def]
+    env: Path, run_cli, tmp_path: Path
+) -> None:
+    """Issue 21: a missing part is found before the testbed, the link checks or the
+    results directory exist (exit 3, the part named); a profile the link cannot take
+    too (exit 2)."""
+    from clarke.link import netem
+
+    results = tmp_path / "results"
+    if not netem.netem_available()[0]:
+        code, out, err = run_cli(
+            "run", "campaigns/smoke.yaml", "--link", "netem", "--results", str(results)
+        )
+        assert code == 3 and "no netem qdisc" in err
+    campaign = tmp_path / "c.yaml"
+    campaign.write_text(
+        Path("campaigns/smoke.yaml")
+        .read_text()
+        .replace("engine: selenium", "engine: selenium\n  binary: /nonexistent/firefox")
+    )
+    code, out, err = run_cli("run", str(campaign), "--results", str(results))
+    assert code == 3 and "no Firefox found" in err and "/nonexistent/firefox" in err
+    code, out, err = run_cli(
+        "run", "campaigns/smoke.yaml", "--link", "opensand", "--results", str(results)
+    )
+    assert code == 2 and "lan: forward.rate_mbps" in err
+    assert not results.exists() and _leftovers(env) == NOTHING
