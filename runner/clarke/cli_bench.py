@@ -77,9 +77,7 @@ def load_overhead(
     as_json: bool,
 ) -> None:
     """Harness overhead per load (wall time minus PLT, median of N) for each engine."""
-    fig = bench_load.harness_overhead(
-        list(engines or ("selenium", "browsertime")), n, page, http, profile, testbed_id
-    )
+    fig = bench_load.harness_overhead(list(engines or ENGINES), n, page, http, profile, testbed_id)
     click.echo(json.dumps(fig, indent=2) if as_json else bench_load.render(fig))
 
 

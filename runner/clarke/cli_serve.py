@@ -44,7 +44,8 @@ def _implementation_help() -> str:
 @click.option(
     "--profile",
     envvar="CLARKE_PROFILE",
-    help="Link roles: take this link profile at start. Env: CLARKE_PROFILE.",
+    help="compose, link roles: take this link profile at start (on netns the testbed's "
+    "first configure brings it). Env: CLARKE_PROFILE.",
 )
 @click.option(
     "--check", is_flag=True, help="Only ask the role's agent for /health: exit 0 if it answers."
@@ -73,4 +74,6 @@ def serve(
             raise click.UsageError(f"the {role} role takes no command")
         container.exec_client(compose_plan(), list(command))
     place = place_for(role, testbed_id, Dirs(run_dir, pages_dir, pki_dir))
-    sys.exit(serve_role(place, implementation, profile))
+    # On netns, `up` configures the link through the agents; a CLARKE_PROFILE in the
+    # environment that started it must not make the link apply a profile twice.
+    sys.exit(serve_role(place, implementation, None if testbed_id is not None else profile))

@@ -35,6 +35,11 @@ class HttpVersion(StrEnum):
         return {"1.1": "http/1.1", "2": "h2", "3": "h3"}[self.value]
 
     @property
+    def label(self) -> str:
+        """For people: HTTP/1.1, HTTP/2, HTTP/3."""
+        return f"HTTP/{self.value}"
+
+    @property
     def default_connections(self) -> int:
         """Connections per server when nothing is said (the study: 1 for HTTP/1.1)."""
         return 1 if self is HttpVersion.h1 else 6

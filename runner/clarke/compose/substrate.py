@@ -40,9 +40,6 @@ class ComposeSubstrate:
         self.applied: list[Applied] = []  # the stack was brought up by Docker
         self._client_agent: subprocess.Popen[bytes] | None = None
 
-    def check(self) -> None:
-        """Nothing to check here: the other roles check themselves in their containers."""
-
     def start(self, profile: str) -> ComposePlan:
         self.plan = compose_plan()
         if not self.roles_only:

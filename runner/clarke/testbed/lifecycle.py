@@ -42,7 +42,7 @@ ROOT_LINK_RE = re.compile(r"^clk(\d{1,2})-mgmt$")
 # The server first (it makes the testbed's certificate), the link roles in their start
 # order, the client last.
 AGENT_ORDER = ("server", *LINK_START_ORDER, "client")
-AGENT_START_TIMEOUT_S = 60.0
+AGENT_START_TIMEOUT_S = 120.0  # five Python processes starting at once on a busy host
 
 
 def _pick_id(store: Store, existing_ns: list[str]) -> int:

@@ -29,9 +29,6 @@ class NetnsSubstrate:
         self.applied: list[Applied] = []
         self.store = Store()
 
-    def check(self) -> None:
-        netns.require_root_and_tun()
-
     def start(self, profile: str) -> NetnsPlan:
         if self.requested_id is not None:
             state = self.store.load(self.requested_id)
