@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from clarke import profiles, registry
-from clarke.campaign.plan import load_campaign, plan_file
+from clarke.campaign.plan import plan_file, read_campaign
 from clarke.vocab import CONGESTION_CONTROLS, HTTP_VERSIONS
 
 CAMPAIGN_FILE = click.Path(path_type=Path, dir_okay=False)
@@ -27,7 +27,7 @@ def validate(file: Path) -> None:
     """Check FILE against the campaign schema, its names (profiles, page models, sizes,
     implementations) and whether its link can emulate each profile; exit 2 naming every
     bad field."""
-    c = load_campaign(file)
+    c = read_campaign(file)
     link, server = registry.campaign_choices(c, str(file))
     names = sorted({p for _, _, m in c.matrices() for p in m.profiles})
     registry.check_profiles(link, [(n, profiles.read(n)) for n in names])

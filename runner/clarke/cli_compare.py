@@ -59,12 +59,12 @@ def compare(
     from clarke.run.compare import (  # scipy: slow to import
         Verdict,
         compare_records,
-        load_results,
         markdown,
+        read_results,
     )
 
     c = compare_records(
-        load_results(baseline), load_results(current), threshold=threshold, alpha=alpha
+        read_results(baseline), read_results(current), threshold=threshold, alpha=alpha
     )
     t = Table(title=f"{c.campaign}: current vs baseline")
     for col in (

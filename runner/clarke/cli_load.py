@@ -129,7 +129,7 @@ def load(
     else:
         profiles.read(profile)
     Firefox(firefox).check_environment()
-    if testbed_id is not None and NetnsSubstrate().store.load(testbed_id) is None:
+    if testbed_id is not None and NetnsSubstrate().store.read(testbed_id) is None:
         raise InputError(
             f"there is no testbed {testbed_id} (clarke testbed status; bring one up with "
             f"clarke testbed up --id {testbed_id})"

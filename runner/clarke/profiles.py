@@ -113,11 +113,11 @@ def available() -> list[str]:
 def read(name: str) -> LinkProfile:
     """A shipped profile by name, or a profile file by path (NAME.yaml)."""
     if name.endswith((".yaml", ".yml")):
-        return schema.load(LinkProfile, Path(name))
+        return schema.read(LinkProfile, Path(name))
     path = profile_dir() / f"{name}.yaml"
     if not path.is_file():
         raise UnknownName("link profile", name, available())
-    return schema.load(LinkProfile, path)
+    return schema.read(LinkProfile, path)
 
 
 def help_text() -> str:

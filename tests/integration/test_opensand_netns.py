@@ -120,7 +120,7 @@ def test_testbed_on_opensand(testbed_env: Path, run_cli, capsys) -> None:  # typ
     up = json.loads(out)
     assert up["link"] == "opensand" and [a["value"] for a in up["applied"]] == ["geo"]
     store, p = Store(), plan(TESTBED_ID)
-    state = store.load(TESTBED_ID)
+    state = store.read(TESTBED_ID)
     assert state is not None and state.phase == "up" and state.profile == "geo"
     assert [pr.name for pr in state.processes] == [
         "agent-server",
@@ -180,7 +180,7 @@ def test_testbed_on_opensand(testbed_env: Path, run_cli, capsys) -> None:  # typ
             applied = session.ensure_profile(name)
             assert applied is not None and applied.roles == ("satellite", "gateway", "terminal")
             assert session.ensure_profile(name) is None  # in force: nothing to do
-            now = store.load(TESTBED_ID)
+            now = store.read(TESTBED_ID)
             assert now is not None and now.profile == name  # the state file follows
             for role, pid in pids.items():
                 assert procs.start_time(pid) is None, f"the old {role} entity still runs"
@@ -197,12 +197,12 @@ def test_testbed_on_opensand(testbed_env: Path, run_cli, capsys) -> None:  # typ
     finally:
         session.close()  # attached: the testbed stays up
 
-    pids = {pr.pid: pr.start_time for pr in store.load(TESTBED_ID).processes}  # type: ignore[union-attr]
+    pids = {pr.pid: pr.start_time for pr in store.read(TESTBED_ID).processes}  # type: ignore[union-attr]
     code, out, err = run_cli("testbed", "down", "--id", tid)
     assert code == 0, err
     assert not gone(pids)
     assert not [n for n in netns.namespaces() if n in p.namespaces.values()]
-    assert store.load(TESTBED_ID) is None
+    assert store.read(TESTBED_ID) is None
 
 
 # --- the role agent's entities in namespaces of their own ------------------------------

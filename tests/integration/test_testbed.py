@@ -209,7 +209,7 @@ def test_crash_between_up_and_down_then_down_all(env: Path, run_cli) -> None:  #
         # A second, orphaned testbed: its state file is gone as if the runner died before
         # writing it; the name prefix still finds it.
         orphan = _up(run_cli, "--profile", "lan")
-        orphan_state = Store().load(orphan["id"])
+        orphan_state = Store().read(orphan["id"])
         assert orphan_state is not None
         orphan_pids = [p.pid for p in orphan_state.processes]
         (env / f"{orphan['id']}.json").unlink()

@@ -33,17 +33,17 @@ def test_round_trip(tmp_path: Path) -> None:
     s.host_changes.append("net.ipv4.tcp_allowed_congestion_control: added cubic")
     store.save(s)
     assert store.ids() == [5]
-    back = store.load(5)
+    back = store.read(5)
     assert back == s
     store.remove(5)
-    assert store.load(5) is None and store.ids() == []
+    assert store.read(5) is None and store.ids() == []
     store.remove(5)  # twice is fine
 
 
 def test_corrupt_state_names_the_file(tmp_path: Path) -> None:
     (tmp_path / "2.json").write_text('{"id": 2, "surprise": 1}')
     with pytest.raises(ValidationFailed, match=r"2\.json"):
-        Store(tmp_path).load(2)
+        Store(tmp_path).read(2)
 
 
 def test_state_dir_follows_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -102,8 +102,8 @@ def page_registry(c: Campaign, source: Path) -> Registry:
     return Registry.default(extra)
 
 
-def load_campaign(path: Path) -> Campaign:
-    c = schema.load(Campaign, path)
+def read_campaign(path: Path) -> Campaign:
+    c = schema.read(Campaign, path)
     registry = page_registry(c, path)
     _check_names(c, path, registry)
     # Building every page spec catches model/size combinations too small for a JPEG.
@@ -159,4 +159,4 @@ def expand(c: Campaign, source: Path, seed: int | None = None) -> CampaignPlan:
 
 
 def plan_file(path: Path, seed: int | None = None) -> CampaignPlan:
-    return expand(load_campaign(path), path, seed)
+    return expand(read_campaign(path), path, seed)

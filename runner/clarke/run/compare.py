@@ -201,7 +201,7 @@ def compare_records(
     return Comparison(names.pop(), threshold, alpha, out)
 
 
-def load_results(d: Path) -> list[RunRecord]:
+def read_results(d: Path) -> list[RunRecord]:
     _, journal = store.open_existing(d)
     return list(journal.records())
 

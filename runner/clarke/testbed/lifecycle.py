@@ -97,7 +97,7 @@ def up(
         if testbed_id is None:
             testbed_id = _pick_id(store, existing)
         elif (
-            store.load(testbed_id) is not None
+            store.read(testbed_id) is not None
             or any((p := parse_ns(n)) and p[0] == testbed_id for n in existing)
             or netns.link_exists(plan(testbed_id).root_mgmt_link)
         ):
@@ -224,7 +224,7 @@ def down(testbed_id: int, store: Store | None = None) -> Removed:
             f"testbed {testbed_id} belongs to another state dir ({', '.join(map(str, foreign))}); "
             "run down with that CLARKE_STATE_DIR"
         )
-    state = store.load(testbed_id)
+    state = store.read(testbed_id)
     if state is not None:
         removed.had_state = True
         state.phase = "removing"
@@ -302,7 +302,7 @@ def status(store: Store | None = None) -> list[dict[str, Any]]:
     out = []
     for i in known_ids(store):
         p = plan(i)
-        state = store.load(i)
+        state = store.read(i)
         entry: dict[str, Any] = {
             "id": i,
             "profile": state.profile if state else None,
@@ -349,7 +349,7 @@ def running(testbed_id: int | None, store: Store | None = None) -> tuple[Testbed
             )
         testbed_id = ids[0]
     p = plan(testbed_id)
-    state = store.load(testbed_id)
+    state = store.read(testbed_id)
     if state is None or state.phase != "up":
         raise InputError(
             f"testbed {testbed_id} is not up (clarke testbed status; clarke testbed up "

@@ -74,7 +74,7 @@ class Store:
             os.fsync(f.fileno())
         tmp.replace(path)
 
-    def load(self, testbed_id: int) -> TestbedState | None:
+    def read(self, testbed_id: int) -> TestbedState | None:
         path = self.path(testbed_id)
         try:
             text = path.read_text(encoding="utf-8")

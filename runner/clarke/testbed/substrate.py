@@ -31,7 +31,7 @@ class NetnsSubstrate:
 
     def start(self, profile: str) -> NetnsPlan:
         if self.requested_id is not None:
-            state = self.store.load(self.requested_id)
+            state = self.store.read(self.requested_id)
             if state is None:
                 raise InputError(
                     f"there is no testbed {self.requested_id} (clarke testbed status; "
@@ -66,7 +66,7 @@ class NetnsSubstrate:
         if self.plan is None:
             return
         with self.store.locked():
-            state = self.store.load(self.plan.id)
+            state = self.store.read(self.plan.id)
             if state is not None:
                 state.profile, state.profile_sha256 = name, sha256
                 self.store.save(state)
