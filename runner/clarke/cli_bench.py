@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from clarke import registry
+from clarke import profiles, registry
 from clarke.place import netns
 from clarke.run import bench_link, bench_load
 from clarke.vocab import ENGINES, HTTP_VERSIONS
@@ -64,7 +64,7 @@ def link(link: str, n: int, only: tuple[str, ...], as_json: bool, out: Path | No
 @click.option("-n", "n", default=10, show_default=True, help="Loads per engine.")
 @click.option("--page", default="uniform-100k", show_default=True)
 @click.option("--http", "http", type=click.Choice(HTTP_VERSIONS), default="2", show_default=True)
-@click.option("--profile", default="lan", show_default=True)
+@click.option("--profile", default="lan", show_default=True, help=profiles.help_text())
 @click.option("--testbed", "testbed_id", type=int, help="Use this running testbed.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 def load_overhead(

@@ -97,3 +97,26 @@ def test_a_load_on_an_attached_testbed_runs_on_the_profile_asked(session: Sessio
 def test_a_load_on_a_testbed_that_does_not_exist_is_refused(run_cli) -> None:  # type: ignore[no-untyped-def]
     code, out, err = run_cli("load", "--testbed", "59", "--page", PAGE)
     assert code == 2 and "there is no testbed 59" in err
+
+
+def test_a_link_changed_behind_the_session_fails_the_load_with_the_reason(
+    session: Session,
+) -> None:
+    """Something besides this runner puts another profile on the link: the load is not
+    made, and fails saying what the link runs."""
+    from clarke import profiles
+    from clarke.roles import link_config
+    from clarke.vocab import LINK_START_ORDER
+
+    assert session.agents is not None and session.profile is not None
+    expected = session.profile[0]
+    other = "meo" if expected != "meo" else "leo"
+    for role in LINK_START_ORDER:
+        session.agents[role].configure(link_config(other, profiles.read(other)))
+    try:
+        result, _ = session.load_page(PAGE, "2", "bbr", 6)
+    finally:
+        session.ensure_profile(expected)
+    assert result.status is Status.failed
+    assert result.reason.startswith(f"the link does not run profile {expected}"), result.reason
+    assert f"terminal {other}" in result.reason
