@@ -23,6 +23,7 @@ from typing import Any
 from clarke import profiles
 from clarke.errors import ClarkeError
 from clarke.place import netns, procs
+from clarke.place.plan import NetnsPlan
 from clarke.run import linkcheck
 from clarke.run.session import Session
 from clarke.testbed.substrate import NetnsSubstrate
@@ -85,11 +86,12 @@ def geo(
 
 def _link_cpu(session: Session) -> dict[str, int]:
     """CPU ticks of the link's own processes (not the agents) per link role."""
-    assert session.plan is not None
+    plan = session.plan
+    assert isinstance(plan, NetnsPlan)
     out: dict[str, int] = {}
     for role in LINK_ROLES:
         ticks = 0
-        for pid in netns.pids(session.plan.ns(role)):  # type: ignore[attr-defined]
+        for pid in netns.pids(plan.ns(role)):
             try:
                 comm = Path(f"/proc/{pid}/comm").read_text().strip()
             except OSError:
