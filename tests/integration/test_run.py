@@ -42,14 +42,14 @@ CAMPAIGN = {
 
 
 @pytest.fixture(autouse=True)
-def _root_and_cleanup():  # type: ignore[no-untyped-def]
+def _root_and_cleanup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """A state dir of the test's own (the runners it starts inherit it), so that what
+    other people's testbeds on this host do is never read or removed here."""
     need(os.geteuid() == 0, "root (network namespaces)")
-    before = set(lifecycle.known_ids())
+    monkeypatch.setenv("CLARKE_STATE_DIR", str(tmp_path / "testbeds"))
     yield
-    # A runner killed with SIGKILL cannot tear its testbed down: remove what the test
-    # left, and only that (other testbeds on the machine are not ours).
-    for testbed_id in set(lifecycle.known_ids()) - before:
-        lifecycle.down(testbed_id)
+    # A runner killed with SIGKILL cannot tear its testbed down: remove what it left.
+    lifecycle.down_all()
 
 
 def _campaign(tmp_path: Path, **changes: object) -> Path:

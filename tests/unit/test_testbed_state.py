@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -71,3 +72,13 @@ def test_owner_tag_names_the_state_dir(tmp_path: Path) -> None:
     assert a.owner == f"clarke:{(tmp_path / 'a').resolve()}"
     assert a.owner != b.owner
     assert len(a.owner) < 256  # IFALIASZ: it is stored as an interface alias
+
+
+def test_an_older_state_file_is_still_read(tmp_path: Path) -> None:
+    """Written before `link` and `server` (its `backend` named the link): `down` must
+    still find what it recorded."""
+    store = Store(tmp_path)
+    old = {"id": 3, "profile": "lan", "backend": "satlink", "run_dir": str(tmp_path / "3")}
+    store.path(3).write_text(json.dumps(old))
+    s = store.read(3)
+    assert s is not None and (s.link, s.server, s.profile) == ("satlink", "origin", "lan")

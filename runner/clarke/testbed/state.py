@@ -15,9 +15,9 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from clarke.errors import ValidationFailed
 from clarke.place.procs import Proc
@@ -47,6 +47,17 @@ class TestbedState(BaseModel):
     processes: list[Proc] = Field(default_factory=list)
     host_changes: list[str] = Field(default_factory=list)
     error: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _older_state_files(cls, data: Any) -> Any:
+        """A state file written before roles had implementations named `link` and
+        `server` (`backend` named the link; the server was origin): still readable, so
+        that `down` removes such a testbed."""
+        if isinstance(data, dict) and "backend" in data and "link" not in data:
+            rest = {k: v for k, v in data.items() if k != "backend"}
+            return rest | {"link": data["backend"], "server": "origin"}
+        return data
 
 
 class Store:
