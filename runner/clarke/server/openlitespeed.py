@@ -1,6 +1,7 @@
 """OpenLiteSpeed in the testbed's server role (docs/openlitespeed.md).
 
-`OpenLiteSpeedRole` runs OpenLiteSpeed (installed by images/openlitespeed/Dockerfile)
+`OpenLiteSpeedRole` runs OpenLiteSpeed (installed by images/openlitespeed/Dockerfile or
+built by ci/openlitespeed-from-source)
 behind the role agent of the compose stack's server container, with the contract of
 origin's control endpoint (origin/README.md):
 
@@ -24,9 +25,14 @@ Where the connection records come from:
   retransmitted, segments, cwnd, RTT; the last sample of each connection is kept until
   the next reset. Log lines join the sampled connections by the client's address and
   port.
-- For HTTP/3 nothing outside OpenLiteSpeed sees a QUIC connection's congestion control
-  or its bytes on the wire: those records carry the configured algorithm
-  ("cc_source": "configured") and no wire bytes.
+- for HTTP/3 (clarke.server.openlitespeed_quic): the congestion controller each
+  connection ran, from lsquic's debug log in the error log ("cc_source": "lsquic log"),
+  and its packets and bytes on the wire from nftables counters per client socket.
+  OpenLiteSpeed 1.9.1 logs HTTP/3 requests as HTTP/1.1: a request from a client socket
+  that spoke QUIC to the server counts as h3.
+
+The install is found by find_install() ($OLS_SERVER_ROOT, else /usr/local/lsws);
+make_server_root() gives one install several server roots of their own.
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ confirmed against the release's configuration parser and its WebAdmin's table of
 settings, which maps each key to the same help anchor. The tests parse the generated
 files and check every key and value against that table.
 
-Facts read in OpenLiteSpeed 1.8.5's source (not measured: OpenLiteSpeed does not run
-where Clarke is developed):
+Facts read in OpenLiteSpeed 1.8.5's source, then checked against 1.9.1 running with
+this configuration (docs/openlitespeed.md says what was observed):
 - quicCongestionCtrl is handed to lsquic as es_cc_algo: 1 Cubic, 2 BBRv1; 0 and the
   default mean lsquic's default, which is 3, "adaptive" (BBRv1 until the RTT is known,
   then Cubic below 1.5 ms, BBRv1 above). lsquic has no NewReno.
@@ -28,7 +28,8 @@ where Clarke is developed):
   bits before use, so 4 alone (HTTP/2 only) leaves no ALPN at all there. 12 offers h2
   (and http/1.1) on TCP and h3 on QUIC in both.
 - The access log's %H is always HTTP/1.1 (requests are HTTP/1.1 inside the server);
-  only %r's version is rewritten to HTTP/2 or HTTP/3, so the protocol comes from %r.
+  %r's version is rewritten to HTTP/2, but 1.9.1 leaves HTTP/3 requests as HTTP/1.1
+  (observed): the role tells them apart by their client socket (UDP).
 - A virtual host without an accessLog block logs nothing; `useServer 1` sends its
   requests to the server's access log. Access logs are flushed once a second.
 """
