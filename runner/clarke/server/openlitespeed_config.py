@@ -56,8 +56,10 @@ TCP_CC: Final = ("cubic", "bbr", "reno")
 QUIC_CC: Final = {"cubic": 1, "bbr": 2}
 ENABLE_SPDY: Final = 12  # HTTP/2 (4) + HTTP/3 (8): h2 and http/1.1 on TCP, h3 on QUIC
 SSL_PROTOCOL: Final = 24  # TLS 1.2 (8) + TLS 1.3 (16)
-# errorlog's debugLevel with logLevel DEBUG: the lowest level at which OpenLiteSpeed
-# turns lsquic's debug log on (its lines name each connection's congestion controller).
+# errorlog's debugLevel with logLevel DEBUG. OpenLiteSpeed turns lsquic's debug log on
+# (its lines name each connection's congestion controller) when its log level, 7000 +
+# 10 x debugLevel, reaches DBG_HIGH (7080): 8 or more (read in the 1.9.1 source). 10 is
+# the level of OpenLiteSpeed's own debug toggle, and the one observed to work.
 DEBUG_LEVEL: Final = 10
 
 # One access-log line per request (ServLog_Help: Apache-style custom log format; the
