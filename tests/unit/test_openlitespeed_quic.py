@@ -170,3 +170,36 @@ def test_the_counters_for_real(tmp_path: Path) -> None:
         assert tables == ["clarke_quic_4433"]
     finally:
         subprocess.run(["ip", "netns", "del", ns], check=False)
+
+
+def test_find_install_and_a_server_root_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from clarke.errors import EnvironmentProblem
+    from clarke.server.openlitespeed import find_install, install_problem, make_server_root
+
+    install = tmp_path / "lsws"
+    monkeypatch.setenv("OLS_SERVER_ROOT", str(install))
+    assert find_install() is None
+    assert str(install) in install_problem() and "ci/openlitespeed-from-source" in install_problem()
+    with pytest.raises(EnvironmentProblem, match="not installed"):
+        make_server_root(install, tmp_path / "root")
+    (install / "bin").mkdir(parents=True)
+    (install / "conf").mkdir()
+    for name in ("openlitespeed", "lswsctrl"):
+        (install / "bin" / name).write_text("#!/bin/sh\n")
+    (install / "conf" / "mime.properties").write_text("html = text/html\n")
+    (install / "VERSION").write_text("1.9.1\n")
+    assert find_install() == install
+    root = make_server_root(install, tmp_path / "root")
+    assert make_server_root(install, root) == root  # again: links replaced, no error
+    bin_ = root / "bin"
+    assert (bin_ / "openlitespeed").resolve() == (install / "bin" / "openlitespeed").resolve()
+    assert os.readlink(bin_ / "lshttpd") == "openlitespeed"
+    assert os.readlink(bin_ / "litespeed") == "lshttpd"  # what lswsctrl runs
+    assert (bin_ / "lswsctrl").resolve() == (install / "bin" / "lswsctrl").resolve()
+    assert (bin_ / "lsws_env").read_text() == (
+        f"PIDFILE={root}/tmp/lshttpd.pid\nGRACEFUL_PIDFILE={root}/tmp/graceful.pid\n"
+    )
+    assert (root / "VERSION").read_text() == "1.9.1\n"
+    assert (root / "conf" / "mime.properties").is_file() and (root / "logs").is_dir()
