@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import uuid
@@ -203,3 +204,23 @@ def test_find_install_and_a_server_root_of_its_own(
     )
     assert (root / "VERSION").read_text() == "1.9.1\n"
     assert (root / "conf" / "mime.properties").is_file() and (root / "logs").is_dir()
+
+
+def test_the_image_built_from_source() -> None:
+    """images/openlitespeed/Dockerfile.source: the script in a build stage on .ols-src,
+    the install and nftables in the server stage, the same command as the package's."""
+    from helpers import dockerfile_instructions
+
+    repo = Path(__file__).resolve().parents[2]
+    ins = dockerfile_instructions(repo / "images" / "openlitespeed" / "Dockerfile.source")
+    froms = [a for kind, a in ins if kind == "FROM"]
+    assert froms == ["debian:bookworm-slim AS build", "debian:bookworm-slim"]
+    assert ("COPY", "${OLS_SRC} /src") in ins
+    assert ("ARG", "OLS_SRC=.ols-src") in ins
+    run = " ".join(a for kind, a in ins if kind == "RUN")
+    assert "openlitespeed-from-source /src /usr/local/lsws" in run
+    assert re.search(r"\snftables\s", run), "HTTP/3 wire bytes need nft"
+    assert ("COPY", "--from=build /usr/local/lsws /usr/local/lsws") in ins
+    (cmd,) = [json.loads(a) for kind, a in ins if kind == "CMD"]
+    assert cmd == ["clarke", "serve", "server", "--implementation", "openlitespeed"]
+    assert "/.ols-src/" in (repo / ".gitignore").read_text().splitlines()
