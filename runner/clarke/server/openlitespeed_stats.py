@@ -321,6 +321,13 @@ def _tcp_record(conn: TcpConn, lines: list[LogLine], joined_by: str) -> dict[str
     if s.rtt_ms is not None:
         rec["rtt_us"] = round(s.rtt_ms * 1000)
     rec["transport"] = {"tcp": {**c, "total_retrans": s.total_retrans, "rtt_ms": s.rtt_ms}}
+    if not conn.open and rec.get("wire_bytes_sent", 0) < rec["app_bytes_sent"]:
+        # Closed between two samples, and its last sample predates most of its data:
+        # those counters are not its wire bytes. (Observed on loopback, where a 100 kB
+        # response is sent and the connection closed within one 100 ms interval.)
+        for key in ("wire_bytes_sent", "wire_packets_sent", "ip_bytes_estimate"):
+            rec.pop(key, None)
+        rec["wire_incomplete"] = True
     return rec
 
 
@@ -414,6 +421,12 @@ def connection_records(
             mine += by_peer.pop((addr, None))  # a log without the client's port
             joined_by = "peer_address"
         records.append(_tcp_record(conn, mine, joined_by))
+    stale = sum(1 for r in records if r.get("wire_incomplete"))
+    if stale:
+        notes.append(
+            f"TCP: {stale} connection(s) closed before a sample caught their data: no wire "
+            "bytes reported for them (wire_incomplete)"
+        )
     for (addr, port), mine in by_peer.items():
         records.append(
             _log_only_record(
