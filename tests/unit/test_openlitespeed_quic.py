@@ -177,7 +177,7 @@ def test_find_install_and_a_server_root_of_its_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from clarke.errors import EnvironmentProblem
-    from clarke.server.openlitespeed import find_install, install_problem, make_server_root
+    from clarke.server.openlitespeed_install import find_install, install_problem, make_server_root
 
     install = tmp_path / "lsws"
     monkeypatch.setenv("OLS_SERVER_ROOT", str(install))

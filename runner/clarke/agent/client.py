@@ -6,7 +6,10 @@ from typing import Any
 
 import httpx
 
-from clarke.errors import ClarkeError
+from clarke.errors import ClarkeError, EnvironmentProblem, InputError
+
+# An agent's error keeps its kind (and so its exit code) on the runner's side.
+KIND_OF_EXIT = {2: InputError, 3: EnvironmentProblem}
 
 
 class AgentClient:
@@ -34,14 +37,18 @@ class AgentClient:
             raise ClarkeError(f"{self.role} agent at {self.url}: {type(e).__name__}: {e}") from None
         data = resp.json() if resp.content else {}
         if resp.status_code >= 400:
-            raise ClarkeError(f"{self.role} agent: {method} {path}: {data.get('error', resp.text)}")
+            kind = KIND_OF_EXIT.get(data.get("exit_code"), ClarkeError)
+            raise kind(f"{self.role} agent: {method} {path}: {data.get('error', resp.text)}")
         return data
 
     def health(self) -> dict[str, Any]:
         return self._call("GET", "/health")
 
-    def configure(self, body: dict[str, Any]) -> dict[str, Any]:
-        return self._call("POST", "/config", body)
+    def state(self) -> dict[str, Any]:
+        return self._call("GET", "/state")
+
+    def configure(self, body: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+        return self._call("POST", "/config", body, timeout=timeout)
 
     def stats(self) -> dict[str, Any]:
         return self._call("GET", "/stats")

@@ -9,13 +9,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from clarke.agent.roles import ClientRole, Role
 from clarke.errors import ClarkeError
+from clarke.roles import RoleProcess
 
 log = logging.getLogger(__name__)
 
 
-def make_handler(role: Role) -> type[BaseHTTPRequestHandler]:
+def make_handler(role: RoleProcess) -> type[BaseHTTPRequestHandler]:
     lock = threading.Lock()  # one configuration change or page load at a time
 
     class Handler(BaseHTTPRequestHandler):
@@ -41,6 +41,8 @@ def make_handler(role: Role) -> type[BaseHTTPRequestHandler]:
             try:
                 if method == "GET" and url.path == "/health":
                     self._reply(200, role.health())
+                elif method == "GET" and url.path == "/state":
+                    self._reply(200, role.state())
                 elif method == "GET" and url.path == "/stats":
                     self._reply(200, role.stats())
                 elif method == "POST" and url.path == "/stats/reset":
@@ -49,14 +51,16 @@ def make_handler(role: Role) -> type[BaseHTTPRequestHandler]:
                 elif method == "POST" and url.path == "/config":
                     with lock:
                         self._reply(200, role.configure(self._body()))
-                elif method == "POST" and url.path == "/load" and isinstance(role, ClientRole):
+                elif method == "POST" and url.path == "/load" and hasattr(role, "load"):
                     engine = parse_qs(url.query).get("engine", ["selenium"])[0]
                     with lock:
                         self._reply(200, role.load(self._body(), engine))
                 else:
                     self._reply(404, {"error": f"no {method} {url.path} on the {role.role} agent"})
             except ClarkeError as e:
-                self._reply(400 if e.exit_code == 2 else 502, {"error": str(e)})
+                # The kind of error travels with it: the runner raises the same kind.
+                body = {"error": str(e), "exit_code": e.exit_code}
+                self._reply(400 if e.exit_code == 2 else 502, body)
             except (ValueError, json.JSONDecodeError) as e:
                 self._reply(400, {"error": f"bad request: {e}"})
             except Exception as e:  # a bug: answer, keep serving, keep the traceback
@@ -72,7 +76,7 @@ def make_handler(role: Role) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def serve(role: Role, host: str, port: int, ready: threading.Event | None = None) -> None:
+def serve(role: RoleProcess, host: str, port: int, ready: threading.Event | None = None) -> None:
     httpd = ThreadingHTTPServer((host, port), make_handler(role))
     log.info("%s agent (%s) on %s:%d", role.role, role.implementation, host, port)
     if ready:

@@ -1,7 +1,7 @@
 """The Browsertime engine: Browsertime 26.3.2 (npm, pinned in runner/browsertime/)
 drives Firefox with the same geckodriver and the same preferences as the Selenium
 engine; results come from browsertime.json and its HAR, normalised to the raw shape
-that load.verify and load.metrics_of read."""
+that load.judge and load.metrics_of read."""
 
 from __future__ import annotations
 
@@ -102,9 +102,7 @@ def normalise(result: dict[str, Any], har: dict[str, Any], url: str) -> dict[str
 
 def load(req: LoadRequest, workdir: Path | None = None) -> LoadResult:
     binary = firefox.find_firefox(req.firefox)
-    prefs = firefox_prefs.layered(
-        req.http, req.host, req.port, req.connections, req.prefs, address=req.address
-    )
+    prefs = firefox_prefs.layered(req.http, req.host, req.port, req.connections, req.prefs)
     template = firefox.make_profile(Path(req.ca_cert) if req.ca_cert else None, prefs, workdir)
     out = Path(tempfile.mkdtemp(prefix="clarke-browsertime-", dir=workdir))
     argv = [

@@ -10,9 +10,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, Field
 
 from clarke.results.record import Status
-
-# What Firefox reports as nextHopProtocol for each requested HTTP version.
-PROTOCOL_NAMES = {"1.1": "http/1.1", "2": "h2", "3": "h3"}
+from clarke.vocab import HttpVersion
 
 
 class ExpectedObject(BaseModel):
@@ -25,7 +23,6 @@ class LoadRequest(BaseModel):
     http: str
     host: str
     port: int
-    address: str | None = None  # the server's address: Firefox resolves every name to it
     connections: int = 6
     ca_cert: str | None = None
     firefox: str | None = None
@@ -95,7 +92,7 @@ def _path_of(url: str) -> str:
     return urlsplit(url).path.lstrip("/")
 
 
-def verify(req: LoadRequest, raw: dict[str, Any]) -> tuple[Status, str, dict[str, str], str | None]:
+def judge(req: LoadRequest, raw: dict[str, Any]) -> tuple[Status, str, dict[str, str], str | None]:
     """(status, reason, protocol per URL, LCP element) for a load's raw entries."""
     nav = raw.get("navigation")
     if not nav or not _num(nav, "loadEventStart"):
@@ -103,7 +100,7 @@ def verify(req: LoadRequest, raw: dict[str, Any]) -> tuple[Status, str, dict[str
     protocols = {nav.get("name", req.url): nav.get("nextHopProtocol", "")}
     for r in raw.get("resources") or []:
         protocols[r.get("name", "?")] = r.get("nextHopProtocol", "")
-    want = PROTOCOL_NAMES[req.http]
+    want = HttpVersion(req.http).next_hop_protocol
     wrong: dict[str, int] = {}
     for proto in protocols.values():
         if proto != want:
@@ -149,7 +146,7 @@ def judged(
     req: LoadRequest, raw: dict[str, Any], engine: str, version: str, wall_ms: float
 ) -> LoadResult:
     """The result of a load whose raw entries an engine collected: metrics and verdict."""
-    status, reason, protocols, lcp_element = verify(req, raw)
+    status, reason, protocols, lcp_element = judge(req, raw)
     return LoadResult(
         status=status,
         reason=reason,

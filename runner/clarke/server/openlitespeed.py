@@ -39,18 +39,23 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import grp
 import ipaddress
 import logging
 import os
+import pwd
 import re
 import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
-from clarke import __version__, sh
+from clarke import __version__, sh, tls
 from clarke.errors import ClarkeError, CommandFailed, EnvironmentProblem, InputError
+from clarke.place import Place, procs
+from clarke.roles import Implementation, RoleProcess
+from clarke.server import serve_link_checks
 from clarke.server.openlitespeed_config import (
     DEFAULT_SERVER_ROOT,
     QUIC_CC,
@@ -60,6 +65,7 @@ from clarke.server.openlitespeed_config import (
     render,
     write,
 )
+from clarke.server.openlitespeed_install import INSTALL_ENV, find_install, install_problem
 from clarke.server.openlitespeed_quic import (
     QuicWireCounter,
     merge_by_peer,
@@ -78,82 +84,11 @@ from clarke.server.tcp_cc import (
     netns_argv,
 )
 
-if TYPE_CHECKING:
-    from clarke.testbed.plan import Addresses
-    from clarke.tls import TestbedPki
-
 log = logging.getLogger(__name__)
 
 DEFAULT_PID_FILE: Final = Path("/tmp/lshttpd/lshttpd.pid")  # lswsctrl's, unless lsws_env
 CONFIG_KEYS: Final = ("tcp_cc", "quic_cc")
 ERROR_LOG_KEEP_BYTES: Final = 256 * 1024 * 1024
-
-
-# --- where OpenLiteSpeed is installed ---------------------------------------------------------
-
-INSTALL_ENV: Final = "OLS_SERVER_ROOT"
-
-
-def find_install(explicit: Path | None = None) -> Path | None:
-    """OpenLiteSpeed's install (a server root with bin/openlitespeed or bin/lshttpd, and
-    bin/lswsctrl): `explicit`, else $OLS_SERVER_ROOT, else /usr/local/lsws (where
-    LiteSpeed's package and ci/openlitespeed-from-source's documented prefix put it).
-    None if there is none."""
-    root = explicit or Path(os.environ.get(INSTALL_ENV) or DEFAULT_SERVER_ROOT)
-    binary = next((b for b in ("openlitespeed", "lshttpd") if (root / "bin" / b).is_file()), None)
-    if binary is None or not (root / "bin" / "lswsctrl").is_file():
-        return None
-    return root
-
-
-def install_problem(explicit: Path | None = None) -> str:
-    """Why find_install() found nothing, and how to get OpenLiteSpeed."""
-    root = explicit or Path(os.environ.get(INSTALL_ENV) or DEFAULT_SERVER_ROOT)
-    return (
-        f"OpenLiteSpeed is not installed at {root} (no bin/openlitespeed and bin/lswsctrl; "
-        f"set {INSTALL_ENV} to its server root): build it with "
-        "`ci/openlitespeed-from-source SRC_DIR /usr/local/lsws` or install LiteSpeed's "
-        "package (docs/openlitespeed.md)"
-    )
-
-
-def make_server_root(install: Path, root: Path) -> Path:
-    """A server root of its own at `root` that runs `install`'s binary: bin/ links to
-    the install's openlitespeed and lswsctrl, bin/lsws_env puts the pid files under
-    root/tmp, conf/mime.properties and VERSION are copied. The configuration, logs and
-    pid files are then this root's alone (tests, several servers on one host)."""
-    install, root = Path(install), Path(root)
-    binary = next(
-        (
-            install / "bin" / b
-            for b in ("openlitespeed", "lshttpd")
-            if (install / "bin" / b).is_file()
-        ),
-        None,
-    )
-    if binary is None or not (install / "bin" / "lswsctrl").is_file():
-        raise EnvironmentProblem(install_problem(install))
-    for sub in ("bin", "conf", "logs", "tmp"):
-        (root / sub).mkdir(parents=True, exist_ok=True)
-    links = {
-        "openlitespeed": binary.resolve(),
-        "lshttpd": Path("openlitespeed"),
-        "litespeed": Path("lshttpd"),
-        "lswsctrl": (install / "bin" / "lswsctrl").resolve(),
-    }
-    for name, target in links.items():
-        link = root / "bin" / name
-        if link.is_symlink() or link.exists():
-            link.unlink()
-        link.symlink_to(target)
-    tmp = root / "tmp"
-    (root / "bin" / "lsws_env").write_text(
-        f"PIDFILE={tmp}/lshttpd.pid\nGRACEFUL_PIDFILE={tmp}/graceful.pid\n"
-    )
-    for rel in ("conf/mime.properties", "VERSION"):
-        with contextlib.suppress(FileNotFoundError):
-            (root / rel).write_bytes((install / rel).read_bytes())
-    return root
 
 
 # --- the role ------------------------------------------------------------------------------
@@ -244,25 +179,29 @@ class OpenLiteSpeedRole:
         self._version: str | None = None
         self._restarting = False
         self._lock = threading.RLock()
+        self.children = procs.Children()  # besides OpenLiteSpeed: iperf3 -s for link checks
+        self._started = False
 
     @classmethod
-    def for_compose(cls, plan: Addresses, pki: TestbedPki, pages_dir: Path) -> OpenLiteSpeedRole:
-        """The role in its container of the compose stack: the server's address from the
-        plan, the route towards the client LAN through the gateway, the stack's
-        certificate, and the container's own default congestion control to start."""
+    def for_place(cls, place: Place) -> OpenLiteSpeedRole:
+        """The role in its place: the server's address from the plan, the route towards
+        the client LAN through the gateway, the testbed's certificate, and the place's
+        own default congestion control to start."""
+        pki = tls.ensure_testbed_pki(place.pki_dir, label=place.substrate)
         site = OlsSite(
-            pages_dir=Path(pages_dir),
+            pages_dir=place.pages_dir,
             cert_file=pki.cert,
             key_file=pki.key,
-            listen_address=plan.addresses["server"],
+            listen_address=place.plan.addresses["server"],
         )
         root = Path(os.environ.get(INSTALL_ENV) or DEFAULT_SERVER_ROOT)
         return cls(
             site,
             initial_settings(),
-            client_lan=str(plan.st_lan.prefix),
-            gateway=plan.next_hop("server"),
+            client_lan=str(place.plan.st_lan.prefix),
+            gateway=place.plan.next_hop("server"),
             server_root=root,
+            netns=place.ns,
         )
 
     # --- paths and commands ----------------------------------------------------------
@@ -362,9 +301,6 @@ class OpenLiteSpeedRole:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.touch(exist_ok=True)
             if os.geteuid() == 0:
-                import grp
-                import pwd
-
                 with contextlib.suppress(KeyError, OSError):
                     uid = pwd.getpwnam(self.site.user).pw_uid
                     os.chown(path, uid, grp.getgrnam(self.site.group).gr_gid)
@@ -429,10 +365,13 @@ class OpenLiteSpeedRole:
             self._install_quic_counter()
             self._log_offset = self.site.access_log.stat().st_size
             self._error_log_offset = self.site.error_log.stat().st_size
+            self._started = True
 
     def stop(self) -> None:
         """lswsctrl stop (by the PID in its pid file), and the sampler."""
         with self._lock:
+            self._started = False
+            self.children.stop()
             self.sampler.stop()
             with contextlib.suppress(ClarkeError):
                 self.quic_wire.remove()
@@ -449,7 +388,16 @@ class OpenLiteSpeedRole:
         process for a moment: that counts as running)."""
         return self._restarting or self.pid() is not None
 
+    def problem(self) -> str | None:
+        """OpenLiteSpeed (or iperf3) died after it started."""
+        if self._started and not self.alive():
+            return "OpenLiteSpeed is not running"
+        return self.children.exited()
+
     # --- the role agent's contract -----------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        return {"tcp_cc": self.settings.tcp_cc, "quic_cc": self.settings.quic_cc}
+
     def settings_view(self) -> dict[str, Any]:
         return {
             "tcp_cc": self.settings.tcp_cc,
@@ -465,6 +413,7 @@ class OpenLiteSpeedRole:
             "role": self.role,
             "implementation": self.implementation,
             "clarke": __version__,
+            "ready": True,
             "openlitespeed": {
                 "version": self.version(),
                 "settings": self.settings_view(),
@@ -486,6 +435,8 @@ class OpenLiteSpeedRole:
         OpenLiteSpeed restarted gracefully if its configuration changed."""
         with self._lock:
             new = settings_from_body(body, self.settings)
+            if new == self.settings and self.tcp_applied is not None:
+                return {"applied": False, "state": self.state(), "restarted": False}
             files = render(self.site, new)
             restart = files != self._running_config
             if self.tcp_applied is None or new.tcp_cc != self.settings.tcp_cc:
@@ -503,7 +454,12 @@ class OpenLiteSpeedRole:
                     self._restarting = False
                 self.restarts += 1
             self._running_config = files
-            return {"settings": self.settings_view(), "restarted": restart}
+            return {
+                "applied": True,
+                "state": self.state(),
+                "settings": self.settings_view(),
+                "restarted": restart,
+            }
 
     def stats(self) -> dict[str, Any]:
         # OpenLiteSpeed writes its access log once a second: wait for the lines of every
@@ -570,3 +526,25 @@ def initial_settings() -> OlsSettings:
         tcp = "cubic"
     tcp = tcp if tcp in TCP_CC else "cubic"
     return OlsSettings(tcp_cc=tcp, quic_cc=tcp if tcp in QUIC_CC else "cubic")
+
+
+class OpenLiteSpeed(Implementation):
+    kind = "server"
+    name = "openlitespeed"
+    summary = "OpenLiteSpeed (the study's server); its image: images/openlitespeed"
+    install = "see docs/openlitespeed.md, or use --server origin"
+
+    def check_environment(self) -> None:
+        if find_install() is None:
+            raise EnvironmentProblem(f"{install_problem()}; or use --server origin")
+
+    def start(self, place: Place) -> RoleProcess:
+        self.check_environment()
+        role = OpenLiteSpeedRole.for_place(place)
+        try:
+            role.start()
+            serve_link_checks(place, role.children)
+        except BaseException:
+            role.stop()
+            raise
+        return role
