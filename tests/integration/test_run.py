@@ -99,14 +99,14 @@ def test_smoke_campaign_into_influxdb(influxd: str, tmp_path: Path) -> None:
         "--influx",
         url,
         "--results",
-        str(tmp_path),
+        str(tmp_path / "results"),
         "--link-check",
         "quick",
         "--campaign-id",
         "smoke-e2e",
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    d = _only_dir(tmp_path)
+    d = _only_dir(tmp_path / "results")
     plan_ids = {r.run_id for r in plan_file(Path("campaigns/smoke.yaml")).runs}
     assert set(_final(d)) == plan_ids
     records = list(Journal.in_dir(d).records())
