@@ -7,6 +7,7 @@ import time
 
 import click
 
+from clarke.browser.prefs import check_override
 from clarke.campaign.model import CONGESTION_CONTROLS, HTTP_VERSIONS
 from clarke.results.record import Status
 
@@ -22,6 +23,10 @@ def parse_prefs(items: tuple[str, ...]) -> dict[str, bool | int | str]:
             value = raw == "true"
         elif raw.lstrip("-").isdigit():
             value = int(raw)
+        try:
+            check_override(name, value)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--pref") from None
         out[name] = value
     return out
 
@@ -72,7 +77,8 @@ def parse_prefs(items: tuple[str, ...]) -> dict[str, bool | int | str]:
     "prefs",
     multiple=True,
     metavar="NAME=VALUE",
-    help="Extra Firefox preference, applied last (true/false and integers are typed). Repeatable.",
+    help="Override a Firefox preference (network.http.* or network.tcp.*; true, false or an "
+    "integer), applied last. Repeatable.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def load(

@@ -23,6 +23,8 @@ from clarke.link import profiles
 from clarke.testbed.backends import answers, satlink_binary
 from conftest import free_port, need
 
+TOKEN = "test-token-" + "0" * 32
+
 
 @pytest.fixture
 def satellite(tmp_path: Path) -> Iterator[str]:
@@ -47,7 +49,7 @@ def satellite(tmp_path: Path) -> Iterator[str]:
             assert proc.poll() is None and time.monotonic() < deadline, "satlink did not start"
             time.sleep(0.05)
         httpd = ThreadingHTTPServer(
-            ("127.0.0.1", 0), make_handler(SatlinkRole("satellite", str(sock)))
+            ("127.0.0.1", 0), make_handler(SatlinkRole("satellite", str(sock)), TOKEN)
         )
         threading.Thread(target=httpd.serve_forever, daemon=True).start()
         yield f"http://127.0.0.1:{httpd.server_address[1]}"
@@ -60,7 +62,7 @@ def satellite(tmp_path: Path) -> Iterator[str]:
 
 
 def test_config_carries_the_whole_profile(satellite: str) -> None:
-    agent = AgentClient("satellite", satellite)
+    agent = AgentClient("satellite", satellite, TOKEN)
     geo = profiles.load("geo")
     reply = agent.configure({"name": "geo", "profile": geo.model_dump(by_alias=True, mode="json")})
     assert reply["applied"] == "geo"
@@ -72,7 +74,7 @@ def test_config_carries_the_whole_profile(satellite: str) -> None:
 
 
 def test_bad_profile_is_refused_with_the_field_named(satellite: str) -> None:
-    agent = AgentClient("satellite", satellite)
+    agent = AgentClient("satellite", satellite, TOKEN)
     bad = profiles.load("geo").model_dump(by_alias=True, mode="json")
     bad["forward"]["rate_mbps"] = -1
     with pytest.raises(ClarkeError, match=r"forward\.rate_mbps"):

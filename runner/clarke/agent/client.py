@@ -1,4 +1,5 @@
-"""The runner's side of the agents."""
+"""The runner's side of the agents: every request carries the testbed's agent token
+(clarke.agent.auth)."""
 
 from __future__ import annotations
 
@@ -6,13 +7,16 @@ from typing import Any
 
 import httpx
 
+from clarke.agent import auth
 from clarke.errors import ClarkeError
 
 
 class AgentClient:
-    def __init__(self, role: str, url: str, timeout: float = 30) -> None:
+    def __init__(self, role: str, url: str, token: str, timeout: float = 30) -> None:
         self.role, self.url = role, url
-        self._http = httpx.Client(base_url=url, timeout=timeout, trust_env=False)
+        self._http = httpx.Client(
+            base_url=url, timeout=timeout, trust_env=False, headers=auth.bearer(token)
+        )
 
     def _call(
         self,
@@ -32,9 +36,15 @@ class AgentClient:
             )
         except httpx.TransportError as e:
             raise ClarkeError(f"{self.role} agent at {self.url}: {type(e).__name__}: {e}") from None
-        data = resp.json() if resp.content else {}
+        try:
+            data = resp.json() if resp.content else {}
+        except ValueError:
+            data = {}
+        if not isinstance(data, dict):
+            data = {}
         if resp.status_code >= 400:
-            raise ClarkeError(f"{self.role} agent: {method} {path}: {data.get('error', resp.text)}")
+            said = data.get("error") or resp.text.strip() or resp.reason_phrase
+            raise ClarkeError(f"{self.role} agent: {method} {path}: {resp.status_code} {said}")
         return data
 
     def health(self) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import httpx
 from pydantic import ValidationError
 
 from clarke import __version__
+from clarke.browser.load import BrowserSetup
 from clarke.errors import ClarkeError, InputError, ValidationFailed
 from clarke.link.profiles import LinkProfile
 from clarke.schema import problems_of
@@ -137,19 +138,23 @@ class HttpControlledRole:
 
 
 class ClientRole:
-    """The browser: loads pages with the requested engine, inside this role's network."""
+    """The browser: loads pages with the requested engine, inside this role's network.
+    The browser binary, the CA and the server's name are the agent's start-up options
+    (`setup`); a request carries only values (browser/load.py)."""
 
     role = "client"
     implementation = "firefox"
+    ENGINES = ("selenium", "browsertime")
 
-    def __init__(self) -> None:
+    def __init__(self, setup: BrowserSetup) -> None:
+        self.setup = setup
         self.loads = 0
 
     def health(self) -> dict[str, Any]:
         from clarke.browser import firefox
 
         try:
-            binary = firefox.find_firefox()
+            binary = firefox.find_firefox(self.setup.firefox)
             version = firefox.version(binary)
         except ClarkeError as e:
             return {
@@ -178,18 +183,20 @@ class ClientRole:
         return {}
 
     def load(self, body: dict[str, Any], engine: str) -> dict[str, Any]:
+        """One page load; InputError (nothing started) for an unknown engine or a
+        request that is not a valid LoadRequest for this agent's setup."""
         from clarke.browser.load import LoadRequest, LoadResult
 
-        req = LoadRequest.model_validate(body)
+        if engine not in self.ENGINES:
+            raise InputError(f"unknown engine {engine!r}; allowed: {', '.join(self.ENGINES)}")
+        req = LoadRequest.for_agent(body, self.setup)
         if engine == "selenium":
             from clarke.browser import selenium_engine as module
-        elif engine == "browsertime":
-            from clarke.browser import browsertime_engine as module  # type: ignore[no-redef]
         else:
-            raise InputError(f"unknown engine {engine!r}; allowed: selenium, browsertime")
+            from clarke.browser import browsertime_engine as module  # type: ignore[no-redef]
         self.loads += 1
         try:
-            result = module.load(req)
+            result = module.load(req, self.setup)
         except ClarkeError as e:
             result = LoadResult.failed(engine, f"{e.kind}: {e}")
         return result.model_dump(mode="json")

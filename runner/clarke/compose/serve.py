@@ -36,7 +36,7 @@ import httpx
 from cryptography import x509
 
 from clarke import sh, tls
-from clarke.agent import roles
+from clarke.agent import auth, roles
 from clarke.agent.server import serve as serve_agent
 from clarke.compose import containers
 from clarke.compose.session import PAGES_DIR, PKI_DIR
@@ -229,6 +229,7 @@ def check_choice(role: str, implementation: str) -> None:
 def serve_role(role: str, implementation: str) -> int:
     """Run a role's container until SIGTERM (0) or until its implementation dies (1)."""
     check_choice(role, implementation)
+    token = auth.read_token(auth.COMPOSE_TOKEN_FILE)  # the secrets service wrote it
     plan = compose_plan()
     mgmt = plan.mgmt.address(role)
     containers.interface_of(mgmt)  # attached as the plan says, or a clear error
@@ -242,7 +243,7 @@ def serve_role(role: str, implementation: str) -> int:
     try:
         served = STARTERS[implementation](role, plan, children)
         agent = threading.Thread(
-            target=serve_agent, args=(served.role, mgmt, AGENT_PORT), daemon=True
+            target=serve_agent, args=(served.role, mgmt, AGENT_PORT, token), daemon=True
         )
         agent.start()
         log.warning("%s (%s) ready; agent on %s:%d", role, implementation, mgmt, AGENT_PORT)

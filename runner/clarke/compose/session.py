@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from clarke import sh
+from clarke.agent import auth
 from clarke.errors import EnvironmentProblem
-from clarke.run.driver import AgentSession, build_pages
+from clarke.run.driver import HOST, HTTPS_PORT, AgentSession, build_pages
 from clarke.testbed import procs
 from clarke.testbed.plan import AGENT_PORT, ComposePlan, compose_plan
 
@@ -55,6 +56,8 @@ class ComposeSession(AgentSession):
         plan = compose_plan()
         self.plan = plan
         try:
+            # The stack's agent token: the secrets service wrote it (docs/compose.md).
+            self.agent_token = auth.read_token(auth.COMPOSE_TOKEN_FILE)
             if not self.roles_only:
                 self.pages = build_pages(self.pages_dir, self.page_names, self.registry, self.units)
                 self.ca_cert = self._wait_for_ca()
@@ -84,7 +87,10 @@ class ComposeSession(AgentSession):
         """The client's agent runs in this container, as the runner's child."""
         LOG_DIR.mkdir(parents=True, exist_ok=True)
         argv = [sys.executable, "-m", "clarke", "agent", "--role", "client",
-                "--listen", f"{plan.mgmt.address('client')}:{AGENT_PORT}"]  # fmt: skip
+                "--listen", f"{plan.mgmt.address('client')}:{AGENT_PORT}",
+                "--token-file", str(auth.COMPOSE_TOKEN_FILE), "--ca-cert", str(self.ca_cert),
+                "--server-name", HOST, "--server-port", str(HTTPS_PORT)]  # fmt: skip
+        argv += ["--firefox", self.firefox] if self.firefox else []
         with (LOG_DIR / "agent-client.log").open("ab") as out:
             self._client_agent = sh.spawn(
                 argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT

@@ -84,6 +84,7 @@ class AgentSession:
         self.agents: dict[str, AgentClient] = {}
         self.implementations: dict[str, str] = {}
         self.ca_cert: Path | None = None
+        self.agent_token = ""  # the testbed's agent token (clarke.agent.auth), set by start()
         self.current_profile = profile
         self.current_cc: str | None = None
         self.server_quic_cc: set[str] | None = None  # None: the server did not say
@@ -104,7 +105,9 @@ class AgentSession:
         """Wait until every role's agent answers (but those skipped), then learn which
         implementation fills each role (recorded with every result)."""
         self.agents = {
-            role: AgentClient(role, plan.agent_url(role)) for role in ROLES if role not in skip
+            role: AgentClient(role, plan.agent_url(role), self.agent_token)
+            for role in ROLES
+            if role not in skip
         }
         deadline = time.monotonic() + timeout
         pending = dict(self.agents)
@@ -191,11 +194,7 @@ class AgentSession:
         return LoadRequest(
             url=f"https://{HOST}/{entry['path']}",
             http=http,
-            host=HOST,
-            port=HTTPS_PORT,
             connections=connections,
-            ca_cert=str(self.ca_cert),
-            firefox=self.firefox,
             window=self.window,
             timeout_s=self.timeout_s,
             expected_objects=[

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from clarke import paths, tls
+from clarke.agent import auth
 from clarke.errors import EnvironmentProblem, InputError
 from clarke.run.driver import HOST, HTTPS_PORT, AgentSession, build_pages
 from clarke.testbed import lifecycle, netns, procs, verify
@@ -26,6 +27,9 @@ from clarke.testbed.state import Store, TestbedState
 log = logging.getLogger(__name__)
 
 ORIGIN_CONTROL_PORT = AGENT_PORT + 1
+# origin's control endpoint has no token: it listens on the server namespace's loopback,
+# where only the server's agent (in that namespace) reaches it, never on mgmt.
+ORIGIN_CONTROL = f"127.0.0.1:{ORIGIN_CONTROL_PORT}"
 
 
 def origin_binary() -> Path:
@@ -107,33 +111,54 @@ class NetnsSession(AgentSession):
         pages_dir, pki_dir = run_dir / "pages", run_dir / "pki"
         self.pages = build_pages(pages_dir, self.page_names, self.registry, self.units)
         self.ca_cert = pki_dir / "ca.pem"
+        token_file = auth.ensure_token_file(run_dir / auth.TOKEN_FILE)
+        self.agent_token = auth.read_token(token_file)
         running = {p.name for p in state.processes if procs.alive(p)}
         if "origin" in running and all(f"agent-{r}" in running for r in ROLES):
             self.connect_agents(plan)
+            self._check_browser()
             return
         tls.issue_testbed_pki(pki_dir, [HOST], label=f"testbed {plan.id}")
         write_client_names(plan)
         for role in ("client", "server"):
             # No TCP state carried from one load to the next (ssthresh, RTT of the peer).
             netns.sysctls(plan.ns(role), {"net.ipv4.tcp_no_metrics_save": "1"})
-        server_mgmt = plan.mgmt.address("server")
         lifecycle.start_process(plan.id, "server", "origin", [
             str(origin), "--root", str(pages_dir),
             "--listen", f"{plan.addresses['server']}:{HTTPS_PORT}",
             "--cert", str(pki_dir / "server.pem"), "--key", str(pki_dir / "server.key"),
-            "--control", f"{server_mgmt}:{ORIGIN_CONTROL_PORT}",
+            "--control", ORIGIN_CONTROL,
             "--tcp-cc", "cubic", "--quic-cc", "cubic",
             "--log", str(run_dir / "origin-connections.log"),
         ])  # fmt: skip
         for role in ROLES:
             argv = [sys.executable, "-m", "clarke", "agent", "--role", role,
-                    "--listen", f"{plan.mgmt.address(role)}:{AGENT_PORT}"]  # fmt: skip
+                    "--listen", f"{plan.mgmt.address(role)}:{AGENT_PORT}",
+                    "--token-file", str(token_file)]  # fmt: skip
             if role in LINK_ROLES:
                 argv += ["--satlink-control", str(Satlink.control(run_dir, role))]
             elif role == "server":
-                argv += ["--server-control", f"http://{server_mgmt}:{ORIGIN_CONTROL_PORT}"]
+                argv += ["--server-control", f"http://{ORIGIN_CONTROL}"]
+            else:
+                argv += ["--ca-cert", str(self.ca_cert), "--server-name", HOST,
+                         "--server-port", str(HTTPS_PORT)]  # fmt: skip
+                argv += ["--firefox", self.firefox] if self.firefox else []
             lifecycle.start_process(plan.id, role, f"agent-{role}", argv)
         self.connect_agents(plan)
+
+    def _check_browser(self) -> None:
+        """The browser is the client agent's start-up option: an attached testbed's
+        agent must run the one asked for."""
+        if not self.firefox:
+            return
+        running = str(self.agents["client"].health().get("firefox", ""))
+        wanted = shutil.which(self.firefox) or self.firefox
+        if running and os.path.realpath(running) != os.path.realpath(wanted):
+            raise InputError(
+                f"testbed {self.requested_id}'s client agent runs {running}, not "
+                f"{self.firefox}: the browser is fixed when the testbed's agents start "
+                "(bring up a new testbed for another browser)"
+            )
 
     def close(self) -> None:
         """Tear down a testbed this session brought up; leave an attached one running."""

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from clarke import schema
+from clarke.agent import auth
 from clarke.errors import ClarkeError, InputError
 from clarke.link import profiles
 from clarke.link.profiles import LinkProfile
@@ -126,6 +127,9 @@ def up(
     try:
         with _sigterm_interrupts():
             run_dir.mkdir(parents=True, exist_ok=True)
+            # The role agents' bearer token: a new one per testbed, in a file only root
+            # may read (clarke.agent.auth).
+            auth.ensure_token_file(run_dir / auth.TOKEN_FILE)
             _build(tb, profile, backend)
             state.phase = "up"
             tb.save()
