@@ -126,7 +126,8 @@ def up(
     tb = Builder(store, state, p, run_dir)
     try:
         with _sigterm_interrupts():
-            run_dir.mkdir(parents=True, exist_ok=True)
+            # Only root enters the run dir: control sockets, keys, the agents' token.
+            run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
             # The role agents' bearer token: a new one per testbed, in a file only root
             # may read (clarke.agent.auth).
             auth.ensure_token_file(run_dir / auth.TOKEN_FILE)
