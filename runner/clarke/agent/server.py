@@ -163,13 +163,17 @@ def make_handler(role: Role, token: str) -> type[BaseHTTPRequestHandler]:
 
         def _reply(self, code: int, body: dict[str, Any]) -> None:
             data = json.dumps(body).encode()
-            self.send_response(code)
-            if code == 401:
-                self.send_header("WWW-Authenticate", 'Bearer realm="clarke-agent"')
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            try:
+                self.send_response(code)
+                if code == 401:
+                    self.send_header("WWW-Authenticate", 'Bearer realm="clarke-agent"')
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except OSError as e:  # the caller left (or was cut off): nothing to answer
+                log.warning("%s: answer %d not sent: %s", self.address_string(), code, e)
+                self.close_connection = True
 
         def _authorized(self, method: str, path: str) -> bool:
             """Whether the caller showed the token; Refused unless it may go on."""

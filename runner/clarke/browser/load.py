@@ -100,7 +100,7 @@ class LoadRequest(BaseModel):
     http: Literal["1.1", "2", "3"]
     connections: Annotated[StrictInt, Field(ge=1, le=256)] = 6
     window: tuple[Pixels, Pixels] = (1366, 768)
-    timeout_s: Annotated[float, Field(gt=0, le=3600)] = 180.0
+    timeout_s: Annotated[float, Field(strict=True, gt=0, le=3600)] = 180.0
     settle_ms: Annotated[StrictInt, Field(ge=0, le=60_000)] = 250
     expected_objects: Annotated[list[ExpectedObject], Field(max_length=10_000)] = Field(
         default_factory=list
@@ -108,7 +108,7 @@ class LoadRequest(BaseModel):
     lcp_candidates: Annotated[
         list[Annotated[StrictStr, Field(max_length=1024)]], Field(max_length=10_000)
     ] = Field(default_factory=list)
-    # Overrides of Firefox preferences, from prefs.OVERRIDABLE only (no strings: no
+    # Overrides of Firefox preferences, prefs.OVERRIDABLE_PREFIXES only (no strings: no
     # file, no URL, no program).
     prefs: Annotated[dict[str, StrictBool | StrictInt], Field(max_length=64)] = Field(
         default_factory=dict
