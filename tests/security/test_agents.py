@@ -57,6 +57,7 @@ class Bed:
     token_file: Path
     run_dir: Path
     scratch: Path  # a directory `nobody` owns, as an attacker's would be
+    http: httpx.Client  # raw requests, with or without the token
 
     def agent(self, role: str) -> AgentClient:
         assert self.session.plan is not None
@@ -86,7 +87,8 @@ def bed() -> Iterator[Bed]:
         assert session.plan is not None
         run_dir = state / str(session.plan.id)
         token_file = run_dir / auth.TOKEN_FILE
-        yield Bed(session, auth.read_token(token_file), token_file, run_dir, scratch)
+        with httpx.Client(trust_env=False, timeout=30) as http:
+            yield Bed(session, auth.read_token(token_file), token_file, run_dir, scratch, http)
     finally:
         session.close()
         if previous is None:
@@ -251,20 +253,14 @@ REFUSED = [
 ]
 
 
-def _refused(url: str, token: str, script: Path) -> list[str]:
+def _refused(http: httpx.Client, url: str, token: str, script: Path) -> list[str]:
     """Every REFUSED body, with both engines: each must be a 4xx naming its field."""
     problems = []
     good = {"url": f"https://www.clarke.test/{PAGE}/", "http": "2"}
     for engine in ("selenium", "browsertime"):
         for field, change in REFUSED:
             body = json.loads(json.dumps({**good, **change}).replace("{script}", str(script)))
-            r = httpx.post(
-                f"{url}/load?engine={engine}",
-                json=body,
-                headers=auth.bearer(token),
-                trust_env=False,
-                timeout=30,
-            )
+            r = http.post(f"{url}/load?engine={engine}", json=body, headers=auth.bearer(token))
             if not (400 <= r.status_code < 500 and field in r.json().get("error", "")):
                 problems.append(f"{engine} {change}: {r.status_code} {r.text[:200]}")
     return problems
@@ -273,7 +269,7 @@ def _refused(url: str, token: str, script: Path) -> list[str]:
 def test_paths_and_programs_are_refused_and_nothing_runs(bed: Bed, tmp_path: Path) -> None:
     script, marker = evil_script(bed, "evil-with-token")
     assert bed.session.plan is not None
-    assert _refused(bed.session.plan.agent_url("client"), bed.token, script) == []
+    assert _refused(bed.http, bed.session.plan.agent_url("client"), bed.token, script) == []
     assert bed.agent("client").stats() == {"loads": 0}
     # A client agent whose own (start-up) browser is a marker-writing script: a request
     # that got as far as starting any browser would write the marker.
@@ -298,7 +294,7 @@ def test_paths_and_programs_are_refused_and_nothing_runs(bed: Bed, tmp_path: Pat
                 except httpx.TransportError:
                     assert time.monotonic() < deadline, "the marker agent did not start"
                     time.sleep(0.2)
-            assert _refused(url, bed.token, script) == []
+            assert _refused(bed.http, url, bed.token, script) == []
             assert not marker.exists() and not ran.exists()
             # The check can fail: a valid request does start the agent's browser.
             r = httpx.post(
@@ -391,7 +387,7 @@ def test_a_testbed_keeps_the_browser_it_started_with(bed: Bed) -> None:
 # request, is left out), and the agents keep serving --------------------------------------
 
 FUZZ = settings(
-    max_examples=40,
+    max_examples=30,
     deadline=dt.timedelta(seconds=10),
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
@@ -420,12 +416,10 @@ LAN = profiles.load("lan").model_dump(by_alias=True, mode="json")
 
 def _post(bed: Bed, role: str, path: str, body: bytes) -> httpx.Response:
     assert bed.session.plan is not None
-    return httpx.post(
+    return bed.http.post(
         bed.session.plan.agent_url(role) + path,
         content=body,
         headers={**auth.bearer(bed.token), "Content-Type": "application/json"},
-        trust_env=False,
-        timeout=30,
     )
 
 
