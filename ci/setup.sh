@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 UV_VERSION=0.13.9
 GECKODRIVER_VERSION=0.37.1
 APT_PACKAGES=(iproute2 iputils-ping iperf3 ethtool curl influxdb procps
-              firefox-esr libnss3-tools iptables chromium chromium-driver)
+              firefox-esr libnss3-tools iptables nftables chromium chromium-driver)
 
 say() { printf '==> %s\n' "$*" >&2; }
 

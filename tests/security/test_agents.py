@@ -17,12 +17,12 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -32,18 +32,23 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from clarke import profiles
 from clarke.agent import auth, server
 from clarke.agent.client import AgentClient
+from clarke.agent.server import make_handler
+from clarke.browser.client import BrowserClient
 from clarke.browser.load import NOT_IN_A_REQUEST, BrowserSetup, LoadRequest
 from clarke.errors import ClarkeError, InputError
-from clarke.link import profiles
-from clarke.link.profiles import LinkProfile
+from clarke.place import Place
+from clarke.place.plan import AGENT_PORT, HTTPS_PORT, ORIGIN_CONTROL, NetnsPlan
+from clarke.profiles import LinkProfile
 from clarke.results.record import Status
-from clarke.run.driver import HOST, HTTPS_PORT, LINK_CONFIG_ORDER
-from clarke.run.session import ORIGIN_CONTROL_PORT, NetnsSession
-from clarke.testbed.backends import Satlink
-from clarke.testbed.plan import AGENT_PORT, LINK_ROLES, ROLES
-from conftest import free_port, need
+from clarke.roles import link_config
+from clarke.run.session import Session
+from clarke.testbed.substrate import NetnsSubstrate
+from clarke.tls import DEFAULT_HOST as HOST
+from clarke.vocab import LINK_ROLES, LINK_START_ORDER, ROLES
+from conftest import need
 
 pytestmark = [pytest.mark.root, pytest.mark.browser, pytest.mark.slow]
 PAGE = "triangular-100k"
@@ -52,7 +57,8 @@ NOBODY = ["setpriv", "--reuid", "nobody", "--regid", "nogroup", "--clear-groups"
 
 @dataclass
 class Bed:
-    session: NetnsSession
+    session: Session
+    plan: NetnsPlan
     token: str
     token_file: Path
     run_dir: Path
@@ -60,12 +66,10 @@ class Bed:
     http: httpx.Client  # raw requests, with or without the token
 
     def agent(self, role: str) -> AgentClient:
-        assert self.session.plan is not None
-        return AgentClient(role, self.session.plan.agent_url(role), self.token)
+        return AgentClient(role, self.plan.agent_url(role), self.token)
 
     def address(self, role: str) -> tuple[str, int]:
-        assert self.session.plan is not None
-        return self.session.plan.mgmt.address(role), AGENT_PORT
+        return self.plan.mgmt.address(role), AGENT_PORT
 
 
 @pytest.fixture(scope="module")
@@ -80,15 +84,18 @@ def bed() -> Iterator[Bed]:
     os.chown(scratch, 65534, 65534)
     previous = os.environ.get("CLARKE_STATE_DIR")
     os.environ["CLARKE_STATE_DIR"] = str(state)
-    session = NetnsSession("lan", [PAGE], engine="selenium")
+    substrate = NetnsSubstrate()
+    session = Session(substrate, [PAGE], engine="selenium")
     try:
-        session.start()
-        session.apply_cc("bbr")
-        assert session.plan is not None
-        run_dir = state / str(session.plan.id)
+        session.start("lan")
+        session.ensure_profile("lan")
+        session.ensure_cc("bbr")
+        assert isinstance(session.plan, NetnsPlan)
+        run_dir = substrate.run_dir
         token_file = run_dir / auth.TOKEN_FILE
+        token = auth.read_token(token_file)
         with httpx.Client(trust_env=False, timeout=30) as http:
-            yield Bed(session, auth.read_token(token_file), token_file, run_dir, scratch, http)
+            yield Bed(session, session.plan, token, token_file, run_dir, scratch, http)
     finally:
         session.close()
         if previous is None:
@@ -167,10 +174,9 @@ def test_nobody_gets_nothing_without_the_token(bed: Bed) -> None:
     finding_1 = json.dumps(
         {"url": "https://x/", "http": "2", "host": "x", "port": 443, "firefox": str(script)}
     )
-    geo = json.dumps(
-        {"name": "geo", "profile": profiles.load("geo").model_dump(by_alias=True, mode="json")}
-    )
-    common = [("GET", "/stats", ""), ("POST", "/stats/reset", "{}"), ("GET", "/nope", ""),
+    geo = json.dumps(link_config("geo", profiles.read("geo")))
+    common = [("GET", "/stats", ""), ("GET", "/state", ""), ("POST", "/stats/reset", "{}"),
+              ("GET", "/nope", ""),
               ("PUT", "/config", "{}"), ("DELETE", "/stats", "")]  # fmt: skip
     requests = {
         "client": [*common, ("POST", "/load?engine=selenium", finding_1),
@@ -185,15 +191,14 @@ def test_nobody_gets_nothing_without_the_token(bed: Bed) -> None:
         "wrong": {"Authorization": "Bearer " + "A" * len(bed.token)},
         "prefix": {"Authorization": "Bearer " + bed.token[:-1]},
     }
-    assert bed.session.plan is not None
     cfg = {
         "agents": {role: bed.address(role) for role in ROLES},
         "requests": requests,
         "credentials": {k: {"Content-Type": "application/json", **v}
                         for k, v in credentials.items()},
         "token_file": str(bed.token_file),
-        "origin_control": [bed.session.plan.mgmt.address("server"), ORIGIN_CONTROL_PORT],
-        "satlink_sockets": [str(Satlink.control(bed.run_dir, r)) for r in LINK_ROLES],
+        "origin_control": [bed.plan.mgmt.address("server"), int(ORIGIN_CONTROL.split(":")[1])],
+        "satlink_sockets": [str(bed.run_dir / r / "satlink.sock") for r in LINK_ROLES],
     }  # fmt: skip
     proc = subprocess.run(
         [*NOBODY, "--reset-env", "/usr/bin/python3", "-I", "-c", AS_NOBODY, json.dumps(cfg)],
@@ -215,11 +220,12 @@ def test_nobody_gets_nothing_without_the_token(bed: Bed) -> None:
     assert set(out["satlink"].values()) == {"PermissionError"}
     # Nothing ran, nothing changed.
     assert not marker.exists()
-    lan = profiles.load("lan")
+    lan = profiles.read("lan")
     for role in LINK_ROLES:
+        assert bed.agent(role).state()["profile"] == "lan", role
         in_effect = bed.agent(role).health()["satlink"]["config"]
         assert in_effect["forward"]["uplink_delay_ms"] == lan.forward.uplink_delay_ms, role
-    assert bed.agent("server").stats()["settings"]["tcp_cc"] == "bbr"
+    assert bed.agent("server").state()["tcp_cc"] == "bbr"
     assert bed.agent("client").stats() == {"loads": 0}
     # The token file: made 0600 for root, in a run dir only root enters.
     st = bed.token_file.stat()
@@ -227,9 +233,8 @@ def test_nobody_gets_nothing_without_the_token(bed: Bed) -> None:
 
 
 def test_agents_listen_only_on_their_mgmt_address(bed: Bed) -> None:
-    assert bed.session.plan is not None
     for role in ROLES:
-        ns = bed.session.plan.ns(role)
+        ns = bed.plan.ns(role)
         out = subprocess.run(
             ["ip", "netns", "exec", ns, "ss", "-Hlntu"], capture_output=True, text=True, check=True
         ).stdout
@@ -268,47 +273,34 @@ def _refused(http: httpx.Client, url: str, token: str, script: Path) -> list[str
 
 def test_paths_and_programs_are_refused_and_nothing_runs(bed: Bed, tmp_path: Path) -> None:
     script, marker = evil_script(bed, "evil-with-token")
-    assert bed.session.plan is not None
-    assert _refused(bed.http, bed.session.plan.agent_url("client"), bed.token, script) == []
+    assert _refused(bed.http, bed.plan.agent_url("client"), bed.token, script) == []
     assert bed.agent("client").stats() == {"loads": 0}
     # A client agent whose own (start-up) browser is a marker-writing script: a request
-    # that got as far as starting any browser would write the marker.
+    # that got as far as starting any browser would write the marker. It serves on this
+    # namespace's loopback with the testbed's CA and token.
     fake, ran = evil_script(bed, "fake-firefox", version=True)
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    with (tmp_path / "agent.log").open("wb") as log:
-        agent = subprocess.Popen(
-            [sys.executable, "-m", "clarke", "agent", "--role", "client",
-             "--listen", f"127.0.0.1:{port}", "--token-file", str(bed.token_file),
-             "--firefox", str(fake),
-             "--ca-cert", str(bed.run_dir / "pki/ca.pem")],
-            stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                assert agent.poll() is None, (tmp_path / "agent.log").read_text()
-                try:
-                    httpx.get(f"{url}/health", trust_env=False, timeout=2)
-                    break
-                except httpx.TransportError:
-                    assert time.monotonic() < deadline, "the marker agent did not start"
-                    time.sleep(0.2)
-            assert _refused(bed.http, url, bed.token, script) == []
-            assert not marker.exists() and not ran.exists()
-            # The check can fail: a valid request does start the agent's browser.
-            r = httpx.post(
-                f"{url}/load?engine=selenium",
-                json={"url": f"https://www.clarke.test/{PAGE}/", "http": "2", "timeout_s": 30},
-                headers=auth.bearer(bed.token),
-                trust_env=False,
-                timeout=120,
-            )
-            assert r.status_code == 200 and r.json()["status"] == "failed", r.text[:300]
-            assert ran.exists(), r.json()["reason"]
-        finally:
-            agent.terminate()
-            agent.wait(timeout=10)
+    place = Place("netns", "client", bed.plan, tmp_path, tmp_path, bed.run_dir / "pki")
+    httpd = ThreadingHTTPServer(
+        ("127.0.0.1", 0), make_handler(BrowserClient(place, str(fake)), bed.token)
+    )
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    try:
+        assert bed.http.get(f"{url}/health").json()["ready"] is True
+        assert _refused(bed.http, url, bed.token, script) == []
+        assert not marker.exists() and not ran.exists()
+        # The check can fail: a valid request does start the agent's browser.
+        r = bed.http.post(
+            f"{url}/load?engine=selenium",
+            json={"url": f"https://{HOST}/{PAGE}/", "http": "2", "timeout_s": 30},
+            headers=auth.bearer(bed.token),
+            timeout=120,
+        )
+        assert r.status_code == 200 and r.json()["status"] == "failed", r.text[:300]
+        assert ran.exists(), r.json()["reason"]
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
     assert not marker.exists()
 
 
@@ -351,8 +343,8 @@ def test_half_sent_requests_block_nothing(bed: Bed) -> None:
         took[what] = time.monotonic() - started
         return out
 
-    lan = {"name": "lan", "profile": profiles.load("lan").model_dump(by_alias=True, mode="json")}
-    for role in LINK_CONFIG_ORDER:
+    lan = link_config("lan", profiles.read("lan"))
+    for role in LINK_START_ORDER:
         timed(f"{role} /config", lambda r=role: bed.agent(r).configure(lan))
     timed("server /config", lambda: bed.agent("server").configure({"tcp_cc": "bbr"}))
     for role in ROLES:
@@ -371,13 +363,10 @@ def test_half_sent_requests_block_nothing(bed: Bed) -> None:
 
 
 def test_a_testbed_keeps_the_browser_it_started_with(bed: Bed) -> None:
-    assert bed.session.plan is not None
-    other = NetnsSession(
-        "lan", [PAGE], engine="selenium", testbed_id=bed.session.plan.id, firefox="/bin/true"
-    )
+    other = Session(NetnsSubstrate(bed.plan.id), [PAGE], engine="selenium", firefox="/bin/true")
     try:
         with pytest.raises(InputError, match="bring up a new testbed for another browser"):
-            other.start()
+            other.start("lan")
     finally:
         other.close()
     assert bed.agent("client").health()["ready"] is True
@@ -411,13 +400,12 @@ VALID_LOAD = {"url": f"https://{HOST}/{PAGE}/", "http": "2", "connections": 6,
               "window": [1366, 768], "timeout_s": 60, "settle_ms": 250,
               "expected_objects": [{"path": f"{PAGE}/o1.jpg", "bytes": 1000}],
               "lcp_candidates": [f"{PAGE}/o1.jpg"], "prefs": {}}  # fmt: skip
-LAN = profiles.load("lan").model_dump(by_alias=True, mode="json")
+LAN = profiles.read("lan").model_dump(by_alias=True, mode="json")
 
 
 def _post(bed: Bed, role: str, path: str, body: bytes) -> httpx.Response:
-    assert bed.session.plan is not None
     return bed.http.post(
-        bed.session.plan.agent_url(role) + path,
+        bed.plan.agent_url(role) + path,
         content=body,
         headers={**auth.bearer(bed.token), "Content-Type": "application/json"},
     )
@@ -515,6 +503,6 @@ def test_agents_serve_after_the_fuzzing(bed: Bed) -> None:
     for role in ROLES:
         assert bed.agent(role).health()["role"] == role
     lan = {"name": "lan", "profile": LAN}
-    for role in LINK_CONFIG_ORDER:
-        assert bed.agent(role).configure(lan)["applied"] == "lan"
+    for role in LINK_START_ORDER:
+        assert bed.agent(role).configure(lan)["state"]["profile"] == "lan"
     assert bed.agent("client").health()["ready"] is True

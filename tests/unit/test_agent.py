@@ -20,14 +20,20 @@ import pytest
 
 from clarke.agent import auth, server
 from clarke.agent.client import AgentClient
-from clarke.agent.roles import ClientRole, HttpControlledRole
 from clarke.agent.server import make_handler
-from clarke.browser.load import BrowserSetup
+from clarke.browser.client import BrowserClient
 from clarke.errors import ClarkeError, EnvironmentProblem, InputError
+from clarke.place import Place
+from clarke.place.plan import plan
+from clarke.server.origin import OriginServer
 from conftest import free_port
 
 TOKEN = "t" * 43
 GOOD_LOAD = {"url": "https://www.clarke.test/uniform-100k/", "http": "2"}
+
+
+def _place(tmp_path: Path, role: str) -> Place:
+    return Place("netns", role, plan(41), tmp_path / role, tmp_path / "pages", tmp_path / "pki")
 
 
 @contextlib.contextmanager
@@ -56,9 +62,8 @@ def marker(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def client_agent(marker: Path) -> Iterator[str]:
-    setup = BrowserSetup(firefox=str(marker), server_name="www.clarke.test")
-    with _serve(ClientRole(setup)) as url:
+def client_agent(marker: Path, tmp_path: Path) -> Iterator[str]:
+    with _serve(BrowserClient(_place(tmp_path, "client"), str(marker))) as url:
         yield url
 
 
@@ -85,6 +90,8 @@ def test_health_stats_and_unknown_paths(client_agent: str) -> None:
     h = c.health()
     assert h["role"] == "client" and h["ready"] is True and h["firefox_version"] == "1.0"
     assert c.stats() == {"loads": 0}
+    assert c.state() == {}
+    assert c.configure({}) == {"applied": False, "state": {}}
     r = httpx.get(f"{client_agent}/nope", trust_env=False, headers=auth.bearer(TOKEN))
     assert r.status_code == 404 and "no GET /nope on the client agent" in r.json()["error"]
     with pytest.raises(ClarkeError, match="unknown engine 'lynx'"):
@@ -95,6 +102,7 @@ def test_every_request_but_health_needs_the_token(client_agent: str) -> None:
     wrong = {"Authorization": "Bearer " + "x" * 43}
     for method, path in [
         ("GET", "/stats"),
+        ("GET", "/state"),
         ("POST", "/config"),
         ("POST", "/stats/reset"),
         ("POST", "/load"),
@@ -211,6 +219,9 @@ class Slow:
     def health(self) -> dict[str, Any]:
         return {"role": self.role, "implementation": self.implementation}
 
+    def state(self) -> dict[str, Any]:
+        return {}
+
     def configure(self, body: dict[str, Any]) -> dict[str, Any]:
         self.entered.set()
         self.release.wait(30)
@@ -302,10 +313,17 @@ def test_a_change_in_progress_makes_the_next_one_409() -> None:
         assert AgentClient("t", url, TOKEN).configure({"name": "b"}) == {"applied": "b"}
 
 
-def test_unreachable_implementation_is_a_clear_error() -> None:
-    role = HttpControlledRole("server", "origin", f"http://127.0.0.1:{free_port()}")
-    with pytest.raises(ClarkeError, match="origin control endpoint"):
-        role.stats()
+def test_unreachable_implementation_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from clarke.server import origin
+
+    monkeypatch.setattr(origin, "ORIGIN_CONTROL", f"127.0.0.1:{free_port()}")
+    server = OriginServer(_place(tmp_path, "server"), Path("/nonexistent/origin"))
+    with pytest.raises(ClarkeError, match="origin's control endpoint"):
+        server.stats()
+    with pytest.raises(ClarkeError, match="origin's control endpoint"):
+        server.configure({"tcp_cc": "bbr"})
 
 
 def test_agents_listen_on_one_address() -> None:
@@ -360,3 +378,18 @@ def test_token_check() -> None:
     assert auth.check("Bearer \u00ff" * 3, TOKEN) == auth.WRONG
     with pytest.raises(InputError, match="128 bits"):
         make_handler(Slow(), "short")
+
+
+def test_every_agent_starts_with_the_token_file_and_only_the_client_with_a_browser(
+    tmp_path: Path,
+) -> None:
+    from clarke.testbed.lifecycle import agent_argv
+
+    for role in ("client", "terminal", "server"):
+        argv = agent_argv(plan(41), tmp_path, role, "x", firefox="/opt/ff/firefox")
+        at = argv.index("--token-file")
+        assert argv[at + 1] == str(tmp_path / auth.TOKEN_FILE)
+        assert ("--firefox" in argv) is (role == "client")
+        if role == "client":
+            assert argv[argv.index("--firefox") + 1] == "/opt/ff/firefox"
+    assert "--firefox" not in agent_argv(plan(41), tmp_path, "client", "firefox")

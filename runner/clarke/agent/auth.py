@@ -4,7 +4,7 @@ can read, checked on every request but `GET /health`.
     netns     <state dir>/<id>/agent-token, made by `clarke testbed up` (0600, root)
     compose   /run/clarke-secrets/agent-token, made by the stack's secrets service
 
-Agents read it at start-up (`clarke agent --token-file`), the runner's AgentClient sends
+Agents read it at start-up (`clarke serve --token-file`), the runner's AgentClient sends
 it as `Authorization: Bearer <token>`. The token never appears on a command line, in
 the state file or in a log."""
 

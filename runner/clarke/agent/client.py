@@ -8,14 +8,21 @@ from typing import Any
 import httpx
 
 from clarke.agent import auth
-from clarke.errors import ClarkeError
+from clarke.errors import ClarkeError, EnvironmentProblem, InputError
+
+# An agent's error keeps its kind (and so its exit code) on the runner's side.
+KIND_OF_EXIT = {2: InputError, 3: EnvironmentProblem}
 
 
 class AgentClient:
-    def __init__(self, role: str, url: str, token: str, timeout: float = 30) -> None:
+    def __init__(self, role: str, url: str, token: str | None, timeout: float = 30) -> None:
+        """`token`: the testbed's agent token; None only asks /health (the rest is 401)."""
         self.role, self.url = role, url
         self._http = httpx.Client(
-            base_url=url, timeout=timeout, trust_env=False, headers=auth.bearer(token)
+            base_url=url,
+            timeout=timeout,
+            trust_env=False,
+            headers=auth.bearer(token) if token else {},
         )
 
     def _call(
@@ -43,15 +50,19 @@ class AgentClient:
         if not isinstance(data, dict):
             data = {}
         if resp.status_code >= 400:
+            kind = KIND_OF_EXIT.get(data.get("exit_code"), ClarkeError)
             said = data.get("error") or resp.text.strip() or resp.reason_phrase
-            raise ClarkeError(f"{self.role} agent: {method} {path}: {resp.status_code} {said}")
+            raise kind(f"{self.role} agent: {method} {path}: {resp.status_code} {said}")
         return data
 
     def health(self) -> dict[str, Any]:
         return self._call("GET", "/health")
 
-    def configure(self, body: dict[str, Any]) -> dict[str, Any]:
-        return self._call("POST", "/config", body)
+    def state(self) -> dict[str, Any]:
+        return self._call("GET", "/state")
+
+    def configure(self, body: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+        return self._call("POST", "/config", body, timeout=timeout)
 
     def stats(self) -> dict[str, Any]:
         return self._call("GET", "/stats")

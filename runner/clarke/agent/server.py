@@ -22,12 +22,12 @@ import logging
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol, runtime_checkable
 from urllib.parse import parse_qs, urlsplit
 
 from clarke.agent import auth
-from clarke.agent.roles import ClientRole, Role
 from clarke.errors import ClarkeError, InputError
+from clarke.roles import RoleProcess
 
 log = logging.getLogger(__name__)
 
@@ -38,11 +38,19 @@ MAX_JSON_DEPTH = 32
 PUBLIC_HEALTH = ("role", "implementation", "clarke", "ready")
 ROUTES = {
     ("GET", "/health"),
+    ("GET", "/state"),
     ("GET", "/stats"),
     ("POST", "/stats/reset"),
     ("POST", "/config"),
     ("POST", "/load"),
 }
+
+
+@runtime_checkable
+class Loader(Protocol):
+    """A role that loads pages (the client): POST /load."""
+
+    def load(self, body: dict[str, Any], engine: str) -> dict[str, Any]: ...
 
 
 class Refused(Exception):
@@ -86,7 +94,7 @@ def json_object(data: bytes) -> dict[str, Any]:
     return value
 
 
-def make_handler(role: Role, token: str) -> type[BaseHTTPRequestHandler]:
+def make_handler(role: RoleProcess, token: str) -> type[BaseHTTPRequestHandler]:
     if not auth.TOKEN_RE.match(token):
         raise InputError("an agent needs a token of at least 128 bits (clarke.agent.auth)")
     lock = threading.Lock()  # one configuration change or page load at a time
@@ -192,7 +200,7 @@ def make_handler(role: Role, token: str) -> type[BaseHTTPRequestHandler]:
                 try:
                     full = self._authorized(method, url.path)
                     if (method, url.path) not in ROUTES or (
-                        url.path == "/load" and not isinstance(role, ClientRole)
+                        url.path == "/load" and not isinstance(role, Loader)
                     ):
                         raise Refused(404, f"no {method} {url.path} on the {role.role} agent")
                     body = json_object(self._body()) if method == "POST" else {}
@@ -202,7 +210,8 @@ def make_handler(role: Role, token: str) -> type[BaseHTTPRequestHandler]:
                     raise
                 self._read_done()
                 if method == "GET":
-                    answer = role.health() if url.path == "/health" else role.stats()
+                    get = {"/health": role.health, "/state": role.state, "/stats": role.stats}
+                    answer = get[url.path]()
                     if not full:
                         answer = {k: answer[k] for k in PUBLIC_HEALTH if k in answer}
                     self._reply(200, answer)
@@ -214,7 +223,9 @@ def make_handler(role: Role, token: str) -> type[BaseHTTPRequestHandler]:
                 log.warning("%s: %s %s: %s", self.address_string(), method, url.path, e)
                 self.close_connection = True
             except ClarkeError as e:
-                self._reply(400 if e.exit_code == 2 else 502, {"error": str(e)})
+                # The kind of error travels with it: the runner raises the same kind.
+                body = {"error": str(e), "exit_code": e.exit_code}
+                self._reply(400 if e.exit_code == 2 else 502, body)
             except ValueError as e:  # e.g. pydantic's ValidationError
                 self._reply(400, {"error": f"bad request: {e}"})
             except Exception as e:  # a bug: answer, keep serving, keep the traceback
@@ -230,9 +241,8 @@ def make_handler(role: Role, token: str) -> type[BaseHTTPRequestHandler]:
                     return role.configure(body)
                 if path == "/stats/reset":
                     return role.reset_stats()
-                assert isinstance(role, ClientRole)
-                engines = parse_qs(query).get("engine", ["selenium"])
-                return role.load(body, engines[0])
+                assert isinstance(role, Loader)
+                return role.load(body, parse_qs(query).get("engine", ["selenium"])[0])
             finally:
                 lock.release()
 
@@ -268,7 +278,7 @@ def check_listen_address(host: str) -> None:
 
 
 def serve(
-    role: Role, host: str, port: int, token: str, ready: threading.Event | None = None
+    role: RoleProcess, host: str, port: int, token: str, ready: threading.Event | None = None
 ) -> None:
     check_listen_address(host)
     httpd = ThreadingHTTPServer((host, port), make_handler(role, token))

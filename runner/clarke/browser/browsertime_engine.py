@@ -1,7 +1,7 @@
 """The Browsertime engine: Browsertime 26.3.2 (npm, pinned in runner/browsertime/)
 drives Firefox with the same geckodriver and the same preferences as the Selenium
 engine; results come from browsertime.json and its HAR, normalised to the raw shape
-that load.verify and load.metrics_of read."""
+that load.judge and load.metrics_of read."""
 
 from __future__ import annotations
 

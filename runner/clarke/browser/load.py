@@ -31,9 +31,8 @@ from clarke.browser import prefs as firefox_prefs
 from clarke.errors import ValidationFailed
 from clarke.results.record import Status
 from clarke.schema import problems_of
+from clarke.vocab import HttpVersion
 
-# What Firefox reports as nextHopProtocol for each requested HTTP version.
-PROTOCOL_NAMES = {"1.1": "http/1.1", "2": "h2", "3": "h3"}
 # Only these characters (RFC 3986's unreserved, reserved and %) in a URL: no spaces,
 # backslashes or controls a browser might read differently from this check.
 URL_CHARS = re.compile(r"^[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]+$")
@@ -204,7 +203,7 @@ def _path_of(url: str) -> str:
     return urlsplit(url).path.lstrip("/")
 
 
-def verify(req: LoadRequest, raw: dict[str, Any]) -> tuple[Status, str, dict[str, str], str | None]:
+def judge(req: LoadRequest, raw: dict[str, Any]) -> tuple[Status, str, dict[str, str], str | None]:
     """(status, reason, protocol per URL, LCP element) for a load's raw entries."""
     nav = raw.get("navigation")
     if not nav or not _num(nav, "loadEventStart"):
@@ -212,7 +211,7 @@ def verify(req: LoadRequest, raw: dict[str, Any]) -> tuple[Status, str, dict[str
     protocols = {nav.get("name", req.url): nav.get("nextHopProtocol", "")}
     for r in raw.get("resources") or []:
         protocols[r.get("name", "?")] = r.get("nextHopProtocol", "")
-    want = PROTOCOL_NAMES[req.http]
+    want = HttpVersion(req.http).next_hop_protocol
     wrong: dict[str, int] = {}
     for proto in protocols.values():
         if proto != want:
@@ -258,7 +257,7 @@ def judged(
     req: LoadRequest, raw: dict[str, Any], engine: str, version: str, wall_ms: float
 ) -> LoadResult:
     """The result of a load whose raw entries an engine collected: metrics and verdict."""
-    status, reason, protocols, lcp_element = verify(req, raw)
+    status, reason, protocols, lcp_element = judge(req, raw)
     return LoadResult(
         status=status,
         reason=reason,
