@@ -9,6 +9,7 @@ import click
 
 from clarke import profiles, registry
 from clarke.browser.client import Firefox
+from clarke.browser.prefs import check_override
 from clarke.errors import InputError
 from clarke.pages.models import Registry
 from clarke.results.record import Status
@@ -36,6 +37,10 @@ def parse_prefs(items: tuple[str, ...]) -> dict[str, bool | int | str]:
             value = raw == "true"
         elif raw.lstrip("-").isdigit():
             value = int(raw)
+        try:
+            check_override(name, value)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--pref") from None
         out[name] = value
     return out
 
@@ -86,7 +91,8 @@ def parse_prefs(items: tuple[str, ...]) -> dict[str, bool | int | str]:
     "prefs",
     multiple=True,
     metavar="NAME=VALUE",
-    help="Extra Firefox preference, applied last (true/false and integers are typed). Repeatable.",
+    help="Override a Firefox preference (network.http.* or network.tcp.*; true, false or an "
+    "integer), applied last. Repeatable.",
 )
 @click.option(
     "--link",
@@ -134,14 +140,15 @@ def load(
             f"there is no testbed {testbed_id} (clarke testbed status; bring one up with "
             f"clarke testbed up --id {testbed_id})"
         )
+    overrides = parse_prefs(prefs)
     conns = connections or HttpVersion(http).default_connections
     started = time.monotonic()
-    substrate = NetnsSubstrate(testbed_id, link, server)
+    substrate = NetnsSubstrate(testbed_id, link, server, firefox=firefox)
     session = Session(substrate, [page], engine=engine, firefox=firefox)
     with session.start(profile) as s:
         s.ensure_profile(profile)
         s.ensure_cc(cc)
-        result, details = s.load_page(page, http, cc, conns, parse_prefs(prefs))
+        result, details = s.load_page(page, http, cc, conns, overrides)
         implementations, applied = s.implementations, [a.to_dict() for a in s.applied]
     wall_ms = (time.monotonic() - started) * 1000
     m = {**result.metrics, **{k: v for k, v in details["metrics"].items() if v is not None}}

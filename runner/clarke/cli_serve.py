@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from clarke import registry
+from clarke.agent import auth
 from clarke.agent.serve import Dirs, place_for, serve_role
 from clarke.compose import health
 from clarke.place import container
@@ -48,6 +49,21 @@ def _implementation_help() -> str:
     "first configure brings it). Env: CLARKE_PROFILE.",
 )
 @click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="CLARKE_AGENT_TOKEN_FILE",
+    default=str(auth.COMPOSE_TOKEN_FILE),
+    show_default=True,
+    help="The agent token every request but GET /health must carry: a file only its "
+    "owner may read (netns: the testbed's run dir; compose: the secrets volume). "
+    "Env: CLARKE_AGENT_TOKEN_FILE.",
+)
+@click.option(
+    "--firefox",
+    help="client: the Firefox binary, a name on PATH or a path (default: the first of "
+    "firefox-nightly, firefox, firefox-esr). A load request never names one.",
+)
+@click.option(
     "--check", is_flag=True, help="Only ask the role's agent for /health: exit 0 if it answers."
 )
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
@@ -59,6 +75,8 @@ def serve(
     pages_dir: Path | None,
     pki_dir: Path | None,
     profile: str | None,
+    token_file: Path,
+    firefox: str | None,
     check: bool,
     command: tuple[str, ...],
 ) -> None:
@@ -76,4 +94,7 @@ def serve(
     place = place_for(role, testbed_id, Dirs(run_dir, pages_dir, pki_dir))
     # On netns, `up` configures the link through the agents; a CLARKE_PROFILE in the
     # environment that started it must not make the link apply a profile twice.
-    sys.exit(serve_role(place, implementation, None if testbed_id is not None else profile))
+    if firefox and role != "client":
+        raise click.UsageError("--firefox is an option of the client role")
+    link_profile = None if testbed_id is not None else profile
+    sys.exit(serve_role(place, implementation, token_file, link_profile, firefox))

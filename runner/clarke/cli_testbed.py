@@ -47,11 +47,23 @@ def testbed() -> None:
     show_default=True,
     help="The server's implementation. " + registry.help_text("server"),
 )
+@click.option(
+    "--firefox",
+    help="The client's Firefox binary, a name on PATH or a path, for the testbed's life "
+    "(default: the first of firefox-nightly, firefox, firefox-esr).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print id, namespaces and addresses as JSON.")
-def up(profile_name: str, testbed_id: int | None, link: str, server: str, as_json: bool) -> None:
+def up(
+    profile_name: str,
+    testbed_id: int | None,
+    link: str,
+    server: str,
+    firefox: str | None,
+    as_json: bool,
+) -> None:
     """Build a testbed: every role's namespace and agent, the link on the profile;
     nothing is left behind if this fails."""
-    done = lifecycle.up(profile_name, testbed_id, link, server)
+    done = lifecycle.up(profile_name, testbed_id, link, server, firefox=firefox)
     state, p = done.state, done.plan
     if as_json:
         out = {

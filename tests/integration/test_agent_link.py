@@ -24,6 +24,8 @@ from clarke.place.plan import Addresses, Network
 from clarke.roles import link_config, profile_digest
 from conftest import need
 
+TOKEN = "test-token-" + "0" * 32
+
 
 class LoopbackPlan(Addresses):
     """A testbed's networks on 127.77.x (only the emulation network is used here)."""
@@ -44,7 +46,7 @@ def satellite(tmp_path: Path) -> Iterator[str]:
     assert binary is not None
     place = Place("netns", "satellite", LoopbackPlan(), tmp_path, tmp_path, tmp_path)
     station = SatlinkStation(place, binary)
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(station))
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(station, TOKEN))
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{httpd.server_address[1]}"
@@ -55,7 +57,7 @@ def satellite(tmp_path: Path) -> Iterator[str]:
 
 
 def test_config_carries_the_whole_profile_once(satellite: str) -> None:
-    agent = AgentClient("satellite", satellite)
+    agent = AgentClient("satellite", satellite, TOKEN)
     assert agent.state() == {"profile": None, "profile_sha256": None, "running": False}
     geo = profiles.read("geo")
     reply = agent.configure(link_config("geo", geo))
@@ -81,7 +83,7 @@ def test_config_carries_the_whole_profile_once(satellite: str) -> None:
 
 
 def test_bad_profile_is_refused_with_the_field_named(satellite: str) -> None:
-    agent = AgentClient("satellite", satellite)
+    agent = AgentClient("satellite", satellite, TOKEN)
     bad = profiles.read("geo").model_dump(by_alias=True, mode="json")
     bad["forward"]["rate_mbps"] = -1
     with pytest.raises(ClarkeError, match=r"forward\.rate_mbps"):

@@ -46,8 +46,6 @@ def _req(http: str = "2") -> LoadRequest:
     return LoadRequest(
         url=BASE + "index.html",
         http=http,
-        host="www.clarke.test",
-        port=443,
         expected_objects=[
             ExpectedObject(path=f"uniform-100k/o{i}.jpg", bytes=12500) for i in (1, 2)
         ],

@@ -17,7 +17,7 @@ from clarke.errors import ClarkeError, EnvironmentProblem
 from clarke.place.plan import Addresses
 from clarke.profiles import LinkProfile
 from clarke.roles import link_config, profile_digest
-from clarke.vocab import LINK_ROLES, LINK_START_ORDER, ROLES, CongestionControl
+from clarke.vocab import LINK_ROLES, LINK_START_ORDER, CongestionControl
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +62,9 @@ class LinkView:
 
 
 class Agents:
-    def __init__(self, plan: Addresses, roles: Iterable[str] = ROLES) -> None:
-        self.clients = {role: AgentClient(role, plan.agent_url(role)) for role in roles}
+    def __init__(self, plan: Addresses, roles: Iterable[str], token: str) -> None:
+        """`token`: the testbed's agent token, sent with every request."""
+        self.clients = {role: AgentClient(role, plan.agent_url(role), token) for role in roles}
         self.health: dict[str, dict[str, Any]] = {}
         self.applied: list[Applied] = []
 

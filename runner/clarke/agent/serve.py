@@ -24,7 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clarke import profiles, registry
+from clarke.agent import auth
+from clarke.agent.server import check_listen_address
 from clarke.agent.server import serve as serve_agent
+from clarke.browser.client import Firefox
 from clarke.errors import ClarkeError
 from clarke.place import Place, container
 from clarke.place.plan import AGENT_PORT, compose_plan
@@ -73,10 +76,23 @@ def place_for(role: str, testbed_id: int | None, dirs: Dirs) -> Place:
     )
 
 
-def serve_role(place: Place, implementation: str | None, profile: str | None = None) -> int:
-    """Run the role until SIGTERM (0) or until its implementation dies (1). `profile`:
-    a link role takes this profile at start (compose: CLARKE_PROFILE)."""
+def serve_role(
+    place: Place,
+    implementation: str | None,
+    token_file: Path,
+    profile: str | None = None,
+    firefox: str | None = None,
+) -> int:
+    """Run the role until SIGTERM (0) or until its implementation dies (1). `token_file`:
+    the agent token every request but GET /health must carry (agent/auth.py); `profile`:
+    a link role takes this profile at start (compose: CLARKE_PROFILE); `firefox`: the
+    client's browser binary (requests never name one)."""
+    token = auth.read_token(token_file)  # before anything starts: no token, no agent
+    mgmt = place.plan.mgmt.address(place.role)
+    check_listen_address(mgmt)
     impl = registry.for_role(place.role, implementation)
+    if place.role == "client" and firefox:
+        impl = Firefox(firefox)
     stopping = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopping.set())
@@ -85,8 +101,9 @@ def serve_role(place: Place, implementation: str | None, profile: str | None = N
         process = impl.start(place)
         if profile and place.role in LINK_ROLES:
             process.configure(link_config(profile, profiles.read(profile)))
-        mgmt = place.plan.mgmt.address(place.role)
-        threading.Thread(target=serve_agent, args=(process, mgmt, AGENT_PORT), daemon=True).start()
+        threading.Thread(
+            target=serve_agent, args=(process, mgmt, AGENT_PORT, token), daemon=True
+        ).start()
         log.warning("%s (%s) ready; agent on %s:%d", place.role, impl.name, mgmt, AGENT_PORT)
         while not stopping.wait(0.5):
             gone = process.problem()

@@ -1,5 +1,7 @@
 """The client role: a browser that loads one page per request, inside the client's
-place, with the engine the request names (browser/engines)."""
+place, with the engine the request names (browser/engines). The browser binary, the
+testbed CA and the server's name are fixed when the role starts (BrowserSetup); a
+request carries values only (browser/load.py)."""
 
 from __future__ import annotations
 
@@ -7,10 +9,12 @@ from typing import Any
 
 from clarke import __version__
 from clarke.browser import browsertime_engine, firefox, selenium_engine
-from clarke.browser.load import LoadRequest, LoadResult
+from clarke.browser.load import BrowserSetup, LoadRequest, LoadResult
 from clarke.errors import ClarkeError, UnknownName
 from clarke.place import Place
+from clarke.place.plan import HTTPS_PORT
 from clarke.roles import Implementation, RoleProcess
+from clarke.tls import DEFAULT_HOST
 from clarke.vocab import ENGINES, Engine
 
 LOADERS = {Engine.selenium: selenium_engine.load, Engine.browsertime: browsertime_engine.load}
@@ -22,8 +26,14 @@ class BrowserClient:
     role = "client"
     implementation = "firefox"
 
-    def __init__(self, place: Place) -> None:
+    def __init__(self, place: Place, binary: str | None = None) -> None:
         self.place = place
+        self.setup = BrowserSetup(
+            firefox=binary,
+            ca_cert=place.pki_dir / "ca.pem",
+            server_name=DEFAULT_HOST,
+            server_port=HTTPS_PORT,
+        )
         self.loads = 0
 
     def health(self) -> dict[str, Any]:
@@ -33,7 +43,7 @@ class BrowserClient:
             "clarke": __version__,
         }
         try:
-            binary = firefox.find_firefox()
+            binary = firefox.find_firefox(self.setup.firefox)
             return out | {
                 "ready": True,
                 "firefox": binary,
@@ -61,12 +71,14 @@ class BrowserClient:
         pass
 
     def load(self, body: dict[str, Any], engine: str) -> dict[str, Any]:
-        req = LoadRequest.model_validate(body)
+        """One page load; InputError (nothing started) for an unknown engine or a body
+        that is not a LoadRequest for this client (ValidationFailed naming the fields)."""
         if engine not in ENGINES:
             raise UnknownName("engine", engine, list(ENGINES))
+        req = LoadRequest.for_agent(body, self.setup)
         self.loads += 1
         try:
-            result = LOADERS[Engine(engine)](req)
+            result = LOADERS[Engine(engine)](req, self.setup)
         except ClarkeError as e:
             result = LoadResult.failed(engine, f"{e.kind}: {e}")
         return result.model_dump(mode="json")
@@ -86,4 +98,4 @@ class Firefox(Implementation):
         firefox.find_geckodriver()
 
     def start(self, place: Place) -> RoleProcess:
-        return BrowserClient(place)
+        return BrowserClient(place, self.binary)

@@ -7,9 +7,33 @@ firefoxPreferences.js keeps its prefs the same way."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 PrefValue = bool | int | str
+
+# What a load may override (`clarke load --pref`, a load request's `prefs`): tunables of
+# Firefox's HTTP and TCP stack, as booleans or integers. Never a string: a string
+# preference can name a file, a URL or a host (a proxy, a PAC file, a directory) that
+# Firefox would then read or reach.
+OVERRIDABLE_PREFIXES = ("network.http.", "network.tcp.")
+PREF_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,200}$")
+INT_RANGE = (-(2**31), 2**31 - 1)  # Firefox's integer preferences are 32-bit
+
+
+def check_override(name: str, value: object) -> None:
+    """ValueError, naming the preference, unless a load may set it to `value`."""
+    if not PREF_NAME.match(name):
+        raise ValueError(f"{name[:60]!r} is not a preference name")
+    if not name.startswith(OVERRIDABLE_PREFIXES):
+        raise ValueError(
+            f"{name}: only {', '.join(p + '*' for p in OVERRIDABLE_PREFIXES)} preferences "
+            "may be overridden"
+        )
+    if not isinstance(value, bool) and not (
+        isinstance(value, int) and INT_RANGE[0] <= value <= INT_RANGE[1]
+    ):
+        raise ValueError(f"{name}: must be true, false or a 32-bit integer, not {value!r:.60}")
 
 
 @dataclass(frozen=True)

@@ -12,13 +12,14 @@ from pathlib import Path
 
 from clarke.browser import firefox
 from clarke.browser import prefs as firefox_prefs
-from clarke.browser.load import LoadRequest, LoadResult, judged
+from clarke.browser.load import BrowserSetup, LoadRequest, LoadResult, judged
 
 NAME = "selenium"
 COLLECT_JS = files("clarke.browser").joinpath("collect.js").read_text()
 
 
-def load(req: LoadRequest, workdir: Path | None = None) -> LoadResult:
+def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> LoadResult:
+    """Load `req` with the agent's `setup` (browser binary, CA, server name)."""
     # Selenium must not look for drivers or browsers on the network: SE_OFFLINE has to
     # be set before selenium is imported, hence the imports here.
     os.environ["SE_OFFLINE"] = "true"
@@ -28,9 +29,11 @@ def load(req: LoadRequest, workdir: Path | None = None) -> LoadResult:
     from selenium.webdriver.firefox.service import Service
     from urllib3.exceptions import HTTPError as DriverConnectionError
 
-    binary = firefox.find_firefox(req.firefox)
-    prefs = firefox_prefs.layered(req.http, req.host, req.port, req.connections, req.prefs)
-    profile = firefox.make_profile(Path(req.ca_cert) if req.ca_cert else None, prefs, workdir)
+    binary = firefox.find_firefox(setup.firefox)
+    prefs = firefox_prefs.layered(
+        req.http, setup.server_name, setup.server_port, req.connections, req.prefs
+    )
+    profile = firefox.make_profile(setup.ca_cert, prefs, workdir)
     opts = Options()
     opts.binary_location = binary
     for arg in (

@@ -78,7 +78,9 @@ class Browser(StrictModel):
     )
     connections_per_server: ConnectionsPerServer | dict[HttpVersionField, ConnectionsPerServer] = 6  # type: ignore[valid-type]
     cache: Cache = Cache.cold
-    window: tuple[Annotated[int, Field(ge=1280)], Annotated[int, Field(ge=720)]] = (1366, 768)
+    window: tuple[
+        Annotated[int, Field(ge=1280, le=16384)], Annotated[int, Field(ge=720, le=16384)]
+    ] = (1366, 768)
 
     def connections_for(self, http: str) -> int:
         c = self.connections_per_server

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from clarke import sh
+from clarke.agent import auth
 from clarke.agent.agents import Applied
 from clarke.errors import EnvironmentProblem
 from clarke.place import procs
@@ -31,11 +32,17 @@ class ComposeSubstrate:
     name = "compose"
 
     def __init__(
-        self, pages_dir: Path = PAGES_DIR, pki_dir: Path = PKI_DIR, roles_only: bool = False
+        self,
+        pages_dir: Path = PAGES_DIR,
+        pki_dir: Path = PKI_DIR,
+        roles_only: bool = False,
+        firefox: str | None = None,
     ) -> None:
         """`roles_only`: only reach the other roles' agents (no pages, no browser:
-        `clarke testbed check --substrate compose`)."""
+        `clarke testbed check --substrate compose`); `firefox`: the client agent's
+        browser binary."""
         self.pages_dir, self.pki_dir, self.roles_only = pages_dir, pki_dir, roles_only
+        self.firefox = firefox
         self.plan: ComposePlan | None = None
         self.applied: list[Applied] = []  # the stack was brought up by Docker
         self._client_agent: subprocess.Popen[bytes] | None = None
@@ -50,6 +57,11 @@ class ComposeSubstrate:
     @property
     def ca_cert(self) -> Path:
         return self.pki_dir / "ca.pem"
+
+    @property
+    def agent_token(self) -> str:
+        """The stack's agent token: the secrets service wrote it (docs/compose.md)."""
+        return auth.read_token(auth.COMPOSE_TOKEN_FILE)
 
     def _wait_for_ca(self, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
@@ -66,7 +78,9 @@ class ComposeSubstrate:
         """The client's agent runs in this container, as the runner's child."""
         LOG_DIR.mkdir(parents=True, exist_ok=True)
         argv = [sys.executable, "-m", "clarke", "serve", "client", "--implementation", "firefox",
-                "--pages-dir", str(self.pages_dir), "--pki-dir", str(self.pki_dir)]  # fmt: skip
+                "--pages-dir", str(self.pages_dir), "--pki-dir", str(self.pki_dir),
+                "--token-file", str(auth.COMPOSE_TOKEN_FILE)]  # fmt: skip
+        argv += ["--firefox", self.firefox] if self.firefox else []
         with (LOG_DIR / "agent-client.log").open("ab") as out:
             self._client_agent = sh.spawn(
                 argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT

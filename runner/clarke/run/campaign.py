@@ -49,14 +49,19 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
 
 
 def substrate_for(
-    name: str, testbed_id: int | None = None, link: str | None = None, server: str | None = None
+    name: str,
+    testbed_id: int | None = None,
+    link: str | None = None,
+    server: str | None = None,
+    firefox: str | None = None,
 ) -> Substrate:
+    """`firefox`: the client agent's browser binary (its start-up option)."""
     if name == "netns":
-        return NetnsSubstrate(testbed_id, link, server)
+        return NetnsSubstrate(testbed_id, link, server, firefox=firefox)
     if name == "compose":
         if testbed_id is not None:
             raise InputError("--testbed names a netns testbed; the compose stack has one")
-        return ComposeSubstrate()
+        return ComposeSubstrate(firefox=firefox)
     raise UnknownName("substrate", name, list(SUBSTRATES))
 
 
@@ -159,7 +164,9 @@ def run_campaign(
     # must have them; unnamed ones take the registry's defaults on a new testbed.
     wanted = {"link": link or c.implementations.link, "server": server or c.implementations.server}
     link, server = preflight(c, campaign_file, runs, substrate, link, server)
-    sub = substrate_for(substrate, testbed_id, wanted["link"], wanted["server"])
+    sub = substrate_for(
+        substrate, testbed_id, wanted["link"], wanted["server"], firefox=c.browser.binary
+    )
     if resume:
         meta, journal = store.open_existing(resume)
         if meta.get("campaign") != c.name or meta.get("shard", "") != shard_label:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import shutil
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Protocol
@@ -24,10 +26,10 @@ from clarke import profiles, tls
 from clarke.agent.agents import Agents, Applied, LinkStopped
 from clarke.browser.load import ExpectedObject, LoadRequest, LoadResult
 from clarke.campaign.plan import Run
-from clarke.errors import ClarkeError
+from clarke.errors import ClarkeError, InputError
 from clarke.pages import build as page_build
 from clarke.pages.models import Registry, Units
-from clarke.place.plan import HTTPS_PORT, Addresses
+from clarke.place.plan import Addresses
 from clarke.results.record import Status
 from clarke.roles import profile_digest
 from clarke.run import linkcheck
@@ -50,9 +52,9 @@ class Substrate(Protocol):
 
     def start(self, profile: str) -> Addresses: ...
     @property
-    def ca_cert(self) -> Path: ...
-    @property
     def pages_dir(self) -> Path: ...
+    @property
+    def agent_token(self) -> str: ...  # what every agent request carries (agent/auth.py)
     def at_client(self, argv: list[str]) -> list[str]: ...
     def note_profile(self, name: str, sha256: str) -> None: ...
     def close(self) -> None: ...
@@ -102,8 +104,10 @@ class Session:
         try:
             self.plan = self.substrate.start(profile)
             roles = [r for r in ROLES if not (self.roles_only and r == "client")]
-            self.agents = Agents(self.plan, roles)
+            self.agents = Agents(self.plan, roles, self.substrate.agent_token)
             self.agents.wait_ready()
+            if not self.roles_only:
+                self._check_browser()
             if not self.roles_only:
                 self.pages = build_pages(
                     self.substrate.pages_dir, self.page_names, self.registry, self.units
@@ -115,6 +119,20 @@ class Session:
             self.close()
             raise
         return self
+
+    def _check_browser(self) -> None:
+        """The browser is the client agent's start-up option, never a request's: the
+        client must run the one asked for (an attached testbed keeps the one it started
+        with)."""
+        if not self.firefox:
+            return
+        running = str(self._agents().health.get("client", {}).get("firefox", ""))
+        wanted = shutil.which(self.firefox) or self.firefox
+        if running and os.path.realpath(running) != os.path.realpath(wanted):
+            raise InputError(
+                f"the client agent runs {running}, not {self.firefox}: the browser is fixed "
+                "when the testbed's agents start (bring up a new testbed for another browser)"
+            )
 
     def close(self) -> None:
         if self.agents is not None:
@@ -173,11 +191,7 @@ class Session:
         return LoadRequest(
             url=f"https://{HOST}/{entry['path']}",
             http=http,
-            host=HOST,
-            port=HTTPS_PORT,
             connections=connections,
-            ca_cert=str(self.substrate.ca_cert),
-            firefox=self.firefox,
             window=self.window,
             timeout_s=self.timeout_s,
             expected_objects=[

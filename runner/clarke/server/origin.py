@@ -88,7 +88,15 @@ class OriginServer:
 
     def configure(self, body: dict[str, Any]) -> dict[str, Any]:
         """{"tcp_cc", "quic_cc", "quic_initial_window"} (any subset), sent to origin
-        only when something differs from what is in force."""
+        only when something differs from what is in force. Any other key is refused
+        (origin would refuse it too; compared with what is in force, a null one would
+        have passed as a no-op)."""
+        unknown = sorted(set(body) - set(SETTINGS))
+        if unknown:
+            raise InputError(
+                f"unknown key(s) {', '.join(map(repr, unknown))} in POST /config; "
+                f"allowed: {', '.join(SETTINGS)}"
+            )
         current = self.state()
         if all(current.get(k) == v for k, v in body.items()):
             return {"applied": False, "state": current}

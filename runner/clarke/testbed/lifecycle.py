@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from clarke import profiles, registry, sh
+from clarke.agent import auth
 from clarke.agent.agents import Agents, Applied
 from clarke.agent.client import AgentClient
 from clarke.errors import ClarkeError, InputError
@@ -34,7 +35,7 @@ from clarke.place.plan import MAX_ID, NetnsPlan, parse_ns, plan
 from clarke.profiles import LinkProfile
 from clarke.testbed.build import Builder, build, remove_etc
 from clarke.testbed.state import Store, TestbedState
-from clarke.vocab import LINK_START_ORDER, kind_of
+from clarke.vocab import LINK_START_ORDER, ROLES, kind_of
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +87,11 @@ def up(
     link: str | None = None,
     server: str | None = None,
     store: Store | None = None,
+    *,
+    firefox: str | None = None,
 ) -> Up:
+    """`firefox`: the client agent's browser (a name on PATH or a path; default: the
+    first of firefox-nightly, firefox, firefox-esr), fixed for the testbed's life."""
     # Everything that can be checked is checked before anything is created.
     if testbed_id is not None:
         plan(testbed_id)  # range check
@@ -113,13 +118,17 @@ def up(
     tb = Builder(store, state, p, run_dir)
     try:
         with _sigterm_interrupts():
-            run_dir.mkdir(parents=True, exist_ok=True)
+            # Only root enters the run dir: control sockets, keys, the agents' token.
+            run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # The role agents' bearer token: a new one per testbed, in a file only root
+            # may read (clarke.agent.auth).
+            token = auth.read_token(auth.ensure_token_file(run_dir / auth.TOKEN_FILE))
             note = netns.add_allowed_cc("cubic")
             if note:
                 state.host_changes.append(note)
                 tb.save()
             build(tb)
-            agents = _start_agents(tb)
+            agents = _start_agents(tb, token, firefox)
             try:
                 applied = agents.ensure_profile(profile_name, profile)
                 view = agents.link()
@@ -138,31 +147,38 @@ def up(
     return Up(state, p, applied)
 
 
-def agent_argv(p: NetnsPlan, run_dir: Path, role: str, implementation: str) -> list[str]:
-    """`clarke serve ROLE` for a role of testbed p, run in its namespace."""
-    return [
+def agent_argv(
+    p: NetnsPlan, run_dir: Path, role: str, implementation: str, firefox: str | None = None
+) -> list[str]:
+    """`clarke serve ROLE` for a role of testbed p, run in its namespace. Every path the
+    agent uses is here (the client's browser too); its requests carry values only."""
+    argv = [
         sys.executable, "-m", "clarke", "serve", role, "--implementation", implementation,
         "--testbed", str(p.id), "--run-dir", str(run_dir / role),
         "--pages-dir", str(run_dir / "pages"), "--pki-dir", str(run_dir / "pki"),
+        "--token-file", str(run_dir / auth.TOKEN_FILE),
     ]  # fmt: skip
+    if role == "client" and firefox:
+        argv += ["--firefox", firefox]
+    return argv
 
 
-def _start_agents(tb: Builder) -> Agents:
+def _start_agents(tb: Builder, token: str, firefox: str | None) -> Agents:
     """Every role's agent in its namespace; returns once all answer (an agent that dies
     on the way fails `up` with its log's tail)."""
     chosen = {"link": tb.state.link, "server": tb.state.server}
     started = {}
     for role in AGENT_ORDER:
         impl = registry.for_role(role, chosen.get(kind_of(role)))
-        argv = agent_argv(tb.plan, tb.run_dir, role, impl.name)
+        argv = agent_argv(tb.plan, tb.run_dir, role, impl.name, firefox)
         started[role] = tb.start(role, f"agent-{role}", argv)
     for role, proc in started.items():
-        client = AgentClient(role, tb.plan.agent_url(role), timeout=2)
+        client = AgentClient(role, tb.plan.agent_url(role), None, timeout=2)  # /health
         try:
             procs.wait_ready(proc, lambda c=client: _answers(c), timeout=AGENT_START_TIMEOUT_S)
         finally:
             client.close()
-    agents = Agents(tb.plan)
+    agents = Agents(tb.plan, ROLES, token)
     agents.wait_ready()
     return agents
 
@@ -319,7 +335,7 @@ def status(store: Store | None = None) -> list[dict[str, Any]]:
                 alive = procs.alive(pr)
                 item = {"role": pr.role, "name": pr.name, "pid": pr.pid, "alive": alive}
                 if alive and pr.name.startswith("agent-"):
-                    client = AgentClient(pr.role, p.agent_url(pr.role), timeout=3)
+                    client = AgentClient(pr.role, p.agent_url(pr.role), None, timeout=3)
                     item["answers"] = _answers(client)
                     item["alive"] = item["answers"]
                     client.close()

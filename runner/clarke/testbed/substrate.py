@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from clarke.agent import auth
 from clarke.agent.agents import Applied
 from clarke.errors import InputError
 from clarke.place import netns
@@ -17,12 +18,18 @@ class NetnsSubstrate:
     name = "netns"
 
     def __init__(
-        self, testbed_id: int | None = None, link: str | None = None, server: str | None = None
+        self,
+        testbed_id: int | None = None,
+        link: str | None = None,
+        server: str | None = None,
+        firefox: str | None = None,
     ) -> None:
         """`testbed_id`: attach to that running testbed (`clarke testbed up`) instead of
         bringing one up; `link`, `server`: the implementations (an attached testbed must
-        have these)."""
+        have these); `firefox`: the client agent's browser, for a testbed brought up here
+        (an attached one keeps its own; the session checks it)."""
         self.requested_id, self.link, self.server = testbed_id, link, server
+        self.firefox = firefox
         self.plan: NetnsPlan | None = None
         self.run_dir = Path()
         self.owns = False
@@ -43,7 +50,9 @@ class NetnsSubstrate:
                 if wanted is not None and wanted != has:
                     raise InputError(f"testbed {state.id} runs the {has} {kind}, not {wanted}")
         else:
-            up = lifecycle.up(profile, None, self.link, self.server, self.store)
+            up = lifecycle.up(
+                profile, None, self.link, self.server, self.store, firefox=self.firefox
+            )
             state, plan, self.owns = up.state, up.plan, True
             self.applied += [up.applied] if up.applied else []
         self.plan, self.run_dir = plan, Path(state.run_dir)
@@ -54,8 +63,8 @@ class NetnsSubstrate:
         return self.run_dir / "pages"
 
     @property
-    def ca_cert(self) -> Path:
-        return self.run_dir / "pki" / "ca.pem"
+    def agent_token(self) -> str:
+        return auth.read_token(self.run_dir / auth.TOKEN_FILE)
 
     def at_client(self, argv: list[str]) -> list[str]:
         assert self.plan is not None
