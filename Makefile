@@ -1,5 +1,5 @@
-# The two commands README names: the main job (the demo) and the test command.
-.PHONY: demo test pages setup
+# The commands README names: the main job (the demo), the test command and its fast lane.
+.PHONY: demo test check pages setup
 
 PAGES_DIR ?= build/pages
 
@@ -10,6 +10,10 @@ demo:
 ## test: install what is missing, lint, build the Rust parts and run every test (as root)
 test:
 	ci/test.sh
+
+## check: the fast lane: lint, the layer contract, unit tests (under 2 minutes, no root)
+check:
+	ci/check.sh
 
 ## pages: build the GEO study's 12 test pages into $(PAGES_DIR)
 pages: setup

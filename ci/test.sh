@@ -10,6 +10,8 @@ ci/setup.sh
 say "ruff"
 uv run ruff check runner tests dashboards ci
 uv run ruff format --check runner tests dashboards ci
+say "layer contract (import-linter)"
+uv run lint-imports --no-logo
 
 for crate_dir in satlink origin; do
   [[ -f $crate_dir/Cargo.toml ]] || continue

@@ -13,8 +13,8 @@
 # OPENSAND_CONFIG_DIR: either that directory holds infrastructure.xml, topology.xml (and
 # profile.xml for gw and st), or it holds the generator's gw/, st/, sat/ subdirectories.
 # Nothing is generated here. In the opensand image Clarke's role agent (`clarke serve
-# ROLE --implementation opensand`, clarke.link.opensand_role) writes the XML and runs this
-# script as its child; the netns testbed's opensand backend runs it in each namespace.
+# ROLE --implementation opensand`, clarke.link.opensand.entity) writes the XML and runs this
+# script as its child; on the netns testbed the same agent runs it in each link role's namespace.
 #
 # Environment (docs/opensand.md, "Wiring"):
 #   OPENSAND_ROLE           gw | st | sat                                     (required)

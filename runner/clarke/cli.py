@@ -8,7 +8,19 @@ import sys
 
 import click
 
-from clarke import __version__
+from clarke import (
+    __version__,
+    cli_bench,
+    cli_campaign,
+    cli_compare,
+    cli_load,
+    cli_pages,
+    cli_report,
+    cli_results,
+    cli_run,
+    cli_serve,
+    cli_testbed,
+)
 from clarke.errors import ClarkeError
 
 
@@ -29,35 +41,16 @@ def cli(verbose: bool) -> None:
     )
 
 
-def _register() -> None:
-    from clarke import (
-        cli_agent,
-        cli_bench,
-        cli_campaign,
-        cli_compare,
-        cli_load,
-        cli_pages,
-        cli_report,
-        cli_results,
-        cli_run,
-        cli_serve,
-        cli_testbed,
-    )
-
-    cli.add_command(cli_agent.agent)
-    cli.add_command(cli_load.load)
-    cli.add_command(cli_run.run)
-    cli.add_command(cli_compare.compare)
-    cli.add_command(cli_pages.pages)
-    cli.add_command(cli_campaign.campaign)
-    cli.add_command(cli_results.results)
-    cli.add_command(cli_report.report)
-    cli.add_command(cli_testbed.testbed)
-    cli.add_command(cli_bench.bench)
-    cli.add_command(cli_serve.serve)
-
-
-_register()
+cli.add_command(cli_load.load)
+cli.add_command(cli_run.run)
+cli.add_command(cli_compare.compare)
+cli.add_command(cli_pages.pages)
+cli.add_command(cli_campaign.campaign)
+cli.add_command(cli_results.results)
+cli.add_command(cli_report.report)
+cli.add_command(cli_testbed.testbed)
+cli.add_command(cli_bench.bench)
+cli.add_command(cli_serve.serve)
 
 
 def main(argv: list[str] | None = None) -> None:

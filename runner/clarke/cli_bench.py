@@ -7,7 +7,10 @@ from pathlib import Path
 
 import click
 
-from clarke.testbed import backends
+from clarke import profiles, registry
+from clarke.place import netns
+from clarke.run import bench_link, bench_load
+from clarke.vocab import ENGINES, HTTP_VERSIONS
 
 
 @click.group()
@@ -17,11 +20,11 @@ def bench() -> None:
 
 @bench.command()
 @click.option(
-    "--backend",
-    type=click.Choice(["auto", *backends.NAMES]),
-    default="auto",
+    "--link",
+    type=click.Choice(registry.names("link")),
+    default=registry.DEFAULTS["link"],
     show_default=True,
-    help="Link emulation; auto means satlink.",
+    help="The link's implementation. " + registry.help_text("link"),
 )
 @click.option("--parallel", "n", default=8, show_default=True, help="Geo testbeds at once.")
 @click.option(
@@ -32,21 +35,19 @@ def bench() -> None:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 @click.option("--out", type=click.Path(path_type=Path), help="Also write the figures as JSON.")
-def link(backend: str, n: int, only: tuple[str, ...], as_json: bool, out: Path | None) -> None:
-    """Geo RTT and rate each way, unshaped TCP throughput with satlink's CPU per Gbit,
+def link(link: str, n: int, only: tuple[str, ...], as_json: bool, out: Path | None) -> None:
+    """Geo RTT and rate each way, unshaped TCP throughput with the link's CPU per Gbit,
     and RTT on N geo testbeds at once (needs root)."""
-    from clarke.testbed import bench as b
-    from clarke.testbed import netns
-
+    b = bench_link
     netns.require_root_and_tun()
     parts = only or ("geo", "unshaped", "parallel")
     figures: dict[str, object] = {}
     if "geo" in parts:
-        figures["geo"] = b.geo(backend)
+        figures["geo"] = b.geo(link)
     if "unshaped" in parts:
-        figures["unshaped"] = b.unshaped(backend)
+        figures["unshaped"] = b.unshaped(link)
     if "parallel" in parts:
-        figures["parallel"] = b.parallel(n, backend)
+        figures["parallel"] = b.parallel(n, link)
     if out:
         out.write_text(json.dumps(figures, indent=2, default=str))
     click.echo(json.dumps(figures, indent=2, default=str) if as_json else b.render(figures))
@@ -56,16 +57,14 @@ def link(backend: str, n: int, only: tuple[str, ...], as_json: bool, out: Path |
 @click.option(
     "--engine",
     "engines",
-    type=click.Choice(["selenium", "browsertime"]),
+    type=click.Choice(ENGINES),
     multiple=True,
     help="Engines to measure (repeatable); default: both.",
 )
 @click.option("-n", "n", default=10, show_default=True, help="Loads per engine.")
 @click.option("--page", default="uniform-100k", show_default=True)
-@click.option(
-    "--http", "http", type=click.Choice(["1.1", "2", "3"]), default="2", show_default=True
-)
-@click.option("--profile", default="lan", show_default=True)
+@click.option("--http", "http", type=click.Choice(HTTP_VERSIONS), default="2", show_default=True)
+@click.option("--profile", default="lan", show_default=True, help=profiles.help_text())
 @click.option("--testbed", "testbed_id", type=int, help="Use this running testbed.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 def load_overhead(
@@ -78,12 +77,8 @@ def load_overhead(
     as_json: bool,
 ) -> None:
     """Harness overhead per load (wall time minus PLT, median of N) for each engine."""
-    from clarke.run.bench_load import harness_overhead, render
-
-    fig = harness_overhead(
-        list(engines or ("selenium", "browsertime")), n, page, http, profile, testbed_id
-    )
-    click.echo(json.dumps(fig, indent=2) if as_json else render(fig))
+    fig = bench_load.harness_overhead(list(engines or ENGINES), n, page, http, profile, testbed_id)
+    click.echo(json.dumps(fig, indent=2) if as_json else bench_load.render(fig))
 
 
 @bench.command("compare-power")
@@ -119,7 +114,7 @@ def compare_power(
 ) -> None:
     """Minimum PLT slowdown `clarke compare` detects with n loads per cell, simulated by
     subsampling real recorded loads and injecting slowdowns (prints figures)."""
-    from clarke.run.bench_power import figures, render  # scipy
+    from clarke.run.bench_power import figures, render  # scipy: slow to import
 
     f = figures(
         recorded,

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import click
 
-from clarke.campaign.model import CONGESTION_CONTROLS, HTTP_VERSIONS
-from clarke.campaign.plan import load_campaign, plan_file
+from clarke import profiles, registry
+from clarke.campaign.plan import plan_file, read_campaign
+from clarke.vocab import CONGESTION_CONTROLS, HTTP_VERSIONS
 
 CAMPAIGN_FILE = click.Path(path_type=Path, dir_okay=False)
 
@@ -23,9 +24,14 @@ def campaign() -> None:
 @campaign.command()
 @click.argument("file", type=CAMPAIGN_FILE)
 def validate(file: Path) -> None:
-    """Check FILE against the campaign schema; exit 2 naming every bad field."""
-    c = load_campaign(file)
-    click.echo(f"{file}: valid campaign {c.name!r}")
+    """Check FILE against the campaign schema, its names (profiles, page models, sizes,
+    implementations) and whether its link can emulate each profile; exit 2 naming every
+    bad field."""
+    c = read_campaign(file)
+    link, server = registry.campaign_choices(c, str(file))
+    names = sorted({p for _, _, m in c.matrices() for p in m.profiles})
+    registry.check_profiles(link, [(n, profiles.read(n)) for n in names])
+    click.echo(f"{file}: valid campaign {c.name!r} (link {link.name}, server {server.name})")
 
 
 PLAN_HELP = (

@@ -56,10 +56,15 @@ def compare(
 
     Exits 1 when a cell is slower beyond the threshold and significant, 2 on unusable
     input (different campaigns, cells missing or without successful loads), else 0."""
-    from clarke.run.compare import Verdict, compare_records, load_results, markdown  # scipy
+    from clarke.run.compare import (  # scipy: slow to import
+        Verdict,
+        compare_records,
+        markdown,
+        read_results,
+    )
 
     c = compare_records(
-        load_results(baseline), load_results(current), threshold=threshold, alpha=alpha
+        read_results(baseline), read_results(current), threshold=threshold, alpha=alpha
     )
     t = Table(title=f"{c.campaign}: current vs baseline")
     for col in (

@@ -7,8 +7,23 @@ import time
 
 import click
 
-from clarke.campaign.model import CONGESTION_CONTROLS, HTTP_VERSIONS
+from clarke import profiles, registry
+from clarke.browser.client import Firefox
+from clarke.browser.prefs import check_override
+from clarke.errors import InputError
+from clarke.pages.models import Registry
 from clarke.results.record import Status
+from clarke.run.session import Session
+from clarke.testbed.substrate import NetnsSubstrate
+from clarke.vocab import CONGESTION_CONTROLS, ENGINES, HTTP_VERSIONS, HttpVersion
+
+
+def _page_help() -> str:
+    try:
+        models = ", ".join(Registry.default().names())
+    except FileNotFoundError:
+        models = "see pages/"
+    return f"<model>-<size>, as built by `clarke pages build`; models: {models}."
 
 
 def parse_prefs(items: tuple[str, ...]) -> dict[str, bool | int | str]:
@@ -22,12 +37,16 @@ def parse_prefs(items: tuple[str, ...]) -> dict[str, bool | int | str]:
             value = raw == "true"
         elif raw.lstrip("-").isdigit():
             value = int(raw)
+        try:
+            check_override(name, value)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--pref") from None
         out[name] = value
     return out
 
 
 @click.command()
-@click.option("--profile", default="geo", show_default=True, help="Link profile (profiles/).")
+@click.option("--profile", default="geo", show_default=True, help=profiles.help_text())
 @click.option(
     "--http",
     "http",
@@ -47,11 +66,11 @@ def parse_prefs(items: tuple[str, ...]) -> dict[str, bool | int | str]:
     "--page",
     default="uniform-1m",
     show_default=True,
-    help="<model>-<size>, as built by `clarke pages build`.",
+    help=_page_help(),
 )
 @click.option(
     "--engine",
-    type=click.Choice(["selenium", "browsertime"]),
+    type=click.Choice(ENGINES),
     default="selenium",
     show_default=True,
 )
@@ -72,7 +91,20 @@ def parse_prefs(items: tuple[str, ...]) -> dict[str, bool | int | str]:
     "prefs",
     multiple=True,
     metavar="NAME=VALUE",
-    help="Extra Firefox preference, applied last (true/false and integers are typed). Repeatable.",
+    help="Override a Firefox preference (network.http.* or network.tcp.*; true, false or an "
+    "integer), applied last. Repeatable.",
+)
+@click.option(
+    "--link",
+    type=click.Choice(registry.names("link")),
+    help="The link's implementation (default satlink; with --testbed: the testbed's). "
+    + registry.help_text("link"),
+)
+@click.option(
+    "--server",
+    type=click.Choice(registry.names("server")),
+    help="The server's implementation (default origin; with --testbed: the testbed's). "
+    + registry.help_text("server"),
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def load(
@@ -85,25 +117,39 @@ def load(
     firefox: str | None,
     testbed_id: int | None,
     prefs: tuple[str, ...],
+    link: str | None,
+    server: str | None,
     as_json: bool,
 ) -> None:
     """Load one page once in Firefox over an emulated link, verify it (protocol of every
     resource, the server's congestion control, the LCP element) and print the metrics.
 
-    Without --testbed it brings a testbed up for the load and tears it down after."""
-    from clarke.link import profiles
-    from clarke.pages.models import Registry
-    from clarke.run.session import NetnsSession
-
-    Registry.default().page_by_name(page)  # a bad page name fails before anything starts
-    profiles.load(profile)
-    conns = connections or (1 if http == "1.1" else 6)
+    Without --testbed it brings a testbed up for the load and tears it down after; with
+    it, the testbed must exist, and the load runs on --profile (applied if the link runs
+    another one)."""
+    # Everything that can be wrong is found before anything starts.
+    Registry.default().page_by_name(page)
+    link_impl = registry.get("link", link) if testbed_id is None else None
+    if link_impl is not None:
+        link_impl.check_profile(profiles.read(profile), f"link profile {profile!r}")
+    else:
+        profiles.read(profile)
+    Firefox(firefox).check_environment()
+    if testbed_id is not None and NetnsSubstrate().store.read(testbed_id) is None:
+        raise InputError(
+            f"there is no testbed {testbed_id} (clarke testbed status; bring one up with "
+            f"clarke testbed up --id {testbed_id})"
+        )
+    overrides = parse_prefs(prefs)
+    conns = connections or HttpVersion(http).default_connections
     started = time.monotonic()
-    with NetnsSession(profile, [page], engine=engine, firefox=firefox, testbed_id=testbed_id) as s:
-        if s.current_profile != profile:
-            s.apply_profile(profile)
-        s.apply_cc(cc)
-        result, details = s.load_page(page, http, cc, conns, parse_prefs(prefs))
+    substrate = NetnsSubstrate(testbed_id, link, server, firefox=firefox)
+    session = Session(substrate, [page], engine=engine, firefox=firefox)
+    with session.start(profile) as s:
+        s.ensure_profile(profile)
+        s.ensure_cc(cc)
+        result, details = s.load_page(page, http, cc, conns, overrides)
+        implementations, applied = s.implementations, [a.to_dict() for a in s.applied]
     wall_ms = (time.monotonic() - started) * 1000
     m = {**result.metrics, **{k: v for k, v in details["metrics"].items() if v is not None}}
     out = {
@@ -113,6 +159,10 @@ def load(
         "browser": result.browser,
         "browser_version": result.browser_version,
         "profile": profile,
+        "profile_sha256": (details.get("link") or {}).get("profile_sha256"),
+        "link": implementations.get("link"),
+        "server": implementations.get("server"),
+        "applied": applied,
         "http": http,
         "cc": cc,
         "page": page,

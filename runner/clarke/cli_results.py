@@ -6,7 +6,9 @@ from pathlib import Path
 
 import click
 
+from clarke.errors import InputError
 from clarke.results import export, store
+from clarke.results.merge import merge
 
 RESULTS_DIR = click.Path(path_type=Path, file_okay=False, exists=True)
 
@@ -81,9 +83,6 @@ def merge_cmd(shard_dirs: tuple[Path, ...], out: Path, require_complete: bool) -
     Exits 2, naming the directories, on shards of different campaigns (id, campaign
     file, seed) or overlapping shards (a shard or run id twice). Runs of the plan
     without a successful load are listed (missing shards first)."""
-    from clarke.errors import InputError
-    from clarke.results.merge import merge
-
     m = merge(list(shard_dirs), out)
     click.echo(
         f"{len(m.shards)} shard(s) merged into {m.out}: {m.records} records, "

@@ -9,6 +9,9 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from clarke import registry
+from clarke.vocab import SUBSTRATES
+
 
 @click.command()
 @click.argument("campaign_file", type=click.Path(path_type=Path, dir_okay=False))
@@ -45,7 +48,7 @@ from rich.console import Console
 )
 @click.option(
     "--substrate",
-    type=click.Choice(["netns", "compose"]),
+    type=click.Choice(SUBSTRATES),
     envvar="CLARKE_SUBSTRATE",
     default="netns",
     show_default=True,
@@ -61,6 +64,18 @@ from rich.console import Console
     help="How long the link is measured before each profile's first run and after the last: "
     "full (20 pings, 10 s of iperf3 each way) or quick (10 pings, 5 s each way).",
 )
+@click.option(
+    "--link",
+    type=click.Choice(registry.names("link")),
+    help="The link's implementation (default: the campaign's `implementations: link`, else "
+    "satlink). " + registry.help_text("link"),
+)
+@click.option(
+    "--server",
+    type=click.Choice(registry.names("server")),
+    help="The server's implementation (default: the campaign's, else origin). "
+    + registry.help_text("server"),
+)
 def run(
     campaign_file: Path,
     influx_url: str | None,
@@ -71,19 +86,25 @@ def run(
     testbed_id: int | None,
     substrate: str,
     link_check: str,
+    link: str | None,
+    server: str | None,
 ) -> None:
     """Run CAMPAIGN_FILE on a testbed: every run of its plan (or of one shard), each
     verified and recorded in the journal and InfluxDB, then a summary per matrix cell.
 
-    Ctrl-C abandons the current load, tears the testbed down and says how to resume."""
-    from clarke.run.campaign import print_outcome, run_campaign
+    Ctrl-C abandons the current load, tears the testbed down and says how to resume.
+    Exits 1 when no run got a successful load, 2 on bad input, 3 when a part is
+    missing (checked before anything runs)."""
+    # Here, not at the top: the summaries' statistics (scipy) take a second to import,
+    # which every other command (and every role's agent) would pay.
+    from clarke.run.campaign import none_succeeded, print_outcome, run_campaign
 
     console = Console(stderr=False, width=200)
     # `docker compose stop` and job schedulers send SIGTERM: end like Ctrl-C does (the
     # current load abandoned, the testbed torn down, how to resume printed).
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        results_dir, outcome, records = run_campaign(
+        results_dir, outcome, records, runs = run_campaign(
             campaign_file,
             influx_url=influx_url,
             resume=resume,
@@ -94,6 +115,8 @@ def run(
             console=console,
             link_check=link_check,
             substrate=substrate,
+            link=link,
+            server=server,
         )
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -101,6 +124,9 @@ def run(
     if outcome.interrupted:
         sys.exit(130)
     if outcome.aborted:
+        sys.exit(1)
+    if none_succeeded(runs, records):
+        console.print("[red]no run got a successful load[/]")
         sys.exit(1)
 
 

@@ -1,4 +1,4 @@
-"""`clarke testbed up|down|status|verify`: the netns testbed (runner/clarke/testbed/)."""
+"""`clarke testbed up|down|status|check`: the netns testbed (runner/clarke/testbed/)."""
 
 from __future__ import annotations
 
@@ -7,17 +7,16 @@ from pathlib import Path
 
 import click
 
+from clarke import profiles, registry
+from clarke.compose.substrate import ComposeSubstrate
 from clarke.errors import InputError
-from clarke.link import profiles
-from clarke.testbed import backends, lifecycle, plan, verify
-
-
-def _profile_help() -> str:
-    try:
-        names = ", ".join(profiles.available())
-        return f"Link profile: {names}, or a profile file NAME.yaml."
-    except FileNotFoundError:
-        return "Link profile (profiles/NAME.yaml)."
+from clarke.link import netem
+from clarke.place import netns, plan
+from clarke.run import linkcheck
+from clarke.run.session import Session
+from clarke.testbed import lifecycle
+from clarke.testbed.substrate import NetnsSubstrate
+from clarke.vocab import ROLES, SUBSTRATES
 
 
 @click.group()
@@ -27,7 +26,7 @@ def testbed() -> None:
 
 
 @testbed.command()
-@click.option("--profile", "profile_name", required=True, help=_profile_help())
+@click.option("--profile", "profile_name", required=True, help=profiles.help_text())
 @click.option(
     "--id",
     "testbed_id",
@@ -35,30 +34,56 @@ def testbed() -> None:
     help="Testbed id (addresses and names derive from it); default: the lowest free one.",
 )
 @click.option(
-    "--backend",
-    type=click.Choice(["auto", *backends.NAMES]),
-    default="auto",
+    "--link",
+    type=click.Choice(registry.names("link")),
+    default=registry.DEFAULTS["link"],
     show_default=True,
-    help="Link emulation; auto means satlink.",
+    help="The link's implementation. " + registry.help_text("link"),
+)
+@click.option(
+    "--server",
+    type=click.Choice(registry.names("server")),
+    default=registry.DEFAULTS["server"],
+    show_default=True,
+    help="The server's implementation. " + registry.help_text("server"),
+)
+@click.option(
+    "--firefox",
+    help="The client's Firefox binary, a name on PATH or a path, for the testbed's life "
+    "(default: the first of firefox-nightly, firefox, firefox-esr).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print id, namespaces and addresses as JSON.")
-def up(profile_name: str, testbed_id: int | None, backend: str, as_json: bool) -> None:
-    """Build a testbed and start its link; nothing is left behind if this fails."""
-    state, p = lifecycle.up(profile_name, testbed_id, backend)
+def up(
+    profile_name: str,
+    testbed_id: int | None,
+    link: str,
+    server: str,
+    firefox: str | None,
+    as_json: bool,
+) -> None:
+    """Build a testbed: every role's namespace and agent, the link on the profile;
+    nothing is left behind if this fails."""
+    done = lifecycle.up(profile_name, testbed_id, link, server, firefox=firefox)
+    state, p = done.state, done.plan
     if as_json:
         out = {
             "id": state.id,
-            "namespaces": {r: p.ns(r) for r in plan.ROLES},
+            "namespaces": {r: p.ns(r) for r in ROLES},
             "addresses": p.addresses,
             "mgmt": p.mgmt_addresses,
             "profile": state.profile,
-            "backend": state.backend,
+            "profile_sha256": state.profile_sha256,
+            "link": state.link,
+            "server": state.server,
             "run_dir": state.run_dir,
+            "applied": [done.applied.to_dict()] if done.applied else [],
         }
         click.echo(json.dumps(out, indent=2))
         return
-    click.echo(f"testbed {state.id} up: profile {state.profile}, backend {state.backend}")
-    for role in plan.ROLES:
+    click.echo(
+        f"testbed {state.id} up: profile {state.profile}, link {state.link}, server {state.server}"
+    )
+    for role in ROLES:
         click.echo(
             f"  {role:<10}{p.ns(role):<18}{p.addresses[role]:<16}mgmt {p.mgmt.address(role)}"
         )
@@ -74,12 +99,12 @@ def up(profile_name: str, testbed_id: int | None, backend: str, as_json: bool) -
 )
 def down(testbed_id: int | None, everything: bool) -> None:
     """Stop a testbed's processes and remove its namespaces and links (safe to repeat)."""
-    from clarke.testbed import netns
-
     netns.require_root_and_tun()
-    if everything == (testbed_id is not None):
+    if testbed_id is None and not everything:
         raise InputError("give either --id ID or --all")
-    removed = lifecycle.down_all() if everything else [lifecycle.down(testbed_id)]  # type: ignore[arg-type]
+    if testbed_id is not None and everything:
+        raise InputError("give either --id ID or --all, not both")
+    removed = lifecycle.down_all() if testbed_id is None else [lifecycle.down(testbed_id)]
     if not any(r.anything for r in removed):
         click.echo("nothing to remove")
     for r in removed:
@@ -93,9 +118,7 @@ def down(testbed_id: int | None, everything: bool) -> None:
 @testbed.command()
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 def status(as_json: bool) -> None:
-    """List testbeds: profile, backend, namespaces, processes and whether all are alive."""
-    from clarke.testbed import netns
-
+    """List testbeds: profile, implementations, namespaces, agents and whether all answer."""
     netns.require_root_and_tun()
     entries = lifecycle.status()
     if as_json:
@@ -106,63 +129,48 @@ def status(as_json: bool) -> None:
     for e in entries:
         alive = sum(p["alive"] for p in e["processes"])
         click.echo(
-            f"testbed {e['id']}: {e['phase']}, profile {e['profile']}, backend {e['backend']}, "
-            f"{len(e['namespaces'])} namespaces, {alive}/{len(e['processes'])} processes alive"
+            f"testbed {e['id']}: {e['phase']}, profile {e['profile']}, link {e['link']}, "
+            f"server {e['server']}, {len(e['namespaces'])} namespaces, "
+            f"{alive}/{len(e['processes'])} processes alive"
             f"{'' if e['healthy'] else '  (UNHEALTHY)'}"
         )
-    click.echo(backends.describe_netem())
+    click.echo(netem.describe())
 
 
-def _verify_netns(
-    testbed_id: int | None, samples: int, duration: float, omit: float
-) -> verify.Report:
-    from clarke.testbed import netns
-
-    netns.require_root_and_tun()
-    state, p = lifecycle.load_up(testbed_id)
-    return verify.verify(
-        verify.netns_probe(p, backends.select(state.backend), Path(state.run_dir)),
-        state.id,
-        state.profile,
-        lifecycle.load_profile(state.profile),
-        state.backend,
-        samples=samples,
-        duration=duration,
-        omit=omit,
-    )
-
-
-def _verify_compose(
-    profile_name: str | None, samples: int, duration: float, omit: float
-) -> verify.Report:
-    """The compose stack: the link roles through their agents, the measurements from
-    this container (the client's)."""
-    from clarke.compose.session import ComposeSession
-
-    if not profile_name:
-        raise click.UsageError(
-            "--substrate compose needs --profile (the link runs what it is given)"
-        )
-    profile = lifecycle.load_profile(profile_name)
-    session = ComposeSession(profile_name, [], engine="selenium", roles_only=True)
+def _check(
+    substrate: str,
+    testbed_id: int | None,
+    profile_name: str | None,
+    samples: int,
+    duration: float,
+    omit: float,
+) -> linkcheck.Report:
+    """netns: the testbed's link on the profile it runs (or --profile, applied first);
+    compose: the stack's link roles through their agents, measured from this container
+    (the client's)."""
+    if substrate == "compose":
+        if not profile_name:
+            raise click.UsageError(
+                "--substrate compose needs --profile (the link runs what it is given)"
+            )
+        sub: ComposeSubstrate | NetnsSubstrate = ComposeSubstrate(roles_only=True)
+        label: int | str = "compose"
+    else:
+        netns.require_root_and_tun()
+        state, _ = lifecycle.running(testbed_id)
+        sub = NetnsSubstrate(state.id)
+        profile_name = profile_name or state.profile
+        label = state.id
+    session = Session(sub, [], engine="selenium", roles_only=True)
     try:
-        session.start()
-        session.apply_profile(profile_name)
-        return verify.verify(
-            session.probe(),
-            "compose",
-            profile_name,
-            profile,
-            session.implementations["link"],
-            samples=samples,
-            duration=duration,
-            omit=omit,
-        )
+        session.start(profile_name)
+        session.ensure_profile(profile_name)
+        return session.measure_link(profile_name, samples, duration, omit, label)
     finally:
         session.close()
 
 
-@testbed.command(name="verify")
+@testbed.command(name="check")
 @click.option("--id", "testbed_id", type=click.IntRange(0, plan.MAX_ID), help="Testbed id.")
 @click.option("--samples", default=20, show_default=True, help="Echo requests for the RTT.")
 @click.option("--duration", default=10.0, show_default=True, help="Seconds of each bulk transfer.")
@@ -171,7 +179,7 @@ def _verify_compose(
 @click.option("--out", type=click.Path(path_type=Path), help="Also write the JSON report here.")
 @click.option(
     "--substrate",
-    type=click.Choice(["netns", "compose"]),
+    type=click.Choice(SUBSTRATES),
     envvar="CLARKE_SUBSTRATE",
     default="netns",
     show_default=True,
@@ -181,9 +189,10 @@ def _verify_compose(
 @click.option(
     "--profile",
     "profile_name",
-    help="compose: apply this link profile through the link agents, then measure it.",
+    help="Apply this link profile through the link agents first, then measure it "
+    "(netns: default the profile the testbed runs; compose: required).",
 )
-def verify_cmd(
+def check_cmd(
     testbed_id: int | None,
     samples: int,
     duration: float,
@@ -195,15 +204,10 @@ def verify_cmd(
 ) -> None:
     """Measure RTT, rate each way and loss, compare with the profile; exit 1 outside
     the profile's tolerance."""
-    if substrate == "compose":
-        report = _verify_compose(profile_name, samples, duration, omit)
-    else:
-        if profile_name:
-            raise click.UsageError("--profile goes with --substrate compose")
-        report = _verify_netns(testbed_id, samples, duration, omit)
+    report = _check(substrate, testbed_id, profile_name, samples, duration, omit)
     data = report.to_dict()
     if out:
         out.write_text(json.dumps(data, indent=2, default=str))
-    click.echo(json.dumps(data, indent=2, default=str) if as_json else verify.render(report))
+    click.echo(json.dumps(data, indent=2, default=str) if as_json else linkcheck.render(report))
     if not report.ok:
         raise SystemExit(1)

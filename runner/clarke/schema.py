@@ -86,5 +86,5 @@ def parse(model: type[M], data: Any, source: str) -> M:
         raise ValidationFailed(source, problems_of(e)) from None
 
 
-def load(model: type[M], path: Path) -> M:
+def read(model: type[M], path: Path) -> M:
     return parse(model, read_yaml(path), str(path))

@@ -4,6 +4,7 @@ server (origin, OpenLiteSpeed) loads the certificate and key."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import ipaddress
 from dataclasses import dataclass
@@ -109,3 +110,19 @@ def issue_testbed_pki(out_dir: Path, hosts: list[str] | None = None, label: str 
     pki.key.touch(mode=0o600)
     pki.key.write_bytes(_pem_key(key))
     return pki
+
+
+CERT_MARGIN = dt.timedelta(days=1)  # a certificate closer to its end than this is renewed
+
+
+def ensure_testbed_pki(pki_dir: Path, host: str = DEFAULT_HOST, label: str = "") -> TestbedPki:
+    """A testbed's CA and server certificate, made by the server role when it starts and
+    kept (the client trusts the CA from there); made anew when missing or about to
+    expire."""
+    pki = TestbedPki(pki_dir / "ca.pem", pki_dir / "server.pem", pki_dir / "server.key")
+    with contextlib.suppress(OSError, ValueError):
+        cert = x509.load_pem_x509_certificate(pki.cert.read_bytes())
+        left = cert.not_valid_after_utc - dt.datetime.now(dt.UTC)
+        if pki.ca_cert.is_file() and pki.key.is_file() and left > CERT_MARGIN:
+            return pki
+    return issue_testbed_pki(pki_dir, [host], label=label)

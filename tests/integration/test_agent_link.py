@@ -1,27 +1,42 @@
 """The link roles' agent contract (docs/running.md), for real against a satlink
 satellite on loopback (the satellite needs no TUN device, so no root): POST /config
-carries the whole link profile, whatever emulates the link, and a bad profile is
-refused with the field named."""
+carries the whole link profile, whatever emulates the link; it is applied once (a
+second identical one is a no-op); GET /state says what is in force, with the profile's
+content hash; a bad profile is refused with the field named."""
 
 from __future__ import annotations
 
-import json
-import subprocess
+import ipaddress
 import threading
-import time
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+from clarke import profiles
 from clarke.agent.client import AgentClient
-from clarke.agent.roles import SatlinkRole
 from clarke.agent.server import make_handler
 from clarke.errors import ClarkeError
-from clarke.link import profiles
-from clarke.testbed.backends import answers, satlink_binary
-from conftest import free_port, need
+from clarke.link.satlink import SatlinkStation, satlink_binary
+from clarke.place import Place
+from clarke.place.plan import Addresses, Network
+from clarke.roles import link_config, profile_digest
+from conftest import need
+
+TOKEN = "test-token-" + "0" * 32
+
+
+class LoopbackPlan(Addresses):
+    """A testbed's networks on 127.77.x (only the emulation network is used here)."""
+
+    st_lan = Network("st-lan", ipaddress.ip_network("127.77.0.0/24"), {"terminal": 1, "client": 2})
+    emu = Network(
+        "emu", ipaddress.ip_network("127.77.1.0/24"), {"terminal": 1, "satellite": 2, "gateway": 3}
+    )
+    gw_lan = Network("gw-lan", ipaddress.ip_network("127.77.2.0/24"), {"gateway": 1, "server": 2})
+    sat = Network("sat", ipaddress.ip_network("127.77.3.0/24"), {"terminal": 1, "gateway": 2})
+    mgmt = Network("mgmt", ipaddress.ip_network("127.77.4.0/24"), {"satellite": 4})
 
 
 @pytest.fixture
@@ -29,53 +44,50 @@ def satellite(tmp_path: Path) -> Iterator[str]:
     binary = satlink_binary()
     need(binary is not None and binary.is_file(), "satlink is not built (ci/build.sh)")
     assert binary is not None
-    config = tmp_path / "link.json"
-    config.write_text(json.dumps(profiles.load("lan").to_satlink_config()))
-    sock = tmp_path / "sat.sock"
-    ports = [free_port() for _ in range(3)]
-    proc = subprocess.Popen(
-        [str(binary), "sat", "--emu-bind", f"127.0.0.1:{ports[0]}",
-         "--gw", f"127.0.0.1:{ports[1]}", "--st", f"127.0.0.1:{ports[2]}",
-         "--config", str(config), "--control", str(sock), "--rt-priority", "0"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    httpd: ThreadingHTTPServer | None = None
+    place = Place("netns", "satellite", LoopbackPlan(), tmp_path, tmp_path, tmp_path)
+    station = SatlinkStation(place, binary)
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(station, TOKEN))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:
-        deadline = time.monotonic() + 10
-        while not answers("satellite", sock):
-            assert proc.poll() is None and time.monotonic() < deadline, "satlink did not start"
-            time.sleep(0.05)
-        httpd = ThreadingHTTPServer(
-            ("127.0.0.1", 0), make_handler(SatlinkRole("satellite", str(sock)))
-        )
-        threading.Thread(target=httpd.serve_forever, daemon=True).start()
         yield f"http://127.0.0.1:{httpd.server_address[1]}"
     finally:
-        if httpd is not None:
-            httpd.shutdown()
-            httpd.server_close()
-        proc.terminate()
-        proc.wait(timeout=10)
+        httpd.shutdown()
+        httpd.server_close()
+        station.stop()
 
 
-def test_config_carries_the_whole_profile(satellite: str) -> None:
-    agent = AgentClient("satellite", satellite)
-    geo = profiles.load("geo")
-    reply = agent.configure({"name": "geo", "profile": geo.model_dump(by_alias=True, mode="json")})
-    assert reply["applied"] == "geo"
+def test_config_carries_the_whole_profile_once(satellite: str) -> None:
+    agent = AgentClient("satellite", satellite, TOKEN)
+    assert agent.state() == {"profile": None, "profile_sha256": None, "running": False}
+    geo = profiles.read("geo")
+    reply = agent.configure(link_config("geo", geo))
+    assert reply["applied"] is True
+    assert reply["state"] == {
+        "profile": "geo",
+        "profile_sha256": profile_digest(geo),
+        "running": True,
+    }
+    assert agent.configure(link_config("geo", geo))["applied"] is False  # in force already
     in_effect = agent.health()["satlink"]["config"]
     assert in_effect["forward"]["uplink_delay_ms"] == geo.forward.uplink_delay_ms
     assert in_effect["return"]["rate_bps"] == round(geo.return_.rate_mbps * 1e6)
+    meo = profiles.read("meo")
+    assert agent.configure(link_config("meo", meo))["applied"] is True  # at run time
+    assert agent.state()["profile_sha256"] == profile_digest(meo) != profile_digest(geo)
+    assert (
+        agent.health()["satlink"]["config"]["forward"]["uplink_delay_ms"]
+        == meo.forward.uplink_delay_ms
+    )
     stats = agent.stats()
     assert "forward" in stats and "bytes_onto_link" not in stats  # the satellite only relays
 
 
 def test_bad_profile_is_refused_with_the_field_named(satellite: str) -> None:
-    agent = AgentClient("satellite", satellite)
-    bad = profiles.load("geo").model_dump(by_alias=True, mode="json")
+    agent = AgentClient("satellite", satellite, TOKEN)
+    bad = profiles.read("geo").model_dump(by_alias=True, mode="json")
     bad["forward"]["rate_mbps"] = -1
     with pytest.raises(ClarkeError, match=r"forward\.rate_mbps"):
         agent.configure({"name": "geo", "profile": bad})
     with pytest.raises(ClarkeError, match="takes"):
         agent.configure({"link": {}})
+    assert agent.state()["running"] is False  # nothing was started

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from clarke.browser import browsertime_engine, selenium_engine
-from clarke.browser.load import ExpectedObject, LoadRequest
+from clarke.browser.load import BrowserSetup, ExpectedObject, LoadRequest
 from clarke.pages.build import build
 from clarke.pages.models import Registry, Units
 from clarke.results.record import Status
@@ -71,14 +71,17 @@ def _request(page: dict, port: int) -> LoadRequest:
     return LoadRequest(
         url=f"http://127.0.0.1:{port}/{page['path']}",
         http="1.1",
-        host="127.0.0.1",
-        port=port,
         connections=1,
         expected_objects=[
             ExpectedObject(path=o["path"], bytes=o["bytes"]) for o in page["objects"]
         ],
         lcp_candidates=page["lcp_candidates"],
     )
+
+
+def _setup(port: int) -> BrowserSetup:
+    """The engines' start-up options: no CA (plain HTTP here), the loopback server."""
+    return BrowserSetup(server_name="127.0.0.1", server_port=port)
 
 
 ENGINES = [selenium_engine, browsertime_engine]
@@ -91,7 +94,7 @@ def test_load_over_http11_is_verified_with_every_metric(engine, site, http11: in
             browsertime_engine.find_browsertime()
         except Exception as e:
             need(False, str(e))
-    result = engine.load(_request(site[1], http11))
+    result = engine.load(_request(site[1], http11), _setup(http11))
     assert result.status is Status.ok, result.reason
     m = result.metrics
     for key in ("plt_ms", "fcp_ms", "lcp_ms", "ttfb_ms"):
@@ -111,6 +114,6 @@ def test_protocol_mismatch_is_a_failed_load_with_reason(engine, site, http10: in
             browsertime_engine.find_browsertime()
         except Exception as e:
             need(False, str(e))
-    result = engine.load(_request(site[1], http10))
+    result = engine.load(_request(site[1], http10), _setup(http10))
     assert result.status is Status.failed
     assert result.reason == "asked for http/1.1, fell back to http/1.0: 9 of 9 resources"

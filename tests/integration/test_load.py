@@ -3,6 +3,7 @@ both engines, over HTTP/1.1, /2 and /3 (issue: measurement)."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 
@@ -10,7 +11,8 @@ import pytest
 
 from clarke import sh
 from clarke.results.record import Status
-from clarke.run.session import NetnsSession
+from clarke.run.session import Session
+from clarke.testbed.substrate import NetnsSubstrate
 from conftest import need
 
 pytestmark = [pytest.mark.root, pytest.mark.browser, pytest.mark.slow]
@@ -18,12 +20,12 @@ PAGE = "triangular-100k"
 
 
 @pytest.fixture(scope="module")
-def session() -> Iterator[NetnsSession]:
+def session() -> Iterator[Session]:
     need(os.geteuid() == 0, "root (network namespaces)")
-    s = NetnsSession("lan", [PAGE], engine="selenium")
-    s.start()
+    s = Session(NetnsSubstrate(), [PAGE], engine="selenium")
+    s.start("lan")
     try:
-        s.apply_cc("bbr")
+        s.ensure_cc("bbr")
         yield s
     finally:
         s.close()
@@ -31,9 +33,7 @@ def session() -> Iterator[NetnsSession]:
 
 @pytest.mark.parametrize("engine", ["selenium", "browsertime"])
 @pytest.mark.parametrize("http", ["1.1", "2", "3"])
-def test_every_metric_and_the_protocol_verified(
-    session: NetnsSession, engine: str, http: str
-) -> None:
+def test_every_metric_and_the_protocol_verified(session: Session, engine: str, http: str) -> None:
     session.engine = engine
     result, details = session.load_page(PAGE, http, "bbr", 1 if http == "1.1" else 6)
     assert result.status is Status.ok, result.reason
@@ -49,9 +49,9 @@ def test_every_metric_and_the_protocol_verified(
     assert result.engine == engine
 
 
-def test_server_without_http3_is_a_failed_load_with_reason(session: NetnsSession) -> None:
+def test_server_without_http3_is_a_failed_load_with_reason(session: Session) -> None:
     assert session.plan is not None
-    ns = session.plan.ns("server")
+    ns = session.plan.ns("server")  # type: ignore[attr-defined]
     rule = ["INPUT", "-p", "udp", "--dport", "443", "-j", "DROP"]
     sh.run(["ip", "netns", "exec", ns, "iptables", "-A", *rule])
     try:
@@ -63,13 +63,60 @@ def test_server_without_http3_is_a_failed_load_with_reason(session: NetnsSession
     assert result.reason.startswith("asked for h3, fell back to h2"), result.reason
 
 
-def test_server_congestion_control_is_checked(session: NetnsSession) -> None:
+def test_server_congestion_control_is_checked(session: Session) -> None:
     session.engine = "selenium"
-    session.apply_cc("cubic")
+    session.ensure_cc("cubic")
     try:
         result, details = session.load_page(PAGE, "2", "bbr", 6)  # asked bbr, server runs cubic
     finally:
-        session.apply_cc("bbr")
+        session.ensure_cc("bbr")
     assert result.status is Status.failed
     assert result.reason.startswith("server used cubic on"), result.reason
     assert details["server_cc"] == ["cubic"]
+
+
+def test_a_load_on_an_attached_testbed_runs_on_the_profile_asked(session: Session, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """Issue 21, finding 2: `load --testbed N --profile geo`, then `--profile lan`: the
+    second load runs on lan (applied once, read back) and its record says so with the
+    profile's hash; it is never a GEO-link load recorded as lan."""
+    tid = str(session.plan.id)  # type: ignore[union-attr]
+    loads = {}
+    for name in ("geo", "lan"):
+        code, out, err = run_cli(
+            "load", "--testbed", tid, "--profile", name, "--page", PAGE, "--json"
+        )
+        assert code == 0, err
+        loads[name] = json.loads(out)
+    geo, lan = loads["geo"], loads["lan"]
+    assert geo["profile"] == "geo" and lan["profile"] == "lan"
+    assert geo["profile_sha256"] != lan["profile_sha256"]
+    assert [a["value"] for a in lan["applied"]] == ["lan"]  # one apply: geo -> lan
+    assert lan["ttfb_ms"] < 100 < 530 < geo["ttfb_ms"], (lan["ttfb_ms"], geo["ttfb_ms"])
+
+
+def test_a_load_on_a_testbed_that_does_not_exist_is_refused(run_cli) -> None:  # type: ignore[no-untyped-def]
+    code, out, err = run_cli("load", "--testbed", "59", "--page", PAGE)
+    assert code == 2 and "there is no testbed 59" in err
+
+
+def test_a_link_changed_behind_the_session_fails_the_load_with_the_reason(
+    session: Session,
+) -> None:
+    """Something besides this runner puts another profile on the link: the load is not
+    made, and fails saying what the link runs."""
+    from clarke import profiles
+    from clarke.roles import link_config
+    from clarke.vocab import LINK_START_ORDER
+
+    assert session.agents is not None and session.profile is not None
+    expected = session.profile[0]
+    other = "meo" if expected != "meo" else "leo"
+    for role in LINK_START_ORDER:
+        session.agents[role].configure(link_config(other, profiles.read(other)))
+    try:
+        result, _ = session.load_page(PAGE, "2", "bbr", 6)
+    finally:
+        session.ensure_profile(expected)
+    assert result.status is Status.failed
+    assert result.reason.startswith(f"the link does not run profile {expected}"), result.reason
+    assert f"terminal {other}" in result.reason

@@ -24,12 +24,18 @@ from pathlib import Path
 
 import pytest
 
-from clarke import sh
+from clarke import profiles, sh
 from clarke.errors import ClarkeError, ValidationFailed
-from clarke.link import opensand, opensand_role, profiles
-from clarke.testbed import backends, lifecycle, netns, procs, verify
-from clarke.testbed.plan import plan
+from clarke.link import opensand
+from clarke.link.opensand import entity as opensand_role
+from clarke.place import netns, procs
+from clarke.place.plan import plan
+from clarke.roles import link_config
+from clarke.run import linkcheck
+from clarke.run.session import Session
+from clarke.testbed import lifecycle
 from clarke.testbed.state import Store
+from clarke.testbed.substrate import NetnsSubstrate
 from conftest import need
 
 pytestmark = pytest.mark.root
@@ -64,7 +70,7 @@ def report(capsys: pytest.CaptureFixture[str], text: str) -> None:
 
 
 def echo(ns: str, target: str, count: int, interval: float = 0.2) -> dict[str, list[float]]:
-    argv = [sys.executable, "-m", "clarke.testbed.echo", target, "--count", str(count)]
+    argv = [sys.executable, "-m", "clarke.place.echo", target, "--count", str(count)]
     argv += ["--interval", str(interval), "--timeout", "3"]
     return json.loads(sh.run(netns.exec_argv(ns, argv), timeout=60).stdout)
 
@@ -108,31 +114,34 @@ def testbed_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
 def test_testbed_on_opensand(testbed_env: Path, run_cli, capsys) -> None:  # type: ignore[no-untyped-def]
     tid = str(TESTBED_ID)
     code, out, err = run_cli(
-        "testbed", "up", "--json", "--id", tid, "--backend", "opensand", "--profile", "geo"
+        "testbed", "up", "--json", "--id", tid, "--link", "opensand", "--profile", "geo"
     )
     assert code == 0, err
-    assert json.loads(out)["backend"] == "opensand"
+    up = json.loads(out)
+    assert up["link"] == "opensand" and [a["value"] for a in up["applied"]] == ["geo"]
     store, p = Store(), plan(TESTBED_ID)
-    state = store.load(TESTBED_ID)
-    assert state is not None and state.phase == "up"
+    state = store.read(TESTBED_ID)
+    assert state is not None and state.phase == "up" and state.profile == "geo"
     assert [pr.name for pr in state.processes] == [
-        "opensand-satellite",
-        "opensand-gateway",
-        "opensand-terminal",
+        "agent-server",
+        "agent-satellite",
+        "agent-gateway",
+        "agent-terminal",
+        "agent-client",
     ]
     assert all(procs.alive(pr) for pr in state.processes)
     run_dir = Path(state.run_dir)
-    assert (run_dir / "opensand" / "xml" / "gw" / "profile.xml").is_file()
+    assert (run_dir / "gateway" / "xml" / "gw" / "profile.xml").is_file()
 
     code, out, err = run_cli("testbed", "status", "--json")
     assert code == 0, err
     (entry,) = [e for e in json.loads(out) if e["id"] == TESTBED_ID]
-    assert entry["healthy"] and entry["backend"] == "opensand"
+    assert entry["healthy"] and entry["link"] == "opensand"
 
     # verify: the RTT is judged here; the rates are measured and reported (OpenSAND
     # 8.2's forward TCP stays below the forward capacity: docs/opensand.md).
     load = Path("/proc/loadavg").read_text().split()[0]
-    code, out, err = run_cli("testbed", "verify", "--id", tid, "--json")
+    code, out, err = run_cli("testbed", "check", "--id", tid, "--json")
     assert code in (0, 1) and out.strip(), (code, err)
     rep = json.loads(out)
     checks = {c["name"]: c for c in rep["checks"]}
@@ -157,35 +166,43 @@ def test_testbed_on_opensand(testbed_env: Path, run_cli, capsys) -> None:  # typ
         assert 0.8 < t["tcp_rate_bps"] / t["wire_bps"] < 1.25, (direction, t)
     stats = rep["link_stats"]
     assert stats["terminal"]["tap"]["rx_packets"] > 1000
-    assert stats["bytes_onto_link"]["forward"] > 1_000_000
-    assert stats["link"]["delay_value_ms"] == 127
+    assert stats["terminal"]["bytes_onto_link"]["forward"] > 1_000_000
+    assert stats["terminal"]["link"]["delay_value_ms"] == 127
 
-    # Another profile on the running testbed, and back.
-    backend = backends.select("opensand")
-    for name in ("meo", "geo"):
-        before = {pr.pid: pr.start_time for pr in store.load(TESTBED_ID).processes}  # type: ignore[union-attr]
-        backend.apply(p, run_dir, profiles.load(name), name=name)  # type: ignore[call-arg]
-        now = store.load(TESTBED_ID)
-        assert now is not None and now.profile == name
-        assert len(now.processes) == 3 and all(procs.alive(pr) for pr in now.processes)
-        assert not gone(before), "the old entities still run"
-        result = verify.ping(verify.netns_probe(p, backend, run_dir), count=10)
-        s = result.summary()
-        expected = opensand.derive(profiles.load(name)).expected_rtt_ms
-        report(
-            capsys,
-            f"after apply {name}: RTT mean {s['mean']:.1f} ms, p50 {s['p50']:.1f}, max "
-            f"{s['max']:.1f} (expected {expected:.1f})",
-        )
-        assert result.loss == 0
-        assert abs(s["mean"] - expected) < 0.15 * expected + 10, (name, s)
+    # Another profile on the running testbed, and back: through the agents, once each.
+    session = Session(NetnsSubstrate(TESTBED_ID), [], engine="selenium", roles_only=True)
+    session.start("geo")
+    try:
+        for name in ("meo", "geo"):
+            agents = session.agents
+            assert agents is not None
+            pids = {r: agents[r].health()["opensand"]["pid"] for r in ("satellite", "terminal")}
+            applied = session.ensure_profile(name)
+            assert applied is not None and applied.roles == ("satellite", "gateway", "terminal")
+            assert session.ensure_profile(name) is None  # in force: nothing to do
+            now = store.read(TESTBED_ID)
+            assert now is not None and now.profile == name  # the state file follows
+            for role, pid in pids.items():
+                assert procs.start_time(pid) is None, f"the old {role} entity still runs"
+            result = linkcheck.ping(session.probe(), count=10)
+            s = result.summary()
+            expected = opensand.derive(profiles.read(name)).expected_rtt_ms
+            report(
+                capsys,
+                f"after apply {name}: RTT mean {s['mean']:.1f} ms, p50 {s['p50']:.1f}, max "
+                f"{s['max']:.1f} (expected {expected:.1f})",
+            )
+            assert result.loss == 0
+            assert abs(s["mean"] - expected) < 0.15 * expected + 10, (name, s)
+    finally:
+        session.close()  # attached: the testbed stays up
 
-    pids = {pr.pid: pr.start_time for pr in store.load(TESTBED_ID).processes}  # type: ignore[union-attr]
+    pids = {pr.pid: pr.start_time for pr in store.read(TESTBED_ID).processes}  # type: ignore[union-attr]
     code, out, err = run_cli("testbed", "down", "--id", tid)
     assert code == 0, err
     assert not gone(pids)
     assert not [n for n in netns.namespaces() if n in p.namespaces.values()]
-    assert store.load(TESTBED_ID) is None
+    assert store.read(TESTBED_ID) is None
 
 
 # --- the role agent's entities in namespaces of their own ------------------------------
@@ -223,7 +240,8 @@ def test_role_agents_in_namespaces(tmp_path: Path, capsys) -> None:  # type: ign
     configure (satellite, gateway, terminal) restarts each on another profile, a profile
     OpenSAND cannot take is refused without touching the running entity, stop leaves
     no process, TAP or bridge."""
-    from clarke.link.opensand_role import START_ORDER, LinkEnd, OpenSandRole
+    from clarke.link.opensand.entity import LinkEnd, OpenSandRole
+    from clarke.vocab import LINK_START_ORDER as START_ORDER
 
     require_opensand()
     p = plan(ROLES_ID)
@@ -264,10 +282,10 @@ def test_role_agents_in_namespaces(tmp_path: Path, capsys) -> None:  # type: ign
                     run_dir=tmp_path / role / "run",
                     entrypoint=ENTRYPOINT,
                     netns=ns[role],
-                    profile_name="geo",
                     link_end=end,
                 )
-                roles[role].start()
+                reply = roles[role].configure(link_config("geo", profiles.read("geo")))
+                assert reply["applied"] and reply["restarts"] == 0
                 h = roles[role].health()
                 assert h["opensand"]["running"] and h["opensand"]["profile"] == "geo"
                 assert h["opensand"]["version"].startswith("8.2")
@@ -282,20 +300,19 @@ def test_role_agents_in_namespaces(tmp_path: Path, capsys) -> None:  # type: ign
             roles["terminal"].reset_stats()
             assert roles["terminal"].stats()["tap"]["rx_packets"] == 0
 
-            body = {
-                "name": "meo",
-                "profile": profiles.load("meo").model_dump(by_alias=True, mode="json"),
-            }
+            body = link_config("meo", profiles.read("meo"))
             for role in START_ORDER:
                 old = roles[role].health()["opensand"]["pid"]
                 reply = roles[role].configure(body)
-                assert reply["applied"] == "meo" and reply["restarts"] == 1
+                assert reply["applied"] and reply["state"]["profile"] == "meo"
+                assert reply["restarts"] == 1
+                assert roles[role].configure(body)["applied"] is False  # in force
                 h = roles[role].health()["opensand"]
                 assert h["running"] and h["profile"] == "meo" and h["pid"] != old
                 assert procs.start_time(old) is None, f"the old {role} entity still runs"
             lan = {
                 "name": "lan",
-                "profile": profiles.load("lan").model_dump(by_alias=True, mode="json"),
+                "profile": profiles.read("lan").model_dump(by_alias=True, mode="json"),
             }
             pid = roles["satellite"].health()["opensand"]["pid"]
             with pytest.raises(ValidationFailed, match=r"forward\.rate_mbps"):
@@ -308,7 +325,7 @@ def test_role_agents_in_namespaces(tmp_path: Path, capsys) -> None:  # type: ign
                 capsys,
                 f"role agents: bridge-to-bridge median RTT (7 echoes) geo {geo:.1f} ms (expected "
                 f"{opensand.expected_rtt_ms(127):.1f}), after configure meo {meo:.1f} ms "
-                f"(expected {opensand.derive(profiles.load('meo')).expected_rtt_ms:.1f})",
+                f"(expected {opensand.derive(profiles.read('meo')).expected_rtt_ms:.1f})",
             )
             assert abs(geo - 531.5) < 90 and abs(meo - 139.5) < 40
         finally:
@@ -330,7 +347,7 @@ def test_role_agents_in_namespaces(tmp_path: Path, capsys) -> None:  # type: ign
 
 def _takes(name: str) -> bool:
     try:
-        opensand.derive(profiles.load(name))
+        opensand.derive(profiles.read(name))
     except ValidationFailed:
         return False
     return True
@@ -391,7 +408,7 @@ def test_generated_xml_passes_opensand_check(name: str, tmp_path: Path) -> None:
     entities = opensand.Entities(
         p.emu.address("gateway"), p.emu.address("terminal"), p.emu.address("satellite")
     )
-    opensand.write(profiles.load(name), entities, tmp_path, f"link profile {name!r}")
+    opensand.write(profiles.read(name), entities, tmp_path, f"link profile {name!r}")
     with entity_networks(entities) as ns:
         for entity in opensand.ROLES:
             proc = opensand_check(ns[entity], tmp_path / entity, entity)
@@ -406,7 +423,7 @@ def test_opensand_check_rejects_a_broken_file(tmp_path: Path) -> None:
     entities = opensand.Entities(
         p.emu.address("gateway"), p.emu.address("terminal"), p.emu.address("satellite")
     )
-    opensand.write(profiles.load("geo"), entities, tmp_path)
+    opensand.write(profiles.read("geo"), entities, tmp_path)
     gw_profile = tmp_path / "gw" / "profile.xml"
     text = gw_profile.read_text()
     assert "<delay_value>127</delay_value>" in text

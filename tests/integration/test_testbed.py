@@ -26,8 +26,8 @@ pytestmark = pytest.mark.root
 def _leftovers(state_dir: Path) -> dict[str, list[str]]:
     """What of this state dir's testbeds exists (other state dirs' testbeds, e.g. of
     people working on the same host, are not ours to count or remove)."""
-    from clarke.testbed import netns
-    from clarke.testbed.plan import parse_ns
+    from clarke.place import netns
+    from clarke.place.plan import parse_ns
     from clarke.testbed.state import Store
 
     tag = Store(state_dir).owner
@@ -55,11 +55,12 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     need(os.geteuid() == 0, "needs root (network namespaces)")
     need(Path("/dev/net/tun").exists(), "needs /dev/net/tun")
     need(shutil.which("iperf3") is not None, "iperf3 is not installed (Debian: iperf3)")
-    from clarke.testbed import backends, lifecycle
+    from clarke.link.satlink import satlink_binary
+    from clarke.place import netns
+    from clarke.place.plan import parse_ns
+    from clarke.testbed import lifecycle
 
-    need(backends.satlink_binary() is not None, "satlink is not built (satlink/target/release)")
-    from clarke.testbed import netns
-    from clarke.testbed.plan import parse_ns
+    need(satlink_binary() is not None, "satlink is not built (satlink/target/release)")
 
     untagged = [n for n in netns.namespaces() if parse_ns(n) and netns.owner(n) is None]
     need(not untagged, f"untagged testbed namespaces exist (clarke testbed down --all): {untagged}")
@@ -84,6 +85,8 @@ def _ns_run(ns: str, *argv: str) -> subprocess.CompletedProcess[str]:
 
 def test_lan_up_status_verify_down(env: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
     tb = _up(run_cli, "--profile", "lan")
+    assert tb["link"] == "satlink" and [a["what"] for a in tb["applied"]] == ["profile"]
+    assert tb["applied"][0]["roles"] == ["satellite", "gateway", "terminal"]
     assert set(tb["namespaces"]) == {"client", "terminal", "satellite", "gateway", "server"}
     assert tb["addresses"]["server"].startswith("198.18.")
     i = tb["id"]
@@ -112,12 +115,16 @@ def test_lan_up_status_verify_down(env: Path, run_cli) -> None:  # type: ignore[
     code, out, err = run_cli("testbed", "status", "--json")
     assert code == 0, err
     (entry,) = json.loads(out)
-    assert entry["healthy"] and entry["backend"] == "satlink"
-    assert {p["role"] for p in entry["processes"]} == {"terminal", "satellite", "gateway"}
+    assert entry["healthy"] and entry["link"] == "satlink" and entry["server"] == "origin"
+    # One agent per role, each answering; the implementations are their children.
+    roles = {"client", "terminal", "satellite", "gateway", "server"}
+    assert {p["role"] for p in entry["processes"]} == roles
+    assert all(p["name"].startswith("agent-") and p["answers"] for p in entry["processes"])
+    assert entry["profile"] == "lan" and len(entry["profile_sha256"]) == 64
 
     report = env.parent / "lan-verify.json"
     code, out, err = run_cli(
-        "testbed", "verify", "--id", str(i), "--duration", "3", "--omit", "1", "--out", str(report)
+        "testbed", "check", "--id", str(i), "--duration", "3", "--omit", "1", "--out", str(report)
     )
     data = json.loads(report.read_text())
     checks = {c["name"]: c for c in data["checks"]}
@@ -141,7 +148,7 @@ def test_lan_up_status_verify_down(env: Path, run_cli) -> None:  # type: ignore[
 def test_geo_verify_within_tolerance(env: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
     tb = _up(run_cli, "--profile", "geo")
     report = env.parent / "verify.json"
-    code, out, err = run_cli("testbed", "verify", "--id", str(tb["id"]), "--out", str(report))
+    code, out, err = run_cli("testbed", "check", "--id", str(tb["id"]), "--out", str(report))
     assert code == 0, out + err
     data = json.loads(report.read_text())
     # Within the profile's tolerance (the median RTT: timing accuracy itself is the
@@ -184,8 +191,8 @@ def test_crash_between_up_and_down_then_down_all(env: Path, run_cli) -> None:  #
     script = (
         "import sys, time\n"
         "from clarke.testbed import lifecycle\n"
-        "state, plan = lifecycle.up('lan')\n"
-        "print(state.id, *[p.pid for p in state.processes], flush=True)\n"
+        "up = lifecycle.up('lan')\n"
+        "print(up.state.id, *[p.pid for p in up.state.processes], flush=True)\n"
         "time.sleep(600)\n"
     )
     runner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
@@ -194,15 +201,15 @@ def test_crash_between_up_and_down_then_down_all(env: Path, run_cli) -> None:  #
         line = runner.stdout.readline().split()
         assert line, "the runner did not bring a testbed up"
         tid, pids = int(line[0]), [int(p) for p in line[1:]]
-        assert len(pids) == 3
+        assert len(pids) == 5  # an agent per role
         os.kill(runner.pid, signal.SIGKILL)
         runner.wait(timeout=10)
-        for pid in pids:  # the link roles outlive the runner
+        for pid in pids:  # the roles outlive the runner
             assert Path(f"/proc/{pid}").exists()
         # A second, orphaned testbed: its state file is gone as if the runner died before
         # writing it; the name prefix still finds it.
         orphan = _up(run_cli, "--profile", "lan")
-        orphan_state = Store().load(orphan["id"])
+        orphan_state = Store().read(orphan["id"])
         assert orphan_state is not None
         orphan_pids = [p.pid for p in orphan_state.processes]
         (env / f"{orphan['id']}.json").unlink()

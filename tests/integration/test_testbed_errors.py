@@ -65,7 +65,7 @@ def test_not_root(env: Path, run_cli, monkeypatch: pytest.MonkeyPatch) -> None: 
 
 
 def test_no_tun(env: Path, run_cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from clarke.testbed import netns
+    from clarke.place import netns
 
     monkeypatch.setattr(netns, "TUN", tmp_path / "no-tun")
     code, out, err = run_cli("testbed", "up", "--profile", "lan")
@@ -95,13 +95,14 @@ def test_satlink_dying_at_start_rolls_everything_back(
 
 
 def test_explicit_netem_is_refused_when_the_kernel_lacks_it(env: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
-    from clarke.testbed import backends
+    from clarke.link import netem
 
-    ok, _ = backends.netem_available()
+    ok, _ = netem.netem_available()
     if ok:
         pytest.skip("this kernel has netem")
-    code, out, err = run_cli("testbed", "up", "--profile", "lan", "--backend", "netem")
-    assert code == 3 and "netem backend unavailable" in err and "--backend satlink" in err
+    code, out, err = run_cli("testbed", "up", "--profile", "lan", "--link", "netem")
+    assert code == 3 and "the netem link is not available" in err and "--link satlink" in err
+    assert "no netem qdisc" in err
     assert _leftovers(env) == NOTHING
 
 
@@ -109,7 +110,7 @@ def test_explicit_netem_is_refused_when_the_kernel_lacks_it(env: Path, run_cli) 
 def path_without_opensand(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """This host's PATH as it would be without OpenSAND: every other program stays
     reachable (ip, satlink, ...), so only OpenSAND's absence can make `up` refuse."""
-    from clarke.link import opensand_role
+    from clarke.link.opensand import entity
 
     bin_dir = tmp_path / "bin-without-opensand"
     bin_dir.mkdir()
@@ -122,16 +123,16 @@ def path_without_opensand(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> It
                 continue
             link.symlink_to(program)
     monkeypatch.setenv("PATH", str(bin_dir))
-    opensand_role._installed_version.cache_clear()
+    entity._installed_version.cache_clear()
     yield
-    opensand_role._installed_version.cache_clear()
+    entity._installed_version.cache_clear()
 
 
 def test_opensand_backend_refuses_without_opensand(  # type: ignore[no-untyped-def]
     env: Path, path_without_opensand: None, run_cli
 ) -> None:
-    code, out, err = run_cli("testbed", "up", "--profile", "geo", "--backend", "opensand")
-    assert code == 3 and "OpenSAND is not installed" in err and "--backend satlink" in err
+    code, out, err = run_cli("testbed", "up", "--profile", "geo", "--link", "opensand")
+    assert code == 3 and "OpenSAND is not installed" in err and "--link satlink" in err
     assert _leftovers(env) == NOTHING
 
 
@@ -140,3 +141,32 @@ def test_down_needs_id_or_all(env: Path, run_cli) -> None:  # type: ignore[no-un
     assert code == 2 and "--id ID or --all" in err
     code, out, err = run_cli("testbed", "down", "--id", "7")
     assert code == 0 and "nothing to remove" in out
+
+
+def test_run_checks_every_part_before_anything_runs(  # type: ignore[no-untyped-def]
+    env: Path, run_cli, tmp_path: Path
+) -> None:
+    """Issue 21: a missing part is found before the testbed, the link checks or the
+    results directory exist (exit 3, the part named); a profile the link cannot take
+    too (exit 2)."""
+    from clarke.link import netem
+
+    results = tmp_path / "results"
+    if not netem.netem_available()[0]:
+        code, out, err = run_cli(
+            "run", "campaigns/smoke.yaml", "--link", "netem", "--results", str(results)
+        )
+        assert code == 3 and "no netem qdisc" in err
+    campaign = tmp_path / "c.yaml"
+    campaign.write_text(
+        Path("campaigns/smoke.yaml")
+        .read_text()
+        .replace("engine: selenium", "engine: selenium\n  binary: /nonexistent/firefox")
+    )
+    code, out, err = run_cli("run", str(campaign), "--results", str(results))
+    assert code == 3 and "no Firefox found" in err and "/nonexistent/firefox" in err
+    code, out, err = run_cli(
+        "run", "campaigns/smoke.yaml", "--link", "opensand", "--results", str(results)
+    )
+    assert code == 2 and "lan: forward.rate_mbps" in err
+    assert not results.exists() and _leftovers(env) == NOTHING

@@ -227,3 +227,23 @@ def test_plan_json(run_cli) -> None:  # type: ignore[no-untyped-def]
     data = json.loads(out)
     assert data["count"] == len(data["runs"]) == 3
     assert {r["http"] for r in data["runs"]} == {"1.1", "2", "3"}
+
+
+def test_implementations_are_checked_against_the_registry(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    base = Path("campaigns/smoke.yaml").read_text()
+    f = tmp_path / "c.yaml"
+    f.write_text(base + "implementations: {link: tbf, server: nginx}\n")
+    code, out, err = run_cli("campaign", "validate", str(f))
+    assert code == 2
+    assert (
+        "implementations.link: unknown link implementation 'tbf'; allowed: satlink, opensand, netem"
+        in err
+    )
+    assert "implementations.server: unknown server implementation 'nginx'" in err
+    # smoke runs on lan: OpenSAND cannot emulate it, named before anything runs.
+    f.write_text(base + "implementations: {link: opensand}\n")
+    code, out, err = run_cli("campaign", "validate", str(f))
+    assert code == 2 and "(opensand link)" in err and "lan: forward.rate_mbps" in err
+    f.write_text(base + "implementations: {link: netem, server: openlitespeed}\n")
+    code, out, err = run_cli("campaign", "validate", str(f))
+    assert code == 0 and "link netem, server openlitespeed" in out

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from clarke.testbed.plan import COMPOSE_NETWORKS, ROLES, compose_plan
+from clarke.place.plan import COMPOSE_NETWORKS, ROLES, compose_plan
 from conftest import need
 from helpers import dockerfile_instructions
 

@@ -189,9 +189,12 @@ def test_no_key_repeats_within_a_block() -> None:
 def test_documented_keys_cite_the_manual() -> None:
     for (name, path), doc in DOCUMENTED_KEYS.items():
         assert name in conf.FILES.values(), name
-        assert doc.page in MANUAL_PAGES, f"{path}: {doc.page}"
+        assert doc.page in MANUAL_PAGES or doc.page.startswith("src/"), f"{path}: {doc.page}"
         assert re.fullmatch(r"[A-Za-z_0-9]+", doc.anchor), f"{path}: {doc.anchor}"
-        assert doc.where == f"{doc.page}.html#{doc.anchor}"
+        if doc.page.startswith("src/"):  # read in the source: no manual entry exists
+            assert doc.where == f"{doc.page} ({doc.anchor})" and doc.anchor == path
+        else:
+            assert doc.where == f"{doc.page}.html#{doc.anchor}"
 
 
 @pytest.mark.parametrize(("tcp", "quic"), COMBINATIONS)

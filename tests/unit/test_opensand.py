@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from clarke import profiles
 from clarke.errors import InputError, ValidationFailed
-from clarke.link import opensand, profiles
-from clarke.link.profiles import LinkProfile
+from clarke.link import opensand
+from clarke.profiles import LinkProfile
 from helpers import dockerfile_instructions
 
 ENT = opensand.Entities(gw_emu="198.19.232.3", st_emu="198.19.232.1", sat_emu="198.19.232.2")
@@ -33,7 +34,7 @@ def val(root: ET.Element, path: str) -> str:
 
 
 def with_changes(name: str, **changes: object) -> LinkProfile:
-    data = profiles.load(name).model_dump(by_alias=True)
+    data = profiles.read(name).model_dump(by_alias=True)
     for key, value in changes.items():
         d = data
         *parents, last = key.split(".")
@@ -44,7 +45,7 @@ def with_changes(name: str, **changes: object) -> LinkProfile:
 
 
 def test_files_per_entity_and_all_parse() -> None:
-    files = opensand.generate(profiles.load("geo"), ENT)
+    files = opensand.generate(profiles.read("geo"), ENT)
     assert set(files) == {
         "gw/infrastructure.xml",
         "gw/topology.xml",
@@ -64,7 +65,7 @@ def test_files_per_entity_and_all_parse() -> None:
 
 @pytest.mark.parametrize("name", ["geo", "meo", "leo"])
 def test_values_at_the_documented_paths(name: str) -> None:
-    p = profiles.load(name)
+    p = profiles.read(name)
     x = parsed(p)
     delay = opensand.delay_value_for(p.idle_rtt_ms)
     for role in ("gw", "st"):
@@ -120,7 +121,7 @@ def test_values_at_the_documented_paths(name: str) -> None:
 
 def test_geo_matches_the_measured_settings() -> None:
     """opensand.md: 9500 kHz forward, CRA 10000, delay_value 127 -> 530-531 ms."""
-    x = parsed(profiles.load("geo"))
+    x = parsed(profiles.read("geo"))
     topo = x["gw/topology.xml"]
     assert val(topo, "root/frequency_plan/spots/item/forward_band/item/bandwidth") == "9500"
     assert val(x["st/profile.xml"], "root/access/dama/cra") == "10000"
@@ -142,13 +143,13 @@ def test_delay_value_formula(rtt: float, delay: int) -> None:
 
 def test_delay_value_reaches_the_profile_rtt_within_tolerance() -> None:
     for name in ("geo", "meo", "leo"):
-        p = profiles.load(name)
+        p = profiles.read(name)
         m = opensand.derive(p)
         assert abs(m.expected_rtt_ms - p.idle_rtt_ms) <= 2.0, name
 
 
 def test_entities_and_macs_in_infrastructure() -> None:
-    x = parsed(profiles.load("geo"))
+    x = parsed(profiles.read("geo"))
     gw = x["gw/infrastructure.xml"]
     assert val(gw, "root/entity/entity_gw/entity_id") == "0"
     assert val(gw, "root/entity/entity_gw/emu_address") == "198.19.232.3"
@@ -177,12 +178,12 @@ def test_entities_and_macs_in_infrastructure() -> None:
 
 def test_lan_is_refused_naming_fields() -> None:
     with pytest.raises(ValidationFailed) as e:
-        opensand.derive(profiles.load("lan"), "link profile 'lan'")
+        opensand.derive(profiles.read("lan"), "link profile 'lan'")
     text = str(e.value)
     assert isinstance(e.value, InputError)
     assert "forward.rate_mbps" in text and "return.rate_mbps" in text
     assert "unlimited" in text and "idle RTT 1 ms" in text
-    assert "link profile 'lan' (opensand backend)" in text
+    assert "link profile 'lan' (opensand link)" in text
 
 
 @pytest.mark.parametrize(
@@ -202,7 +203,7 @@ def test_loss_is_refused_naming_the_field(field: str, value: float, expected: st
 
 def test_geo_lossy_refused_both_directions() -> None:
     with pytest.raises(ValidationFailed) as e:
-        opensand.derive(profiles.load("geo-lossy"))
+        opensand.derive(profiles.read("geo-lossy"))
     assert len(e.value.problems) == 2
     assert "forward.loss.bit_error_rate" in e.value.problems[0]
     assert "return.loss.bit_error_rate" in e.value.problems[1]
@@ -235,9 +236,9 @@ def test_queue_in_ms_and_clamped() -> None:
 
 
 def test_notes_for_asymmetric_delay_and_cpu_bound_rates() -> None:
-    leo = opensand.derive(profiles.load("leo"))
+    leo = opensand.derive(profiles.read("leo"))
     assert any("forward.rate_mbps 100" in n for n in leo.notes)
-    meo = opensand.derive(profiles.load("meo"))
+    meo = opensand.derive(profiles.read("meo"))
     assert any("return.rate_mbps 20" in n for n in meo.notes)
     assert any("70-80 %" in n for n in meo.notes)
     p = with_changes("geo", **{"forward.uplink_delay_ms": 200})
@@ -245,7 +246,7 @@ def test_notes_for_asymmetric_delay_and_cpu_bound_rates() -> None:
 
 
 def test_mapping_table_is_readable() -> None:
-    table = opensand.mapping_table(profiles.load("geo"))
+    table = opensand.mapping_table(profiles.read("geo"))
     assert table.startswith("| profile field |")
     assert "physical_layer/delay/delay_value | 127 |" in table
     assert "access/dama/cra | 10000 (kb/s)" in table
@@ -253,7 +254,7 @@ def test_mapping_table_is_readable() -> None:
 
 
 def test_write_creates_directories(tmp_path: Path) -> None:
-    written = opensand.write(profiles.load("geo"), ENT, tmp_path)
+    written = opensand.write(profiles.read("geo"), ENT, tmp_path)
     assert (tmp_path / "gw" / "profile.xml").is_file()
     assert (tmp_path / "sat" / "topology.xml").is_file()
     assert not (tmp_path / "sat" / "profile.xml").exists()
@@ -282,7 +283,7 @@ def test_cli_writes_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
         == 2
     )
     err = capsys.readouterr().err
-    assert err.startswith("Invalid input: link profile 'lan' (opensand backend)")
+    assert err.startswith("Invalid input: link profile 'lan' (opensand link)")
     assert "forward.rate_mbps" in err
     assert not (tmp_path / "lan").exists()
 
@@ -381,20 +382,20 @@ def test_entrypoint_health_takes_the_recorded_role(tmp_path: Path) -> None:
     assert proc.returncode == 1 and "is not running" in proc.stderr
 
 
-# --- the netns backend and the role, without OpenSAND ------------------------------------
+# --- the registry entry and the role, without OpenSAND ------------------------------------
 
 
 @pytest.fixture
 def no_opensand(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A PATH with only a directory where tests put a fake `opensand` (none at first)."""
-    from clarke.link import opensand_role
+    from clarke.link.opensand import entity
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     monkeypatch.setenv("PATH", str(bin_dir))
-    opensand_role._installed_version.cache_clear()
+    entity._installed_version.cache_clear()
     yield bin_dir
-    opensand_role._installed_version.cache_clear()
+    entity._installed_version.cache_clear()
 
 
 def fake_opensand(bin_dir: Path, version: str) -> None:
@@ -403,24 +404,23 @@ def fake_opensand(bin_dir: Path, version: str) -> None:
     script.chmod(0o755)
 
 
-def test_backend_check_says_how_to_get_opensand(no_opensand: Path) -> None:
+def test_environment_check_says_how_to_get_opensand(no_opensand: Path) -> None:
+    from clarke import registry
     from clarke.errors import EnvironmentProblem
-    from clarke.testbed import backends
+    from clarke.link.opensand import entity
 
+    link = registry.get("link", "opensand")
     with pytest.raises(EnvironmentProblem, match="OpenSAND is not installed") as e:
-        backends.select("opensand").check()
-    assert "Debian 12" in str(e.value) and "--backend satlink" in str(e.value)
+        link.check_environment()
+    assert "Debian 12" in str(e.value) and "--link satlink" in str(e.value)
     fake_opensand(no_opensand, "8.1.0")
-    from clarke.link import opensand_role
-
-    opensand_role._installed_version.cache_clear()
+    entity._installed_version.cache_clear()
     with pytest.raises(EnvironmentProblem, match=r"OpenSAND 8\.1\.0 is installed"):
-        backends.select("opensand").check()
+        link.check_environment()
     fake_opensand(no_opensand, "8.2.0")
-    opensand_role._installed_version.cache_clear()
-    backend = backends.select("opensand")
-    backend.check()
-    assert backend.entrypoint == REPO / "opensand" / "entrypoint.sh"  # type: ignore[attr-defined]
+    entity._installed_version.cache_clear()
+    link.check_environment()
+    assert entity.entrypoint_path() == REPO / "opensand" / "entrypoint.sh"
 
 
 def test_up_refuses_lan_on_opensand_before_creating_anything(tmp_path: Path) -> None:
@@ -432,29 +432,35 @@ def test_up_refuses_lan_on_opensand_before_creating_anything(tmp_path: Path) -> 
     store = Store(tmp_path / "state")
     with pytest.raises(ValidationFailed) as e:
         lifecycle.up("lan", 40, "opensand", store=store)
-    assert "link profile 'lan' (opensand backend)" in str(e.value)
+    assert "link profile 'lan' (opensand link)" in str(e.value)
     assert any(p.startswith("forward.rate_mbps") for p in e.value.problems)
     assert not (tmp_path / "state").exists()
 
 
-def test_backend_runs_the_entrypoint_with_the_plan_addresses(no_opensand: Path) -> None:
-    from clarke.testbed import backends
-    from clarke.testbed.plan import plan
+def test_the_entity_gets_the_plan_addresses(tmp_path: Path) -> None:
+    from clarke.link.opensand.entity import OpenSandRole
+    from clarke.place import Place
+    from clarke.place.plan import plan
 
-    fake_opensand(no_opensand, "8.2.0")
-    backend = backends.OpenSand()
-    p, run_dir = plan(40), Path("/run/x/40")
+    p = plan(40)
+
+    class NamedPlace(Place):
+        """The netns testbed's interface names, without a testbed to look them up in."""
+
+        def iface(self, network: str) -> str:
+            if network == "emu":
+                return "br-emu" if self.role == "satellite" else "emu"
+            return "lan"
 
     def env_of(role: str) -> dict[str, str]:
-        argv = backend.argv(p, run_dir, role)
-        assert argv[0] == "env" and argv[-1].endswith("opensand/entrypoint.sh")
-        return dict(a.split("=", 1) for a in argv[1:-1])
+        place = NamedPlace("netns", role, p, tmp_path / role, tmp_path / "pg", tmp_path / "pki")
+        return OpenSandRole.for_place(place, REPO / "opensand" / "entrypoint.sh")._env()
 
     gw = env_of("gateway")
     assert gw == {
         "OPENSAND_ROLE": "gw",
-        "OPENSAND_CONFIG_DIR": "/run/x/40/opensand/xml",
-        "OPENSAND_RUN_DIR": "/run/x/40/opensand/run/gw",
+        "OPENSAND_CONFIG_DIR": str(tmp_path / "gateway" / "xml"),
+        "OPENSAND_RUN_DIR": str(tmp_path / "gateway" / "opensand"),
         "OPENSAND_EMU_IFACE": "emu",
         "OPENSAND_VERBOSE": "1",
         "OPENSAND_BR_ADDRESS": p.sat.cidr("gateway"),
@@ -474,31 +480,30 @@ def test_backend_runs_the_entrypoint_with_the_plan_addresses(no_opensand: Path) 
 
 
 def test_tap_counters_lose_the_ethernet_header() -> None:
-    from clarke.link import opensand_role
+    from clarke.link.opensand import entity
 
     tap = {"rx_bytes": 10420, "rx_packets": 10, "tx_bytes": 0, "tx_packets": 0}
-    assert opensand_role.ip_bytes(tap, "rx") == 10280  # ten 1028-byte IP packets
+    assert entity.ip_bytes(tap, "rx") == 10280  # ten 1028-byte IP packets
     base = {"rx_bytes": 420, "rx_packets": 5}
-    assert opensand_role.since(tap, base) == {
+    assert entity.since(tap, base) == {
         "rx_bytes": 10000,
         "rx_packets": 5,
         "tx_bytes": 0,
         "tx_packets": 0,
     }
     # A device made anew since the baseline: its own counters.
-    assert opensand_role.since(tap, {"rx_bytes": 99999}) == tap
-    assert opensand_role.since(None, base) is None
+    assert entity.since(tap, {"rx_bytes": 99999}) == tap
+    assert entity.since(None, base) is None
 
 
 def role(tmp_path: Path, name: str = "satellite", **kwargs: object):  # type: ignore[no-untyped-def]
-    from clarke.link.opensand_role import LinkEnd, OpenSandRole
+    from clarke.link.opensand.entity import LinkEnd, OpenSandRole
 
     end = None if name == "satellite" else LinkEnd("198.18.171.2/24", "198.18.171.1", ("a",))
     args: dict[str, object] = {
         "emu_iface": "emu",
         "config_dir": tmp_path / "etc",
         "run_dir": tmp_path / "run",
-        "profile_name": "geo",
         "link_end": end,
         **kwargs,
     }
@@ -510,29 +515,29 @@ def test_role_refuses_bad_arguments(tmp_path: Path) -> None:
         role(tmp_path, "gw")
     with pytest.raises(InputError, match="needs its bridge addresses"):
         role(tmp_path, "gateway", link_end=None)
-    with pytest.raises(ValidationFailed, match=r"forward\.rate_mbps"):
-        role(tmp_path, profile_name="lan")
 
 
 def test_role_configure_refuses_before_touching_anything(tmp_path: Path) -> None:
     r = role(tmp_path)
-    lan = profiles.load("lan").model_dump(by_alias=True, mode="json")
+    lan = profiles.read("lan").model_dump(by_alias=True, mode="json")
     with pytest.raises(ValidationFailed) as e:
         r.configure({"name": "lan", "profile": lan})
-    assert "link profile 'lan' (opensand backend)" in str(e.value)
+    assert "link profile 'lan' (opensand link)" in str(e.value)
     assert any(p.startswith("forward.rate_mbps") for p in e.value.problems)
     with pytest.raises(InputError, match='"profile"'):
         r.configure({"name": "geo"})
-    bad = profiles.load("geo").model_dump(by_alias=True, mode="json")
+    bad = profiles.read("geo").model_dump(by_alias=True, mode="json")
     bad["forward"]["rate_mbps"] = -1
     with pytest.raises(ValidationFailed, match=r"forward\.rate_mbps"):
         r.configure({"name": "geo", "profile": bad})
-    geo = profiles.load("geo").model_dump(by_alias=True, mode="json")
+    geo = profiles.read("geo").model_dump(by_alias=True, mode="json")
     with pytest.raises(InputError, match='"name"'):
         r.configure({"profile": geo})
     # Nothing was written or started.
     assert not (tmp_path / "etc").exists() and not (tmp_path / "run").exists()
     assert not r.alive() and r.restarts == 0
+    assert r.state() == {"profile": None, "profile_sha256": None, "running": False}
+    assert r.problem() is None  # nothing started, nothing died
 
 
 def test_role_health_and_stats_when_not_running(tmp_path: Path) -> None:
@@ -542,7 +547,7 @@ def test_role_health_and_stats_when_not_running(tmp_path: Path) -> None:
     h = r.health()
     assert h["role"] == "satellite" and h["implementation"] == "opensand"
     assert h["clarke"] == __version__
-    assert h["opensand"]["running"] is False and h["opensand"]["profile"] == "geo"
+    assert h["opensand"]["running"] is False and h["opensand"]["profile"] is None
     s = r.stats()
-    assert s["running"] is False and s["restarts"] == 0 and s["profile"] == "geo"
+    assert s["running"] is False and s["restarts"] == 0 and s["profile"] is None
     assert "bytes_onto_link" not in s  # the satellite has no TAP

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from clarke.results.record import Status
-from clarke.run.summary import MetricStats, summarise
+from clarke.results.summary import MetricStats, summarise
 from helpers import record
 
 

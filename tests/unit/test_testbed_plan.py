@@ -8,7 +8,7 @@ import ipaddress
 import pytest
 
 from clarke.errors import InputError
-from clarke.testbed import plan as tp
+from clarke.place import plan as tp
 
 TESTBED_NET = ipaddress.ip_network("198.18.0.0/15")
 RESERVED = [ipaddress.ip_network("198.19.240.0/20"), ipaddress.ip_network("198.19.250.0/24")]

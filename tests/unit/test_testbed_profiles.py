@@ -5,25 +5,26 @@ from __future__ import annotations
 
 import pytest
 
+from clarke import profiles, registry
 from clarke.errors import InputError, UnknownName
-from clarke.link import profiles
-from clarke.testbed import backends, verify
+from clarke.link import netem
+from clarke.run import linkcheck
 
 
 def test_shipped_profiles_load_and_cite_sources() -> None:
     names = profiles.available()
     for name in ("geo", "lan", "meo", "leo", "geo-lossy"):
         assert name in names
-        p = profiles.load(name)
+        p = profiles.read(name)
         if name != "lan":
             assert p.sources, name
-    assert profiles.load("geo").idle_rtt_ms == 530
-    assert profiles.load("geo-lossy").forward.loss.bit_error_rate == 1e-5  # type: ignore[union-attr]
-    assert profiles.load("geo-lossy").lossy and not profiles.load("geo").lossy
+    assert profiles.read("geo").idle_rtt_ms == 530
+    assert profiles.read("geo-lossy").forward.loss.bit_error_rate == 1e-5  # type: ignore[union-attr]
+    assert profiles.read("geo-lossy").lossy and not profiles.read("geo").lossy
 
 
 def test_geo_maps_to_satlink_config() -> None:
-    cfg = profiles.load("geo").to_satlink_config(seed=7)
+    cfg = profiles.read("geo").to_satlink_config(seed=7)
     assert set(cfg) == {"forward", "return"}
     fwd = cfg["forward"]
     assert fwd == {
@@ -39,61 +40,71 @@ def test_geo_maps_to_satlink_config() -> None:
 
 
 def test_lossy_and_unlimited_profiles_map() -> None:
-    lossy = profiles.load("geo-lossy").to_satlink_config()
+    lossy = profiles.read("geo-lossy").to_satlink_config()
     assert lossy["forward"]["loss"] == {"bit_error_rate": 1e-5}
-    lan = profiles.load("lan").to_satlink_config()
+    lan = profiles.read("lan").to_satlink_config()
     assert lan["forward"]["rate_bps"] == 0
 
 
 def test_unknown_profile_lists_the_shipped_ones() -> None:
     with pytest.raises(UnknownName, match="geo-lossy"):
-        profiles.load("nope")
+        profiles.read("nope")
 
 
 def test_netem_arguments() -> None:
-    geo = profiles.load("geo").forward
-    args = backends.netem_args(geo)
+    geo = profiles.read("geo").forward
+    args = netem.netem_args(geo)
     assert args[:4] == ["delay", "265.0ms", "rate", "10.0mbit"]
-    lossy = backends.netem_args(profiles.load("geo-lossy").forward)
+    lossy = netem.netem_args(profiles.read("geo-lossy").forward)
     loss = float(lossy[lossy.index("loss") + 1].rstrip("%"))
     assert 11 < loss < 12  # 1 - (1 - 1e-5)^12000
 
 
-def test_backend_selection() -> None:
-    assert backends.select("auto").name == "satlink"
-    assert backends.select("netem").name == "netem"
-    with pytest.raises(UnknownName):
-        backends.select("tbf")
-    opensand = backends.select("opensand")
-    assert opensand.name == "opensand"
+def test_the_registry_names_every_implementation_once() -> None:
+    assert registry.get("link").name == "satlink"  # the default
+    assert registry.names("link") == ("satlink", "opensand", "netem")
+    assert registry.names("server") == ("origin", "openlitespeed")
+    assert registry.names("client") == ("firefox",)
+    assert registry.for_role("gateway", "netem").name == "netem"
+    with pytest.raises(UnknownName, match="allowed: satlink, opensand, netem"):
+        registry.get("link", "tbf")
+    with pytest.raises(UnknownName, match="allowed: origin, openlitespeed"):
+        registry.for_role("server", "nginx")
+    opensand = registry.get("link", "opensand")
     # Refused before anything is created, every field named, OpenSAND installed or not.
     with pytest.raises(InputError, match=r"forward\.rate_mbps"):
-        backends.check_profile(opensand, profiles.load("lan"), "link profile 'lan'")
+        opensand.check_profile(profiles.read("lan"), "link profile 'lan'")
+    with pytest.raises(InputError, match=r"lan: forward\.rate_mbps"):
+        registry.check_profiles(
+            opensand, [("geo", profiles.read("geo")), ("lan", profiles.read("lan"))]
+        )
+    registry.get("link", "satlink").check_profile(profiles.read("lan"))  # takes anything
+    assert "satlink:" in registry.help_text("link") and "(default)" in registry.help_text("link")
 
 
 def test_expected_rtt_and_rate_comparison() -> None:
-    geo = profiles.load("geo")
-    assert verify.expected_rtt_ms(geo) == pytest.approx(530 + 2 * 84 * 8 / 10e6 * 1e3)
-    good = verify.IperfResult("forward", 9.65e6, 10, 0, 0, "bbr")
+    geo = profiles.read("geo")
+    assert linkcheck.expected_rtt_ms(geo) == pytest.approx(530 + 2 * 84 * 8 / 10e6 * 1e3)
+    good = linkcheck.IperfResult("forward", 9.65e6, 10, 0, 0, "bbr")
     assert good.wire_bps == pytest.approx(9.65e6 * 1500 / 1448)
-    assert verify.rate_check(geo, good).verdict is verify.Verdict.ok
-    slow = verify.IperfResult("return", 9.0e6, 10, 0, 0, "bbr")
-    assert verify.rate_check(geo, slow).verdict is verify.Verdict.fail
-    lan = verify.rate_check(profiles.load("lan"), good)
-    assert lan.verdict is verify.Verdict.info
+    assert linkcheck.rate_check(geo, good).verdict is linkcheck.CheckVerdict.ok
+    slow = linkcheck.IperfResult("return", 9.0e6, 10, 0, 0, "bbr")
+    assert linkcheck.rate_check(geo, slow).verdict is linkcheck.CheckVerdict.fail
+    lan = linkcheck.rate_check(profiles.read("lan"), good)
+    assert lan.verdict is linkcheck.CheckVerdict.info
 
 
 def test_rtt_and_loss_checks() -> None:
-    geo = profiles.load("geo")
-    on = verify.PingResult(20, [530.2] * 20)
-    assert verify.rtt_checks(geo, on)[0].verdict is verify.Verdict.ok
-    off = verify.PingResult(20, [540.0] * 20)
-    assert verify.rtt_checks(geo, off)[0].verdict is verify.Verdict.fail
-    lost = verify.PingResult(20, [530.2] * 19)
-    assert verify.loss_check(geo, lost).verdict is verify.Verdict.fail
-    lossy = verify.loss_check(profiles.load("geo-lossy"), lost)
-    assert lossy.verdict is verify.Verdict.info and 0.01 < lossy.expected < 0.02  # type: ignore[operator]
-    assert verify.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+    geo = profiles.read("geo")
+    on = linkcheck.PingResult(20, [530.2] * 20)
+    assert linkcheck.rtt_checks(geo, on)[0].verdict is linkcheck.CheckVerdict.ok
+    off = linkcheck.PingResult(20, [540.0] * 20)
+    assert linkcheck.rtt_checks(geo, off)[0].verdict is linkcheck.CheckVerdict.fail
+    lost = linkcheck.PingResult(20, [530.2] * 19)
+    assert linkcheck.loss_check(geo, lost).verdict is linkcheck.CheckVerdict.fail
+    lossy = linkcheck.loss_check(profiles.read("geo-lossy"), lost)
+    assert lossy.verdict is linkcheck.CheckVerdict.info and 0.01 < lossy.expected < 0.02  # type: ignore[operator]
+    assert linkcheck.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
 
 
 def test_steady_rate_from_link_counters() -> None:
@@ -103,13 +114,13 @@ def test_steady_rate_from_link_counters() -> None:
         t = k * 0.25
         b = 300 if t < 2 else 300 + int((t - 2) * 10e6 / 8)
         samples.append((t, b))
-    assert verify.steady_rate(samples, omit=4, duration=10) == pytest.approx(10e6)
-    assert verify.steady_rate(samples[:3], omit=4, duration=10) is None
-    assert verify.steady_rate([(k * 0.25, 0) for k in range(40)], omit=4, duration=10) is None
+    assert linkcheck.steady_rate(samples, omit=4, duration=10) == pytest.approx(10e6)
+    assert linkcheck.steady_rate(samples[:3], omit=4, duration=10) is None
+    assert linkcheck.steady_rate([(k * 0.25, 0) for k in range(40)], omit=4, duration=10) is None
 
 
 def test_echo_packet_checksum() -> None:
-    from clarke.testbed import echo
+    from clarke.place import echo
 
     pkt = echo.packet(0x1234, 7)
     assert len(pkt) == 64 and pkt[0] == 8

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
 
 from clarke.errors import ValidationFailed
-from clarke.testbed import procs
+from clarke.place import procs
+from clarke.place.procs import Proc
 from clarke.testbed import state as st
-from clarke.testbed.state import Proc, Store, state_dir
+from clarke.testbed.state import Store, state_dir
 
 
 def test_round_trip(tmp_path: Path) -> None:
     store = Store(tmp_path)
-    s = st.TestbedState(id=5, profile="geo", backend="satlink", run_dir=str(tmp_path / "5"))
+    s = st.TestbedState(
+        id=5, profile="geo", link="satlink", server="origin", run_dir=str(tmp_path / "5")
+    )
     s.namespaces += ["clk5-client", "clk5-mgmt"]
     s.processes.append(
         Proc(
@@ -30,17 +34,17 @@ def test_round_trip(tmp_path: Path) -> None:
     s.host_changes.append("net.ipv4.tcp_allowed_congestion_control: added cubic")
     store.save(s)
     assert store.ids() == [5]
-    back = store.load(5)
+    back = store.read(5)
     assert back == s
     store.remove(5)
-    assert store.load(5) is None and store.ids() == []
+    assert store.read(5) is None and store.ids() == []
     store.remove(5)  # twice is fine
 
 
 def test_corrupt_state_names_the_file(tmp_path: Path) -> None:
     (tmp_path / "2.json").write_text('{"id": 2, "surprise": 1}')
     with pytest.raises(ValidationFailed, match=r"2\.json"):
-        Store(tmp_path).load(2)
+        Store(tmp_path).read(2)
 
 
 def test_state_dir_follows_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -68,3 +72,13 @@ def test_owner_tag_names_the_state_dir(tmp_path: Path) -> None:
     assert a.owner == f"clarke:{(tmp_path / 'a').resolve()}"
     assert a.owner != b.owner
     assert len(a.owner) < 256  # IFALIASZ: it is stored as an interface alias
+
+
+def test_an_older_state_file_is_still_read(tmp_path: Path) -> None:
+    """Written before `link` and `server` (its `backend` named the link): `down` must
+    still find what it recorded."""
+    store = Store(tmp_path)
+    old = {"id": 3, "profile": "lan", "backend": "satlink", "run_dir": str(tmp_path / "3")}
+    store.path(3).write_text(json.dumps(old))
+    s = store.read(3)
+    assert s is not None and (s.link, s.server, s.profile) == ("satlink", "origin", "lan")

@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from clarke.browser import prefs
-from clarke.browser.load import ExpectedObject, LoadRequest, metrics_of, verify
+from clarke.browser.load import ExpectedObject, LoadRequest, judge, metrics_of
 from clarke.results.record import Status
 
 BASE = "https://www.clarke.test/uniform-100k/"
@@ -46,8 +46,6 @@ def _req(http: str = "2") -> LoadRequest:
     return LoadRequest(
         url=BASE + "index.html",
         http=http,
-        host="www.clarke.test",
-        port=443,
         expected_objects=[
             ExpectedObject(path=f"uniform-100k/o{i}.jpg", bytes=12500) for i in (1, 2)
         ],
@@ -56,7 +54,7 @@ def _req(http: str = "2") -> LoadRequest:
 
 
 def test_good_load() -> None:
-    status, reason, protocols, lcp = verify(_req(), _raw())
+    status, reason, protocols, lcp = judge(_req(), _raw())
     assert (status, reason, lcp) == (Status.ok, "", "uniform-100k/o2.jpg")
     assert len(protocols) == 3
     m = metrics_of(_raw())
@@ -100,7 +98,7 @@ def _mutate(fn) -> dict:  # type: ignore[no-untyped-def]
     ],
 )
 def test_failures_have_reasons(http: str, raw: dict, reason: str) -> None:
-    status, got, _, _ = verify(_req(http), raw)
+    status, got, _, _ = judge(_req(http), raw)
     assert status is Status.failed
     assert got.startswith(reason), got
 

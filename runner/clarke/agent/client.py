@@ -1,4 +1,5 @@
-"""The runner's side of the agents."""
+"""The runner's side of the agents: every request carries the testbed's agent token
+(clarke.agent.auth)."""
 
 from __future__ import annotations
 
@@ -6,13 +7,23 @@ from typing import Any
 
 import httpx
 
-from clarke.errors import ClarkeError
+from clarke.agent import auth
+from clarke.errors import ClarkeError, EnvironmentProblem, InputError
+
+# An agent's error keeps its kind (and so its exit code) on the runner's side.
+KIND_OF_EXIT = {2: InputError, 3: EnvironmentProblem}
 
 
 class AgentClient:
-    def __init__(self, role: str, url: str, timeout: float = 30) -> None:
+    def __init__(self, role: str, url: str, token: str | None, timeout: float = 30) -> None:
+        """`token`: the testbed's agent token; None only asks /health (the rest is 401)."""
         self.role, self.url = role, url
-        self._http = httpx.Client(base_url=url, timeout=timeout, trust_env=False)
+        self._http = httpx.Client(
+            base_url=url,
+            timeout=timeout,
+            trust_env=False,
+            headers=auth.bearer(token) if token else {},
+        )
 
     def _call(
         self,
@@ -32,16 +43,26 @@ class AgentClient:
             )
         except httpx.TransportError as e:
             raise ClarkeError(f"{self.role} agent at {self.url}: {type(e).__name__}: {e}") from None
-        data = resp.json() if resp.content else {}
+        try:
+            data = resp.json() if resp.content else {}
+        except ValueError:
+            data = {}
+        if not isinstance(data, dict):
+            data = {}
         if resp.status_code >= 400:
-            raise ClarkeError(f"{self.role} agent: {method} {path}: {data.get('error', resp.text)}")
+            kind = KIND_OF_EXIT.get(data.get("exit_code"), ClarkeError)
+            said = data.get("error") or resp.text.strip() or resp.reason_phrase
+            raise kind(f"{self.role} agent: {method} {path}: {resp.status_code} {said}")
         return data
 
     def health(self) -> dict[str, Any]:
         return self._call("GET", "/health")
 
-    def configure(self, body: dict[str, Any]) -> dict[str, Any]:
-        return self._call("POST", "/config", body)
+    def state(self) -> dict[str, Any]:
+        return self._call("GET", "/state")
+
+    def configure(self, body: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+        return self._call("POST", "/config", body, timeout=timeout)
 
     def stats(self) -> dict[str, Any]:
         return self._call("GET", "/stats")

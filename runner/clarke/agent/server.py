@@ -1,67 +1,250 @@
-"""The agent's HTTP server (standard library: it must run wherever a role runs)."""
+"""The agent's HTTP server (standard library: it must run wherever a role runs).
+
+What it takes from a caller, in this order, before any role code runs:
+- the request line and headers, then the body, each socket read within READ_TIMEOUT_S
+  and the whole request within REQUEST_TIMEOUT_S (an idle or trickling connection is
+  closed, and never holds anything);
+- `Authorization: Bearer <token>` on everything but `GET /health` (401 without, 403
+  wrong; without it /health says only which role and implementation answer);
+- a body of at most MAX_BODY_BYTES with a Content-Length (413 above, 411 chunked),
+  holding one JSON object nested at most MAX_JSON_DEPTH deep (400 otherwise);
+- then, for a change (`/config`, `/load`, `/stats/reset`), the agent's one lock,
+  without waiting: a change already in progress makes the next one answer 409.
+Bad input is a 4xx naming what is wrong; a 5xx is a failing implementation (502) or a
+bug in the agent (500)."""
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import json
 import logging
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, NoReturn, Protocol, runtime_checkable
 from urllib.parse import parse_qs, urlsplit
 
-from clarke.agent.roles import ClientRole, Role
-from clarke.errors import ClarkeError
+from clarke.agent import auth
+from clarke.errors import ClarkeError, InputError
+from clarke.roles import RoleProcess
 
 log = logging.getLogger(__name__)
 
+READ_TIMEOUT_S = 5.0  # the longest wait for any one read from the caller
+REQUEST_TIMEOUT_S = 10.0  # request line, headers and body, all of it
+MAX_BODY_BYTES = 1 << 20
+MAX_JSON_DEPTH = 32
+PUBLIC_HEALTH = ("role", "implementation", "clarke", "ready")
+ROUTES = {
+    ("GET", "/health"),
+    ("GET", "/state"),
+    ("GET", "/stats"),
+    ("POST", "/stats/reset"),
+    ("POST", "/config"),
+    ("POST", "/load"),
+}
 
-def make_handler(role: Role) -> type[BaseHTTPRequestHandler]:
+
+@runtime_checkable
+class Loader(Protocol):
+    """A role that loads pages (the client): POST /load."""
+
+    def load(self, body: dict[str, Any], engine: str) -> dict[str, Any]: ...
+
+
+class Refused(Exception):
+    """An answer with a 4xx status, before any role code ran."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _too_deep(value: Any, limit: int) -> bool:
+    stack = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, dict | list):
+            if depth > limit:
+                return True
+            children = v.values() if isinstance(v, dict) else v
+            stack.extend((c, depth + 1) for c in children)
+    return False
+
+
+def _no_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not JSON")
+
+
+def json_object(data: bytes) -> dict[str, Any]:
+    """The body as a JSON object ({} when empty); Refused(400) for anything else."""
+    if not data.strip():
+        return {}
+    try:
+        value = json.loads(data, parse_constant=_no_constant)
+    except RecursionError:
+        raise Refused(400, f"the body is nested deeper than {MAX_JSON_DEPTH} levels") from None
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, NaN, huge integers
+        raise Refused(400, f"the body is not JSON: {e}") from None
+    if not isinstance(value, dict):
+        raise Refused(400, f"the body must be a JSON object, not {type(value).__name__}")
+    if _too_deep(value, MAX_JSON_DEPTH):
+        raise Refused(400, f"the body is nested deeper than {MAX_JSON_DEPTH} levels")
+    return value
+
+
+def make_handler(role: RoleProcess, token: str) -> type[BaseHTTPRequestHandler]:
+    if not auth.TOKEN_RE.match(token):
+        raise InputError("an agent needs a token of at least 128 bits (clarke.agent.auth)")
     lock = threading.Lock()  # one configuration change or page load at a time
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "clarke-agent"
+        timeout = READ_TIMEOUT_S  # every socket read and write (StreamRequestHandler)
 
+        # --- reading the request within REQUEST_TIMEOUT_S --------------------------------
+        def handle_one_request(self) -> None:
+            self._guard = threading.Lock()
+            self._reading, self._was_cut, self._body_read = True, False, False
+            timer = threading.Timer(REQUEST_TIMEOUT_S, self._cut)
+            timer.daemon = True
+            timer.start()
+            try:
+                super().handle_one_request()
+            finally:
+                timer.cancel()
+
+        def _cut(self) -> None:
+            """The request is not in after REQUEST_TIMEOUT_S: close the connection (a
+            blocked read returns at once)."""
+            with self._guard:
+                if not self._reading:
+                    return
+                self._reading, self._was_cut = False, True
+                self.close_connection = True
+                with contextlib.suppress(OSError):
+                    self.connection.shutdown(socket.SHUT_RDWR)
+            log.warning("%s: request not complete after %.0f s; closed",
+                        self.address_string(), REQUEST_TIMEOUT_S)  # fmt: skip
+
+        def _read_done(self) -> None:
+            """The whole request is in: from here on the deadline does not apply.
+            ConnectionError when it came too late (the connection is closed)."""
+            with self._guard:
+                if self._was_cut:
+                    raise ConnectionError(f"request not complete after {REQUEST_TIMEOUT_S:.0f} s")
+                self._reading = False
+
+        def _body(self) -> bytes:
+            if self.headers.get("Transfer-Encoding"):
+                raise Refused(411, "send the body with a Content-Length, not chunked")
+            raw = (self.headers.get("Content-Length") or "0").strip()
+            if not raw.isdigit():
+                raise Refused(400, f"Content-Length {raw[:40]!r} is not a number of bytes")
+            n = int(raw)
+            if n > MAX_BODY_BYTES:
+                raise Refused(413, f"the body is {n} bytes; the limit is {MAX_BODY_BYTES}")
+            try:
+                data = self.rfile.read(n) if n else b""
+            except OSError as e:  # the read timeout, a reset
+                raise ConnectionError(f"reading the body: {e}") from None
+            if len(data) < n:
+                raise ConnectionError(f"the body ended after {len(data)} of {n} bytes")
+            self._body_read = True
+            return data
+
+        def _drain(self) -> None:
+            """Read a body left unread (within the limits), so that the caller sees the
+            answer rather than a connection reset."""
+            if self._body_read or self.headers.get("Transfer-Encoding"):
+                return
+            raw = (self.headers.get("Content-Length") or "0").strip()
+            n = int(raw) if raw.isdigit() else 0
+            if 0 < n <= MAX_BODY_BYTES:
+                with contextlib.suppress(OSError):
+                    self.rfile.read(n)
+
+        # --- answering ---------------------------------------------------------------------
         def log_message(self, format: str, *args: Any) -> None:
             log.info("%s %s", self.address_string(), format % args)
 
         def _reply(self, code: int, body: dict[str, Any]) -> None:
             data = json.dumps(body).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            try:
+                self.send_response(code)
+                if code == 401:
+                    self.send_header("WWW-Authenticate", 'Bearer realm="clarke-agent"')
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except OSError as e:  # the caller left (or was cut off): nothing to answer
+                log.warning("%s: answer %d not sent: %s", self.address_string(), code, e)
+                self.close_connection = True
 
-        def _body(self) -> dict[str, Any]:
-            n = int(self.headers.get("Content-Length") or 0)
-            return json.loads(self.rfile.read(n) or b"{}")
+        def _authorized(self, method: str, path: str) -> bool:
+            """Whether the caller showed the token; Refused unless it may go on."""
+            verdict = auth.check(self.headers.get("Authorization"), token)
+            if verdict == auth.OK:
+                return True
+            if verdict == auth.WRONG:
+                raise Refused(403, "wrong agent token")
+            if (method, path) == ("GET", "/health"):
+                return False
+            raise Refused(401, "this agent needs `Authorization: Bearer <token>`")
 
         def _dispatch(self, method: str) -> None:
             url = urlsplit(self.path)
             try:
-                if method == "GET" and url.path == "/health":
-                    self._reply(200, role.health())
-                elif method == "GET" and url.path == "/stats":
-                    self._reply(200, role.stats())
-                elif method == "POST" and url.path == "/stats/reset":
-                    with lock:
-                        self._reply(200, role.reset_stats())
-                elif method == "POST" and url.path == "/config":
-                    with lock:
-                        self._reply(200, role.configure(self._body()))
-                elif method == "POST" and url.path == "/load" and isinstance(role, ClientRole):
-                    engine = parse_qs(url.query).get("engine", ["selenium"])[0]
-                    with lock:
-                        self._reply(200, role.load(self._body(), engine))
+                try:
+                    full = self._authorized(method, url.path)
+                    if (method, url.path) not in ROUTES or (
+                        url.path == "/load" and not isinstance(role, Loader)
+                    ):
+                        raise Refused(404, f"no {method} {url.path} on the {role.role} agent")
+                    body = json_object(self._body()) if method == "POST" else {}
+                except Refused:
+                    self._drain()
+                    self._read_done()
+                    raise
+                self._read_done()
+                if method == "GET":
+                    get = {"/health": role.health, "/state": role.state, "/stats": role.stats}
+                    answer = get[url.path]()
+                    if not full:
+                        answer = {k: answer[k] for k in PUBLIC_HEALTH if k in answer}
+                    self._reply(200, answer)
                 else:
-                    self._reply(404, {"error": f"no {method} {url.path} on the {role.role} agent"})
+                    self._reply(200, self._change(url.path, url.query, body))
+            except Refused as e:
+                self._reply(e.status, {"error": str(e)})
+            except ConnectionError as e:
+                log.warning("%s: %s %s: %s", self.address_string(), method, url.path, e)
+                self.close_connection = True
             except ClarkeError as e:
-                self._reply(400 if e.exit_code == 2 else 502, {"error": str(e)})
-            except (ValueError, json.JSONDecodeError) as e:
+                # The kind of error travels with it: the runner raises the same kind.
+                body = {"error": str(e), "exit_code": e.exit_code}
+                self._reply(400 if e.exit_code == 2 else 502, body)
+            except ValueError as e:  # e.g. pydantic's ValidationError
                 self._reply(400, {"error": f"bad request: {e}"})
             except Exception as e:  # a bug: answer, keep serving, keep the traceback
                 log.exception("%s %s failed", method, url.path)
                 self._reply(500, {"error": f"internal error in the {role.role} agent: {e!r}"})
+
+        def _change(self, path: str, query: str, body: dict[str, Any]) -> dict[str, Any]:
+            if not lock.acquire(blocking=False):
+                raise Refused(409, f"the {role.role} agent is busy with another change or "
+                                   "page load; ask again when it is done")  # fmt: skip
+            try:
+                if path == "/config":
+                    return role.configure(body)
+                if path == "/stats/reset":
+                    return role.reset_stats()
+                assert isinstance(role, Loader)
+                return role.load(body, parse_qs(query).get("engine", ["selenium"])[0])
+            finally:
+                lock.release()
 
         def do_GET(self) -> None:
             self._dispatch("GET")
@@ -69,11 +252,36 @@ def make_handler(role: Role) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             self._dispatch("POST")
 
+        def do_PUT(self) -> None:
+            self._dispatch("PUT")
+
+        def do_DELETE(self) -> None:
+            self._dispatch("DELETE")
+
+        def do_PATCH(self) -> None:
+            self._dispatch("PATCH")
+
     return Handler
 
 
-def serve(role: Role, host: str, port: int, ready: threading.Event | None = None) -> None:
-    httpd = ThreadingHTTPServer((host, port), make_handler(role))
+def check_listen_address(host: str) -> None:
+    """Agents listen on one address of the management network, never on all."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        raise InputError(f"--listen: {host!r} is not an IP address") from None
+    if address.is_unspecified or address.is_multicast:
+        raise InputError(
+            f"--listen: {host} would listen on every interface; give the role's address "
+            "on the management network"
+        )
+
+
+def serve(
+    role: RoleProcess, host: str, port: int, token: str, ready: threading.Event | None = None
+) -> None:
+    check_listen_address(host)
+    httpd = ThreadingHTTPServer((host, port), make_handler(role, token))
     log.info("%s agent (%s) on %s:%d", role.role, role.implementation, host, port)
     if ready:
         ready.set()

@@ -1,7 +1,7 @@
 """The Browsertime engine: Browsertime 26.3.2 (npm, pinned in runner/browsertime/)
 drives Firefox with the same geckodriver and the same preferences as the Selenium
 engine; results come from browsertime.json and its HAR, normalised to the raw shape
-that load.verify and load.metrics_of read."""
+that load.judge and load.metrics_of read."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Any
 from clarke import paths, sh
 from clarke.browser import firefox
 from clarke.browser import prefs as firefox_prefs
-from clarke.browser.load import LoadRequest, LoadResult, judged
+from clarke.browser.load import BrowserSetup, LoadRequest, LoadResult, judged
 from clarke.errors import EnvironmentProblem
 
 NAME = "browsertime"
@@ -100,12 +100,13 @@ def normalise(result: dict[str, Any], har: dict[str, Any], url: str) -> dict[str
     }
 
 
-def load(req: LoadRequest, workdir: Path | None = None) -> LoadResult:
-    binary = firefox.find_firefox(req.firefox)
+def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> LoadResult:
+    """Load `req` with the agent's `setup` (browser binary, CA, server name)."""
+    binary = firefox.find_firefox(setup.firefox)
     prefs = firefox_prefs.layered(
-        req.http, req.host, req.port, req.connections, req.prefs, address=req.address
+        req.http, setup.server_name, setup.server_port, req.connections, req.prefs
     )
-    template = firefox.make_profile(Path(req.ca_cert) if req.ca_cert else None, prefs, workdir)
+    template = firefox.make_profile(setup.ca_cert, prefs, workdir)
     out = Path(tempfile.mkdtemp(prefix="clarke-browsertime-", dir=workdir))
     argv = [
         str(find_browsertime()),

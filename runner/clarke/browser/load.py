@@ -1,40 +1,148 @@
 """One page load: what is asked (LoadRequest), what the browser reported (the raw
 timing entries), and the verdict with its reason (LoadResult). Both engines produce the
-same raw shape, so metrics and verification are computed here once."""
+same raw shape, so metrics and verification are computed here once.
+
+A LoadRequest crosses the management network to the client agent, so it carries values
+only: the page's URL (https to the testbed's server, nothing else), the protocol and
+the load's settings. Every path and program (the browser binary, the testbed CA) and
+the server's name come from the agent's own start-up options (BrowserSetup)."""
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
+from clarke.browser import prefs as firefox_prefs
+from clarke.errors import ValidationFailed
 from clarke.results.record import Status
+from clarke.schema import problems_of
+from clarke.vocab import HttpVersion
 
-# What Firefox reports as nextHopProtocol for each requested HTTP version.
-PROTOCOL_NAMES = {"1.1": "http/1.1", "2": "h2", "3": "h3"}
+# Only these characters (RFC 3986's unreserved, reserved and %) in a URL: no spaces,
+# backslashes or controls a browser might read differently from this check.
+URL_CHARS = re.compile(r"^[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]+$")
+# Fields an older runner sent, or anyone might try: a request never names a file or a
+# program, and never another server.
+NOT_IN_A_REQUEST = {
+    "firefox": "the browser binary is the client agent's start-up option (--firefox)",
+    "ca_cert": "the testbed CA is the client agent's start-up option (--ca-cert)",
+    "host": "the server's name is the client agent's start-up option (--server-name)",
+    "port": "the server's port is the client agent's start-up option (--server-port)",
+    "address": "every name resolves inside the client's network, not by request",
+}
+
+
+Pixels = Annotated[StrictInt, Field(ge=100, le=16384)]
+
+
+class BrowserSetup(BaseModel):
+    """The client agent's start-up options: what a request may never choose."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    firefox: str | None = None  # a name on PATH or a path; None: firefox.CANDIDATES
+    ca_cert: Path | None = None  # PEM; trusted in every load's new profile
+    server_name: str
+    server_port: int = Field(default=443, ge=1, le=65535)
 
 
 class ExpectedObject(BaseModel):
-    path: str  # page-relative path as in the manifest, e.g. uniform-1m/o3.jpg
-    bytes: int
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: Annotated[StrictStr, Field(max_length=1024)]  # page-relative, e.g. uniform-1m/o3.jpg
+    bytes: Annotated[StrictInt, Field(ge=0)]
+
+
+def check_url(url: str, setup: BrowserSetup | None) -> str:
+    """With the agent's setup: https to the testbed's server name and port. Without
+    (a load started in-process): http or https. ValueError saying what is wrong."""
+    if not URL_CHARS.match(url):
+        raise ValueError("must be a plain https URL (no spaces, backslashes or controls)")
+    parts = urlsplit(url)
+    # An agent takes https only; a load started in-process (no setup) may be http too.
+    schemes = ("https",) if setup is not None else ("https", "http")
+    if parts.scheme not in schemes:
+        raise ValueError(f"must be https, not {parts.scheme or 'a relative URL'!r}")
+    if "@" in parts.netloc:
+        raise ValueError("must not carry a user name or password")
+    port = parts.port or 443  # ValueError for a bad port
+    if setup is not None and (
+        (parts.hostname or "") != setup.server_name.lower() or port != setup.server_port
+    ):
+        want = setup.server_name + ("" if setup.server_port == 443 else f":{setup.server_port}")
+        raise ValueError(f"must be a page of the testbed's server https://{want}/")
+    return url
 
 
 class LoadRequest(BaseModel):
-    url: str
-    http: str
-    host: str
-    port: int
-    address: str | None = None  # the server's address: Firefox resolves every name to it
-    connections: int = 6
-    ca_cert: str | None = None
-    firefox: str | None = None
-    window: tuple[int, int] = (1366, 768)
-    timeout_s: float = 180.0
-    settle_ms: int = 250
-    expected_objects: list[ExpectedObject] = Field(default_factory=list)
-    lcp_candidates: list[str] = Field(default_factory=list)
-    prefs: dict[str, bool | int | str] = Field(default_factory=dict)
+    """POST /load's body. Validated against the agent's setup with
+    `LoadRequest.for_agent`; unknown fields are refused."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    url: Annotated[StrictStr, Field(max_length=2048)]
+    http: Literal["1.1", "2", "3"]
+    connections: Annotated[StrictInt, Field(ge=1, le=256)] = 6
+    window: tuple[Pixels, Pixels] = (1366, 768)
+    timeout_s: Annotated[float, Field(strict=True, gt=0, le=3600)] = 180.0
+    settle_ms: Annotated[StrictInt, Field(ge=0, le=60_000)] = 250
+    expected_objects: Annotated[list[ExpectedObject], Field(max_length=10_000)] = Field(
+        default_factory=list
+    )
+    lcp_candidates: Annotated[
+        list[Annotated[StrictStr, Field(max_length=1024)]], Field(max_length=10_000)
+    ] = Field(default_factory=list)
+    # Overrides of Firefox preferences, prefs.OVERRIDABLE_PREFIXES only (no strings: no
+    # file, no URL, no program).
+    prefs: Annotated[dict[str, StrictBool | StrictInt], Field(max_length=64)] = Field(
+        default_factory=dict
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_paths(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key, why in NOT_IN_A_REQUEST.items():
+                if key in data:
+                    raise ValueError(f"{key}: not accepted in a load request: {why}")
+        return data
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, url: str, info: ValidationInfo) -> str:
+        setup = (info.context or {}).get("setup")
+        return check_url(url, setup if isinstance(setup, BrowserSetup) else None)
+
+    @field_validator("prefs")
+    @classmethod
+    def _prefs(cls, prefs: dict[str, bool | int]) -> dict[str, bool | int]:
+        for name, value in prefs.items():
+            firefox_prefs.check_override(name, value)
+        return prefs
+
+    @classmethod
+    def for_agent(cls, body: object, setup: BrowserSetup) -> LoadRequest:
+        """The request in `body`, checked against the agent's setup; ValidationFailed
+        (exit 2, a 400 from the agent) naming every bad field."""
+        try:
+            return cls.model_validate(body, context={"setup": setup})
+        except ValidationError as e:
+            raise ValidationFailed("load request", problems_of(e)) from None
 
 
 class LoadResult(BaseModel):
@@ -95,7 +203,7 @@ def _path_of(url: str) -> str:
     return urlsplit(url).path.lstrip("/")
 
 
-def verify(req: LoadRequest, raw: dict[str, Any]) -> tuple[Status, str, dict[str, str], str | None]:
+def judge(req: LoadRequest, raw: dict[str, Any]) -> tuple[Status, str, dict[str, str], str | None]:
     """(status, reason, protocol per URL, LCP element) for a load's raw entries."""
     nav = raw.get("navigation")
     if not nav or not _num(nav, "loadEventStart"):
@@ -103,7 +211,7 @@ def verify(req: LoadRequest, raw: dict[str, Any]) -> tuple[Status, str, dict[str
     protocols = {nav.get("name", req.url): nav.get("nextHopProtocol", "")}
     for r in raw.get("resources") or []:
         protocols[r.get("name", "?")] = r.get("nextHopProtocol", "")
-    want = PROTOCOL_NAMES[req.http]
+    want = HttpVersion(req.http).next_hop_protocol
     wrong: dict[str, int] = {}
     for proto in protocols.values():
         if proto != want:
@@ -149,7 +257,7 @@ def judged(
     req: LoadRequest, raw: dict[str, Any], engine: str, version: str, wall_ms: float
 ) -> LoadResult:
     """The result of a load whose raw entries an engine collected: metrics and verdict."""
-    status, reason, protocols, lcp_element = verify(req, raw)
+    status, reason, protocols, lcp_element = judge(req, raw)
     return LoadResult(
         status=status,
         reason=reason,

@@ -6,9 +6,34 @@ firefoxPreferences.js keeps its prefs the same way."""
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 
 PrefValue = bool | int | str
+
+# What a load may override (`clarke load --pref`, a load request's `prefs`): tunables of
+# Firefox's HTTP and TCP stack, as booleans or integers. Never a string: a string
+# preference can name a file, a URL or a host (a proxy, a PAC file, a directory) that
+# Firefox would then read or reach.
+OVERRIDABLE_PREFIXES = ("network.http.", "network.tcp.")
+PREF_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,200}$")
+INT_RANGE = (-(2**31), 2**31 - 1)  # Firefox's integer preferences are 32-bit
+
+
+def check_override(name: str, value: object) -> None:
+    """ValueError, naming the preference, unless a load may set it to `value`."""
+    if not PREF_NAME.match(name):
+        raise ValueError(f"{name[:60]!r} is not a preference name")
+    if not name.startswith(OVERRIDABLE_PREFIXES):
+        raise ValueError(
+            f"{name}: only {', '.join(p + '*' for p in OVERRIDABLE_PREFIXES)} preferences "
+            "may be overridden"
+        )
+    if not isinstance(value, bool) and not (
+        isinstance(value, int) and INT_RANGE[0] <= value <= INT_RANGE[1]
+    ):
+        raise ValueError(f"{name}: must be true, false or a 32-bit integer, not {value!r:.60}")
 
 
 @dataclass(frozen=True)
@@ -37,7 +62,7 @@ BASE: tuple[Pref, ...] = (
     # Release builds ignore services.settings.server unless MOZ_REMOTE_SETTINGS_DEVTOOLS=1,
     # and that variable stops the HTTP/3 testing mapping from working on the first load
     # (measured with Firefox ESR 153). Remote Settings polls are instead stopped inside the
-    # client: no name but the test host resolves there (see run/session.py).
+    # client: no name but the test host resolves there (the testbed's hosts file).
     Pref("services.settings.server", "data:,", "no Remote Settings sync where honoured"),
     Pref("network.captive-portal-service.enabled", False, "no captive-portal probe"),
     Pref("network.connectivity-service.enabled", False, "no connectivity probe"),
@@ -116,27 +141,15 @@ def connections(per_server: int) -> tuple[Pref, ...]:
     )
 
 
-def resolve_to(address: str | None) -> tuple[Pref, ...]:
-    """Every name resolves to the testbed's server, inside Firefox: no DNS query, no DNS
-    delay, and nothing can reach a host outside the testbed."""
-    if not address:
-        return ()
-    return (
-        Pref("network.dns.forceResolve", address, "names resolve to the testbed server, no DNS"),
-        Pref("network.dns.disableIPv6", True, "the testbed is IPv4 only"),
-    )
-
-
 def layered(
     version: str,
     host: str,
     port: int,
     per_server: int,
     overrides: dict[str, PrefValue] | None = None,
-    address: str | None = None,
 ) -> dict[str, PrefValue]:
     prefs: dict[str, PrefValue] = {}
-    layers = (BASE, resolve_to(address), http_version(version, host, port), connections(per_server))
+    layers = (BASE, http_version(version, host, port), connections(per_server))
     for layer in layers:
         prefs.update({p.name: p.value for p in layer})
     prefs.update(overrides or {})
@@ -144,6 +157,4 @@ def layered(
 
 
 def user_js(prefs: dict[str, PrefValue]) -> str:
-    import json
-
     return "".join(f"user_pref({json.dumps(k)}, {json.dumps(v)});\n" for k, v in prefs.items())

@@ -1,6 +1,6 @@
 """The Selenium engine: Python Selenium drives Firefox through geckodriver, one new
 browser process and profile per load. Runs inside the client's network namespace (see
-worker.py)."""
+the client role's agent: browser/client.py)."""
 
 from __future__ import annotations
 
@@ -12,25 +12,28 @@ from pathlib import Path
 
 from clarke.browser import firefox
 from clarke.browser import prefs as firefox_prefs
-from clarke.browser.load import LoadRequest, LoadResult, judged
+from clarke.browser.load import BrowserSetup, LoadRequest, LoadResult, judged
 
 NAME = "selenium"
 COLLECT_JS = files("clarke.browser").joinpath("collect.js").read_text()
 
 
-def load(req: LoadRequest, workdir: Path | None = None) -> LoadResult:
-    # Selenium must not look for drivers or browsers on the network.
+def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> LoadResult:
+    """Load `req` with the agent's `setup` (browser binary, CA, server name)."""
+    # Selenium must not look for drivers or browsers on the network: SE_OFFLINE has to
+    # be set before selenium is imported, hence the imports here.
     os.environ["SE_OFFLINE"] = "true"
     from selenium import webdriver
     from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.firefox.options import Options
     from selenium.webdriver.firefox.service import Service
+    from urllib3.exceptions import HTTPError as DriverConnectionError
 
-    binary = firefox.find_firefox(req.firefox)
+    binary = firefox.find_firefox(setup.firefox)
     prefs = firefox_prefs.layered(
-        req.http, req.host, req.port, req.connections, req.prefs, address=req.address
+        req.http, setup.server_name, setup.server_port, req.connections, req.prefs
     )
-    profile = firefox.make_profile(Path(req.ca_cert) if req.ca_cert else None, prefs, workdir)
+    profile = firefox.make_profile(setup.ca_cert, prefs, workdir)
     opts = Options()
     opts.binary_location = binary
     for arg in (
@@ -59,6 +62,14 @@ def load(req: LoadRequest, workdir: Path | None = None) -> LoadResult:
             return LoadResult.failed(
                 NAME,
                 f"Firefox: {e.msg or e}".strip(),
+                browser_version=version,
+                wall_ms=(time.monotonic() - started) * 1000,
+            )
+        except (DriverConnectionError, TimeoutError) as e:
+            # geckodriver did not answer (its own read timeout): the page never ended.
+            return LoadResult.failed(
+                NAME,
+                f"Firefox did not finish the load: {type(e).__name__}: {e}",
                 browser_version=version,
                 wall_ms=(time.monotonic() - started) * 1000,
             )

@@ -8,9 +8,7 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, Field, StringConstraints, model_validator
 
 from clarke.schema import StrictModel
-
-HTTP_VERSIONS = ("1.1", "2", "3")
-CONGESTION_CONTROLS = ("cubic", "bbr", "reno")
+from clarke.vocab import CongestionControl, Engine, HttpVersion
 
 
 def _http_version(v: Any) -> Any:
@@ -22,10 +20,7 @@ def _http_version(v: Any) -> Any:
     return v
 
 
-HttpVersion = Annotated[
-    StrEnum("HttpVersion", {"h1": "1.1", "h2": "2", "h3": "3"}), BeforeValidator(_http_version)
-]
-CongestionControl = StrEnum("CongestionControl", {c: c for c in CONGESTION_CONTROLS})
+HttpVersionField = Annotated[HttpVersion, BeforeValidator(_http_version)]
 Name = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]*$", max_length=64)]
 
 
@@ -46,7 +41,7 @@ def _listify(v: Any) -> Any:
 
 class Matrix(StrictModel):
     profiles: Axis(Name)  # type: ignore[valid-type]
-    http: Axis(HttpVersion)  # type: ignore[valid-type]
+    http: Axis(HttpVersionField)  # type: ignore[valid-type]
     cc: Axis(CongestionControl)  # type: ignore[valid-type]
     models: Axis(Name)  # type: ignore[valid-type]
     sizes: Axis(Name)  # type: ignore[valid-type]
@@ -69,11 +64,6 @@ class Order(StrEnum):
     shuffled = "shuffled"
 
 
-class Engine(StrEnum):
-    selenium = "selenium"
-    browsertime = "browsertime"
-
-
 class Cache(StrEnum):
     cold = "cold"  # a fresh profile per load: no cache, no DNS, no connection reuse
 
@@ -86,9 +76,11 @@ class Browser(StrictModel):
     binary: str | None = Field(
         default=None, description="firefox-nightly, firefox, firefox-esr or a path"
     )
-    connections_per_server: ConnectionsPerServer | dict[HttpVersion, ConnectionsPerServer] = 6  # type: ignore[valid-type]
+    connections_per_server: ConnectionsPerServer | dict[HttpVersionField, ConnectionsPerServer] = 6  # type: ignore[valid-type]
     cache: Cache = Cache.cold
-    window: tuple[Annotated[int, Field(ge=1280)], Annotated[int, Field(ge=720)]] = (1366, 768)
+    window: tuple[
+        Annotated[int, Field(ge=1280, le=16384)], Annotated[int, Field(ge=720, le=16384)]
+    ] = (1366, 768)
 
     def connections_for(self, http: str) -> int:
         c = self.connections_per_server
@@ -105,6 +97,15 @@ class Pages(StrictModel):
     )
 
 
+class Implementations(StrictModel):
+    """Which implementation fills each role (names from clarke.registry, checked against
+    it before anything runs; `clarke run --link/--server` override them). One name per
+    role: a later version may take a list here, as a dimension of the matrix."""
+
+    link: Name | None = Field(default=None, description="satlink, opensand or netem")
+    server: Name | None = Field(default=None, description="origin or openlitespeed")
+
+
 class Campaign(StrictModel):
     name: Name
     description: str = ""
@@ -116,6 +117,7 @@ class Campaign(StrictModel):
     retries: int = Field(default=2, ge=0, le=10)
     browser: Browser = Browser()
     pages: Pages = Pages()
+    implementations: Implementations = Implementations()
 
     @model_validator(mode="after")
     def _one_matrix_form(self) -> Campaign:

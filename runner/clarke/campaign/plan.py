@@ -15,13 +15,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clarke import schema
+from clarke import profiles, schema
 from clarke.campaign.model import Campaign, Order
 from clarke.errors import InputError, ValidationFailed
-from clarke.link import profiles
 from clarke.pages.models import Registry, Units
-
-HTTP_TAG = {"1.1": "h1", "2": "h2", "3": "h3"}
+from clarke.vocab import HttpVersion
 
 
 @dataclass(frozen=True)
@@ -54,7 +52,7 @@ class Run:
 
 
 @dataclass(frozen=True)
-class Plan:
+class CampaignPlan:
     campaign: Campaign
     source: Path
     seed: int | None
@@ -104,8 +102,8 @@ def page_registry(c: Campaign, source: Path) -> Registry:
     return Registry.default(extra)
 
 
-def load_campaign(path: Path) -> Campaign:
-    c = schema.load(Campaign, path)
+def read_campaign(path: Path) -> Campaign:
+    c = schema.read(Campaign, path)
     registry = page_registry(c, path)
     _check_names(c, path, registry)
     # Building every page spec catches model/size combinations too small for a JPEG.
@@ -116,7 +114,7 @@ def load_campaign(path: Path) -> Campaign:
     return c
 
 
-def expand(c: Campaign, source: Path, seed: int | None = None) -> Plan:
+def expand(c: Campaign, source: Path, seed: int | None = None) -> CampaignPlan:
     cells: dict[tuple[str, str, str, str, str], list[str]] = {}
     for scenario, _, m in c.matrices():
         for profile in m.profiles:
@@ -146,7 +144,7 @@ def expand(c: Campaign, source: Path, seed: int | None = None) -> Plan:
             runs.append(
                 Run(
                     index=len(runs),
-                    run_id=f"{prof}-{HTTP_TAG[http]}-{cc}-{model}-{size}-r{rep}",
+                    run_id=f"{prof}-{HttpVersion(http).tag}-{cc}-{model}-{size}-r{rep}",
                     profile=prof,
                     http=http,
                     cc=cc,
@@ -157,8 +155,8 @@ def expand(c: Campaign, source: Path, seed: int | None = None) -> Plan:
                     scenarios=tuple(cells[(prof, http, cc, model, size)]),
                 )
             )
-    return Plan(c, source, seed, runs)
+    return CampaignPlan(c, source, seed, runs)
 
 
-def plan_file(path: Path, seed: int | None = None) -> Plan:
-    return expand(load_campaign(path), path, seed)
+def plan_file(path: Path, seed: int | None = None) -> CampaignPlan:
+    return expand(read_campaign(path), path, seed)

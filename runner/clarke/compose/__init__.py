@@ -1,8 +1,6 @@
-"""The compose substrate: the five roles as containers of docker-compose.yml.
+"""The compose substrate: the five roles as containers of docker-compose.yml, each
+running `clarke serve ROLE` (clarke.agent.serve) in its container (clarke.place).
 
-serve.py     inside each role's container: its network plumbing, its implementation
-             (satlink, OpenSAND, origin, OpenLiteSpeed) and its role agent
-session.py   the runner's side, in the client container: drives the roles through
-             their agents like the netns substrate does (run/driver.py)
-containers.py what both need to know about a container's own network
+substrate.py  the runner's side, in the client container: the session's substrate
+health.py     the containers' HEALTHCHECK (the role agent answers)
 """

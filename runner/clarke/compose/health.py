@@ -9,7 +9,7 @@ import sys
 import urllib.error
 import urllib.request
 
-from clarke.testbed.plan import ROLES, compose_plan
+from clarke.place.plan import ROLES, compose_plan
 
 
 def main(argv: list[str]) -> int:

@@ -1,1 +1,3 @@
-"""The satellite link: profiles (what to emulate) and the backends that emulate it."""
+"""Implementations of the link roles (terminal, satellite, gateway), one registry entry
+each (clarke.registry): satlink (satlink.py), opensand (opensand/), netem (netem.py).
+Profiles, what they emulate, are clarke.profiles."""

@@ -109,7 +109,3 @@ def build(
     path = out / MANIFEST
     _write(path, (json.dumps(manifest, indent=2) + "\n").encode())
     return path
-
-
-def load_manifest(out: Path) -> dict[str, object]:
-    return json.loads((out / MANIFEST).read_text())

@@ -99,7 +99,7 @@ class Registry:
         self._models: dict[str, PageModel] = {}
 
     def add_file(self, path: Path) -> None:
-        parsed = schema.load(ModelFile, path)
+        parsed = schema.read(ModelFile, path)
         for name, spec in parsed.models.items():
             if name in self._models:
                 raise InputError(

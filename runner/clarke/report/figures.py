@@ -12,9 +12,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from clarke.run.summary import CellSummary, MetricStats
+from clarke.results.summary import CellSummary, MetricStats
+from clarke.vocab import HttpVersion
 
-HTTP_LABEL = {"1.1": "HTTP/1.1", "2": "HTTP/2", "3": "HTTP/3"}
+HTTP_LABEL = {v.value: v.label for v in HttpVersion}
 SIZE_ORDER = ("100k", "500k", "1m", "2m")
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from clarke.report.figures import HTTP_LABEL, Figure, _size_key, study_figures
 from clarke.results import store
 from clarke.results.record import RunRecord, Status
-from clarke.run.summary import METRICS, final_attempts, summarise
+from clarke.results.summary import METRICS, final_attempts, summarise
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em}

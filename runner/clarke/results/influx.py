@@ -20,6 +20,8 @@ from influxdb_client import Point, WritePrecision
 
 from clarke.errors import InputError, SinkError
 from clarke.results.record import RunRecord
+from clarke.results.summary import CELL_KEYS, summarise
+from clarke.vocab import SENDER
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +182,6 @@ def cell_summary_points(
     """Per-cell statistics (n, mean, median, 95 % CI) as `cell_summary` points, one per
     cell and metric, stamped with the campaign's start: dashboards draw CI bars and
     nightly trends from these without recomputing statistics in InfluxQL."""
-    from clarke.run.summary import CELL_KEYS, summarise
 
     if not records:
         return []
@@ -208,18 +209,19 @@ def cell_summary_points(
 def link_check_point(campaign: str, campaign_id: str, check: dict[str, Any], time_ns: int) -> Point:
     """One link verification (before the first or after the last run) as a point."""
     p = Point("link_check").tag("campaign", campaign).tag("campaign_id", campaign_id)
-    for tag in ("profile", "phase", "backend"):
+    for tag in ("profile", "phase"):
         if check.get(tag):
             p = p.tag(tag, str(check[tag]))
+    # The link implementation, under the tag name the dashboards group by ("backend").
+    link = check.get("link") or check.get("backend")
+    if link:
+        p = p.tag("backend", str(link))
     for key, value in check.items():
         if isinstance(value, bool):
             p = p.field(key, value)
         elif isinstance(value, int | float) and key not in ("profile", "phase", "backend"):
             p = p.field(key, float(value))
     return p.time(time_ns, WritePrecision.NS)
-
-
-SENDER = {"forward": "gateway", "return": "terminal"}  # who queues each direction
 
 
 def link_stats_points(records: list[RunRecord]) -> list[Point]:

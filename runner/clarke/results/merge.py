@@ -136,7 +136,7 @@ def merge(dirs: list[Path], out: Path) -> Merged:
     check(shards)
     first = shards[0]
     campaign_file = first.path / store.CAMPAIGN_COPY
-    plan = expand(schema.load(Campaign, campaign_file), campaign_file, first.plan.get("seed"))
+    plan = expand(schema.read(Campaign, campaign_file), campaign_file, first.plan.get("seed"))
     full = [r.to_dict() for r in plan.runs]
     if len(full) != first.plan.get("count"):
         raise InputError(

@@ -45,6 +45,7 @@ class RunRecord(BaseModel):
     attempt: int = Field(ge=1)
     scenarios: list[str] = Field(default_factory=list)
     profile: str
+    profile_sha256: str = ""  # the profile's content hash, as the link roles confirmed it
     http: str
     cc: str
     model: str

@@ -11,7 +11,9 @@ import time
 from typing import Any
 
 from clarke.results.record import Status
-from clarke.run.session import NetnsSession
+from clarke.run.session import Session
+from clarke.testbed.substrate import NetnsSubstrate
+from clarke.vocab import HttpVersion
 
 
 def harness_overhead(
@@ -23,16 +25,16 @@ def harness_overhead(
     testbed_id: int | None = None,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"profile": profile, "page": page, "http": http, "n": n, "engines": {}}
-    with NetnsSession(profile, [page], engine=engines[0], testbed_id=testbed_id) as s:
-        if s.current_profile != profile:
-            s.apply_profile(profile)
-        s.apply_cc("bbr")
+    session = Session(NetnsSubstrate(testbed_id), [page], engine=engines[0])
+    with session.start(profile) as s:
+        s.ensure_profile(profile)
+        s.ensure_cc("bbr")
         for engine in engines:
             s.engine = engine
             browser, runner, plts, failed = [], [], [], 0
             for _ in range(n):
                 t0 = time.monotonic()
-                result, _ = s.load_page(page, http, "bbr", 1 if http == "1.1" else 6)
+                result, _ = s.load_page(page, http, "bbr", HttpVersion(http).default_connections)
                 wall = (time.monotonic() - t0) * 1000
                 if result.status is not Status.ok:
                     failed += 1

@@ -30,8 +30,8 @@ from scipy import stats
 from clarke.errors import InputError
 from clarke.results import store
 from clarke.results.record import Status
+from clarke.results.summary import CELL_KEYS
 from clarke.run.compare import holm
-from clarke.run.summary import CELL_KEYS
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,10 @@
 """`clarke run`: a whole campaign on a testbed (netns or compose), from plan to summary.
 
-Order of work: validate and expand the campaign; create (or reopen, with --resume) the
-results directory; bring the testbed up with the first run's link profile; verify the
-link before each profile's first run and after its last run; run the loop; print the
+Order of work: validate and expand the campaign; check, before anything runs, every
+part it needs (the link and server implementations and whether the link can take
+every profile, the browser, the engine, root); create (or reopen, with --resume) the
+results directory; bring the testbed up with the first profile; run the schedule (link
+checks around each profile's runs, run/schedule.py) through the loop; print the
 summary; tear the testbed down, also after Ctrl-C or an error."""
 
 from __future__ import annotations
@@ -13,27 +15,26 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
-from clarke import __version__, gitinfo
-from clarke.campaign.plan import Plan, Run, page_registry, plan_file
+from clarke import __version__, gitinfo, profiles, registry
+from clarke.browser import browsertime_engine
+from clarke.browser.client import Firefox
+from clarke.campaign.model import Campaign
+from clarke.campaign.plan import Run, page_registry, plan_file
+from clarke.compose.substrate import ComposeSubstrate
 from clarke.errors import ClarkeError, InputError, UnknownName
 from clarke.pages.models import Units
+from clarke.place import netns
 from clarke.results import store
 from clarke.results.journal import Journal
 from clarke.results.record import RunRecord, Status
-from clarke.run.driver import AgentSession
-from clarke.run.loop import Outcome, RecordContext, TestbedGone, execute
-from clarke.run.report import print_summary
-from clarke.run.session import NetnsSession
-from clarke.run.summary import summarise
+from clarke.results.summary import summarise
+from clarke.run.console import ProgressDisplay, print_summary
+from clarke.run.loop import Outcome, RecordContext, TestbedGone, execute, finished
+from clarke.run.schedule import LinkCheck, schedule
+from clarke.run.session import Session, Substrate
+from clarke.testbed.substrate import NetnsSubstrate
+from clarke.vocab import SUBSTRATES, Engine
 
 log = logging.getLogger(__name__)
 
@@ -47,20 +48,96 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
     return int(i), int(n)
 
 
-SUBSTRATES = ("netns", "compose")
-
-
-def open_session(substrate: str, profile: str, pages: list[str], **kw: Any) -> AgentSession:
-    """The session for a substrate; both drive the roles through their agents."""
-    if substrate == "netns":
-        return NetnsSession(profile, pages, **kw)
-    if substrate == "compose":
-        from clarke.compose.session import ComposeSession
-
-        if kw.pop("testbed_id", None) is not None:
+def substrate_for(
+    name: str,
+    testbed_id: int | None = None,
+    link: str | None = None,
+    server: str | None = None,
+    firefox: str | None = None,
+) -> Substrate:
+    """`firefox`: the client agent's browser binary (its start-up option)."""
+    if name == "netns":
+        return NetnsSubstrate(testbed_id, link, server, firefox=firefox)
+    if name == "compose":
+        if testbed_id is not None:
             raise InputError("--testbed names a netns testbed; the compose stack has one")
-        return ComposeSession(profile, pages, **kw)
-    raise UnknownName("substrate", substrate, list(SUBSTRATES))
+        return ComposeSubstrate(firefox=firefox)
+    raise UnknownName("substrate", name, list(SUBSTRATES))
+
+
+def preflight(
+    c: Campaign,
+    source: Path,
+    runs: list[Run],
+    substrate: str,
+    link: str | None,
+    server: str | None,
+) -> tuple[str, str]:
+    """Everything a campaign needs, checked before anything runs: the implementations
+    (names, then whether the link can take each profile: exit 2), then what must be
+    installed here (exit 3). On compose the link and the server check themselves in
+    their containers; the session compares what they are with what was asked."""
+    link_impl, server_impl = registry.campaign_choices(c, str(source), link, server)
+    names = sorted({r.profile for r in runs})
+    registry.check_profiles(link_impl, [(n, profiles.read(n)) for n in names])
+    if substrate == "netns":
+        netns.require_root_and_tun()
+        link_impl.check_environment()
+        server_impl.check_environment()
+    Firefox(c.browser.binary).check_environment()
+    if c.browser.engine is Engine.browsertime:
+        browsertime_engine.find_browsertime()
+    return link_impl.name, server_impl.name
+
+
+class MetaKeeper:
+    """Keeps meta.json current as the loop goes: every link check, and every change the
+    session applied (each profile and congestion control once per change)."""
+
+    def __init__(self, results_dir: Path, session: Session) -> None:
+        self.results_dir, self.session = results_dir, session
+        meta, _ = store.open_existing(results_dir)
+        self.earlier_checks: list[dict[str, Any]] = list(meta.get("link") or [])
+        self.earlier_applies: list[dict[str, Any]] = list(meta.get("applies") or [])
+        self.checks: list[dict[str, Any]] = []
+
+    def save(self, **more: Any) -> None:
+        applies = self.earlier_applies + [a.to_dict() for a in self.session.applied]
+        counts: dict[str, int] = {}
+        for a in applies:
+            key = f"{a['what']}:{a['value']}"
+            counts[key] = counts.get(key, 0) + 1
+        store.update_meta(
+            self.results_dir,
+            link=self.earlier_checks + self.checks,
+            applies=applies,
+            apply_counts=counts,
+            **more,
+        )
+
+    # --- Observer --------------------------------------------------------------------
+    def skipped(self, run: Run) -> None: ...
+    def checking(self, check: LinkCheck) -> None: ...
+    def loading(self, run: Run, attempt: int) -> None: ...
+    def recorded(self, record: RunRecord, final: bool) -> None: ...
+
+    def checked(self, check: LinkCheck, result: dict[str, Any]) -> None:
+        self.checks.append(result)
+        self.save()
+
+
+class Both:
+    """Two observers as one."""
+
+    def __init__(self, *observers: Any) -> None:
+        self.observers = observers
+
+    def __getattr__(self, name: str) -> Any:
+        def call(*args: Any) -> None:
+            for o in self.observers:
+                getattr(o, name)(*args)
+
+        return call
 
 
 def run_campaign(
@@ -75,12 +152,21 @@ def run_campaign(
     console: Console,
     link_check: str = "full",
     substrate: str = "netns",
-) -> tuple[Path, Outcome, list[RunRecord]]:
-    plan: Plan = plan_file(campaign_file)
+    link: str | None = None,
+    server: str | None = None,
+) -> tuple[Path, Outcome, list[RunRecord], list[Run]]:
+    plan = plan_file(campaign_file)
     c = plan.campaign
     sharding = parse_shard(shard)
     runs: list[Run] = plan.shard(*sharding) if sharding else plan.runs
     shard_label = f"{sharding[0]}/{sharding[1]}" if sharding else ""
+    # The implementations asked for (options, else the campaign): an attached testbed
+    # must have them; unnamed ones take the registry's defaults on a new testbed.
+    wanted = {"link": link or c.implementations.link, "server": server or c.implementations.server}
+    link, server = preflight(c, campaign_file, runs, substrate, link, server)
+    sub = substrate_for(
+        substrate, testbed_id, wanted["link"], wanted["server"], firefox=c.browser.binary
+    )
     if resume:
         meta, journal = store.open_existing(resume)
         if meta.get("campaign") != c.name or meta.get("shard", "") != shard_label:
@@ -112,15 +198,16 @@ def run_campaign(
                 "git_rev": gitinfo.revision(),
                 "clarke": __version__,
                 "seed": plan.seed,
+                "implementations": {"link": link, "server": server},
                 "link": [],
             },
         )
         journal = Journal.in_dir(results_dir)
-    console.print(f"[bold]{c.name}[/]: {len(runs)} runs -> {results_dir}")
+    console.print(f"[bold]{c.name}[/]: {len(runs)} runs on the {link} link -> {results_dir}")
 
     sink = None
     if influx_url:
-        from clarke.results.influx import InfluxSink
+        from clarke.results.influx import InfluxSink  # influxdb_client: slow to import
 
         sink = InfluxSink.from_url(influx_url)
         try:
@@ -128,117 +215,57 @@ def run_campaign(
         except ClarkeError as e:
             console.print(f"[yellow]InfluxDB not reachable ({e}); the journal keeps everything[/]")
 
-    pages = sorted({r.page for r in runs})
-    registry = page_registry(c, campaign_file)
-    session = open_session(
-        substrate,
-        runs[0].profile if runs else c.matrices()[0][2].profiles[0],
-        pages,
+    done, _, _ = finished(journal, c.retries)
+    meta, _ = store.open_existing(results_dir)
+    earlier = {
+        (k.get("profile"), k.get("phase")) for k in meta.get("link") or [] if "error" not in k
+    }
+    steps = schedule(runs, done, earlier)
+    first = next((s.profile for s in steps if isinstance(s, LinkCheck)), None)
+    session = Session(
+        sub,
+        sorted({r.page for r in runs}),
         engine=c.browser.engine.value,
-        registry=registry,
+        registry=page_registry(c, campaign_file),
         units=Units(c.pages.units),
         firefox=c.browser.binary,
         window=c.browser.window,
-        testbed_id=testbed_id,
     )
     ctx = RecordContext(c.name, cid, c.browser.engine.value, gitinfo.revision(), shard_label)
     outcome = Outcome()
-    checks: list[dict[str, Any]] = []
+    keeper: MetaKeeper | None = None
     try:
-        session.start()
-        columns = (
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
-        )
-        with journal, Progress(*columns, console=console, transient=False) as progress:
-            task = progress.add_task("runs", total=len(runs))
-            verified: set[str] = set()
-            checked_after: set[str] = set()
-            # A profile's link is checked again right after its last run, before another
-            # profile replaces it, so every profile has a before and an after check.
-            last_run_of = {run.profile: run.run_id for run in runs}
-
-            def check_after(profile: str) -> None:
-                progress.update(task, description=f"verifying link {profile}")
-                try:
-                    if session.current_profile != profile:
-                        session.apply_profile(profile)
-                    checks.append(session.verify_link(profile, "after", link_check))
-                except ClarkeError as e:
-                    checks.append({"phase": "after", "profile": profile, "error": f"{e.kind}: {e}"})
-                store.update_meta(results_dir, link=checks)
-                checked_after.add(profile)
-
-            def before(run: Run) -> None:
-                if run.profile not in verified:
-                    progress.update(task, description=f"verifying link {run.profile}")
-                    session.apply_profile(run.profile)
-                    try:
-                        checks.append(session.verify_link(run.profile, "before", link_check))
-                    except ClarkeError as e:
-                        # Recorded, not fatal: the loads themselves show whether the
-                        # link carries pages.
-                        checks.append(
-                            {"phase": "before", "profile": run.profile, "error": f"{e.kind}: {e}"}
-                        )
-                        progress.console.print(f"[yellow]link check failed: {e}[/]")
-                    store.update_meta(results_dir, link=checks)
-                    verified.add(run.profile)
-                progress.update(task, description=run.run_id)
-
-            def after(record: RunRecord) -> None:
-                final = record.status is Status.ok or record.attempt >= 1 + c.retries
-                if final:
-                    progress.advance(task)
-                    if not console.is_terminal:
-                        # No live bar in a log (docker compose logs, CI): a line per run.
-                        t = progress.tasks[0]
-                        eta = t.time_remaining
-                        plt = record.metrics.get("plt_ms")
-                        console.print(
-                            f"[{int(t.completed)}/{len(runs)}] {record.run_id} "
-                            f"{record.status.value}"
-                            + (f" PLT {plt:.0f} ms" if plt is not None else "")
-                            + (f", ETA {eta / 60:.0f} min" if eta is not None else "")
-                        )
-                if record.status is Status.failed:
-                    progress.console.print(
-                        f"[red]{record.run_id} attempt {record.attempt}: {record.reason}[/]"
-                    )
-                last = last_run_of.get(record.profile) == record.run_id
-                if final and last and record.profile in verified - checked_after:
-                    check_after(record.profile)
-
+        session.start(first or (runs[0].profile if runs else c.matrices()[0][2].profiles[0]))
+        for kind, name in wanted.items():
+            if name is not None and session.implementations[kind] != name:
+                raise InputError(
+                    f"the testbed's {kind} is {session.implementations[kind]}, not {name}"
+                )
+        keeper = MetaKeeper(results_dir, session)
+        with journal, ProgressDisplay(console, len(runs)) as display:
             outcome = execute(
-                runs,
+                steps,
                 session,
                 journal,
                 ctx,
                 c.retries,
                 sink,
-                on_record=after,
-                on_skip=lambda _r: progress.advance(task),
-                before_run=before,
+                observer=Both(display, keeper),
+                skipped=[r for r in runs if r.run_id in done],
+                link_check=link_check,
             )
-            for profile in sorted(verified - checked_after):  # e.g. its last run was resumed
-                check_after(profile)
-            if runs:
-                store.update_meta(
-                    results_dir, link=checks, finished_at=dt.datetime.now(dt.UTC).isoformat()
-                )
+        keeper.save(finished_at=dt.datetime.now(dt.UTC).isoformat())
     except KeyboardInterrupt:
         outcome.interrupted = True
     except TestbedGone as e:
         outcome.aborted = str(e)
     finally:
+        if keeper is not None:
+            keeper.save()
         session.close()
     records = list(Journal.in_dir(results_dir).records())
     if sink is not None and not (outcome.interrupted or outcome.aborted):
-        from clarke.results.influx import campaign_points
+        from clarke.results.influx import campaign_points  # as above
 
         meta, _ = store.open_existing(results_dir)
         try:
@@ -247,7 +274,7 @@ def run_campaign(
             outcome.sink_failures += 1
             console.print(f"[yellow]summary points not written: {e}[/]")
         sink.close()
-    return results_dir, outcome, records
+    return results_dir, outcome, records, runs
 
 
 def print_outcome(
@@ -272,3 +299,9 @@ def print_outcome(
         )
     if outcome.aborted:
         console.print(f"[red]stopped: {outcome.aborted}: clarke run --resume {results_dir}[/]")
+
+
+def none_succeeded(runs: list[Run], records: list[RunRecord]) -> bool:
+    """No run of the plan (this shard) has a successful load."""
+    ok = {r.run_id for r in records if r.status is Status.ok}
+    return bool(runs) and not any(r.run_id in ok for r in runs)

@@ -25,7 +25,7 @@ from scipy import stats
 from clarke.errors import InputError
 from clarke.results import store
 from clarke.results.record import RunRecord, Status
-from clarke.run.summary import CELL_KEYS, METRICS, final_attempts
+from clarke.results.summary import CELL_KEYS, METRICS, final_attempts
 
 MIN_SAMPLES = 2
 BOOTSTRAP_RESAMPLES = 2000
@@ -201,7 +201,7 @@ def compare_records(
     return Comparison(names.pop(), threshold, alpha, out)
 
 
-def load_results(d: Path) -> list[RunRecord]:
+def read_results(d: Path) -> list[RunRecord]:
     _, journal = store.open_existing(d)
     return list(journal.records())
 

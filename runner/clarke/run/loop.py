@@ -1,12 +1,15 @@
-"""The campaign loop: for each run of the plan (or of one shard), apply the link profile
-and the server's congestion control, load the page, verify, and record the attempt in
-the journal and InfluxDB. Resumable: runs whose outcome is in the journal are skipped."""
+"""The campaign loop: the steps of the schedule (run/schedule.py) in order. A link check
+puts its profile on the link and measures it; a run puts its profile and its congestion
+control in force (the session applies only what is not), loads the page, and records
+every attempt in the journal and InfluxDB, retrying failed loads up to the campaign's
+retries. Resumable: the journal says which runs are finished. Whoever displays progress
+only observes (Observer)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -15,6 +18,7 @@ from clarke.campaign.plan import Run
 from clarke.errors import ClarkeError, SinkError
 from clarke.results.journal import Journal
 from clarke.results.record import RunRecord, Status
+from clarke.run.schedule import LinkCheck, Step
 
 log = logging.getLogger(__name__)
 MAX_TESTBED_FAILURES = 3
@@ -25,18 +29,39 @@ class TestbedGone(ClarkeError):
 
 
 class Session(Protocol):
-    """A testbed the loop can drive (netns or compose, through the role agents)."""
+    """What the loop needs of a testbed (run.session.Session; a fake one in tests)."""
 
-    implementations: dict[str, str]
-
-    def apply_profile(self, name: str) -> None: ...
-    def apply_cc(self, cc: str) -> None: ...
+    @property
+    def implementations(self) -> dict[str, str]: ...
+    def ensure_profile(self, name: str) -> object: ...
+    def ensure_cc(self, cc: str) -> object: ...
     def load(self, run: Run) -> tuple[LoadResult, dict[str, Any]]: ...
+    def check_link(self, profile: str, phase: str, level: str) -> dict[str, Any]: ...
     def versions(self) -> dict[str, str]: ...
 
 
 class Sink(Protocol):
     def write(self, records: Iterable[RunRecord]) -> int: ...
+
+
+class Observer(Protocol):
+    """Told what happens, in order; changes nothing."""
+
+    def skipped(self, run: Run) -> None: ...
+    def checking(self, check: LinkCheck) -> None: ...
+    def checked(self, check: LinkCheck, result: dict[str, Any]) -> None: ...
+    def loading(self, run: Run, attempt: int) -> None: ...
+    def recorded(self, record: RunRecord, final: bool) -> None: ...
+
+
+class Quiet:
+    """An observer that does nothing."""
+
+    def skipped(self, run: Run) -> None: ...
+    def checking(self, check: LinkCheck) -> None: ...
+    def checked(self, check: LinkCheck, result: dict[str, Any]) -> None: ...
+    def loading(self, run: Run, attempt: int) -> None: ...
+    def recorded(self, record: RunRecord, final: bool) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -53,6 +78,7 @@ class Outcome:
     done: list[RunRecord] = field(default_factory=list)
     skipped: int = 0
     sink_failures: int = 0
+    checks: list[dict[str, Any]] = field(default_factory=list)
     interrupted: bool = False
     aborted: str = ""
 
@@ -99,6 +125,7 @@ def to_record(
         attempt=attempt,
         scenarios=list(run.scenarios),
         profile=run.profile,
+        profile_sha256=str((details.get("link") or {}).get("profile_sha256") or ""),
         http=run.http,
         cc=run.cc,
         model=run.model,
@@ -129,48 +156,55 @@ def to_record(
 
 
 def execute(
-    runs: list[Run],
+    steps: Sequence[Step],
     session: Session,
     journal: Journal,
     ctx: RecordContext,
     retries: int,
     sink: Sink | None = None,
-    on_record: Callable[[RunRecord], None] = lambda _r: None,
-    on_skip: Callable[[Run], None] = lambda _r: None,
-    before_run: Callable[[Run], None] = lambda _r: None,
+    observer: Observer | None = None,
+    skipped: Sequence[Run] = (),
+    link_check: str = "full",
 ) -> Outcome:
+    """Run the steps; `skipped`: the plan's runs already finished (observed only)."""
+    watch = observer or Quiet()
     out = Outcome()
-    done, attempts, spent = finished(journal, retries)
+    for run in skipped:
+        out.skipped += 1
+        watch.skipped(run)
+    _, attempts, spent = finished(journal, retries)
     versions = session.versions()
     testbed_failures = 0
-    current_profile: str | None = None
-    current_cc: str | None = None
-    for run in runs:
-        if run.run_id in done:
-            out.skipped += 1
-            on_skip(run)
+    for step in steps:
+        if isinstance(step, LinkCheck):
+            watch.checking(step)
+            try:
+                result = session.check_link(step.profile, step.phase, link_check)
+            except ClarkeError as e:
+                # Recorded, not fatal: the loads themselves show whether the link
+                # carries pages.
+                result = {"phase": step.phase, "profile": step.profile, "error": f"{e.kind}: {e}"}
+            out.checks.append(result)
+            watch.checked(step, result)
             continue
-        before_run(run)
+        run = step
         while True:
             attempt = attempts.get(run.run_id, 0) + 1
             attempts[run.run_id] = attempt
+            watch.loading(run, attempt)
             started = dt.datetime.now(dt.UTC)
             try:
-                if run.profile != current_profile:
-                    session.apply_profile(run.profile)
-                    current_profile = run.profile
-                if run.cc != current_cc:
-                    session.apply_cc(run.cc)
-                    current_cc = run.cc
+                session.ensure_profile(run.profile)
+                session.ensure_cc(run.cc)
                 result, details = session.load(run)
             except ClarkeError as e:
-                # The testbed itself failed: record it, and re-apply everything next time.
+                # The testbed itself failed: record it; it does not use up a retry.
                 result = LoadResult.failed(ctx.engine, f"{e.kind}: {e}")
                 details = {"infrastructure": True}
-                current_profile = current_cc = None
                 testbed_failures += 1
             else:
                 testbed_failures = 0
+            infrastructure = bool(details.get("infrastructure"))
             record = to_record(
                 ctx,
                 run,
@@ -183,27 +217,32 @@ def execute(
                 dt.datetime.now(dt.UTC),
             )
             journal.append(record)
-            if sink is not None:
-                try:
-                    sink.write([record])
-                except SinkError as e:
-                    out.sink_failures += 1
-                    if out.sink_failures == 1:
-                        log.warning(
-                            "%s; the journal keeps every record: push them later "
-                            "with `clarke results push`",
-                            e,
-                        )
+            _sink(sink, record, out)
             out.done.append(record)
-            on_record(record)
+            final = False
+            if not infrastructure:
+                spent[run.run_id] = spent.get(run.run_id, 0) + 1
+                final = record.status is Status.ok or spent[run.run_id] >= 1 + retries
+            watch.recorded(record, final)
             if testbed_failures >= MAX_TESTBED_FAILURES:
                 raise TestbedGone(
                     f"the testbed failed {testbed_failures} times in a row ({record.reason}); "
                     "every finished run is in the journal: fix the testbed and resume"
                 )
-            if details.get("infrastructure"):
-                continue
-            spent[run.run_id] = spent.get(run.run_id, 0) + 1
-            if record.status is Status.ok or spent[run.run_id] >= 1 + retries:
+            if final:
                 break
     return out
+
+
+def _sink(sink: Sink | None, record: RunRecord, out: Outcome) -> None:
+    if sink is None:
+        return
+    try:
+        sink.write([record])
+    except SinkError as e:
+        out.sink_failures += 1
+        if out.sink_failures == 1:
+            log.warning(
+                "%s; the journal keeps every record: push them later with `clarke results push`",
+                e,
+            )

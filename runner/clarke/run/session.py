@@ -1,161 +1,349 @@
-"""A testbed session on the netns substrate: the five roles up (`clarke testbed`), the
-web server and a role agent in each namespace, and the runner driving every role only
-through its agent (run/driver.py, shared with the compose substrate). `clarke load` and
-`clarke run` both use it."""
+"""A session on a testbed, the same on both substrates: the roles come up (or are
+attached to) through the substrate (testbed/substrate.py, compose/substrate.py), and
+from then on the runner reaches every role only through its agent.
+
+The session offers what a campaign needs, each change made once: `ensure_profile(P)`
+and `ensure_cc(C)` read back what is in force and apply only what differs (every apply
+logged and kept in `applied`); `load(run)` reads the link's profile back before and
+after the load, and a load that did not run on the profile asked for fails with the
+reason; `check_link` measures the link against its profile.
+
+    runner ──mgmt── agents: client (Firefox), terminal/satellite/gateway (satlink,
+                            OpenSAND or netem), server (origin or OpenLiteSpeed)
+"""
 
 from __future__ import annotations
 
-import contextlib
-import logging
+import datetime as dt
+import json
 import os
 import shutil
-import sys
-from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from clarke import paths, tls
-from clarke.errors import EnvironmentProblem, InputError
-from clarke.run.driver import HOST, HTTPS_PORT, AgentSession, build_pages
-from clarke.testbed import lifecycle, netns, procs, verify
-from clarke.testbed.backends import Satlink
-from clarke.testbed.plan import AGENT_PORT, LINK_ROLES, ROLES, Plan
-from clarke.testbed.plan import plan as testbed_plan
-from clarke.testbed.state import Store, TestbedState
+from clarke import profiles, tls
+from clarke.agent.agents import Agents, Applied, LinkStopped
+from clarke.browser.load import ExpectedObject, LoadRequest, LoadResult
+from clarke.campaign.plan import Run
+from clarke.errors import ClarkeError, InputError
+from clarke.pages import build as page_build
+from clarke.pages.models import Registry, Units
+from clarke.place.plan import Addresses
+from clarke.results.record import Status
+from clarke.roles import profile_digest
+from clarke.run import linkcheck
+from clarke.run.verdicts import link_verdict, server_verdict
+from clarke.vocab import LINK_ROLES, ROLES, CongestionControl, HttpVersion
 
-log = logging.getLogger(__name__)
-
-ORIGIN_CONTROL_PORT = AGENT_PORT + 1
-
-
-def origin_binary() -> Path:
-    env = os.environ.get("CLARKE_ORIGIN")
-    root = paths.source_root()
-    for candidate in (
-        Path(env) if env else None,
-        root / "origin/target/release/origin" if root else None,
-        Path(shutil.which("origin") or "/nonexistent"),
-    ):
-        if candidate is not None and candidate.is_file() and os.access(candidate, os.X_OK):
-            return candidate
-    raise EnvironmentProblem(
-        "the origin binary is missing: build it with `cargo build --release` in origin/, "
-        "or set CLARKE_ORIGIN"
-    )
+HOST = tls.DEFAULT_HOST
+LINK_CHECKS = {
+    # samples: pings; duration/omit: seconds of iperf3 per direction and of slow start left out
+    "full": {"samples": 20, "duration": 10, "omit": 4},
+    "quick": {"samples": 10, "duration": 5, "omit": 2},
+}
 
 
-def netns_etc(plan: Plan) -> Path:
-    """`ip netns exec` bind-mounts the files in /etc/netns/<namespace>/ over /etc."""
-    return Path("/etc/netns") / plan.ns("client")
+class Substrate(Protocol):
+    """How the roles come up and where things are (NetnsSubstrate, ComposeSubstrate)."""
+
+    name: str
+    applied: list[Applied]  # what bringing the roles up applied
+
+    def start(self, profile: str) -> Addresses: ...
+    @property
+    def pages_dir(self) -> Path: ...
+    @property
+    def agent_token(self) -> str: ...  # what every agent request carries (agent/auth.py)
+    def at_client(self, argv: list[str]) -> list[str]: ...
+    def note_profile(self, name: str, sha256: str) -> None: ...
+    def close(self) -> None: ...
 
 
-def write_client_names(plan: Plan) -> None:
-    """The client's names: the test host resolves to the server; nothing else resolves,
-    and there is no DNS server, so anything a browser tries to reach outside the page
-    fails inside the client and never crosses the link."""
-    etc = netns_etc(plan)
-    etc.mkdir(parents=True, exist_ok=True)
-    (etc / "hosts").write_text(f"127.0.0.1 localhost\n{plan.addresses['server']} {HOST}\n")
-    (etc / "resolv.conf").write_text("# Clarke testbed: no DNS server\n")
+def build_pages(
+    out: Path, page_names: list[str], registry: Registry, units: Units
+) -> dict[str, Any]:
+    """Build the pages a session serves; returns the manifest entries by page name."""
+    specs = [registry.page_by_name(n, units) for n in dict.fromkeys(page_names)]
+    manifest = json.loads(page_build.build(specs, out, units).read_text())
+    return {p["name"]: p for p in manifest["pages"]}
 
 
-class NetnsSession(AgentSession):
-    """Bring a testbed up (or attach to a running one) with `start()`, drive it, and
-    always `close()` it."""
-
-    substrate = "netns"
+class Session:
+    """`start()` brings the roles up, `close()` always undoes it."""
 
     def __init__(
-        self, profile: str, page_names: list[str], *, testbed_id: int | None = None, **kw: Any
+        self,
+        substrate: Substrate,
+        page_names: list[str],
+        *,
+        engine: str,
+        registry: Registry | None = None,
+        units: Units = Units.si,
+        firefox: str | None = None,
+        window: tuple[int, int] = (1366, 768),
+        timeout_s: float = 180.0,
+        roles_only: bool = False,
     ) -> None:
-        """`testbed_id`: attach to that running testbed instead of bringing one up; the
-        other options are AgentSession's."""
-        super().__init__(profile, page_names, **kw)
-        self.requested_id = testbed_id
-        self.plan: Plan | None = None
-        self.owns_testbed = False
+        """`roles_only`: no pages, no client (the link and the server only)."""
+        self.substrate = substrate
+        self.page_names = page_names
+        self.registry, self.units = registry or Registry.default(), units
+        self.engine, self.firefox, self.window = engine, firefox, window
+        self.timeout_s = timeout_s
+        self.roles_only = roles_only
+        self.pages: dict[str, Any] = {}
+        self.plan: Addresses | None = None
+        self.agents: Agents | None = None
+        self.profile: tuple[str, str] | None = None  # (name, sha256) the link should run
+        self._counting_role: dict[str, str] = {}  # direction -> the link role counting it
 
-    # --- lifecycle -----------------------------------------------------------------
-    def start(self) -> NetnsSession:
-        """Bring a testbed up, or attach to the running one given by id, starting the
-        web server and the agents on it where they are not running yet."""
-        origin = origin_binary()
-        existing = Store().load(self.requested_id) if self.requested_id is not None else None
-        if existing is not None:
-            if existing.phase != "up":
-                raise InputError(f"testbed {existing.id} is {existing.phase}, not up")
-            if existing.backend != "satlink":
-                raise InputError(
-                    f"testbed {existing.id} uses the {existing.backend} backend; "
-                    "sessions drive satlink"
-                )
-            state, plan = existing, testbed_plan(existing.id)
-        else:
-            state, plan = lifecycle.up(self.initial_profile, self.requested_id, "satlink")
-            self.owns_testbed = True
-        self.plan = plan
-        self.current_profile = state.profile  # an attached testbed may run another profile
+    # --- lifecycle -------------------------------------------------------------------
+    def start(self, profile: str) -> Session:
+        """Bring the roles up with `profile` on the link (or attach to them)."""
         try:
-            self._start_roles(origin, state, plan)
+            self.plan = self.substrate.start(profile)
+            roles = [r for r in ROLES if not (self.roles_only and r == "client")]
+            self.agents = Agents(self.plan, roles, self.substrate.agent_token)
+            self.agents.wait_ready()
+            if not self.roles_only:
+                self._check_browser()
+            if not self.roles_only:
+                self.pages = build_pages(
+                    self.substrate.pages_dir, self.page_names, self.registry, self.units
+                )
+            view = self.agents.link()
+            if view.consistent and view.profile and view.sha256:
+                self.profile = (view.profile, view.sha256)
         except BaseException:
             self.close()
             raise
         return self
 
-    def _start_roles(self, origin: Path, state: TestbedState, plan: Plan) -> None:
-        run_dir = Path(state.run_dir)
-        pages_dir, pki_dir = run_dir / "pages", run_dir / "pki"
-        self.pages = build_pages(pages_dir, self.page_names, self.registry, self.units)
-        self.ca_cert = pki_dir / "ca.pem"
-        running = {p.name for p in state.processes if procs.alive(p)}
-        if "origin" in running and all(f"agent-{r}" in running for r in ROLES):
-            self.connect_agents(plan)
+    def _check_browser(self) -> None:
+        """The browser is the client agent's start-up option, never a request's: the
+        client must run the one asked for (an attached testbed keeps the one it started
+        with)."""
+        if not self.firefox:
             return
-        tls.issue_testbed_pki(pki_dir, [HOST], label=f"testbed {plan.id}")
-        write_client_names(plan)
-        for role in ("client", "server"):
-            # No TCP state carried from one load to the next (ssthresh, RTT of the peer).
-            netns.sysctls(plan.ns(role), {"net.ipv4.tcp_no_metrics_save": "1"})
-        server_mgmt = plan.mgmt.address("server")
-        lifecycle.start_process(plan.id, "server", "origin", [
-            str(origin), "--root", str(pages_dir),
-            "--listen", f"{plan.addresses['server']}:{HTTPS_PORT}",
-            "--cert", str(pki_dir / "server.pem"), "--key", str(pki_dir / "server.key"),
-            "--control", f"{server_mgmt}:{ORIGIN_CONTROL_PORT}",
-            "--tcp-cc", "cubic", "--quic-cc", "cubic",
-            "--log", str(run_dir / "origin-connections.log"),
-        ])  # fmt: skip
-        for role in ROLES:
-            argv = [sys.executable, "-m", "clarke", "agent", "--role", role,
-                    "--listen", f"{plan.mgmt.address(role)}:{AGENT_PORT}"]  # fmt: skip
-            if role in LINK_ROLES:
-                argv += ["--satlink-control", str(Satlink.control(run_dir, role))]
-            elif role == "server":
-                argv += ["--server-control", f"http://{server_mgmt}:{ORIGIN_CONTROL_PORT}"]
-            lifecycle.start_process(plan.id, role, f"agent-{role}", argv)
-        self.connect_agents(plan)
+        running = str(self._agents().health.get("client", {}).get("firefox", ""))
+        wanted = shutil.which(self.firefox) or self.firefox
+        if running and os.path.realpath(running) != os.path.realpath(wanted):
+            raise InputError(
+                f"the client agent runs {running}, not {self.firefox}: the browser is fixed "
+                "when the testbed's agents start (bring up a new testbed for another browser)"
+            )
 
     def close(self) -> None:
-        """Tear down a testbed this session brought up; leave an attached one running."""
-        self.close_agents()
-        if self.plan is not None and self.owns_testbed:
-            lifecycle.down(self.plan.id)
-            shutil.rmtree(netns_etc(self.plan), ignore_errors=True)
-        self.plan = None
+        if self.agents is not None:
+            self.agents.close()
+            self.agents = None
+        self.substrate.close()
 
-    def __enter__(self) -> NetnsSession:
-        return self.start()
+    def __enter__(self) -> Session:
+        return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # --- verify ----------------------------------------------------------------------
-    def probe_at_client(self, argv: list[str]) -> list[str]:
-        assert self.plan is not None
-        return netns.exec_argv(self.plan.ns("client"), argv)
+    def _agents(self) -> Agents:
+        if self.agents is None:
+            raise ClarkeError("the session has not started")
+        return self.agents
 
-    @contextlib.contextmanager
-    def iperf_service(self) -> Iterator[None]:
+    @property
+    def implementations(self) -> dict[str, str]:
+        return self._agents().implementations
+
+    def versions(self) -> dict[str, str]:
+        return self._agents().versions()
+
+    @property
+    def applied(self) -> list[Applied]:
+        """Every change made to the testbed in this session, in order."""
+        return [*self.substrate.applied, *(self.agents.applied if self.agents else [])]
+
+    # --- configuration -----------------------------------------------------------------
+    def ensure_profile(self, name: str) -> Applied | None:
+        profile = profiles.read(name)
+        applied = self._agents().ensure_profile(name, profile)
+        self.profile = (name, profile_digest(profile))
+        if applied is not None:
+            self.substrate.note_profile(*self.profile)
+        return applied
+
+    def ensure_cc(self, cc: str) -> Applied | None:
+        return self._agents().ensure_cc(cc)
+
+    def quic_offers(self, cc: str) -> bool:
+        offered = self._agents().quic_offered()
+        return offered is None or CongestionControl(cc).quic in offered
+
+    # --- one load --------------------------------------------------------------------
+    def request(
+        self,
+        page: str,
+        http: str,
+        connections: int,
+        prefs: dict[str, bool | int | str] | None = None,
+    ) -> LoadRequest:
+        entry = self.pages[page]
+        return LoadRequest(
+            url=f"https://{HOST}/{entry['path']}",
+            http=http,
+            connections=connections,
+            window=self.window,
+            timeout_s=self.timeout_s,
+            expected_objects=[
+                ExpectedObject(path=o["path"], bytes=o["bytes"]) for o in entry["objects"]
+            ],
+            lcp_candidates=entry["lcp_candidates"],
+            prefs=prefs or {},
+        )
+
+    def load(self, run: Run) -> tuple[LoadResult, dict[str, Any]]:
+        return self.load_page(run.page, run.http, run.cc, run.connections)
+
+    def _link_failure(self) -> str:
+        """Why the load does not count as a load on `self.profile`, or ""; LinkStopped
+        when the link no longer answers."""
+        view = self._agents().link()
+        if self.profile is None:
+            return "no link profile was applied in this session"
+        return link_verdict(*self.profile, view.states)
+
+    def load_page(
+        self,
+        page: str,
+        http: str,
+        cc: str,
+        connections: int,
+        prefs: dict[str, bool | int | str] | None = None,
+    ) -> tuple[LoadResult, dict[str, Any]]:
+        agents = self._agents()
+        details: dict[str, Any] = {"substrate": self.substrate.name}
+        if self.profile is not None:
+            details["link"] = {"profile": self.profile[0], "profile_sha256": self.profile[1]}
+        if HttpVersion(http) is HttpVersion.h3 and not self.quic_offers(cc):
+            offered = ", ".join(sorted(agents.quic_offered() or ()))
+            reason = (
+                f"the server ({self.implementations.get('server')}) has no "
+                f"{CongestionControl(cc).quic} for QUIC (it offers {offered}): not loaded"
+            )
+            return LoadResult.failed(self.engine, reason), details
+        failure = self._link_failure()
+        if failure:
+            return LoadResult.failed(self.engine, failure), details
+        req = self.request(page, http, connections, prefs)
+        agents["server"].reset_stats()
+        for role in LINK_ROLES:
+            agents[role].reset_stats()
+        try:
+            raw = agents["client"].load(
+                req.model_dump(mode="json"), self.engine, timeout=self.timeout_s + 120
+            )
+        except ClarkeError:
+            self._link_failure()  # LinkStopped says so when the link is why
+            raise
+        result = LoadResult.model_validate(raw)
+        failure = self._link_failure()  # LinkStopped when the link died during the load
+        server = agents["server"].stats()
+        entry = self.pages[page]
+        details |= server_verdict(server, http, cc, entry["total_bytes"], 1 + len(entry["objects"]))
+        details["link_stats"] = {role: agents[role].stats() for role in LINK_ROLES}
+        failure = failure or details.get("failure", "")
+        if result.status is Status.ok and failure:
+            result = result.model_copy(update={"status": Status.failed, "reason": failure})
+        return result, details
+
+    # --- the link as it is -------------------------------------------------------------
+    def link_bytes(self, direction: str) -> linkcheck.Counted | None:
+        """IP bytes the link carried in `direction` since the last reset, from the link
+        agent that counts them (`bytes_onto_link`: satlink and netem count at the
+        sending station, OpenSAND at the receiving station's TAP), with the time it
+        counted them on its own clock where it says (`counted_at_s`); None where none
+        counts."""
+        agents = self._agents()
+        known = self._counting_role.get(direction)
+        for role in (known,) if known else LINK_ROLES:
+            try:
+                stats = agents[role].stats()
+            except ClarkeError:
+                continue
+            value = (stats.get("bytes_onto_link") or {}).get(direction)
+            if isinstance(value, int | float):
+                # One agent request per sample from now on.
+                self._counting_role[direction] = role
+                at = stats.get("counted_at_s")
+                return (int(value), float(at)) if isinstance(at, int | float) else int(value)
+        return None
+
+    def probe(self) -> linkcheck.Probe:
         assert self.plan is not None
-        with verify.iperf_server(self.plan):
-            yield
+        agents = self._agents()
+
+        def reset() -> None:
+            for role in LINK_ROLES:
+                agents[role].reset_stats()
+
+        return linkcheck.Probe(
+            addresses=self.plan,
+            at_client=self.substrate.at_client,
+            link_bytes=self.link_bytes,
+            reset_link=reset,
+            link_stats=lambda: {role: agents[role].stats() for role in LINK_ROLES},
+        )
+
+    def measure_link(
+        self,
+        profile_name: str,
+        samples: int = 20,
+        duration: float = 10,
+        omit: float = 4,
+        label: int | str | None = None,
+    ) -> linkcheck.Report:
+        """Measure the link as it is now (ping, iperf3 each way) against a profile."""
+        return linkcheck.check_link(
+            self.probe(),
+            self.substrate.name if label is None else label,
+            profile_name,
+            profiles.read(profile_name),
+            self.implementations.get("link", ""),
+            samples=samples,
+            duration=duration,
+            omit=omit,
+        )
+
+    def check_link(self, profile_name: str, phase: str, level: str = "full") -> dict[str, Any]:
+        """The link check of a campaign: `profile_name` on the link (applied if it is not
+        in force), measured; a record for meta.json."""
+        self.ensure_profile(profile_name)
+        prof = profiles.read(profile_name)
+        report = self.measure_link(profile_name, **LINK_CHECKS[level])
+        ping = report.ping
+        fwd, ret = report.throughput.get("forward", {}), report.throughput.get("return", {})
+        return {
+            "phase": phase,
+            "profile": profile_name,
+            "profile_sha256": profile_digest(prof),
+            "link": self.implementations.get("link", ""),
+            "substrate": self.substrate.name,
+            "passed": report.ok,
+            "time_ns": int(dt.datetime.now(dt.UTC).timestamp() * 1e9),
+            "rtt_mean_ms": ping.get("mean"),
+            "rtt_stdev_ms": ping.get("stdev"),
+            "rtt_p50_ms": ping.get("p50"),
+            "rtt_p99_ms": ping.get("p99"),
+            "rtt_max_ms": ping.get("max"),
+            "rtt_expected_ms": linkcheck.expected_rtt_ms(prof),
+            "forward_mbps": (fwd.get("rate_bps") or 0) / 1e6,
+            "return_mbps": (ret.get("rate_bps") or 0) / 1e6,
+            "forward_expected_mbps": prof.forward.rate_mbps,
+            "return_expected_mbps": prof.return_.rate_mbps,
+            "rate_from": {d: t.get("rate_from") for d, t in report.throughput.items()},
+            "rate_method": {d: t.get("rate_method") for d, t in report.throughput.items()},
+            "checks": [asdict(c) for c in report.checks],
+        }
+
+
+__all__ = ["LINK_CHECKS", "LinkStopped", "Session", "Substrate", "build_pages"]

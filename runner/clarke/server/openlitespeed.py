@@ -1,6 +1,7 @@
 """OpenLiteSpeed in the testbed's server role (docs/openlitespeed.md).
 
-`OpenLiteSpeedRole` runs OpenLiteSpeed (installed by images/openlitespeed/Dockerfile)
+`OpenLiteSpeedRole` runs OpenLiteSpeed (installed by images/openlitespeed/Dockerfile or
+built by ci/openlitespeed-from-source)
 behind the role agent of the compose stack's server container, with the contract of
 origin's control endpoint (origin/README.md):
 
@@ -24,27 +25,37 @@ Where the connection records come from:
   retransmitted, segments, cwnd, RTT; the last sample of each connection is kept until
   the next reset. Log lines join the sampled connections by the client's address and
   port.
-- For HTTP/3 nothing outside OpenLiteSpeed sees a QUIC connection's congestion control
-  or its bytes on the wire: those records carry the configured algorithm
-  ("cc_source": "configured") and no wire bytes.
+- for HTTP/3 (clarke.server.openlitespeed_quic): the congestion controller each
+  connection ran, from lsquic's debug log in the error log ("cc_source": "lsquic log"),
+  and its packets and bytes on the wire from nftables counters per client socket.
+  OpenLiteSpeed 1.9.1 logs HTTP/3 requests as HTTP/1.1: a request from a client socket
+  that spoke QUIC to the server counts as h3.
+
+The install is found by find_install() ($OLS_SERVER_ROOT, else /usr/local/lsws);
+make_server_root() gives one install several server roots of their own.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import grp
 import ipaddress
 import logging
 import os
+import pwd
 import re
 import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
-from clarke import __version__, sh
+from clarke import __version__, sh, tls
 from clarke.errors import ClarkeError, CommandFailed, EnvironmentProblem, InputError
+from clarke.place import Place, procs
+from clarke.roles import Implementation, RoleProcess
+from clarke.server import serve_link_checks
 from clarke.server.openlitespeed_config import (
     DEFAULT_SERVER_ROOT,
     QUIC_CC,
@@ -53,6 +64,13 @@ from clarke.server.openlitespeed_config import (
     OlsSite,
     render,
     write,
+)
+from clarke.server.openlitespeed_install import INSTALL_ENV, find_install, install_problem
+from clarke.server.openlitespeed_quic import (
+    QuicWireCounter,
+    merge_by_peer,
+    parse_lsquic_log,
+    read_new_lines,
 )
 from clarke.server.openlitespeed_stats import (
     TcpSampler,
@@ -66,14 +84,11 @@ from clarke.server.tcp_cc import (
     netns_argv,
 )
 
-if TYPE_CHECKING:
-    from clarke.testbed.plan import Addresses
-    from clarke.tls import TestbedPki
-
 log = logging.getLogger(__name__)
 
 DEFAULT_PID_FILE: Final = Path("/tmp/lshttpd/lshttpd.pid")  # lswsctrl's, unless lsws_env
 CONFIG_KEYS: Final = ("tcp_cc", "quic_cc")
+ERROR_LOG_KEEP_BYTES: Final = 256 * 1024 * 1024
 
 
 # --- the role ------------------------------------------------------------------------------
@@ -156,30 +171,37 @@ class OpenLiteSpeedRole:
         self.tcp_applied: dict[str, Any] | None = None
         self.restarts = 0
         self.sampler = TcpSampler(site.port, netns, sample_interval_s)
+        self.quic_wire = QuicWireCounter(site.port, netns)
+        self.quic_wire_error: str | None = None
         self._log_offset = 0
+        self._error_log_offset = 0
         self._running_config: dict[str, str] | None = None
         self._version: str | None = None
         self._restarting = False
         self._lock = threading.RLock()
+        self.children = procs.Children()  # besides OpenLiteSpeed: iperf3 -s for link checks
+        self._started = False
 
     @classmethod
-    def for_compose(cls, plan: Addresses, pki: TestbedPki, pages_dir: Path) -> OpenLiteSpeedRole:
-        """The role in its container of the compose stack: the server's address from the
-        plan, the route towards the client LAN through the gateway, the stack's
-        certificate, and the container's own default congestion control to start."""
+    def for_place(cls, place: Place) -> OpenLiteSpeedRole:
+        """The role in its place: the server's address from the plan, the route towards
+        the client LAN through the gateway, the testbed's certificate, and the place's
+        own default congestion control to start."""
+        pki = tls.ensure_testbed_pki(place.pki_dir, label=place.substrate)
         site = OlsSite(
-            pages_dir=Path(pages_dir),
+            pages_dir=place.pages_dir,
             cert_file=pki.cert,
             key_file=pki.key,
-            listen_address=plan.addresses["server"],
+            listen_address=place.plan.addresses["server"],
         )
-        root = Path(os.environ.get("OLS_SERVER_ROOT") or DEFAULT_SERVER_ROOT)
+        root = Path(os.environ.get(INSTALL_ENV) or DEFAULT_SERVER_ROOT)
         return cls(
             site,
             initial_settings(),
-            client_lan=str(plan.st_lan.prefix),
-            gateway=plan.next_hop("server"),
+            client_lan=str(place.plan.st_lan.prefix),
+            gateway=place.plan.next_hop("server"),
             server_root=root,
+            netns=place.ns,
         )
 
     # --- paths and commands ----------------------------------------------------------
@@ -270,17 +292,53 @@ class OpenLiteSpeedRole:
             time.sleep(0.2)
 
     def _prepare_logs(self) -> None:
-        """The log files exist and the workers' user can write them."""
+        """The log files and the state directories exist and the workers' user can write
+        them."""
+        for sub in ("status", "shm"):
+            (self.site.state_dir / sub).mkdir(parents=True, exist_ok=True)
+        self._mark_fetched()
         for path in (self.site.access_log, self.site.error_log):
             path.parent.mkdir(parents=True, exist_ok=True)
             path.touch(exist_ok=True)
             if os.geteuid() == 0:
-                import grp
-                import pwd
-
                 with contextlib.suppress(KeyError, OSError):
                     uid = pwd.getpwnam(self.site.user).pw_uid
                     os.chown(path, uid, grp.getgrnam(self.site.group).gr_gid)
+
+    def _mark_fetched(self) -> None:
+        """OpenLiteSpeed checks for its own updates (autoupdate/release) and fetches
+        QUIC.cloud's address list (tmp/download-quic-cloud-ips) a minute after start and
+        every 30 minutes, unless those files are less than a day old: keep them fresh,
+        so it sends nothing to the Internet (in a namespace without a route it could
+        not anyway)."""
+        for rel in ("autoupdate/release", "tmp/download-quic-cloud-ips"):
+            path = self.server_root / rel
+            with contextlib.suppress(OSError):
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.touch()
+
+    def _install_quic_counter(self) -> None:
+        """The nftables counters for HTTP/3's wire bytes; without nft, say why once."""
+        try:
+            self.quic_wire.install()
+            self.quic_wire_error = None
+        except ClarkeError as e:
+            self.quic_wire_error = f"nftables counters unavailable ({e}); install nftables"
+            log.warning("%s", self.quic_wire_error)
+
+    def _trim_error_log(self) -> int:
+        """The error log's size, after emptying it if it grew past ERROR_LOG_KEEP_BYTES
+        (lsquic's debug lines: OpenLiteSpeed appends with O_APPEND, so emptying the file
+        under it is safe). Called between loads, never during one."""
+        path = self.site.error_log
+        try:
+            size = path.stat().st_size
+            if size > ERROR_LOG_KEEP_BYTES:
+                os.truncate(path, 0)
+                return 0
+            return size
+        except OSError:
+            return 0
 
     def _apply_tcp(self, algo: str) -> None:
         self.tcp_applied = apply_tcp_cc(
@@ -295,10 +353,7 @@ class OpenLiteSpeedRole:
             if self.alive() and all(self.listening().values()):
                 return
             if not self.lswsctrl.is_file():
-                raise EnvironmentProblem(
-                    f"OpenLiteSpeed is not installed: no {self.lswsctrl} (build "
-                    "images/openlitespeed/Dockerfile; docs/openlitespeed.md)"
-                )
+                raise EnvironmentProblem(install_problem(self.server_root))
             write(self.server_root, self.site, self.settings)
             self._running_config = render(self.site, self.settings)
             self._prepare_logs()
@@ -307,12 +362,19 @@ class OpenLiteSpeedRole:
             out = self._ctl("start")
             log.info("lswsctrl start: %s", out)
             self._wait_listening("start")
+            self._install_quic_counter()
             self._log_offset = self.site.access_log.stat().st_size
+            self._error_log_offset = self.site.error_log.stat().st_size
+            self._started = True
 
     def stop(self) -> None:
         """lswsctrl stop (by the PID in its pid file), and the sampler."""
         with self._lock:
+            self._started = False
+            self.children.stop()
             self.sampler.stop()
+            with contextlib.suppress(ClarkeError):
+                self.quic_wire.remove()
             if self.pid() is None:
                 return
             with contextlib.suppress(ClarkeError):
@@ -326,7 +388,16 @@ class OpenLiteSpeedRole:
         process for a moment: that counts as running)."""
         return self._restarting or self.pid() is not None
 
+    def problem(self) -> str | None:
+        """OpenLiteSpeed (or iperf3) died after it started."""
+        if self._started and not self.alive():
+            return "OpenLiteSpeed is not running"
+        return self.children.exited()
+
     # --- the role agent's contract -----------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        return {"tcp_cc": self.settings.tcp_cc, "quic_cc": self.settings.quic_cc}
+
     def settings_view(self) -> dict[str, Any]:
         return {
             "tcp_cc": self.settings.tcp_cc,
@@ -342,6 +413,7 @@ class OpenLiteSpeedRole:
             "role": self.role,
             "implementation": self.implementation,
             "clarke": __version__,
+            "ready": True,
             "openlitespeed": {
                 "version": self.version(),
                 "settings": self.settings_view(),
@@ -363,6 +435,8 @@ class OpenLiteSpeedRole:
         OpenLiteSpeed restarted gracefully if its configuration changed."""
         with self._lock:
             new = settings_from_body(body, self.settings)
+            if new == self.settings and self.tcp_applied is not None:
+                return {"applied": False, "state": self.state(), "restarted": False}
             files = render(self.site, new)
             restart = files != self._running_config
             if self.tcp_applied is None or new.tcp_cc != self.settings.tcp_cc:
@@ -380,7 +454,12 @@ class OpenLiteSpeedRole:
                     self._restarting = False
                 self.restarts += 1
             self._running_config = files
-            return {"settings": self.settings_view(), "restarted": restart}
+            return {
+                "applied": True,
+                "state": self.state(),
+                "settings": self.settings_view(),
+                "restarted": restart,
+            }
 
     def stats(self) -> dict[str, Any]:
         # OpenLiteSpeed writes its access log once a second: wait for the lines of every
@@ -390,9 +469,22 @@ class OpenLiteSpeedRole:
         self.sampler.sample_now()
         self.sampler.stop()
         got = read_log(self.site.access_log, self._log_offset)
+        lsquic_lines, _, _ = read_new_lines(self.site.error_log, self._error_log_offset)
+        quic_logs, _ = merge_by_peer(parse_lsquic_log(lsquic_lines))
+        quic_wire = self.quic_wire.read() if self.quic_wire_error is None else {}
         records, notes = connection_records(
-            self.sampler.snapshot(), got.lines, self.settings, self.site.address
+            self.sampler.snapshot(),
+            got.lines,
+            self.settings,
+            self.site.address,
+            quic_logs=quic_logs,
+            quic_wire=quic_wire,
         )
+        if self.quic_wire_error or self.quic_wire.last_error:
+            notes.append(
+                "HTTP/3 wire bytes not measured: "
+                f"{self.quic_wire_error or self.quic_wire.last_error}"
+            )
         if got.restarted:
             notes.append("the access log was rotated or truncated since the last reset")
         if self.sampler.last_error:
@@ -417,6 +509,10 @@ class OpenLiteSpeedRole:
             self._log_offset = self.site.access_log.stat().st_size
         except OSError:
             self._log_offset = 0
+        self._error_log_offset = self._trim_error_log()
+        self._mark_fetched()
+        if self.quic_wire_error is None:
+            self.quic_wire.reset()
         self.sampler.start()
         return {"removed": removed, "log_offset": self._log_offset}
 
@@ -430,3 +526,25 @@ def initial_settings() -> OlsSettings:
         tcp = "cubic"
     tcp = tcp if tcp in TCP_CC else "cubic"
     return OlsSettings(tcp_cc=tcp, quic_cc=tcp if tcp in QUIC_CC else "cubic")
+
+
+class OpenLiteSpeed(Implementation):
+    kind = "server"
+    name = "openlitespeed"
+    summary = "OpenLiteSpeed (the study's server); its image: images/openlitespeed"
+    install = "see docs/openlitespeed.md, or use --server origin"
+
+    def check_environment(self) -> None:
+        if find_install() is None:
+            raise EnvironmentProblem(f"{install_problem()}; or use --server origin")
+
+    def start(self, place: Place) -> RoleProcess:
+        self.check_environment()
+        role = OpenLiteSpeedRole.for_place(place)
+        try:
+            role.start()
+            serve_link_checks(place, role.children)
+        except BaseException:
+            role.stop()
+            raise
+        return role

@@ -18,8 +18,8 @@ confirmed against the release's configuration parser and its WebAdmin's table of
 settings, which maps each key to the same help anchor. The tests parse the generated
 files and check every key and value against that table.
 
-Facts read in OpenLiteSpeed 1.8.5's source (not measured: OpenLiteSpeed does not run
-where Clarke is developed):
+Facts read in OpenLiteSpeed 1.8.5's source, then checked against 1.9.1 running with
+this configuration (docs/openlitespeed.md says what was observed):
 - quicCongestionCtrl is handed to lsquic as es_cc_algo: 1 Cubic, 2 BBRv1; 0 and the
   default mean lsquic's default, which is 3, "adaptive" (BBRv1 until the RTT is known,
   then Cubic below 1.5 ms, BBRv1 above). lsquic has no NewReno.
@@ -28,7 +28,8 @@ where Clarke is developed):
   bits before use, so 4 alone (HTTP/2 only) leaves no ALPN at all there. 12 offers h2
   (and http/1.1) on TCP and h3 on QUIC in both.
 - The access log's %H is always HTTP/1.1 (requests are HTTP/1.1 inside the server);
-  only %r's version is rewritten to HTTP/2 or HTTP/3, so the protocol comes from %r.
+  %r's version is rewritten to HTTP/2, but 1.9.1 leaves HTTP/3 requests as HTTP/1.1
+  (observed): the role tells them apart by their client socket (UDP).
 - A virtual host without an accessLog block logs nothing; `useServer 1` sends its
   requests to the server's access log. Access logs are flushed once a second.
 """
@@ -55,6 +56,11 @@ TCP_CC: Final = ("cubic", "bbr", "reno")
 QUIC_CC: Final = {"cubic": 1, "bbr": 2}
 ENABLE_SPDY: Final = 12  # HTTP/2 (4) + HTTP/3 (8): h2 and http/1.1 on TCP, h3 on QUIC
 SSL_PROTOCOL: Final = 24  # TLS 1.2 (8) + TLS 1.3 (16)
+# errorlog's debugLevel with logLevel DEBUG. OpenLiteSpeed turns lsquic's debug log on
+# (its lines name each connection's congestion controller) when its log level, 7000 +
+# 10 x debugLevel, reaches DBG_HIGH (7080): 8 or more (read in the 1.9.1 source). 10 is
+# the level of OpenLiteSpeed's own debug toggle, and the one observed to work.
+DEBUG_LEVEL: Final = 10
 
 # One access-log line per request (ServLog_Help: Apache-style custom log format; the
 # directives below are the ones OpenLiteSpeed's access log implements):
@@ -92,6 +98,8 @@ class Documented:
 
     @property
     def where(self) -> str:
+        if self.page.startswith("src/"):  # read in the source: the manual has no entry
+            return f"{self.page} ({self.anchor})"
         return f"{self.page}.html#{self.anchor}"
 
 
@@ -120,12 +128,27 @@ DOCUMENTED_KEYS: Final[dict[tuple[str, str], Documented]] = {
     ("httpd_config.conf", "mime"): Documented(
         "ServGeneral_Help", "mime", r"conf/mime\.properties", "content types by extension"
     ),
+    # Two server keys the manual does not document, read in the 1.9.1 source
+    # (HttpServerImpl): without the WebAdmin console's files under admin/ a server
+    # refuses to start unless disableWebAdmin is 1; autoDetectCdn 0 stops the start-up
+    # download of QUIC.cloud's and the use of CloudFlare's address lists (proxies).
+    ("httpd_config.conf", "disableWebAdmin"): Documented(
+        "src/main/httpserver.cpp", "disableWebAdmin", "1", "no WebAdmin listener"
+    ),
+    ("httpd_config.conf", "autoDetectCdn"): Documented(
+        "src/main/httpserver.cpp", "autoDetectCdn", "0", "no CDN address lists"
+    ),
+    ("httpd_config.conf", "statDir"): Documented(
+        "ServGeneral_Help", "statDir", _PATH, "real-time report files: this server's own"
+    ),
     # -- server log and access log ------------------------------------------------------
     ("httpd_config.conf", "errorlog"): Documented("ServLog_Help", "log_fileName", _PATH),
     ("httpd_config.conf", "errorlog.logLevel"): Documented(
-        "ServLog_Help", "log_logLevel", "ERROR|WARN|NOTICE|INFO|DEBUG"
+        "ServLog_Help", "log_logLevel", "DEBUG", "needed for debugLevel"
     ),
-    ("httpd_config.conf", "errorlog.debugLevel"): Documented("ServLog_Help", "log_debugLevel", "0"),
+    ("httpd_config.conf", "errorlog.debugLevel"): Documented(
+        "ServLog_Help", "log_debugLevel", str(DEBUG_LEVEL), "lsquic's debug log: cc measured"
+    ),
     ("httpd_config.conf", "errorlog.rollingSize"): Documented(
         "ServLog_Help", "log_rollingSize", "0", "no rotation"
     ),
@@ -160,8 +183,14 @@ DOCUMENTED_KEYS: Final[dict[tuple[str, str], Documented]] = {
     ("httpd_config.conf", "tuning.brStaticCompressLevel"): Documented(
         "ServTuning_Help", "brStaticCompressLevel", "0", "0 disables Brotli globally"
     ),
+    ("httpd_config.conf", "tuning.shmDefaultDir"): Documented(
+        "ServTuning_Help", "shmDefaultDir", _PATH, "shared memory: this server's own"
+    ),
     ("httpd_config.conf", "tuning.quicEnable"): Documented(
         "ServTuning_Help", "quicEnable", "1", "HTTP/3 server wide"
+    ),
+    ("httpd_config.conf", "tuning.quicShmDir"): Documented(
+        "ServTuning_Help", "quicShmDir", _PATH, "QUIC's shared memory: this server's own"
     ),
     ("httpd_config.conf", "tuning.quicCongestionCtrl"): Documented(
         "ServTuning_Help", "quicCongestionCtrl", "1|2", "1 Cubic, 2 BBR; never the default"
@@ -300,12 +329,13 @@ class OlsSite:
     host: str = DEFAULT_HOST
     access_log: Path = DEFAULT_SERVER_ROOT / "logs" / "clarke-access.log"
     error_log: Path = DEFAULT_SERVER_ROOT / "logs" / "clarke-error.log"
+    state_dir: Path = DEFAULT_SERVER_ROOT / "tmp" / "clarke"  # shared memory, reports
     user: str = "nobody"
     group: str = "nogroup"
     extra_domains: tuple[str, ...] = ("*",)  # "*": the catch-all, e.g. requests by IP
 
     def __post_init__(self) -> None:
-        for name in ("pages_dir", "cert_file", "key_file", "access_log", "error_log"):
+        for name in ("pages_dir", "cert_file", "key_file", "access_log", "error_log", "state_dir"):
             object.__setattr__(self, name, _check_path(name, Path(getattr(self, name))))
         try:
             ipaddress.ip_address(self.listen_address)
@@ -380,11 +410,14 @@ def _httpd_config(site: OlsSite, settings: OlsSettings) -> str:
     c.kv("group", site.group)
     c.kv("httpdWorkers", 1)
     c.kv("mime", "conf/mime.properties")
+    c.kv("disableWebAdmin", 1)
+    c.kv("autoDetectCdn", 0)
+    c.kv("statDir", site.state_dir / "status")
     c.lines.append("")
 
     c.open("errorlog", str(site.error_log))
-    c.kv("logLevel", "NOTICE")
-    c.kv("debugLevel", 0)
+    c.kv("logLevel", "DEBUG")
+    c.kv("debugLevel", DEBUG_LEVEL)
     c.kv("rollingSize", 0)
     c.kv("enableStderrLog", 1)
     c.close()
@@ -402,7 +435,9 @@ def _httpd_config(site: OlsSite, settings: OlsSettings) -> str:
     c.kv("enableDynGzipCompress", 0)
     c.kv("gzipAutoUpdateStatic", 0)
     c.kv("brStaticCompressLevel", 0)
+    c.kv("shmDefaultDir", site.state_dir / "shm")
     c.kv("quicEnable", 1)
+    c.kv("quicShmDir", site.state_dir / "shm")
     c.kv("quicCongestionCtrl", settings.quic_congestion_ctrl)
     c.close()
 

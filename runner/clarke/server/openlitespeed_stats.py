@@ -23,6 +23,7 @@ from typing import Any, Final
 from clarke import sh
 from clarke.errors import ClarkeError
 from clarke.server.openlitespeed_config import OlsSettings
+from clarke.server.openlitespeed_quic import UDP_IP_HEADER, QuicConnLog
 from clarke.server.tcp_cc import netns_argv
 
 log = logging.getLogger(__name__)
@@ -166,8 +167,10 @@ def parse_listening(text: str) -> list[str]:
 
 # --- the access log --------------------------------------------------------------------------
 
+# A virtual host's lines in the server's access log start with its name in brackets
+# (OpenLiteSpeed 1.9.1: `["clarke"] 1795471759810 ...`).
 _LOG_LINE = re.compile(
-    r'^(?P<ms>\d+) (?P<addr>\S+) (?P<port>\d+|-) "(?P<method>\S+) (?P<path>\S+) '
+    r'^(?:\["[^"]*"\] )?(?P<ms>\d+) (?P<addr>\S+) (?P<port>\d+|-) "(?P<method>\S+) (?P<path>\S+) '
     r'(?P<version>HTTP/[0-9.]+)" (?P<status>\d{3}) (?P<body>\d+|-) (?P<out>\d+|-) '
     r"(?P<us>\d+|-)$"
 )
@@ -318,6 +321,13 @@ def _tcp_record(conn: TcpConn, lines: list[LogLine], joined_by: str) -> dict[str
     if s.rtt_ms is not None:
         rec["rtt_us"] = round(s.rtt_ms * 1000)
     rec["transport"] = {"tcp": {**c, "total_retrans": s.total_retrans, "rtt_ms": s.rtt_ms}}
+    if not conn.open and rec.get("wire_bytes_sent", 0) < rec["app_bytes_sent"]:
+        # Closed between two samples, and its last sample predates most of its data:
+        # those counters are not its wire bytes. (Observed on loopback, where a 100 kB
+        # response is sent and the connection closed within one 100 ms interval.)
+        for key in ("wire_bytes_sent", "wire_packets_sent", "ip_bytes_estimate"):
+            rec.pop(key, None)
+        rec["wire_incomplete"] = True
     return rec
 
 
@@ -347,23 +357,60 @@ def _peer_key(addr: str, port: int | None) -> str:
     return f"{host}:{port if port is not None else '*'}"
 
 
+def _quic_measured(
+    rec: dict[str, Any], log: QuicConnLog | None, wire: dict[str, int] | None
+) -> None:
+    """An HTTP/3 record with what lsquic's log and the nftables counters measured."""
+    if log is not None and log.cc is not None:
+        rec["cc"], rec["cc_source"] = log.cc, "lsquic log"
+    rec["transport"] = {"quic": {**(log.view() if log else {}), **(wire or {})}}
+    if wire and "sent_bytes" in wire:
+        packets, ip_bytes = wire.get("sent_packets", 0), wire["sent_bytes"]
+        version = _ip_version(split_address(rec["peer"])[0])
+        rec["wire_bytes_sent"] = ip_bytes - UDP_IP_HEADER[version] * packets
+        rec["wire_packets_sent"] = packets
+        rec["ip_bytes_estimate"] = ip_bytes
+
+
 def connection_records(
-    tcp: Iterable[TcpConn], lines: Iterable[LogLine], settings: OlsSettings, local: str
+    tcp: Iterable[TcpConn],
+    lines: Iterable[LogLine],
+    settings: OlsSettings,
+    local: str,
+    quic_logs: dict[str, QuicConnLog] | None = None,
+    quic_wire: dict[str, dict[str, int]] | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """One record per connection (origin/README.md, "A connection record"), and notes.
 
     TCP connections seen by `ss` take the h1/h2 log lines of the same client address and
     port; lines without a sampled connection become records of their own, with the
-    configured TCP algorithm. HTTP/3 lines are grouped by client address and UDP port,
-    with the configured QUIC algorithm. A log without ports is joined by address."""
+    configured TCP algorithm. HTTP/3 lines are grouped by client address and UDP port:
+    their congestion control is the one lsquic's log shows for that client socket
+    (`quic_logs`, cc_source "lsquic log"), else the configured one (cc_source
+    "configured"); their wire bytes come from the nftables counters (`quic_wire`).
+    A log without ports is joined by address."""
     notes: list[str] = []
     by_peer: dict[tuple[str, int | None], list[LogLine]] = {}
     quic: dict[tuple[str, int | None], list[LogLine]] = {}
+    conns = list(tcp)
+    tcp_peers = {c.sample.peer for c in conns}
+    quic_peers = (set(quic_logs or {}) | set(quic_wire or {})) - tcp_peers
+    relabelled = 0
     for line in lines:
+        if line.protocol == "h1" and _peer_key(line.addr, line.port) in quic_peers:
+            # OpenLiteSpeed 1.9.1 writes HTTP/3 requests as "HTTP/1.1": a request from a
+            # client socket that spoke QUIC to the server port (lsquic's log, the UDP
+            # counters) and is no TCP connection came over HTTP/3.
+            line = dataclasses.replace(line, protocol="h3")
+            relabelled += 1
         target = quic if line.protocol == "h3" else by_peer
         target.setdefault((line.addr, line.port), []).append(line)
+    if relabelled:
+        notes.append(
+            f"HTTP/3: {relabelled} request(s) logged as HTTP/1.1 by OpenLiteSpeed came from "
+            "client sockets that spoke QUIC (lsquic's log, the UDP counters): counted as h3"
+        )
 
-    conns = list(tcp)
     records: list[dict[str, Any]] = []
     per_addr: Counter[str] = Counter(split_address(c.sample.peer)[0] for c in conns)
     for conn in conns:
@@ -374,6 +421,12 @@ def connection_records(
             mine += by_peer.pop((addr, None))  # a log without the client's port
             joined_by = "peer_address"
         records.append(_tcp_record(conn, mine, joined_by))
+    stale = sum(1 for r in records if r.get("wire_incomplete"))
+    if stale:
+        notes.append(
+            f"TCP: {stale} connection(s) closed before a sample caught their data: no wire "
+            "bytes reported for them (wire_incomplete)"
+        )
     for (addr, port), mine in by_peer.items():
         records.append(
             _log_only_record(
@@ -388,15 +441,19 @@ def connection_records(
             f"{len(mine)} request(s) from {_peer_key(addr, port)} over TCP without a sampled "
             "connection: their congestion control is the configured one, not measured"
         )
+    unmeasured = 0
     for (addr, port), mine in quic.items():
         joined_by = "peer_address" if port is None else "peer_address_and_port"
-        records.append(
-            _log_only_record(_peer_key(addr, port), mine, settings.quic_cc, local, joined_by)
-        )
-    if quic:
+        key = _peer_key(addr, port)
+        rec = _log_only_record(key, mine, settings.quic_cc, local, joined_by)
+        _quic_measured(rec, (quic_logs or {}).get(key), (quic_wire or {}).get(key))
+        unmeasured += rec["cc_source"] == "configured"
+        records.append(rec)
+    if unmeasured:
         notes.append(
-            "HTTP/3: the congestion control is the configured quicCongestionCtrl "
-            "(cc_source: configured) and bytes on the wire are not measured"
+            f"HTTP/3: {unmeasured} connection(s) without lsquic log lines naming their "
+            "congestion controller: cc is the configured quicCongestionCtrl (cc_source: "
+            "configured)"
         )
     records.sort(key=lambda r: (r.get("start_unix_ms") or 0, r["id"]))
     return records, notes

@@ -1,13 +1,11 @@
-"""The netns testbed: five roles (client, terminal, satellite, gateway, server) as Linux
-network namespaces on one host, plus a management namespace.
+"""The netns substrate: five roles (client, terminal, satellite, gateway, server) as
+Linux network namespaces on one host, plus a management namespace; each role's agent
+runs in its namespace (`clarke serve ROLE --testbed N`) and starts the implementation
+that fills the role, exactly as in a container.
 
-    plan.py      names and addresses of everything (the one place; compose and analysis
-                 import it too)
-    state.py     the state file per testbed: what exists, so `down` works after a crash
-    netns.py     namespaces, veths, addresses, routes, sysctls (through clarke.sh)
-    procs.py     role processes: start in a namespace, wait until ready, stop by PID
-    backends.py  link emulation: satlink (default), netem, opensand (OpenSAND 8.2)
-    lifecycle.py up / down / status
-    verify.py    measured RTT, rate and loss against the profile
-    bench.py     `clarke bench link`
-"""
+    state.py      the state file per testbed: what exists, so `down` works after a crash
+    build.py      the places: namespaces, veths, bridges, addresses, routes, names
+    lifecycle.py  up (places, agents, the first profile) / down / status
+    substrate.py  the netns substrate as a session sees it (bring up, or attach)
+
+The plan (names, addresses) and the process and `ip` helpers are clarke.place's."""

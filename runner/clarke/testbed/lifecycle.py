@@ -1,80 +1,49 @@
 """`up`, `down` and `status` of netns testbeds.
 
-`up` validates everything first (profile, id, backend, root, /dev/net/tun, binaries),
-writes the state file, then creates namespaces, links and processes, recording each in
-the state file *before* creating it. Any failure rolls back through `down`, which works
+`up` checks everything first (profile, id, the link's and the server's implementations
+and whether they can take the profile, root, /dev/net/tun), writes the state file,
+builds the roles' places (testbed/build.py), then starts every role's agent in its
+namespace (`clarke serve ROLE --testbed N`: it starts and supervises the role's
+implementation, exactly as in a container), waits until they answer and makes the
+first configuration through them: the link profile. Everything is recorded in the
+state file *before* it is created. Any failure rolls back through `down`, which works
 from the state file and from the names the plan gives an id, so it removes exactly what
 exists, also after a crash, and is a no-op the second time."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import re
 import shutil
 import signal
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clarke import schema
+from clarke import profiles, registry, sh
+from clarke.agent import auth
+from clarke.agent.agents import Agents, Applied
+from clarke.agent.client import AgentClient
 from clarke.errors import ClarkeError, InputError
-from clarke.link import profiles
-from clarke.link.profiles import LinkProfile
-from clarke.testbed import backends, netns, procs
-from clarke.testbed.plan import (
-    BRIDGE_EMU,
-    BRIDGE_MGMT,
-    IF_EMU,
-    IF_LAN,
-    IF_MGMT,
-    MAX_ID,
-    ROLES,
-    SAT_EMU_PORTS,
-    Plan,
-    parse_ns,
-    plan,
-)
-from clarke.testbed.state import Proc, Store, TestbedState
+from clarke.link import netem
+from clarke.place import netns, procs
+from clarke.place.plan import MAX_ID, NetnsPlan, parse_ns, plan
+from clarke.profiles import LinkProfile
+from clarke.testbed.build import Builder, build, remove_etc
+from clarke.testbed.state import Store, TestbedState
+from clarke.vocab import LINK_START_ORDER, ROLES, kind_of
 
 log = logging.getLogger(__name__)
 
-EMU_MTU = 9000  # carriers encapsulate a full 1500-byte packet plus satlink's header
 ROOT_LINK_RE = re.compile(r"^clk(\d{1,2})-mgmt$")
-
-
-@dataclass
-class Builder:
-    """The testbed under construction: every creation goes through here and is recorded
-    in the state file first."""
-
-    store: Store
-    state: TestbedState
-    plan: Plan
-    run_dir: Path
-    procs_started: list[Proc] = field(default_factory=list)
-
-    def save(self) -> None:
-        self.store.save(self.state)
-
-    def namespace(self, role: str) -> str:
-        name = self.plan.ns(role)
-        self.state.namespaces.append(name)
-        self.save()
-        netns.add(name)
-        netns.set_owner(self.store.owner, name)
-        return name
-
-    def root_link(self, name: str) -> None:
-        self.state.root_links.append(name)
-        self.save()
-
-    def start(self, role: str, name: str, argv: list[str]) -> Proc:
-        proc = procs.start(role, name, self.plan.ns(role), argv, self.run_dir / f"{name}.log")
-        self.state.processes.append(proc)
-        self.save()
-        return proc
+# The server first (it makes the testbed's certificate), the link roles in their start
+# order, the client last.
+AGENT_ORDER = ("server", *LINK_START_ORDER, "client")
+AGENT_START_TIMEOUT_S = 120.0  # five Python processes starting at once on a busy host
 
 
 def _pick_id(store: Store, existing_ns: list[str]) -> int:
@@ -88,28 +57,52 @@ def _pick_id(store: Store, existing_ns: list[str]) -> int:
     raise InputError(f"all {MAX_ID + 1} testbed ids are in use (clarke testbed status)")
 
 
+@dataclass
+class Up:
+    """A testbed just brought up: its state, plan, and the first configuration made."""
+
+    state: TestbedState
+    plan: NetnsPlan
+    applied: Applied | None
+
+
+def check(
+    profile_name: str, link: str | None = None, server: str | None = None
+) -> tuple[LinkProfile, str, str]:
+    """What `up` checks before it creates anything: the profile, the implementations,
+    whether the link can take the profile (exit 2), then root, /dev/net/tun and whether
+    the implementations are installed (exit 3)."""
+    profile = profiles.read(profile_name)
+    link_impl, server_impl = registry.get("link", link), registry.get("server", server)
+    link_impl.check_profile(profile, f"link profile {profile_name!r}")
+    netns.require_root_and_tun()
+    link_impl.check_environment()
+    server_impl.check_environment()
+    return profile, link_impl.name, server_impl.name
+
+
 def up(
     profile_name: str,
     testbed_id: int | None = None,
-    backend_name: str = "auto",
+    link: str | None = None,
+    server: str | None = None,
     store: Store | None = None,
-) -> tuple[TestbedState, Plan]:
+    *,
+    firefox: str | None = None,
+) -> Up:
+    """`firefox`: the client agent's browser (a name on PATH or a path; default: the
+    first of firefox-nightly, firefox, firefox-esr), fixed for the testbed's life."""
     # Everything that can be checked is checked before anything is created.
-    profile = load_profile(profile_name)
     if testbed_id is not None:
         plan(testbed_id)  # range check
-    backend = backends.select(backend_name)
-    backends.check_profile(backend, profile, f"link profile {profile_name!r}")
-    netns.require_root_and_tun()
-    backend.check()
-
+    profile, link, server = check(profile_name, link, server)
     store = store or Store()
     with store.locked():
         existing = netns.namespaces()
         if testbed_id is None:
             testbed_id = _pick_id(store, existing)
         elif (
-            store.load(testbed_id) is not None
+            store.read(testbed_id) is not None
             or any((p := parse_ns(n)) and p[0] == testbed_id for n in existing)
             or netns.link_exists(plan(testbed_id).root_mgmt_link)
         ):
@@ -119,14 +112,29 @@ def up(
         p = plan(testbed_id)
         run_dir = store.run_dir(testbed_id)
         state = TestbedState(
-            id=testbed_id, profile=profile_name, backend=backend.name, run_dir=str(run_dir)
+            id=testbed_id, profile=profile_name, link=link, server=server, run_dir=str(run_dir)
         )
         store.save(state)
     tb = Builder(store, state, p, run_dir)
     try:
         with _sigterm_interrupts():
-            run_dir.mkdir(parents=True, exist_ok=True)
-            _build(tb, profile, backend)
+            # Only root enters the run dir: control sockets, keys, the agents' token.
+            run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # The role agents' bearer token: a new one per testbed, in a file only root
+            # may read (clarke.agent.auth).
+            token = auth.read_token(auth.ensure_token_file(run_dir / auth.TOKEN_FILE))
+            note = netns.add_allowed_cc("cubic")
+            if note:
+                state.host_changes.append(note)
+                tb.save()
+            build(tb)
+            agents = _start_agents(tb, token, firefox)
+            try:
+                applied = agents.ensure_profile(profile_name, profile)
+                view = agents.link()
+            finally:
+                agents.close()
+            state.profile, state.profile_sha256 = profile_name, str(view.sha256)
             state.phase = "up"
             tb.save()
     except BaseException as e:
@@ -136,7 +144,51 @@ def up(
         finally:
             down(testbed_id, store)
         raise
-    return state, p
+    return Up(state, p, applied)
+
+
+def agent_argv(
+    p: NetnsPlan, run_dir: Path, role: str, implementation: str, firefox: str | None = None
+) -> list[str]:
+    """`clarke serve ROLE` for a role of testbed p, run in its namespace. Every path the
+    agent uses is here (the client's browser too); its requests carry values only."""
+    argv = [
+        sys.executable, "-m", "clarke", "serve", role, "--implementation", implementation,
+        "--testbed", str(p.id), "--run-dir", str(run_dir / role),
+        "--pages-dir", str(run_dir / "pages"), "--pki-dir", str(run_dir / "pki"),
+        "--token-file", str(run_dir / auth.TOKEN_FILE),
+    ]  # fmt: skip
+    if role == "client" and firefox:
+        argv += ["--firefox", firefox]
+    return argv
+
+
+def _start_agents(tb: Builder, token: str, firefox: str | None) -> Agents:
+    """Every role's agent in its namespace; returns once all answer (an agent that dies
+    on the way fails `up` with its log's tail)."""
+    chosen = {"link": tb.state.link, "server": tb.state.server}
+    started = {}
+    for role in AGENT_ORDER:
+        impl = registry.for_role(role, chosen.get(kind_of(role)))
+        argv = agent_argv(tb.plan, tb.run_dir, role, impl.name, firefox)
+        started[role] = tb.start(role, f"agent-{role}", argv)
+    for role, proc in started.items():
+        client = AgentClient(role, tb.plan.agent_url(role), None, timeout=2)  # /health
+        try:
+            procs.wait_ready(proc, lambda c=client: _answers(c), timeout=AGENT_START_TIMEOUT_S)
+        finally:
+            client.close()
+    agents = Agents(tb.plan, ROLES, token)
+    agents.wait_ready()
+    return agents
+
+
+def _answers(client: AgentClient) -> bool:
+    try:
+        client.health()
+    except ClarkeError:
+        return False
+    return True
 
 
 @contextlib.contextmanager
@@ -155,110 +207,6 @@ def _sigterm_interrupts() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-def load_profile(name: str) -> LinkProfile:
-    """A shipped profile by name, or a profile file by path (NAME.yaml)."""
-    if name.endswith((".yaml", ".yml")):
-        return schema.load(LinkProfile, Path(name))
-    return profiles.load(name)
-
-
-def _build(tb: Builder, profile: LinkProfile, backend: backends.Backend) -> None:
-    p = tb.plan
-    note = netns.add_allowed_cc("cubic")
-    if note:
-        tb.state.host_changes.append(note)
-        tb.save()
-    for role in (*ROLES, "mgmt"):
-        tb.namespace(role)
-    for role in (*ROLES, "mgmt"):
-        ns = p.ns(role)
-        netns.batch(ns, ["link set lo up"])
-        forwarding = "1" if role in ("terminal", "gateway") else "0"
-        netns.sysctls(
-            ns,
-            {
-                "net.ipv4.ip_forward": forwarding,
-                # IPv4 only: no router solicitations or DAD on the measurement path.
-                "net.ipv6.conf.all.disable_ipv6": "1",
-                "net.ipv6.conf.default.disable_ipv6": "1",
-            },
-        )
-
-    # mgmt: a bridge in its own namespace; one veth per role; one into the root
-    # namespace for the runner (the only thing Clarke adds there: a connected /24).
-    mg, mgmt_ns = p.mgmt, p.ns("mgmt")
-    netns.batch(mgmt_ns, [f"link add {BRIDGE_MGMT} type bridge", f"link set {BRIDGE_MGMT} up"])
-    for role in ROLES:
-        netns.veth(p.ns(role), IF_MGMT, mgmt_ns, f"m-{role}")
-        netns.batch(mgmt_ns, [f"link set m-{role} master {BRIDGE_MGMT}", f"link set m-{role} up"])
-        netns.batch(
-            p.ns(role), [f"addr add {mg.cidr(role)} dev {IF_MGMT}", f"link set {IF_MGMT} up"]
-        )
-        netns.sysctls(p.ns(role), {f"net.ipv4.conf.{IF_MGMT}.forwarding": "0"})
-    tb.root_link(p.root_mgmt_link)
-    netns.veth(None, p.root_mgmt_link, mgmt_ns, "m-runner")
-    netns.set_owner(tb.store.owner, None, p.root_mgmt_link)
-    netns.batch(mgmt_ns, [f"link set m-runner master {BRIDGE_MGMT}", "link set m-runner up"])
-    netns.sysctls(
-        None,
-        {
-            f"net.ipv6.conf.{p.root_mgmt_link}.disable_ipv6": "1",
-            f"net.ipv4.conf.{p.root_mgmt_link}.forwarding": "0",
-        },
-    )
-    netns.batch(
-        None,
-        [f"addr add {mg.cidr('runner')} dev {p.root_mgmt_link}", f"link set {p.root_mgmt_link} up"],
-    )
-
-    # The measurement path's LANs.
-    for lan, a, b in ((p.st_lan, "client", "terminal"), (p.gw_lan, "server", "gateway")):
-        netns.veth(p.ns(a), IF_LAN, p.ns(b), IF_LAN)
-        for role in (a, b):
-            netns.batch(
-                p.ns(role), [f"addr add {lan.cidr(role)} dev {IF_LAN}", f"link set {IF_LAN} up"]
-            )
-    # Client and server: one route each, to the other LAN, through their link end.
-    netns.batch(p.ns("client"), [f"route add {p.gw_lan.prefix} via {p.st_lan.address('terminal')}"])
-    netns.batch(p.ns("server"), [f"route add {p.st_lan.prefix} via {p.gw_lan.address('gateway')}"])
-
-    # The emulation network: a bridge in the satellite namespace, terminal and gateway
-    # on it, the satellite's address on the bridge. Offloads stay on (satlink/README.md:
-    # it uses no packet sockets, and on unshaped directions it carries TSO super-packets
-    # read from its TUN device, which the veths' offloads keep fast).
-    sat_ns = p.ns("satellite")
-    netns.batch(
-        sat_ns,
-        [
-            f"link add {BRIDGE_EMU} mtu {EMU_MTU} type bridge",
-            f"addr add {p.emu.cidr('satellite')} dev {BRIDGE_EMU}",
-            f"link set {BRIDGE_EMU} up",
-        ],
-    )
-    for role, port in SAT_EMU_PORTS.items():
-        netns.veth(p.ns(role), IF_EMU, sat_ns, port, mtu=EMU_MTU)
-        netns.batch(sat_ns, [f"link set {port} master {BRIDGE_EMU}", f"link set {port} up"])
-        netns.batch(
-            p.ns(role), [f"addr add {p.emu.cidr(role)} dev {IF_EMU}", f"link set {IF_EMU} up"]
-        )
-
-    backend.wire(tb, profile)
-
-
-def start_process(
-    testbed_id: int, role: str, name: str, argv: list[str], store: Store | None = None
-) -> Proc:
-    """The hook for role processes (origin in the server namespace, agents …): start
-    argv in the role's namespace, record it, so `down` stops it."""
-    store = store or Store()
-    state = store.load(testbed_id)
-    if state is None:
-        raise InputError(f"no testbed {testbed_id} (clarke testbed up)")
-    p = plan(testbed_id)
-    tb = Builder(store, state, p, Path(state.run_dir))
-    return tb.start(role, name, argv)
 
 
 @dataclass
@@ -292,14 +240,15 @@ def down(testbed_id: int, store: Store | None = None) -> Removed:
             f"testbed {testbed_id} belongs to another state dir ({', '.join(map(str, foreign))}); "
             "run down with that CLARKE_STATE_DIR"
         )
-    state = store.load(testbed_id)
+    state = store.read(testbed_id)
     if state is not None:
         removed.had_state = True
         state.phase = "removing"
         store.save(state)
+        # The agents first: each stops what its implementation started.
         live = [proc for proc in state.processes if procs.alive(proc)]
         removed.processes += [proc.pid for proc in live]
-        procs.stop(live)
+        procs.stop(live, timeout=15)
     # Processes nobody recorded (started, then the runner died before saving).
     strays: dict[int, int | None] = {}
     for ns in mine:
@@ -322,6 +271,7 @@ def down(testbed_id: int, store: Store | None = None) -> Removed:
         raise ClarkeError(
             f"testbed {testbed_id}: could not remove everything:\n" + "\n".join(errors)
         )
+    remove_etc(p)
     shutil.rmtree(store.run_dir(testbed_id), ignore_errors=True)
     store.remove(testbed_id)
     return removed
@@ -349,10 +299,6 @@ def known_ids(store: Store | None = None) -> list[int]:
 
 
 def _root_links() -> list[str]:
-    import json
-
-    from clarke import sh
-
     out = sh.run(["ip", "-j", "link", "show"]).stdout
     return [link["ifname"] for link in json.loads(out or "[]")]
 
@@ -361,7 +307,7 @@ def down_all(store: Store | None = None) -> list[Removed]:
     store = store or Store()
     out = [down(i, store) for i in known_ids(store)]
     for ns in netns.namespaces():  # scratch namespaces of an interrupted netem probe
-        if ns.startswith(backends.PROBE_PREFIX):
+        if ns.startswith(netem.PROBE_PREFIX):
             netns.delete(ns)
     return out
 
@@ -372,28 +318,28 @@ def status(store: Store | None = None) -> list[dict[str, Any]]:
     out = []
     for i in known_ids(store):
         p = plan(i)
-        state = store.load(i)
+        state = store.read(i)
         entry: dict[str, Any] = {
             "id": i,
             "profile": state.profile if state else None,
-            "backend": state.backend if state else None,
+            "profile_sha256": state.profile_sha256 if state else None,
+            "link": state.link if state else None,
+            "server": state.server if state else None,
             "phase": state.phase if state else "orphaned (no state file)",
             "namespaces": {r: n for r, n in p.namespaces.items() if n in existing},
             "addresses": p.addresses,
             "processes": [],
         }
         if state:
-            entry["processes"] = [
-                {"role": pr.role, "name": pr.name, "pid": pr.pid, "alive": procs.alive(pr)}
-                for pr in state.processes
-            ]
-            if state.backend == "satlink":
-                run_dir = Path(state.run_dir)
-                for pr in entry["processes"]:
-                    sock = backends.Satlink.control(run_dir, pr["role"])
-                    if pr["name"].startswith("satlink-"):
-                        pr["answers"] = pr["alive"] and backends.answers(pr["role"], sock)
-                        pr["alive"] = pr["alive"] and pr["answers"]
+            for pr in state.processes:
+                alive = procs.alive(pr)
+                item = {"role": pr.role, "name": pr.name, "pid": pr.pid, "alive": alive}
+                if alive and pr.name.startswith("agent-"):
+                    client = AgentClient(pr.role, p.agent_url(pr.role), None, timeout=3)
+                    item["answers"] = _answers(client)
+                    item["alive"] = item["answers"]
+                    client.close()
+                entry["processes"].append(item)
             entry["created_at"] = state.created_at
             entry["host_changes"] = state.host_changes
         entry["healthy"] = bool(
@@ -406,7 +352,7 @@ def status(store: Store | None = None) -> list[dict[str, Any]]:
     return out
 
 
-def load_up(testbed_id: int | None, store: Store | None = None) -> tuple[TestbedState, Plan]:
+def running(testbed_id: int | None, store: Store | None = None) -> tuple[TestbedState, NetnsPlan]:
     """The testbed a command addresses: --id, or the only one that is up."""
     store = store or Store()
     if testbed_id is None:
@@ -419,7 +365,10 @@ def load_up(testbed_id: int | None, store: Store | None = None) -> tuple[Testbed
             )
         testbed_id = ids[0]
     p = plan(testbed_id)
-    state = store.load(testbed_id)
+    state = store.read(testbed_id)
     if state is None or state.phase != "up":
-        raise InputError(f"testbed {testbed_id} is not up (clarke testbed status)")
+        raise InputError(
+            f"testbed {testbed_id} is not up (clarke testbed status; clarke testbed up "
+            f"--id {testbed_id})"
+        )
     return state, p

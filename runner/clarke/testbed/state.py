@@ -15,11 +15,12 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from clarke.errors import ValidationFailed
+from clarke.place.procs import Proc
 from clarke.schema import problems_of
 
 DEFAULT_DIR = Path("/run/clarke/testbeds")
@@ -29,26 +30,14 @@ def state_dir() -> Path:
     return Path(os.environ.get("CLARKE_STATE_DIR") or DEFAULT_DIR)
 
 
-class Proc(BaseModel):
-    """A process the testbed started. `start_time` (field 22 of /proc/PID/stat, clock
-    ticks since boot) tells this process from a later one that got the same PID."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    role: str
-    name: str
-    pid: int
-    start_time: int
-    argv: list[str]
-    log: str
-
-
 class TestbedState(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: int
-    profile: str
-    backend: str
+    profile: str  # the profile the link runs, as its agents last confirmed it
+    profile_sha256: str = ""
+    link: str  # the implementations filling the roles (clarke.registry)
+    server: str
     phase: Literal["creating", "up", "failed", "removing"] = "creating"
     created_at: str = Field(default_factory=lambda: dt.datetime.now(dt.UTC).isoformat())
     owner_pid: int = Field(default_factory=os.getpid)
@@ -58,6 +47,17 @@ class TestbedState(BaseModel):
     processes: list[Proc] = Field(default_factory=list)
     host_changes: list[str] = Field(default_factory=list)
     error: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _older_state_files(cls, data: Any) -> Any:
+        """A state file written before roles had implementations named `link` and
+        `server` (`backend` named the link; the server was origin): still readable, so
+        that `down` removes such a testbed."""
+        if isinstance(data, dict) and "backend" in data and "link" not in data:
+            rest = {k: v for k, v in data.items() if k != "backend"}
+            return rest | {"link": data["backend"], "server": "origin"}
+        return data
 
 
 class Store:
@@ -85,7 +85,7 @@ class Store:
             os.fsync(f.fileno())
         tmp.replace(path)
 
-    def load(self, testbed_id: int) -> TestbedState | None:
+    def read(self, testbed_id: int) -> TestbedState | None:
         path = self.path(testbed_id)
         try:
             text = path.read_text(encoding="utf-8")

@@ -14,7 +14,7 @@ use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
-use crate::server::Shared;
+use crate::shared::Shared;
 use crate::stats::now_ms;
 
 /// Serves the control endpoint until the task is aborted.

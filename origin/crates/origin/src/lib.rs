@@ -11,9 +11,11 @@ pub mod files;
 pub mod quic;
 pub mod server;
 pub mod settings;
+pub mod shared;
 pub mod stats;
 pub mod tcp;
 pub mod tcpinfo;
 pub mod tls;
 
-pub use server::{Addrs, Options, Server};
+pub use server::{Options, Server};
+pub use shared::Addrs;

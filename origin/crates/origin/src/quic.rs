@@ -7,23 +7,12 @@ use std::sync::Arc;
 use anyhow::Context;
 use bytes::Bytes;
 use h3::server::RequestResolver;
-use quinn::crypto::rustls::QuicServerConfig;
 use tracing::{debug, Instrument};
 
 use crate::body::CHUNK;
 use crate::files;
-use crate::server::Shared;
-use crate::settings::Settings;
+use crate::shared::Shared;
 use crate::stats::Counters;
-
-/// The quinn server configuration for the given settings.
-pub fn server_config(crypto: Arc<QuicServerConfig>, s: &Settings) -> quinn::ServerConfig {
-    let mut transport = quinn::TransportConfig::default();
-    transport.congestion_controller_factory(s.quic_cc.factory(s.quic_initial_window));
-    let mut cfg = quinn::ServerConfig::with_crypto(crypto);
-    cfg.transport_config(Arc::new(transport));
-    cfg
-}
 
 /// Accepts connections until the endpoint closes.
 pub async fn accept_loop(endpoint: quinn::Endpoint, shared: Arc<Shared>) {

@@ -6,15 +6,14 @@ use std::sync::{Arc, RwLock};
 
 use anyhow::{bail, Context};
 use http::HeaderValue;
-use quinn::crypto::rustls::QuicServerConfig;
-use serde::Serialize;
 use socket2::SockRef;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use crate::cc::{self, QuicCc, TcpCc};
 use crate::files::FileCache;
-use crate::settings::{ConfigError, Settings};
+use crate::settings::{self, Settings};
+use crate::shared::{Addrs, Shared};
 use crate::stats::Registry;
 use crate::tls::Identity;
 use crate::{control, quic, tcp};
@@ -41,52 +40,6 @@ pub struct Options {
     pub cache_bytes: u64,
     /// The command line, for the log header.
     pub command: String,
-}
-
-/// The addresses origin listens on.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct Addrs {
-    pub tls_tcp: SocketAddr,
-    pub quic_udp: SocketAddr,
-    pub plain_tcp: Option<SocketAddr>,
-    pub control: SocketAddr,
-}
-
-/// State shared by the accept loops and the control endpoint.
-pub struct Shared {
-    pub root: PathBuf,
-    pub cache: FileCache,
-    pub alt_svc: Option<HeaderValue>,
-    pub registry: Arc<Registry>,
-    pub addrs: Addrs,
-    settings: RwLock<Settings>,
-    endpoint: quinn::Endpoint,
-    quic_crypto: Arc<QuicServerConfig>,
-    listeners: Vec<Arc<TcpListener>>,
-}
-
-impl Shared {
-    /// The settings new connections get.
-    pub fn settings(&self) -> Settings {
-        *self.settings.read().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Applies a `POST /config` body to new connections.
-    pub fn update(&self, body: &[u8]) -> Result<Settings, ConfigError> {
-        let mut cur = self.settings.write().unwrap_or_else(|e| e.into_inner());
-        let new = cur.with_update(body)?;
-        for l in &self.listeners {
-            cc::set_tcp_cc(l.as_ref(), new.tcp_cc)?;
-        }
-        self.endpoint
-            .set_server_config(Some(quic::server_config(self.quic_crypto.clone(), &new)));
-        *cur = new;
-        tracing::info!(tcp_cc = %new.tcp_cc, quic_cc = %new.quic_cc, quic_initial_window = ?new.quic_initial_window, "configuration changed");
-        self.registry.log_event(
-            &serde_json::json!({"event": "config", "unix_ms": crate::stats::now_ms(), "settings": new}),
-        );
-        Ok(new)
-    }
 }
 
 /// A running origin.
@@ -126,9 +79,11 @@ impl Server {
         let tls_listener = bind_tcp(opts.listen, "TLS", Some(opts.tcp_cc)).await?;
         let tls_addr = tls_listener.local_addr()?;
         let quic_addr = SocketAddr::new(opts.listen.ip(), tls_addr.port());
-        let endpoint =
-            quinn::Endpoint::server(quic::server_config(quic_crypto.clone(), &settings), quic_addr)
-                .with_context(|| format!("failed to bind the QUIC endpoint on UDP {quic_addr}"))?;
+        let endpoint = quinn::Endpoint::server(
+            settings::quic_server_config(quic_crypto.clone(), &settings),
+            quic_addr,
+        )
+        .with_context(|| format!("failed to bind the QUIC endpoint on UDP {quic_addr}"))?;
         let plain_listener = match opts.plain_listen {
             Some(a) => Some(bind_tcp(a, "cleartext", Some(opts.tcp_cc)).await?),
             None => None,

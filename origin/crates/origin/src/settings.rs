@@ -2,6 +2,7 @@
 
 use std::sync::{Arc, RwLock};
 
+use quinn::crypto::rustls::QuicServerConfig;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -77,6 +78,15 @@ impl Settings {
 
 /// Settings shared by the accept loops and the control endpoint.
 pub type SharedSettings = Arc<RwLock<Settings>>;
+
+/// The quinn server configuration for the given settings.
+pub fn quic_server_config(crypto: Arc<QuicServerConfig>, s: &Settings) -> quinn::ServerConfig {
+    let mut transport = quinn::TransportConfig::default();
+    transport.congestion_controller_factory(s.quic_cc.factory(s.quic_initial_window));
+    let mut cfg = quinn::ServerConfig::with_crypto(crypto);
+    cfg.transport_config(Arc::new(transport));
+    cfg
+}
 
 #[cfg(test)]
 mod tests {

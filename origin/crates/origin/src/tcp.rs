@@ -18,7 +18,7 @@ use tracing::{debug, warn, Instrument};
 use crate::body::CountingBody;
 use crate::cc;
 use crate::files;
-use crate::server::Shared;
+use crate::shared::Shared;
 use crate::stats::Counters;
 
 /// Bytes hyper's HTTP/2 buffers per stream before waiting for the socket.

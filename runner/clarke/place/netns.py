@@ -71,8 +71,34 @@ def exec_argv(ns: str, argv: Sequence[str]) -> list[str]:
     return ["ip", "netns", "exec", ns, *argv]
 
 
-def run_in(ns: str, argv: Sequence[str], **kwargs: object) -> object:
-    return sh.run(exec_argv(ns, argv), **kwargs)  # type: ignore[arg-type]
+def ip(ns: str | None) -> list[str]:
+    """`ip`, in namespace ns (None: the caller's own)."""
+    return ["ip", "-n", ns] if ns else ["ip"]
+
+
+def addresses(ns: str | None = None) -> dict[str, str]:
+    """The IPv4 addresses in a namespace (None: the caller's own): {address: interface}."""
+    out = sh.run([*ip(ns), "-j", "-4", "addr", "show"]).stdout
+    return {
+        a["local"]: link["ifname"]
+        for link in json.loads(out or "[]")
+        for a in link.get("addr_info", [])
+        if a.get("family") == "inet"
+    }
+
+
+def interface_of(address: str, ns: str | None = None) -> str:
+    """The interface that holds `address` (Docker names a container's interfaces eth0,
+    eth1 … in an order of its own, so the address from the plan is what identifies a
+    network, on both substrates)."""
+    found = addresses(ns)
+    if address not in found:
+        have = ", ".join(sorted(found)) or "none"
+        raise EnvironmentProblem(
+            f"no interface has the address {address} here (there are: {have}); is this "
+            "place attached to the networks the testbed plan gives its role?"
+        )
+    return found[address]
 
 
 def batch(ns: str | None, commands: Sequence[str]) -> None:

@@ -31,8 +31,9 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-ROLES: Final = ("client", "terminal", "satellite", "gateway", "server")
-LINK_ROLES: Final = ("terminal", "satellite", "gateway")
+from clarke.errors import InputError
+from clarke.vocab import ROLES
+
 MAX_ID: Final = 63
 PREFIX: Final = "clk"
 # Namespaces whose name matches this belong to a Clarke testbed (the sweep of
@@ -54,6 +55,11 @@ EMU_PORT: Final = 4000  # satlink's UDP port on the emulation network (each role
 MGMT_HOST: Final = 1
 MGMT_HOSTS: Final = {"client": 2, "terminal": 3, "satellite": 4, "gateway": 5, "server": 6}
 AGENT_PORT: Final = 7000  # role agents on mgmt
+HTTPS_PORT: Final = 443  # the server's pages, over TCP (HTTP/1.1, /2) and UDP (HTTP/3)
+IPERF_PORT: Final = 5201  # the server role's iperf3 -s, for link checks
+# origin's control endpoint: on the loopback of the role's own place (its namespace or
+# container), reached only by the server role's agent there.
+ORIGIN_CONTROL: Final = "127.0.0.1:7001"
 # Host numbers per network, the same on both substrates.
 _LAN_ST: Final = {"terminal": 1, "client": 2}
 _EMU: Final = {"terminal": 1, "satellite": 2, "gateway": 3}
@@ -63,8 +69,6 @@ _COMPOSE_MGMT: Final = {**MGMT_HOSTS, "influxdb": 7, "grafana": 8}
 
 
 def check_id(testbed_id: int) -> int:
-    from clarke.errors import InputError
-
     if not isinstance(testbed_id, int) or not 0 <= testbed_id <= MAX_ID:
         raise InputError(f"testbed id must be an integer 0..{MAX_ID}, got {testbed_id!r}")
     return testbed_id
@@ -85,7 +89,7 @@ class Network:
 
 class Addresses:
     """The networks of one testbed and what follows from them; the same on both
-    substrates, only the prefixes differ (Plan: netns, ComposePlan: compose)."""
+    substrates, only the prefixes differ (NetnsPlan: netns, ComposePlan: compose)."""
 
     st_lan: Network
     emu: Network
@@ -129,7 +133,7 @@ class Addresses:
 
 
 @dataclass(frozen=True)
-class Plan(Addresses):
+class NetnsPlan(Addresses):
     id: int
 
     # --- names -------------------------------------------------------------------
@@ -190,8 +194,8 @@ class Plan(Addresses):
         }
 
 
-def plan(testbed_id: int) -> Plan:
-    return Plan(check_id(testbed_id))
+def plan(testbed_id: int) -> NetnsPlan:
+    return NetnsPlan(check_id(testbed_id))
 
 
 def parse_ns(name: str) -> tuple[int, str] | None:

@@ -1,4 +1,4 @@
-"""`python -m clarke.testbed.echo TARGET --count N --interval S`: ICMP echo with
+"""`python -m clarke.place.echo TARGET --count N --interval S`: ICMP echo with
 microsecond RTTs, run inside a namespace (`ip netns exec`). iputils ping prints RTTs of
 100 ms and more in whole milliseconds, too coarse to judge 530 ms +- 1 ms. Here both
 times are the kernel's (SO_TIMESTAMPING, software): the send time when the request

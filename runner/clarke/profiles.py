@@ -1,4 +1,4 @@
-"""Link profiles: profiles/<name>.yaml, validated into typed models.
+"""Link profiles: profiles/<name>.yaml, read into typed models.
 
 A profile describes both directions of the link. forward = gateway -> terminal (server
 to client, the direction pages travel), return = terminal -> gateway. Each direction
@@ -110,8 +110,19 @@ def available() -> list[str]:
     return sorted(p.stem for p in profile_dir().glob("*.yaml"))
 
 
-def load(name: str) -> LinkProfile:
+def read(name: str) -> LinkProfile:
+    """A shipped profile by name, or a profile file by path (NAME.yaml)."""
+    if name.endswith((".yaml", ".yml")):
+        return schema.read(LinkProfile, Path(name))
     path = profile_dir() / f"{name}.yaml"
     if not path.is_file():
         raise UnknownName("link profile", name, available())
-    return schema.load(LinkProfile, path)
+    return schema.read(LinkProfile, path)
+
+
+def help_text() -> str:
+    """The shipped profiles, for --help."""
+    try:
+        return f"Link profile: {', '.join(available())}, or a profile file NAME.yaml."
+    except FileNotFoundError:
+        return "Link profile (profiles/NAME.yaml)."

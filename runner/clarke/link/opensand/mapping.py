@@ -1,4 +1,5 @@
-"""OpenSAND 8.2 configuration from a Clarke link profile (docs/opensand.md).
+"""OpenSAND 8.2: how a Clarke link profile maps onto its configuration (docs/opensand.md);
+the XML itself is written by clarke.link.opensand.xml.
 
 OpenSAND runs three entities: the gateway GW (id 0), the terminal ST (id 1) and a
 transparent satellite SAT (id 2). `opensand -i infrastructure.xml -t topology.xml
@@ -31,13 +32,11 @@ from __future__ import annotations
 
 import ipaddress
 import math
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Final
 
-from clarke.errors import ClarkeError, InputError, ValidationFailed
-from clarke.link.profiles import BitErrors, Direction, LinkProfile, PacketLoss, QueueBytes
+from clarke.errors import InputError, ValidationFailed
+from clarke.profiles import BitErrors, Direction, LinkProfile, PacketLoss, QueueBytes
 
 OPENSAND_VERSION: Final = "8.2"
 
@@ -223,7 +222,7 @@ def _loss_problem(name: str, d: Direction) -> str | None:
         "OpenSAND 8.2 has no bit or packet error model: its only error insertion "
         "(Gate) drops whole DVB frames when the C/N falls below the MODCOD's threshold, "
         "and on an ACM carrier the MODCOD follows the C/N instead; use the satlink or "
-        "netem backend for a lossy profile"
+        "netem link for a lossy profile"
     )
     if isinstance(d.loss, BitErrors) and d.loss.bit_error_rate > 0:
         return f"{name}.loss.bit_error_rate: {d.loss.bit_error_rate:g} cannot be mapped: {why}"
@@ -281,7 +280,7 @@ def derive(profile: LinkProfile, source: str = "link profile") -> Mapping:
             problems.append(problem)
 
     if problems:
-        raise ValidationFailed(f"{source} (opensand backend)", problems)
+        raise ValidationFailed(f"{source} (opensand link)", problems)
 
     delay = delay_value_for(rtt)
     bw = forward_bandwidth_khz(fwd.rate_mbps)
@@ -366,7 +365,7 @@ def derive(profile: LinkProfile, source: str = "link profile") -> Mapping:
         "Forward TCP reaches only 70-80 % of the forward rate: OpenSAND 8.2.0's GSE "
         "encapsulation drops packets in bursts (not fixable by configuration); a "
         "9.8 Mbit tbf on the GW's TAP reduces the drops at 10 Mb/s. Record this with "
-        "results made with the opensand backend."
+        "results made with the opensand link."
     ]
     if fwd.one_way_delay_ms != ret.one_way_delay_ms:
         notes.append(
@@ -405,408 +404,3 @@ def mapping_table(profile: LinkProfile, source: str = "link profile") -> str:
         lines.append(f"| {r.field} | {r.profile_value} | {r.xml} | {r.value} | {r.reason} |")
     lines += ["", *(f"- {n}" for n in m.notes)]
     return "\n".join(lines) + "\n"
-
-
-# --- XML ---------------------------------------------------------------------------------
-
-# A tree is written as nested (tag, children) pairs: children are a scalar (the text),
-# a list of pairs (sub-elements) or None (an empty element).
-Node = tuple[str, "str | int | float | bool | list[Node] | None"]
-
-
-def _text(value: str | int | float | bool) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return f"{value:.6f}"
-    return str(value)
-
-
-def _build(parent: ET.Element, node: Node) -> None:
-    tag, content = node
-    el = ET.SubElement(parent, tag)
-    if isinstance(content, list):
-        for child in content:
-            _build(el, child)
-    elif content is not None:
-        el.text = _text(content)
-
-
-def _document(children: list[Node]) -> ET.ElementTree:
-    model = ET.Element("model", version="1.0.0")
-    root = ET.SubElement(model, "root")
-    for child in children:
-        _build(root, child)
-    ET.indent(model, space="  ")
-    return ET.ElementTree(model)
-
-
-def _serialise(tree: ET.ElementTree) -> str:
-    body = ET.tostring(tree.getroot(), encoding="unicode")
-    return f'<?xml version="1.0" encoding="UTF-8"?>\n{body}\n'
-
-
-def _items(rows: list[list[Node]]) -> list[Node]:
-    return [("item", row) for row in rows]
-
-
-def _infrastructure(role: str, e: Entities) -> ET.ElementTree:
-    # OpenSAND's schema wants every entity block, in this order; only the one that
-    # entity_type names is read. The split-gateway blocks (net access / phy) are unused
-    # here and carry the gateway's own values.
-    gw_ifaces: list[Node] = [("tap_iface", TAP_IFACE), ("mac_address", MAC_GW)]
-    interconnect: list[Node] = [
-        ("interconnect_address", e.gw_emu),
-        ("interconnect_remote", e.gw_emu),
-    ]
-    entity: list[Node] = [
-        ("entity_type", {"gw": "Gateway", "st": "Terminal", "sat": "Satellite"}[role]),
-        (
-            "entity_sat",
-            [("entity_id", e.sat_id), ("emu_address", e.sat_emu), ("isl_settings", None)],
-        ),
-        ("entity_gw", [("entity_id", e.gw_id), ("emu_address", e.gw_emu), *gw_ifaces]),
-        (
-            "entity_gw_net_acc",
-            [("entity_id", e.gw_id), *gw_ifaces, ("interconnect_params", interconnect)],
-        ),
-        (
-            "entity_gw_phy",
-            [
-                ("entity_id", e.gw_id),
-                ("interconnect_params", interconnect),
-                ("emu_address", e.gw_emu),
-            ],
-        ),
-        (
-            "entity_st",
-            [
-                ("entity_id", e.st_id),
-                ("emu_address", e.st_emu),
-                ("tap_iface", TAP_IFACE),
-                ("mac_address", MAC_ST),
-            ],
-        ),
-    ]
-    logs: list[Node] = [
-        (block, [("level", "warning")])
-        for block in ("init", "lan_adaptation", "dvb", "physical_layer", "sat_carrier")
-    ]
-    logs.append(("extra_levels", None))
-    return _document(
-        [
-            ("entity", entity),
-            ("logs", logs),
-            # No collector on a Clarke testbed, no probe files on local disk.
-            ("storage", [("enable_local", False), ("enable_collector", False)]),
-            (
-                "infrastructure",
-                [
-                    (
-                        "satellites",
-                        _items([[("entity_id", e.sat_id), ("emu_address", e.sat_emu)]]),
-                    ),
-                    (
-                        "gateways",
-                        _items(
-                            [
-                                [
-                                    ("entity_id", e.gw_id),
-                                    ("emu_address", e.gw_emu),
-                                    ("mac_address", MAC_GW),
-                                ]
-                            ]
-                        ),
-                    ),
-                    (
-                        "terminals",
-                        _items(
-                            [
-                                [
-                                    ("entity_id", e.st_id),
-                                    ("emu_address", e.st_emu),
-                                    ("mac_address", MAC_ST),
-                                ]
-                            ]
-                        ),
-                    ),
-                    ("default_gw", e.gw_id),
-                ],
-            ),
-        ]
-    )
-
-
-def _wave_forms(
-    table: tuple[tuple[int, str, str, float, float], ...], burst: str | None
-) -> list[Node]:
-    rows: list[list[Node]] = []
-    for wid, modulation, coding, efficiency, threshold in table:
-        row: list[Node] = [
-            ("id", wid),
-            ("modulation", modulation),
-            ("coding", coding),
-            ("efficiency", efficiency),
-            ("threshold", threshold),
-        ]
-        if burst is not None:
-            row.append(("burst_length", burst))
-        rows.append(row)
-    return _items(rows)
-
-
-def _topology(m: Mapping, e: Entities) -> ET.ElementTree:
-    spot: list[Node] = [
-        (
-            "assignments",
-            [
-                ("gateway_id", e.gw_id),
-                ("sat_id_gw", e.sat_id),
-                ("sat_id_st", e.sat_id),
-                ("forward_regen_level", "Transparent"),
-                ("return_regen_level", "Transparent"),
-            ],
-        ),
-        ("roll_off", [("forward", FORWARD_ROLL_OFF), ("return", RETURN_ROLL_OFF)]),
-        (
-            "forward_band",
-            _items(
-                [
-                    [
-                        ("bandwidth", m.forward_bandwidth_khz),
-                        ("type", "ACM"),
-                        ("wave_form", str(FORWARD_WAVE_FORM)),
-                        ("group", "Standard"),
-                    ]
-                ]
-            ),
-        ),
-        (
-            "return_band",
-            _items(
-                [
-                    [
-                        ("bandwidth", RETURN_BANDWIDTH_KHZ),
-                        ("type", "DAMA"),
-                        ("wave_form", str(RETURN_WAVE_FORM)),
-                        ("group", "Standard"),
-                    ]
-                ]
-            ),
-        ),
-    ]
-    return _document(
-        [
-            ("frequency_plan", [("spots", _items([spot]))]),
-            (
-                "st_assignment",
-                [
-                    ("defaults", [("default_gateway", e.gw_id), ("default_group", "Standard")]),
-                    ("assignments", None),
-                ],
-            ),
-            (
-                "wave_forms",
-                [
-                    ("dvb_s2", _wave_forms(DVB_S2, None)),
-                    ("dvb_rcs2", _wave_forms(DVB_RCS2, RETURN_BURST_LENGTH)),
-                ],
-            ),
-            (
-                "advanced_settings",
-                [
-                    (
-                        "links",
-                        [
-                            ("forward_duration", 10.0),
-                            ("forward_margin", 0.0),
-                            ("return_duration", 26.5),
-                            ("return_margin", 0.0),
-                        ],
-                    ),
-                    (
-                        "schedulers",
-                        [
-                            ("burst_length", RETURN_BURST_LENGTH),
-                            ("crdsa_frame", 3),
-                            ("crdsa_delay", 250),
-                            ("pep_allocation", 1000),
-                        ],
-                    ),
-                    ("timers", [("statistics", 53), ("synchro", 1000), ("acm_refresh", 1000)]),
-                    ("delay", [("fifo_size", 10000), ("delay_timer", 1)]),
-                ],
-            ),
-        ]
-    )
-
-
-# QoS: PCP -> class -> FIFO. Everything Clarke sends is PCP 0, i.e. the BE FIFO.
-_QOS_CLASSES: Final = (
-    (7, "NC", "NM"),
-    (6, "IC", "SIG"),
-    (5, "VO", "EF"),
-    (4, "VI", "AF"),
-    (3, "CA", "AF"),
-    (2, "EE", "AF"),
-    (1, "BK", "BE"),
-    (0, "BE", "BE"),
-)
-_FIFOS: Final = (("NM", 1000), ("EF", 3000), ("SIG", 1000), ("AF", 2000), ("BE", None))
-
-
-def _fifos(be_capacity: int, access_type: str) -> list[Node]:
-    return _items(
-        [
-            [
-                ("priority", prio),
-                ("name", name),
-                ("capacity", be_capacity if capacity is None else capacity),
-                ("access_type", access_type),
-            ]
-            for prio, (name, capacity) in enumerate(_FIFOS)
-        ]
-    )
-
-
-def _physical_layer(m: Mapping) -> Node:
-    attenuation: list[Node] = [
-        ("clear_sky", CLEAR_SKY_CN_DB),
-        ("attenuation_type", "Ideal"),
-        ("ideal_attenuation_value", 0.0),
-    ]
-    return (
-        "physical_layer",
-        [
-            ("delay", [("delay_type", "ConstantDelay"), ("delay_value", m.delay_value_ms)]),
-            ("minimal_condition", [("minimal_condition_type", "ACM-Loop")]),
-            ("error_insertion", [("error_insertion_type", "Gate")]),
-            ("uplink_attenuation", attenuation),
-            ("downlink_attenuation", attenuation),
-        ],
-    )
-
-
-def _profile(role: str, m: Mapping) -> ET.ElementTree:
-    network: list[Node] = [
-        (
-            "qos_classes",
-            _items([[("pcp", p), ("name", n), ("fifo", f)] for p, n, f in _QOS_CLASSES]),
-        ),
-        ("virtual_connections", None),
-        (
-            "qos_settings",
-            [
-                ("lan_frame_type", "Ethernet"),
-                ("sat_frame_type", "Ethernet"),
-                ("default_pcp", 0),
-            ],
-        ),
-    ]
-    access: list[Node]
-    extra: list[Node] = []
-    if role == "gw":
-        network += [
-            ("gw_fifos", _fifos(m.forward_fifo_packets, "ACM")),
-            ("simulation", "None"),
-            ("fca", 0),
-            ("dama_algorithm", "Legacy"),
-        ]
-        access = [("random_access", [("saloha_algo", "CRDSA")]), ("simulations", None)]
-    else:
-        network.append(("st_fifos", _fifos(m.return_fifo_packets, "DAMA_RBDC")))
-        access = [
-            (
-                "settings",
-                [("category", "Standard"), ("dama_enabled", True), ("scpc_enabled", False)],
-            ),
-            ("dama", [("cra", m.cra_kbps), ("algorithm", "Legacy"), ("duration", 23)]),
-            ("random_access", None),
-            ("scpc", [("carrier_duration", 5)]),
-        ]
-        extra = [("access2", [("scpc", [("carrier_duration", 5)])])]
-    return _document(
-        [
-            ("control_plane", [("disable_control_plane", False)]),
-            ("network", network),
-            (
-                "encap",
-                [
-                    (
-                        "gse",
-                        [
-                            ("max_frag_id", 8),
-                            ("decap_buffer_len", DECAP_BUFFER_LEN),
-                            ("compatibility_mode", True),
-                        ],
-                    ),
-                    ("rle", [("alpdu_protection", "Sequence Number")]),
-                ],
-            ),
-            ("access", access),
-            *extra,
-            _physical_layer(m),
-        ]
-    )
-
-
-def generate(
-    profile: LinkProfile, entities: Entities, source: str = "link profile"
-) -> dict[str, str]:
-    """All files for all three entities: {"gw/profile.xml": XML text, ...}."""
-    m = derive(profile, source)
-    out: dict[str, str] = {}
-    for role in ROLES:
-        trees = {
-            "infrastructure.xml": _infrastructure(role, entities),
-            "topology.xml": _topology(m, entities),
-        }
-        if role != "sat":
-            trees["profile.xml"] = _profile(role, m)
-        for name in FILES[role]:
-            out[f"{role}/{name}"] = _serialise(trees[name])
-    return out
-
-
-def write(
-    profile: LinkProfile, entities: Entities, directory: Path, source: str = "link profile"
-) -> list[Path]:
-    """Write gw/, st/ and sat/ with their XML files (and MAPPING.md) under `directory`."""
-    files = generate(profile, entities, source)
-    written: list[Path] = []
-    for rel, text in files.items():
-        path = directory / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        written.append(path)
-    table = directory / "MAPPING.md"
-    table.write_text(mapping_table(profile, source), encoding="utf-8")
-    written.append(table)
-    return written
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m clarke.link.opensand PROFILE OUT_DIR GW_EMU ST_EMU SAT_EMU`: write the
-    files (used by opensand/verify-netns.sh and the image's tests)."""
-    import sys
-
-    from clarke.link import profiles
-
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 5:
-        print(main.__doc__, file=sys.stderr)
-        return 2
-    name, out, gw, st, sat = args
-    try:
-        profile = profiles.load(name)
-        paths = write(profile, Entities(gw, st, sat), Path(out), f"link profile {name!r}")
-    except ClarkeError as e:
-        print(f"{e.kind}: {e}", file=sys.stderr)
-        return e.exit_code
-    for path in paths:
-        print(path)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,16 +1,16 @@
-"""`clarke testbed verify`: measure the link a testbed really has and compare it with
-its profile.
+"""Link checks (`clarke testbed check`, and before and after each profile's runs of a
+campaign): measure the link a testbed really has and compare it with its profile.
 
     RTT    ping client -> server (20 samples after one warm-up): mean, stdev, p50, p99,
            max. Expected: the profile's idle RTT plus the serialisation of an 84-byte
            echo packet in each direction. Within max(rtt_pct % of expected, rtt_ms).
     rate   The link's capacity per direction, forward (server -> client, iperf3 -R) and
            return. The profile's rate counts whole IP packets, so the link rate is
-           taken from the backend's counters of IP bytes sent onto the link (satlink:
+           taken from the link's counters of IP bytes sent onto the link (satlink:
            the shaping station's bytes_out, sampled every 0.25 s over the steady part
            of a transfer).
            Two flows per direction, each read on the counters: a bulk TCP transfer
-           (cubic, `duration` s after `omit` s of start-up), then, where the backend has
+           (cubic, `duration` s after `omit` s of start-up), then, where the link has
            counters and the direction a rate, a UDP flow paced at 1.1 x the profile's
            rate for `duration` s. A flow that lets the queue empty reads low and none
            reads high, so the higher reading is judged. Each fails in its own way: on a
@@ -35,16 +35,14 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from clarke import sh
-from clarke.errors import CommandFailed, EnvironmentProblem
-from clarke.link.profiles import BitErrors, Direction, LinkProfile, PacketLoss
-from clarke.testbed import netns, procs
-from clarke.testbed.plan import Addresses, Plan
+from clarke.errors import CommandFailed
+from clarke.place.plan import IPERF_PORT, Addresses
+from clarke.profiles import BitErrors, Direction, LinkProfile, PacketLoss
 
 MTU = 1500
 TCP_IP_OVERHEAD = 52  # IPv4 + TCP + timestamp option, per segment
@@ -52,10 +50,9 @@ ECHO_BYTES = 84  # IPv4 20 + ICMP 8 + 56 bytes of payload
 UDP_PAYLOAD = 1400  # below every testbed MTU: no fragments
 UDP_IP_OVERHEAD = 28  # IPv4 20 + UDP 8
 CAPACITY_LOAD = 1.1  # offered UDP load / the profile's rate
-IPERF_PORT = 5201
 
 
-class Verdict(enum.StrEnum):
+class CheckVerdict(enum.StrEnum):
     ok = "ok"
     fail = "fail"
     info = "info"  # measured and shown, not judged
@@ -68,7 +65,7 @@ class Check:
     expected: float | None
     tolerance: float | None
     unit: str
-    verdict: Verdict
+    verdict: CheckVerdict
     reason: str = ""
 
 
@@ -103,7 +100,7 @@ class IperfResult:
     bytes: int
     retransmits: int | None
     cc: str
-    link_bps: float | None = None  # from the backend's counters, when it has them
+    link_bps: float | None = None  # from the link's counters, when it has them
     protocol: str = "tcp"  # tcp: bulk transfer; udp: paced at offered_bps
     offered_bps: float | None = None  # udp: the offered load in IP bytes
     lost_percent: float | None = None  # udp: datagrams dropped or still queued at the end
@@ -126,7 +123,7 @@ class IperfResult:
 class Report:
     id: int | str
     profile: str
-    backend: str
+    link: str
     checks: list[Check] = field(default_factory=list)
     ping: dict[str, Any] = field(default_factory=dict)
     throughput: dict[str, Any] = field(default_factory=dict)
@@ -134,7 +131,7 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        return all(c.verdict is not Verdict.fail for c in self.checks)
+        return all(c.verdict is not CheckVerdict.fail for c in self.checks)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -158,53 +155,27 @@ Counted = int | tuple[int, float]
 
 @dataclass
 class Probe:
-    """Where the measurements run, so that one verify serves both substrates: commands
-    at the client end, an iperf3 server at the server end, and the link's own byte
-    counters where the link has them (netns: the namespaces and the backend; compose:
-    the runner's own container, which is the client, and the role agents)."""
+    """Where the measurements run, so that one check serves both substrates: commands at
+    the client end (netns: `ip netns exec` into the client; compose: the runner's own
+    container, which is the client), iperf3 -s at the server (the server role runs it),
+    and the link's own byte counters through the link roles' agents."""
 
     addresses: Addresses
     at_client: Callable[[list[str]], list[str]]
-    serve_iperf: Callable[[], AbstractContextManager[None]]
     link_bytes: Callable[[str], Counted | None] | None = None
     reset_link: Callable[[], None] = lambda: None
     link_stats: Callable[[], dict[str, Any]] = dict
 
 
-def netns_probe(plan: Plan, backend: Any = None, run_dir: Any = None) -> Probe:
-    """Measure a netns testbed: `ip netns exec` into the client, iperf3 started in the
-    server namespace for the duration, counters from the link backend."""
-    counters = None
-    if backend is not None and hasattr(backend, "link_bytes"):
-
-        def counters(direction: str) -> Counted | None:
-            return backend.link_bytes(plan, run_dir, direction)
-
-    def reset() -> None:
-        getattr(backend, "reset_stats", lambda _d: None)(run_dir)
-
-    def stats() -> dict[str, Any]:
-        return backend.stats(plan, run_dir) if backend is not None else {}
-
-    return Probe(
-        addresses=plan,
-        at_client=lambda argv: netns.exec_argv(plan.ns("client"), argv),
-        serve_iperf=lambda: iperf_server(plan),
-        link_bytes=counters,
-        reset_link=reset,
-        link_stats=stats,
-    )
-
-
 def ping(probe: Probe, count: int = 20, interval: float = 0.2, warmup: int = 1) -> PingResult:
-    """Echo requests from the client to the server (clarke.testbed.echo, microsecond
+    """Echo requests from the client to the server (clarke.place.echo, microsecond
     RTTs); the warm-up ones are not counted."""
     target = probe.addresses.addresses["server"]
     timeout = 10 + (count + warmup) * interval + 10
     argv = [
         sys.executable,
         "-m",
-        "clarke.testbed.echo",
+        "clarke.place.echo",
         target,
         "--count",
         str(count + warmup),
@@ -220,35 +191,6 @@ def ping(probe: Probe, count: int = 20, interval: float = 0.2, warmup: int = 1) 
     rtts = iter(data["rtts_ms"])
     by_seq = {seq: next(rtts) for seq in range(count + warmup) if seq not in lost}
     return PingResult(sent=count, rtts_ms=[v for k, v in sorted(by_seq.items()) if k >= warmup])
-
-
-@contextlib.contextmanager
-def iperf_server(plan: Plan, port: int = IPERF_PORT) -> Iterator[None]:
-    argv = ["iperf3", "-s", "-B", plan.addresses["server"], "-p", str(port)]
-    popen = sh.spawn(
-        netns.exec_argv(plan.ns("server"), argv),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        # Ready when the port listens inside the server namespace.
-        for _ in range(100):
-            ss = sh.run(
-                netns.exec_argv(plan.ns("server"), ["ss", "-Hltn", f"sport = :{port}"]), check=False
-            )
-            if ss.stdout.strip():
-                break
-            if popen.poll() is not None:
-                err = popen.stderr.read().decode() if popen.stderr else ""
-                raise EnvironmentProblem(f"iperf3 server exited: {err.strip()}")
-            time.sleep(0.05)
-        yield
-    finally:
-        procs.stop_pids({popen.pid: procs.start_time(popen.pid)}, timeout=3)
-        popen.wait(timeout=5)
-        if popen.stderr:
-            popen.stderr.close()
 
 
 def iperf(
@@ -397,7 +339,7 @@ def rtt_checks(profile: LinkProfile, result: PingResult) -> list[Check]:
     exp = expected_rtt_ms(profile)
     tol = max(profile.tolerance.rtt_pct / 100 * exp, profile.tolerance.rtt_ms)
     if not s:
-        return [Check("rtt p50", None, exp, tol, "ms", Verdict.fail, "no echo reply at all")]
+        return [Check("rtt p50", None, exp, tol, "ms", CheckVerdict.fail, "no echo reply at all")]
     p50 = s["p50"]
     ok = abs(p50 - exp) <= tol
     return [
@@ -407,12 +349,12 @@ def rtt_checks(profile: LinkProfile, result: PingResult) -> list[Check]:
             exp,
             tol,
             "ms",
-            Verdict.ok if ok else Verdict.fail,
+            CheckVerdict.ok if ok else CheckVerdict.fail,
             "" if ok else f"off by {p50 - exp:+.2f} ms",
         ),
-        Check("rtt mean", s["mean"], exp, None, "ms", Verdict.info),
-        Check("rtt stdev", s["stdev"], None, None, "ms", Verdict.info),
-        Check("rtt p99", s["p99"], None, None, "ms", Verdict.info),
+        Check("rtt mean", s["mean"], exp, None, "ms", CheckVerdict.info),
+        Check("rtt stdev", s["stdev"], None, None, "ms", CheckVerdict.info),
+        Check("rtt p99", s["p99"], None, None, "ms", CheckVerdict.info),
     ]
 
 
@@ -422,11 +364,11 @@ def loss_check(profile: LinkProfile, result: PingResult) -> Check:
     )
     if profile.lossy:
         why = f"{result.sent} echoes cannot judge a loss rate of {expected:.2%}"
-        return Check("echo loss", result.loss, expected, None, "", Verdict.info, why)
+        return Check("echo loss", result.loss, expected, None, "", CheckVerdict.info, why)
     ok = result.loss == 0
     lost = result.sent - len(result.rtts_ms)
     why = "" if ok else f"{lost} of {result.sent} lost on a loss-free profile"
-    verdict = Verdict.ok if ok else Verdict.fail
+    verdict = CheckVerdict.ok if ok else CheckVerdict.fail
     return Check("echo loss", result.loss, 0.0, 0.0, "", verdict, why)
 
 
@@ -435,28 +377,30 @@ def rate_check(profile: LinkProfile, r: IperfResult) -> Check:
     name = f"{r.direction} rate"
     measured = r.rate_bps / 1e6
     if d.rate_mbps == 0:
-        return Check(name, measured, None, None, "Mb/s", Verdict.info, "unlimited in the profile")
+        return Check(
+            name, measured, None, None, "Mb/s", CheckVerdict.info, "unlimited in the profile"
+        )
     tol = profile.tolerance.rate_pct / 100 * d.rate_mbps
     if profile.lossy:
         why = "a lossy link: reported, not judged"
-        return Check(name, measured, d.rate_mbps, tol, "Mb/s", Verdict.info, why)
+        return Check(name, measured, d.rate_mbps, tol, "Mb/s", CheckVerdict.info, why)
     ok = abs(measured - d.rate_mbps) <= tol
     why = "" if ok else f"off by {100 * (measured / d.rate_mbps - 1):+.1f} %"
-    verdict = Verdict.ok if ok else Verdict.fail
+    verdict = CheckVerdict.ok if ok else CheckVerdict.fail
     return Check(name, measured, d.rate_mbps, tol, "Mb/s", verdict, why)
 
 
-def verify(
+def check_link(
     probe: Probe,
     testbed: int | str,
     profile_name: str,
     profile: LinkProfile,
-    backend_name: str,
+    link: str,
     samples: int = 20,
     duration: float = 10,
     omit: float = 4,
 ) -> Report:
-    report = Report(testbed, profile_name, backend_name)
+    report = Report(testbed, profile_name, link)
     with contextlib.suppress(Exception):
         probe.reset_link()
     pr = ping(probe, count=samples)
@@ -468,26 +412,25 @@ def verify(
     }
     report.checks += rtt_checks(profile, pr)
     report.checks.append(loss_check(profile, pr))
-    with probe.serve_iperf():
-        for reverse in (True, False):
-            tcp = iperf(probe, reverse, duration=duration, omit=omit)
-            udp_error = None
-            try:
-                udp = capacity(probe, profile, reverse, duration)
-            except CommandFailed as e:
-                # The second reading failing must not cost the first one.
-                udp, udp_error = None, str(e)
-            judged = higher(tcp, udp)
-            report.throughput[tcp.direction] = asdict(tcp) | {
-                "wire_bps": tcp.wire_bps,
-                "tcp_rate_bps": tcp.rate_bps,
-                "rate_bps": judged.rate_bps,
-                "rate_from": "link counters" if judged.link_bps is not None else "goodput",
-                "rate_method": judged.protocol,
-                "capacity": asdict(udp) if udp is not None else None,
-                "capacity_error": udp_error,
-            }
-            report.checks.append(rate_check(profile, judged))
+    for reverse in (True, False):
+        tcp = iperf(probe, reverse, duration=duration, omit=omit)
+        udp_error = None
+        try:
+            udp = capacity(probe, profile, reverse, duration)
+        except CommandFailed as e:
+            # The second reading failing must not cost the first one.
+            udp, udp_error = None, str(e)
+        judged = higher(tcp, udp)
+        report.throughput[tcp.direction] = asdict(tcp) | {
+            "wire_bps": tcp.wire_bps,
+            "tcp_rate_bps": tcp.rate_bps,
+            "rate_bps": judged.rate_bps,
+            "rate_from": "link counters" if judged.link_bps is not None else "goodput",
+            "rate_method": judged.protocol,
+            "capacity": asdict(udp) if udp is not None else None,
+            "capacity_error": udp_error,
+        }
+        report.checks.append(rate_check(profile, judged))
     with contextlib.suppress(Exception):
         report.link_stats = probe.link_stats()
     return report
@@ -499,7 +442,7 @@ def capacity(
     """The link's own rate in one direction, from its counters under a paced UDP flow
     at CAPACITY_LOAD x the profile's rate; None where that cannot be measured (an
     unlimited direction, no link counters). Afterwards it waits until the link has
-    carried what the flow queued (a backend's buffers can hold more than the profile's
+    carried what the flow queued (a link's buffers can hold more than the profile's
     queue: OpenSAND's do), so that what follows starts on an idle link."""
     d = profile.forward if reverse else profile.return_
     if d.rate_mbps <= 0 or probe.link_bytes is None:
@@ -548,7 +491,7 @@ def higher(tcp: IperfResult, udp: IperfResult | None) -> IperfResult:
 
 
 def render(report: Report) -> str:
-    lines = [f"testbed {report.id}: profile {report.profile}, backend {report.backend}"]
+    lines = [f"testbed {report.id}: profile {report.profile}, link {report.link}"]
     if report.ping:
         p = report.ping
         if "mean" in p:

@@ -12,12 +12,29 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
 
 from clarke import sh
 from clarke.errors import EnvironmentProblem
-from clarke.testbed.netns import exec_argv
-from clarke.testbed.state import Proc
+from clarke.place.netns import exec_argv
+
+
+class Proc(BaseModel):
+    """A process a testbed started, as its state file records it. `start_time` (field
+    22 of /proc/PID/stat, clock ticks since boot) tells this process from a later one
+    that got the same PID."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: str
+    name: str
+    pid: int
+    start_time: int
+    argv: list[str]
+    log: str
 
 
 def start_time(pid: int) -> int | None:
@@ -111,6 +128,14 @@ def wait_ready(proc: Proc, ready: Callable[[], bool], timeout: float = 15) -> No
         time.sleep(0.05)
 
 
+def wait_until(ready: Callable[[], bool], what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if time.monotonic() > deadline:
+            raise EnvironmentProblem(f"{what} not ready after {timeout:.0f} s")
+        time.sleep(0.05)
+
+
 def signal_pid(pid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, sig)
@@ -148,3 +173,50 @@ def stop_pids(pids: dict[int, int | None], timeout: float = 5) -> None:
 
 def stop(procs: Sequence[Proc], timeout: float = 5) -> None:
     stop_pids({p.pid: p.start_time for p in procs}, timeout)
+
+
+@dataclass
+class Children:
+    """Processes a role's implementation runs in its place. Their output goes where the
+    role's own goes (its log file on netns, the container's output on compose); they
+    are stopped by PID."""
+
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    def spawn(
+        self,
+        name: str,
+        argv: Sequence[str],
+        env: dict[str, str] | None = None,
+        log: Path | None = None,
+    ) -> subprocess.Popen[bytes]:
+        """Start argv; its output to `log` (appended) if given, else to ours."""
+        if log is None:
+            popen = sh.spawn(argv, stdin=subprocess.DEVNULL, env=env)
+        else:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with log.open("ab") as out:
+                out.write(f"# {sh.render(argv)}\n".encode())
+                out.flush()
+                popen = sh.spawn(
+                    argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env
+                )
+        self.procs[name] = popen
+        return popen
+
+    def exited(self) -> str | None:
+        """Which child has exited, and how, if any."""
+        for name, popen in self.procs.items():
+            if popen.poll() is not None:
+                return f"{name} exited with {popen.returncode}"
+        return None
+
+    def stop(self, name: str | None = None) -> None:
+        """Stop one child, or all of them."""
+        chosen = {n: p for n, p in self.procs.items() if name is None or n == name}
+        live = {p.pid: start_time(p.pid) for p in chosen.values() if p.poll() is None}
+        stop_pids(live)
+        for n, popen in chosen.items():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                popen.wait(timeout=5)
+            del self.procs[n]

@@ -1,36 +1,25 @@
-"""OpenSAND 8.2 as the terminal, satellite or gateway role (docs/opensand.md).
+"""One OpenSAND 8.2 entity (ST, SAT or GW) in one link role (docs/opensand.md).
 
-`OpenSandRole` supervises one OpenSAND entity (ST, SAT or GW) as a child process: it
-generates that entity's XML from a link profile (`clarke.link.opensand`), runs the
-opensand image's entrypoint (`opensand/entrypoint.sh`, installed in the image as
-/usr/local/bin/opensand-entrypoint), which wires the entity's network and then execs
-OpenSAND, and waits until `entrypoint health` answers. `configure` applies another
-profile: OpenSAND reads its configuration only at start, so the entity is stopped,
-regenerated and started again; the call returns once it runs again. It serves the role
-agent in the compose stack (`clarke serve ROLE --implementation opensand`) and runs in a
-network namespace too (`netns=`, for tests).
-
-The link roles' agent contract, the same whatever emulates the link:
-
-    POST /config  {"name": "geo", "profile": LinkProfile.model_dump(by_alias=True,
-                   mode="json")}  ->  {"applied": "geo", ...}
-    GET /stats    {"running", "restarts", "profile", "tap": {...}, "emu": {...},
-                   "bytes_onto_link": {direction: bytes}, "cpu_s", ...}
-
-The runner configures the satellite, then the gateway, then the terminal (OpenSAND's
-start order: the terminal logs on to the gateway through the satellite).
+`OpenSandRole` supervises the entity as a child process: it generates that entity's XML
+from a link profile (clarke.link.opensand.xml), runs opensand/entrypoint.sh (in the
+image: /usr/local/bin/opensand-entrypoint), which wires the entity's network and then
+execs OpenSAND, and waits until `entrypoint health` answers. OpenSAND reads its
+configuration only at start, so `configure` with another profile stops the entity,
+regenerates its XML and starts it again (a no-op when the profile is in force); the
+terminal's configure returns once it has logged on to the gateway through the
+satellite (an echo crosses to the gateway's bridge address). The link roles take a
+profile in the order satellite, gateway, terminal (vocab.LINK_START_ORDER).
 
 Counters. The GW's and the ST's TAP device `opensand_tap` is where IP packets enter and
 leave the emulated link, as Ethernet frames: its byte counters include the 14-byte
-Ethernet header of every frame (the kernel counts the whole frame a TAP reader or writer
-moves), so IP bytes are `bytes - 14 x packets`. `rx` on a TAP counts what OpenSAND wrote
-to the kernel, i.e. what the link delivered at this end; `tx` what the kernel handed to
-OpenSAND to send, including packets OpenSAND then drops in its FIFO or in its GSE
-encapsulation. The profiles OpenSAND is given here lose nothing on the channel (lossy
-profiles are refused, the channel is clear sky) and the delay is constant, so the bytes
-delivered at the far end are exactly the bytes put onto the link, one one-way delay
-later: `bytes_onto_link` is counted by the receiving station (the terminal for forward,
-the gateway for return)."""
+Ethernet header of every frame, so IP bytes are `bytes - 14 x packets`. `rx` on a TAP
+counts what OpenSAND wrote to the kernel, i.e. what the link delivered at this end;
+`tx` what the kernel handed to OpenSAND to send, including packets OpenSAND then drops
+in its FIFO or in its GSE encapsulation. The profiles OpenSAND is given lose nothing on
+the channel (lossy profiles are refused, the channel is clear sky) and the delay is
+constant, so the bytes delivered at the far end are exactly the bytes put onto the
+link, one one-way delay later: `bytes_onto_link` is counted by the receiving station
+(vocab.RECEIVER: the terminal for forward, the gateway for return)."""
 
 from __future__ import annotations
 
@@ -39,43 +28,66 @@ import json
 import logging
 import os
 import re
+import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
-from clarke import __version__, sh
-from clarke.agent.roles import link_profile_of
+from clarke import __version__, paths, sh
 from clarke.errors import EnvironmentProblem, InputError
-from clarke.link import opensand, profiles
-from clarke.link.profiles import LinkProfile
-
-if TYPE_CHECKING:
-    from clarke.testbed.plan import Addresses
+from clarke.link.opensand import xml
+from clarke.link.opensand.mapping import (
+    BRIDGE_IFACE,
+    OPENSAND_VERSION,
+    TAP_IFACE,
+    Entities,
+    Mapping,
+    derive,
+    mapping_table,
+)
+from clarke.place import Place, procs
+from clarke.profiles import LinkProfile
+from clarke.roles import link_state, parse_link_config, profile_digest
+from clarke.vocab import LINK_ROLES, receives, sends
 
 log = logging.getLogger(__name__)
 
 ENTITY_OF: Final = {"terminal": "st", "satellite": "sat", "gateway": "gw"}
-START_ORDER: Final = ("satellite", "gateway", "terminal")
-# The direction whose packets a station's TAP device receives from the link.
-DELIVERS: Final = {"terminal": "forward", "gateway": "return"}
 ETHERNET_HEADER_BYTES: Final = 14
 DEFAULT_ENTRYPOINT: Final = Path("/usr/local/bin/opensand-entrypoint")
-SUPPORTED: Final = opensand.OPENSAND_VERSION  # "8.2"
+SUPPORTED: Final = OPENSAND_VERSION  # "8.2"
 HOW_TO_INSTALL: Final = (
     "install OpenSAND 8.2.0 from the OpenSAND project's Debian 12 (bookworm) packages "
     "(the CNES net4sat-packages repository: packages opensand, opensand-core and their "
-    "libopensand-* and librle dependencies; docs/opensand.md), or use --backend satlink"
+    "libopensand-* and librle dependencies; docs/opensand.md), or use --link satlink"
 )
 STOP_TIMEOUT_S: Final = 5.0
+LOGON_TIMEOUT_S: Final = 60.0
 
 
-# --- helpers shared with the netns backend (clarke.testbed.backends.OpenSand) ---------
+def entrypoint_path() -> Path | None:
+    """$CLARKE_OPENSAND_ENTRYPOINT or $OPENSAND_ENTRYPOINT (the image sets it), else the
+    checkout's opensand/entrypoint.sh, else `opensand-entrypoint` on PATH."""
+    env = os.environ.get("CLARKE_OPENSAND_ENTRYPOINT") or os.environ.get("OPENSAND_ENTRYPOINT")
+    if env:
+        return Path(env)
+    root = paths.source_root()
+    if root is not None and (root / "opensand" / "entrypoint.sh").is_file():
+        return root / "opensand" / "entrypoint.sh"
+    found = shutil.which("opensand-entrypoint")
+    if found:
+        return Path(found)
+    return DEFAULT_ENTRYPOINT if DEFAULT_ENTRYPOINT.is_file() else None
+
+
+# --- OpenSAND, its counters, its entrypoint ---------------------------------------------
 
 
 def installed_version() -> str | None:
@@ -192,9 +204,7 @@ def cpu_seconds(pid: int | None) -> float | None:
     """utime + stime of a process in seconds."""
     if pid is None:
         return None
-    from clarke.testbed.procs import cpu_ticks
-
-    ticks = cpu_ticks(pid)
+    ticks = procs.cpu_ticks(pid)
     return None if ticks is None else ticks / os.sysconf("SC_CLK_TCK")
 
 
@@ -208,24 +218,22 @@ class OpenSandRole:
     entities        the emulation-network addresses (and ids) of all three entities
     emu_iface       this entity's interface on the emulation network
     config_dir      where the entity's XML is written (<config_dir>/<st|sat|gw>/)
-    profile_name, profile   the initial link profile (profile None: the shipped one)
     link_end        GW and ST: bridge addresses and the remote LAN(s) (LinkEnd)
     run_dir         the entrypoint's OPENSAND_RUN_DIR (pid file) and the entity's log
     entrypoint      opensand/entrypoint.sh (in the image: /usr/local/bin/opensand-entrypoint)
     netns           run the entity in this network namespace (None: here)
-    """
+
+    Nothing runs until the first configure names a profile."""
 
     implementation = "opensand"
 
     def __init__(
         self,
         role: str,
-        entities: opensand.Entities,
+        entities: Entities,
         *,
         emu_iface: str,
         config_dir: Path,
-        profile_name: str,
-        profile: LinkProfile | None = None,
         link_end: LinkEnd | None = None,
         run_dir: Path = Path("/run/opensand"),
         entrypoint: Path = DEFAULT_ENTRYPOINT,
@@ -233,7 +241,7 @@ class OpenSandRole:
         start_timeout_s: float = 60.0,
     ) -> None:
         if role not in ENTITY_OF:
-            raise InputError(f"OpenSAND role must be one of {', '.join(ENTITY_OF)}, not {role!r}")
+            raise InputError(f"OpenSAND role must be one of {', '.join(LINK_ROLES)}, not {role!r}")
         if (role == "satellite") != (link_end is None):
             raise InputError(
                 f"OpenSAND {role}: "
@@ -248,9 +256,9 @@ class OpenSandRole:
         self.config_dir, self.run_dir = Path(config_dir), Path(run_dir)
         self.entrypoint, self.netns = Path(entrypoint), netns
         self.start_timeout_s = start_timeout_s
-        self.profile_name = profile_name
-        self.profile = profile if profile is not None else profiles.load(profile_name)
-        self.mapping = opensand.derive(self.profile, f"link profile {profile_name!r}")
+        self.profile_name: str | None = None
+        self.digest: str | None = None
+        self.mapping: Mapping | None = None
         self.restarts = 0
         self._starts = 0
         self._child: subprocess.Popen[bytes] | None = None
@@ -258,40 +266,35 @@ class OpenSandRole:
         self._lock = threading.RLock()
 
     @classmethod
-    def for_compose(
-        cls, role: str, plan: Addresses, profile_name: str, profile: LinkProfile | None = None
-    ) -> OpenSandRole:
-        """The role in its container of the compose stack: addresses from the plan, the
-        interfaces found by their addresses, paths from the image's environment
-        (OPENSAND_CONFIG_DIR, OPENSAND_RUN_DIR, OPENSAND_ENTRYPOINT)."""
-        from clarke.compose import containers
-
-        entities = opensand.Entities(
+    def for_place(cls, place: Place, entrypoint: Path) -> OpenSandRole:
+        """The role in its place: addresses from the plan, interfaces found by their
+        addresses; the image's OPENSAND_CONFIG_DIR and OPENSAND_RUN_DIR where set (its
+        health check reads the latter), else the role's run dir."""
+        plan, role = place.plan, place.role
+        entities = Entities(
             gw_emu=plan.emu.address("gateway"),
             st_emu=plan.emu.address("terminal"),
             sat_emu=plan.emu.address("satellite"),
         )
         end = None
-        if role in ("terminal", "gateway"):
+        if role != "satellite":
             peer = "gateway" if role == "terminal" else "terminal"
-            lan = plan.st_lan if role == "terminal" else plan.gw_lan
             end = LinkEnd(
                 br_address=plan.sat.cidr(role),
                 peer_br_address=plan.sat.address(peer),
                 remote_lans=(str(plan.remote_lan(role).prefix),),
-                lan_iface=containers.interface_of(lan.address(role)),
+                lan_iface=place.iface("st-lan" if role == "terminal" else "gw-lan"),
             )
         env = os.environ
         return cls(
             role,
             entities,
-            emu_iface=containers.interface_of(plan.emu.address(role)),
-            config_dir=Path(env.get("OPENSAND_CONFIG_DIR") or "/etc/opensand"),
-            run_dir=Path(env.get("OPENSAND_RUN_DIR") or "/run/opensand"),
-            entrypoint=Path(env.get("OPENSAND_ENTRYPOINT") or DEFAULT_ENTRYPOINT),
-            profile_name=profile_name,
-            profile=profile,
+            emu_iface=place.iface("emu"),
+            config_dir=Path(env.get("OPENSAND_CONFIG_DIR") or place.run_dir / "xml"),
+            run_dir=Path(env.get("OPENSAND_RUN_DIR") or place.run_dir / "opensand"),
+            entrypoint=entrypoint,
             link_end=end,
+            netns=place.ns,
         )
 
     # --- paths and commands ----------------------------------------------------------
@@ -306,6 +309,9 @@ class OpenSandRole:
     def _in_ns(self, argv: Sequence[str]) -> list[str]:
         return ["ip", "netns", "exec", self.netns, *argv] if self.netns else list(argv)
 
+    def _ip(self) -> list[str]:
+        return ["ip", "-n", self.netns] if self.netns else ["ip"]
+
     def _env(self) -> dict[str, str]:
         return entrypoint_env(
             self.entity, self.config_dir, self.run_dir, self.emu_iface, self.link_end
@@ -314,7 +320,7 @@ class OpenSandRole:
     def _generate(self, profile: LinkProfile, name: str) -> dict[str, str]:
         """This entity's files; InputError (naming the field) for what OpenSAND cannot
         emulate, before anything is touched."""
-        files = opensand.generate(profile, self.entities, f"link profile {name!r}")
+        files = xml.generate(profile, self.entities, f"link profile {name!r}")
         prefix = f"{self.entity}/"
         return {rel: text for rel, text in files.items() if rel.startswith(prefix)}
 
@@ -326,25 +332,22 @@ class OpenSandRole:
             tmp.write_text(text, encoding="utf-8")
             tmp.replace(path)
         (self.config_dir / "MAPPING.md").write_text(
-            opensand.mapping_table(profile, f"link profile {name!r}"), encoding="utf-8"
+            mapping_table(profile, f"link profile {name!r}"), encoding="utf-8"
         )
 
-    # --- lifecycle -------------------------------------------------------------------
-    def start(self) -> None:
-        """Write the current profile's XML and start the entity; returns when
-        `entrypoint health` answers (EnvironmentProblem with the log's tail if not)."""
-        with self._lock:
-            if self.alive():
-                return
-            if not self.entrypoint.is_file():
-                raise EnvironmentProblem(
-                    f"the OpenSAND entrypoint {self.entrypoint} is missing (opensand/entrypoint.sh)"
-                )
-            require_opensand()
-            files = self._generate(self.profile, self.profile_name)
-            self._write(files, self.profile, self.profile_name)
-            self._spawn()
+    def _flood_multicast(self) -> None:
+        """The SAT sends to GW and ST by UDP multicast: a bridge that holds the
+        satellite's emulation address (netns) floods it rather than relying on IGMP
+        snooping without a querier."""
+        out = sh.run([*self._ip(), "-d", "-j", "link", "show", "dev", self.emu_iface]).stdout
+        with contextlib.suppress(ValueError, IndexError, KeyError):
+            if json.loads(out)[0]["linkinfo"]["info_kind"] == "bridge":
+                sh.run(
+                    [*self._ip(), "link", "set", "dev", self.emu_iface, "type", "bridge",
+                     "mcast_snooping", "0"]
+                )  # fmt: skip
 
+    # --- lifecycle -------------------------------------------------------------------
     def _spawn(self) -> None:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.pid_file.unlink(missing_ok=True)
@@ -376,6 +379,25 @@ class OpenSandRole:
                 raise self._failed(f"did not answer health within {self.start_timeout_s:.0f} s")
             time.sleep(0.2)
 
+    def _wait_logon(self) -> None:
+        """The terminal: until an echo crosses the link to the gateway's bridge address
+        (the ST has logged on to the GW through the SAT)."""
+        assert self.link_end is not None
+        argv = self._in_ns(
+            [sys.executable, "-m", "clarke.place.echo", self.link_end.peer_br_address,
+             "--count", "1", "--timeout", "2"]
+        )  # fmt: skip
+        deadline = time.monotonic() + LOGON_TIMEOUT_S
+        while time.monotonic() < deadline:
+            proc = sh.run(argv, check=False, timeout=30)
+            with contextlib.suppress(ValueError):
+                if json.loads(proc.stdout).get("rtts_ms"):
+                    return
+        raise self._failed(
+            f"did not log on: no echo crossed the link to the gateway within "
+            f"{LOGON_TIMEOUT_S:.0f} s"
+        )
+
     def _failed(self, what: str) -> EnvironmentProblem:
         text = tail(self.log_path)
         log.error("OpenSAND %s %s; its log %s ends:\n%s", self.entity, what, self.log_path, text)
@@ -403,11 +425,10 @@ class OpenSandRole:
     def _unwire(self) -> None:
         """Remove what the entrypoint made: TAP and bridge (their routes and neighbour go
         with them) and the multicast route on the emulation interface."""
-        ns = ["-n", self.netns] if self.netns else []
         if self.link_end is not None:
-            for dev in (opensand.TAP_IFACE, opensand.BRIDGE_IFACE):
-                sh.run(["ip", *ns, "link", "del", "dev", dev], check=False)
-        sh.run(["ip", *ns, "route", "del", "224.0.0.0/4", "dev", self.emu_iface], check=False)
+            for dev in (TAP_IFACE, BRIDGE_IFACE):
+                sh.run([*self._ip(), "link", "del", "dev", dev], check=False)
+        sh.run([*self._ip(), "route", "del", "224.0.0.0/4", "dev", self.emu_iface], check=False)
 
     def stop(self) -> None:
         """Stop the entity (SIGTERM, SIGKILL after 5 s) and remove what the entrypoint
@@ -421,13 +442,29 @@ class OpenSandRole:
         child = self._child
         return child is not None and child.poll() is None
 
+    def problem(self) -> str | None:
+        """The entity died (not while a configure restarts it)."""
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            child = self._child
+            if child is not None and child.poll() is not None:
+                return f"OpenSAND {self.entity} exited ({child.returncode})"
+            return None
+        finally:
+            self._lock.release()
+
     # --- the role agent's contract -----------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        return link_state(self.profile_name, self.digest, self.alive())
+
     def health(self) -> dict[str, Any]:
         child = self._child
         return {
             "role": self.role,
             "implementation": self.implementation,
             "clarke": __version__,
+            "ready": True,
             "opensand": {
                 "version": installed_version(),
                 "running": self.alive(),
@@ -439,20 +476,26 @@ class OpenSandRole:
 
     def configure(self, body: dict[str, Any]) -> dict[str, Any]:
         """Apply a link profile: validate and generate first (InputError, nothing
-        touched), then stop the entity, write its XML and start it again."""
-        profile = link_profile_of(body)
-        name = body.get("name")
-        if not isinstance(name, str) or not name:
-            raise InputError('POST /config for a link role needs "name": the profile\'s name')
+        touched), then, unless it is in force already, stop the entity, write its XML
+        and start it again."""
+        name, profile = parse_link_config(body)
         files = self._generate(profile, name)
-        mapping = opensand.derive(profile, f"link profile {name!r}")
+        mapping = derive(profile, f"link profile {name!r}")
+        digest = profile_digest(profile)
         with self._lock:
+            if self.alive() and (name, digest) == (self.profile_name, self.digest):
+                return {"applied": False, "state": self.state()}
             self._stop_child()
+            if self.role == "satellite" and self._starts == 0:
+                self._flood_multicast()
             self._write(files, profile, name)
-            self.profile_name, self.profile, self.mapping = name, profile, mapping
+            self.profile_name, self.digest, self.mapping = name, digest, mapping
             self._spawn()
+            if self.role == "terminal":
+                self._wait_logon()
         return {
-            "applied": name,
+            "applied": True,
+            "state": self.state(),
             "role": self.role,
             "implementation": self.implementation,
             "restarts": self.restarts,
@@ -463,7 +506,7 @@ class OpenSandRole:
     def _counters(self) -> dict[str, dict[str, int] | None]:
         out = {"emu": link_counters(self.emu_iface, self.netns)}
         if self.link_end is not None:
-            out["tap"] = link_counters(opensand.TAP_IFACE, self.netns)
+            out["tap"] = link_counters(TAP_IFACE, self.netns)
         return out
 
     def stats(self) -> dict[str, Any]:
@@ -481,22 +524,19 @@ class OpenSandRole:
             **counters,
         }
         tap = counters.get("tap")
-        if tap is not None:
-            out["bytes_onto_link"] = {DELIVERS[self.role]: ip_bytes(tap, "rx")}
-            out["bytes_into_opensand"] = {
-                ("return" if self.role == "terminal" else "forward"): ip_bytes(tap, "tx")
+        delivered, sent = receives(self.role), sends(self.role)
+        if tap is not None and delivered and sent:
+            out["bytes_onto_link"] = {delivered: ip_bytes(tap, "rx")}
+            out["bytes_into_opensand"] = {sent: ip_bytes(tap, "tx")}
+        if self.mapping is not None:
+            out["link"] = {
+                "delay_value_ms": self.mapping.delay_value_ms,
+                "expected_rtt_ms": self.mapping.expected_rtt_ms,
+                "forward_bandwidth_khz": self.mapping.forward_bandwidth_khz,
+                "cra_kbps": self.mapping.cra_kbps,
             }
         return out
 
     def reset_stats(self) -> dict[str, Any]:
         self._baseline = self._counters()
         return {"reset": True, "role": self.role}
-
-
-def wait_for(ready: Callable[[], bool], timeout: float, interval: float = 0.2) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if ready():
-            return True
-        time.sleep(interval)
-    return ready()

@@ -1,0 +1,101 @@
+"""The client role: a browser that loads one page per request, inside the client's
+place, with the engine the request names (browser/engines). The browser binary, the
+testbed CA and the server's name are fixed when the role starts (BrowserSetup); a
+request carries values only (browser/load.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clarke import __version__
+from clarke.browser import browsertime_engine, firefox, selenium_engine
+from clarke.browser.load import BrowserSetup, LoadRequest, LoadResult
+from clarke.errors import ClarkeError, UnknownName
+from clarke.place import Place
+from clarke.place.plan import HTTPS_PORT
+from clarke.roles import Implementation, RoleProcess
+from clarke.tls import DEFAULT_HOST
+from clarke.vocab import ENGINES, Engine
+
+LOADERS = {Engine.selenium: selenium_engine.load, Engine.browsertime: browsertime_engine.load}
+
+
+class BrowserClient:
+    """Firefox: every load a new browser process with a new profile."""
+
+    role = "client"
+    implementation = "firefox"
+
+    def __init__(self, place: Place, binary: str | None = None) -> None:
+        self.place = place
+        self.setup = BrowserSetup(
+            firefox=binary,
+            ca_cert=place.pki_dir / "ca.pem",
+            server_name=DEFAULT_HOST,
+            server_port=HTTPS_PORT,
+        )
+        self.loads = 0
+
+    def health(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "role": self.role,
+            "implementation": self.implementation,
+            "clarke": __version__,
+        }
+        try:
+            binary = firefox.find_firefox(self.setup.firefox)
+            return out | {
+                "ready": True,
+                "firefox": binary,
+                "firefox_version": firefox.version(binary),
+            }
+        except ClarkeError as e:
+            return out | {"ready": False, "error": str(e)}
+
+    def state(self) -> dict[str, Any]:
+        return {}
+
+    def configure(self, body: dict[str, Any]) -> dict[str, Any]:
+        return {"applied": False, "state": {}}
+
+    def stats(self) -> dict[str, Any]:
+        return {"loads": self.loads}
+
+    def reset_stats(self) -> dict[str, Any]:
+        return {}
+
+    def problem(self) -> str | None:
+        return None
+
+    def stop(self) -> None:
+        pass
+
+    def load(self, body: dict[str, Any], engine: str) -> dict[str, Any]:
+        """One page load; InputError (nothing started) for an unknown engine or a body
+        that is not a LoadRequest for this client (ValidationFailed naming the fields)."""
+        if engine not in ENGINES:
+            raise UnknownName("engine", engine, list(ENGINES))
+        req = LoadRequest.for_agent(body, self.setup)
+        self.loads += 1
+        try:
+            result = LOADERS[Engine(engine)](req, self.setup)
+        except ClarkeError as e:
+            result = LoadResult.failed(engine, f"{e.kind}: {e}")
+        return result.model_dump(mode="json")
+
+
+class Firefox(Implementation):
+    kind = "client"
+    name = "firefox"
+    summary = "Firefox (Nightly, release or ESR) with geckodriver, by Selenium or Browsertime"
+    install = "install firefox-esr (Debian) and geckodriver (ci/setup.sh installs both)"
+
+    def __init__(self, binary: str | None = None) -> None:
+        self.binary = binary
+
+    def check_environment(self) -> None:
+        firefox.find_firefox(self.binary)
+        firefox.find_geckodriver()
+
+    def start(self, place: Place) -> RoleProcess:
+        return BrowserClient(place, self.binary)

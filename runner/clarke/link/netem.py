@@ -1,0 +1,181 @@
+"""Linux `tc netem` in the link roles, where the kernel has it: each station shapes the
+direction it sends (vocab.SENDER) with a netem qdisc on its emulation-network interface
+and routes the remote LAN to the other station across the emulation network; the
+satellite only bridges."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import threading
+from functools import cache
+from typing import Any
+
+from clarke import __version__, sh
+from clarke.errors import ClarkeError, EnvironmentProblem
+from clarke.place import Place, netns
+from clarke.profiles import BitErrors, Direction, LinkProfile, PacketLoss, QueueBytes
+from clarke.roles import (
+    Implementation,
+    RoleProcess,
+    link_state,
+    parse_link_config,
+    profile_digest,
+)
+from clarke.vocab import sends
+
+PROBE_PREFIX = "clkprobe-"
+MTU_BYTES = 1500
+
+
+@cache
+def netem_available() -> tuple[bool, str]:
+    """Try a netem qdisc in a scratch namespace; (available, reason)."""
+    if os.geteuid() != 0 or shutil.which("tc") is None:
+        return False, "cannot probe for the netem qdisc (needs root and tc)"
+    ns = f"{PROBE_PREFIX}{os.getpid()}"
+    try:
+        netns.add(ns)
+        netns.batch(ns, ["link add probe0 type veth peer name probe1", "link set probe0 up"])
+        proc = sh.run(
+            ["tc", "-n", ns, "qdisc", "add", "dev", "probe0", "root", "netem", "delay", "1ms"],
+            check=False,
+        )
+        if proc.returncode == 0:
+            return True, "netem qdisc available"
+        return False, f"this kernel has no netem qdisc ({proc.stderr.strip() or 'tc failed'})"
+    except ClarkeError as e:
+        return False, f"the netem qdisc probe failed: {e}"
+    finally:
+        with contextlib.suppress(ClarkeError):
+            netns.delete(ns)
+
+
+def describe() -> str:
+    ok, why = netem_available()
+    return f"netem: {'available' if ok else 'not available'} ({why})"
+
+
+def netem_args(d: Direction) -> list[str]:
+    """One direction as netem arguments. netem has no bit error rate: a BER becomes the
+    loss probability of a 1500-byte packet."""
+    args = ["delay", f"{d.one_way_delay_ms}ms"]
+    rate = d.rate_mbps or 1000
+    if d.rate_mbps > 0:
+        args += ["rate", f"{d.rate_mbps}mbit"]
+    if isinstance(d.queue, QueueBytes):
+        limit = max(1, d.queue.bytes // MTU_BYTES)
+    else:
+        limit = max(1, int(rate * 1e6 * d.queue.ms / 1000 / 8 / MTU_BYTES))
+    # netem's limit also holds the packets in flight on the delay line.
+    in_flight = int(rate * 1e6 * d.one_way_delay_ms / 1000 / 8 / MTU_BYTES)
+    args += ["limit", str(limit + in_flight)]
+    if isinstance(d.loss, PacketLoss):
+        args += ["loss", f"{100 * d.loss.packet_rate:.6f}%"]
+    elif isinstance(d.loss, BitErrors):
+        loss = 1 - (1 - d.loss.bit_error_rate) ** (MTU_BYTES * 8)
+        args += ["loss", f"{100 * loss:.6f}%"]
+    return args
+
+
+def direction_of(profile: LinkProfile, direction: str) -> Direction:
+    return profile.forward if direction == "forward" else profile.return_
+
+
+class NetemStation:
+    """One link role on netem: a station's qdisc and route, or the satellite's bridge."""
+
+    implementation = "netem"
+
+    def __init__(self, place: Place) -> None:
+        self.place, self.role = place, place.role
+        self.direction = sends(self.role)
+        self.profile: str | None = None
+        self.digest: str | None = None
+        self.wired = False
+        self._lock = threading.Lock()
+
+    def _tc(self, verb: str, d: Direction) -> None:
+        dev = self.place.iface("emu")
+        sh.run(self.place.argv(["tc", "qdisc", verb, "dev", dev, "root", "netem", *netem_args(d)]))
+
+    def state(self) -> dict[str, Any]:
+        return link_state(self.profile, self.digest, True)
+
+    def configure(self, body: dict[str, Any]) -> dict[str, Any]:
+        name, profile = parse_link_config(body)
+        digest = profile_digest(profile)
+        with self._lock:
+            if (name, digest) == (self.profile, self.digest):
+                return {"applied": False, "state": self.state()}
+            if self.direction is not None:
+                d = direction_of(profile, self.direction)
+                if not self.wired:
+                    plan = self.place.plan
+                    peer = "gateway" if self.role == "terminal" else "terminal"
+                    remote = plan.remote_lan(self.role).prefix
+                    via = plan.emu.address(peer)
+                    netns.batch(self.place.ns, [f"route replace {remote} via {via}"])
+                    self._tc("replace", d)
+                    self.wired = True
+                else:
+                    self._tc("change", d)
+            self.profile, self.digest = name, digest
+            return {"applied": True, "state": self.state()}
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "role": self.role,
+            "implementation": self.implementation,
+            "clarke": __version__,
+            "ready": True,
+            "netem": {"version": sh.run(["tc", "-V"], check=False).stdout.strip()},
+        }
+
+    def stats(self) -> dict[str, Any]:
+        if self.direction is None or not self.wired:
+            return {}
+        dev = self.place.iface("emu")
+        proc = sh.run(self.place.argv(["tc", "-s", "-j", "qdisc", "show", "dev", dev]), check=False)
+        try:
+            qdiscs = json.loads(proc.stdout or "[]")
+        except json.JSONDecodeError:
+            return {"error": proc.stderr.strip()}
+        out: dict[str, Any] = {"qdiscs": qdiscs}
+        netem = next((q for q in qdiscs if q.get("kind") == "netem"), None)
+        if netem is not None:
+            out["bytes_onto_link"] = {self.direction: int(netem.get("bytes", 0))}
+            out["drops"] = int(netem.get("drops", 0))
+        return out
+
+    def reset_stats(self) -> dict[str, Any]:
+        return {}  # qdisc counters cannot be zeroed; rates come from differences
+
+    def problem(self) -> str | None:
+        return None
+
+    def stop(self) -> None:
+        if self.direction is not None and self.wired:
+            with contextlib.suppress(ClarkeError):
+                dev = self.place.iface("emu")
+                sh.run(self.place.argv(["tc", "qdisc", "del", "dev", dev, "root"]), check=False)
+            self.wired = False
+
+
+class Netem(Implementation):
+    kind = "link"
+    name = "netem"
+    summary = "Linux tc netem on the stations' emulation interfaces, where the kernel has it"
+    install = "a kernel with the netem qdisc (sch_netem: modprobe sch_netem), or use --link satlink"
+
+    def check_environment(self) -> None:
+        ok, why = netem_available()
+        if not ok:
+            raise EnvironmentProblem(f"the netem link is not available: {why}; {self.install}")
+
+    def start(self, place: Place) -> RoleProcess:
+        if place.role != "satellite":
+            self.check_environment()
+        return NetemStation(place)

@@ -1,0 +1,220 @@
+"""satlink, Clarke's built-in user-space link emulator (satlink/README.md), in one link
+role: `satlink sat` relays between the stations; `satlink st` and `satlink gw` carry
+IP packets between a TUN device (sat0) and UDP carriers to the satellite on the
+emulation network, and shape the direction they send. No kernel qdisc is needed.
+
+The station is started by its first configure (with that profile as --config) and
+takes every later profile at run time through its control socket, so a change of
+profile never restarts it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import threading
+from pathlib import Path
+from typing import Any
+
+from clarke import __version__, paths
+from clarke.errors import ClarkeError, EnvironmentProblem, InputError
+from clarke.place import Place, netns, procs
+from clarke.place.plan import EMU_PORT, IF_SAT
+from clarke.roles import (
+    Implementation,
+    RoleProcess,
+    link_state,
+    parse_link_config,
+    profile_digest,
+)
+from clarke.vocab import sends
+
+START_TIMEOUT_S = 15.0
+
+
+def satlink_binary() -> Path | None:
+    """$CLARKE_SATLINK, else the checkout's release build, else `satlink` on PATH."""
+    env = os.environ.get("CLARKE_SATLINK")
+    if env:
+        return Path(env)
+    root = paths.source_root()
+    if root is not None:
+        built = root / "satlink" / "target" / "release" / "satlink"
+        if built.is_file():
+            return built
+    found = shutil.which("satlink")
+    return Path(found) if found else None
+
+
+def ask(control_socket: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """One request to a satlink process's control socket (one JSON line each way)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(10)
+        try:
+            s.connect(str(control_socket))
+        except OSError as e:
+            raise ClarkeError(f"satlink control socket {control_socket}: {e}") from None
+        s.sendall(json.dumps(request).encode() + b"\n")
+        buf = b""
+        while not buf.endswith(b"\n"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+    reply = json.loads(buf or b"{}")
+    if isinstance(reply, dict) and reply.get("error"):
+        raise InputError(f"satlink refused {request.get('cmd')}: {reply['error']}")
+    return reply if isinstance(reply, dict) else {}
+
+
+def answers(control_socket: Path) -> bool:
+    if not control_socket.exists():
+        return False
+    try:
+        ask(control_socket, {"cmd": "health"})
+    except (ClarkeError, OSError, ValueError):
+        return False
+    return True
+
+
+def argv(binary: Path, place: Place, config: Path, control: Path) -> list[str]:
+    """The satlink command of one link role."""
+    plan, role = place.plan, place.role
+    common = ["--config", str(config), "--control", str(control)]
+    emu = f"{plan.emu.address(role)}:{EMU_PORT}"
+    if role == "satellite":
+        return [
+            str(binary), "sat", "--emu-bind", emu,
+            "--gw", plan.emu_endpoint("gateway"), "--st", plan.emu_endpoint("terminal"),
+            *common,
+        ]  # fmt: skip
+    kind = "st" if role == "terminal" else "gw"
+    return [
+        str(binary), kind, "--dev", IF_SAT, "--emu-bind", emu,
+        "--sat", plan.emu_endpoint("satellite"), *common,
+    ]  # fmt: skip
+
+
+class SatlinkStation:
+    """One satlink process in one link role."""
+
+    implementation = "satlink"
+
+    def __init__(self, place: Place, binary: Path) -> None:
+        self.place, self.role, self.binary = place, place.role, binary
+        self.control = place.run_dir / "satlink.sock"
+        self.config = place.run_dir / "link.json"
+        self.children = procs.Children()
+        self.profile: str | None = None
+        self.digest: str | None = None
+        self._lock = threading.RLock()
+
+    def _running(self) -> bool:
+        return "satlink" in self.children.procs and self.children.exited() is None
+
+    def _start(self, config: dict[str, Any]) -> None:
+        self.place.run_dir.mkdir(parents=True, exist_ok=True)
+        self.config.write_text(json.dumps(config, indent=2))
+        self.control.unlink(missing_ok=True)
+        cmd = self.place.argv(argv(self.binary, self.place, self.config, self.control))
+        log = self.place.run_dir / "satlink.log"
+        popen = self.children.spawn("satlink", cmd, log=log)
+        try:
+            procs.wait_until(
+                lambda: popen.poll() is not None or answers(self.control),
+                f"satlink {self.role}",
+                START_TIMEOUT_S,
+            )
+        except EnvironmentProblem:
+            self.children.stop()
+            raise
+        if popen.poll() is not None:
+            self.children.procs.pop("satlink", None)
+            raise EnvironmentProblem(
+                f"satlink {self.role} exited during start-up ({popen.returncode}); its log "
+                f"{log} ends:\n{procs.tail(log)}"
+            )
+        if self.role != "satellite":
+            # The TUN device gets the link end's address; the remote LAN goes into it.
+            plan = self.place.plan
+            netns.batch(
+                self.place.ns,
+                [
+                    f"addr replace {plan.sat.cidr(self.role)} dev {IF_SAT}",
+                    f"link set {IF_SAT} up",
+                    f"route replace {plan.remote_lan(self.role).prefix} dev {IF_SAT}",
+                ],
+            )
+
+    # --- the contract --------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        return link_state(self.profile, self.digest, self._running())
+
+    def configure(self, body: dict[str, Any]) -> dict[str, Any]:
+        name, profile = parse_link_config(body)
+        digest = profile_digest(profile)
+        config = profile.to_satlink_config()
+        with self._lock:
+            if self._running() and (name, digest) == (self.profile, self.digest):
+                return {"applied": False, "state": self.state()}
+            if self._running():
+                ask(self.control, {"cmd": "set", "config": config})
+                self.config.write_text(json.dumps(config, indent=2))
+            else:
+                self._start(config)
+            self.profile, self.digest = name, digest
+            return {"applied": True, "state": self.state()}
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "role": self.role,
+            "implementation": self.implementation,
+            "clarke": __version__,
+            "ready": True,
+            "satlink": ask(self.control, {"cmd": "health"}) if self._running() else {},
+        }
+
+    def stats(self) -> dict[str, Any]:
+        if not self._running():
+            return {"running": False}
+        stats = ask(self.control, {"cmd": "stats"})
+        # A station's `bytes_out` of the direction it shapes are the IP bytes it put onto
+        # the link; the satellite only relays.
+        direction = sends(self.role)
+        if direction and isinstance(stats.get(direction), dict):
+            stats["bytes_onto_link"] = {direction: stats[direction].get("bytes_out")}
+            # When satlink read its counters, on its own clock (seconds): rates from
+            # samples of them do not depend on how long a request took to get here.
+            stats["counted_at_s"] = stats.get("uptime_s")
+        return stats
+
+    def reset_stats(self) -> dict[str, Any]:
+        return ask(self.control, {"cmd": "reset_stats"}) if self._running() else {}
+
+    def problem(self) -> str | None:
+        return self.children.exited()
+
+    def stop(self) -> None:
+        self.children.stop()
+
+
+class Satlink(Implementation):
+    kind = "link"
+    name = "satlink"
+    summary = "Clarke's built-in emulator (satlink/): no kernel qdisc needed; the default"
+    install = (
+        "build it with `cargo build --release` in satlink/ (ci/build.sh), or set CLARKE_SATLINK"
+    )
+
+    def check_environment(self) -> None:
+        binary = satlink_binary()
+        if binary is None or not os.access(binary, os.X_OK):
+            where = binary or "satlink/target/release/satlink"
+            raise EnvironmentProblem(f"the satlink binary is missing ({where}): {self.install}")
+
+    def start(self, place: Place) -> RoleProcess:
+        self.check_environment()
+        binary = satlink_binary()
+        assert binary is not None
+        return SatlinkStation(place, binary)

@@ -1,0 +1,103 @@
+"""THE registry of role implementations: one entry per (kind, name). Every command takes
+its choices from here (`--link`, `--server`, `clarke serve --implementation`, the
+campaign's `implementations:`), and so does their help.
+
+    kind    name            roles
+    link    satlink         terminal, satellite, gateway  (the default)
+    link    opensand        terminal, satellite, gateway
+    link    netem           terminal, satellite, gateway
+    server  origin          server                        (the default)
+    server  openlitespeed   server
+    client  firefox         client                        (the default)
+
+Adding an implementation: one module with an `Implementation` subclass
+(clarke.roles), and one line below."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final
+
+from clarke.browser.client import Firefox
+from clarke.campaign.model import Campaign
+from clarke.errors import UnknownName, ValidationFailed
+from clarke.link.netem import Netem
+from clarke.link.opensand import OpenSand
+from clarke.link.satlink import Satlink
+from clarke.profiles import LinkProfile
+from clarke.roles import KINDS, Implementation
+from clarke.server.openlitespeed import OpenLiteSpeed
+from clarke.server.origin import Origin
+from clarke.vocab import kind_of
+
+IMPLEMENTATIONS: Final[tuple[Implementation, ...]] = (
+    Satlink(),
+    OpenSand(),
+    Netem(),
+    Origin(),
+    OpenLiteSpeed(),
+    Firefox(),
+)
+DEFAULTS: Final = {"link": "satlink", "server": "origin", "client": "firefox"}
+
+
+def names(kind: str) -> tuple[str, ...]:
+    return tuple(i.name for i in IMPLEMENTATIONS if i.kind == kind)
+
+
+def get(kind: str, name: str | None = None) -> Implementation:
+    """The implementation `name` of a kind (its default when None)."""
+    if kind not in KINDS:
+        raise UnknownName("kind of implementation", kind, list(KINDS))
+    wanted = name or DEFAULTS[kind]
+    for impl in IMPLEMENTATIONS:
+        if impl.kind == kind and impl.name == wanted:
+            return impl
+    raise UnknownName(f"{kind} implementation", wanted, list(names(kind)))
+
+
+def for_role(role: str, name: str | None = None) -> Implementation:
+    return get(kind_of(role), name)
+
+
+def help_text(kind: str) -> str:
+    """`name: summary` of every implementation of a kind, for --help."""
+    return "; ".join(
+        f"{i.name}: {i.summary}" + (" (default)" if i.name == DEFAULTS[kind] else "")
+        for i in IMPLEMENTATIONS
+        if i.kind == kind
+    )
+
+
+def check_profiles(link: Implementation, profiles: Iterable[tuple[str, LinkProfile]]) -> None:
+    """Every profile the link will run, checked against what it can emulate: one
+    ValidationFailed listing every problem of every profile."""
+    problems: list[str] = []
+    for name, profile in profiles:
+        try:
+            link.check_profile(profile, f"link profile {name!r}")
+        except ValidationFailed as e:
+            problems += [f"{name}: {p}" for p in e.problems]
+    if problems:
+        raise ValidationFailed(f"link profiles ({link.name} link)", problems)
+
+
+def campaign_choices(
+    campaign: Campaign, source: str, link: str | None = None, server: str | None = None
+) -> tuple[Implementation, Implementation]:
+    """The link and server a campaign runs on: the options given, else the campaign's
+    `implementations:`, else the defaults; unknown names fail naming the field."""
+    chosen = {
+        "link": link or campaign.implementations.link,
+        "server": server or campaign.implementations.server,
+    }
+    problems: list[str] = []
+    for kind, name in chosen.items():
+        if name is not None and name not in names(kind):
+            problems.append(
+                f"implementations.{kind}: unknown {kind} implementation {name!r}; allowed: "
+                f"{', '.join(names(kind))}"
+            )
+    if problems:
+        raise ValidationFailed(source, problems)
+    return get("link", chosen["link"]), get("server", chosen["server"])

@@ -1,0 +1,149 @@
+"""origin, Clarke's own web server (origin/README.md), in the server role: HTTP/1.1, /2
+and /3 with the congestion control chosen per protocol, per-connection statistics on a
+control endpoint that only this role's agent reaches (the loopback of its place)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from clarke import __version__, paths, tls
+from clarke.errors import ClarkeError, EnvironmentProblem, InputError
+from clarke.place import Place, procs
+from clarke.place.plan import HTTPS_PORT, ORIGIN_CONTROL
+from clarke.roles import Implementation, RoleProcess
+from clarke.server import serve_link_checks
+
+START_TIMEOUT_S = 30.0
+SETTINGS = ("tcp_cc", "quic_cc", "quic_initial_window")
+
+
+def origin_binary() -> Path | None:
+    """$CLARKE_ORIGIN, else the checkout's release build, else `origin` on PATH."""
+    env = os.environ.get("CLARKE_ORIGIN")
+    root = paths.source_root()
+    for candidate in (
+        Path(env) if env else None,
+        root / "origin/target/release/origin" if root else None,
+        Path(shutil.which("origin") or "/nonexistent"),
+    ):
+        if candidate is not None and candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+class OriginServer:
+    role = "server"
+    implementation = "origin"
+
+    def __init__(self, place: Place, binary: Path) -> None:
+        self.place, self.binary = place, binary
+        self.children = procs.Children()
+        self._http = httpx.Client(base_url=f"http://{ORIGIN_CONTROL}", timeout=15, trust_env=False)
+
+    def start(self) -> None:
+        place = self.place
+        pki = tls.ensure_testbed_pki(place.pki_dir, label=place.substrate)
+        place.pages_dir.mkdir(parents=True, exist_ok=True)
+        place.run_dir.mkdir(parents=True, exist_ok=True)
+        argv = place.argv([
+            str(self.binary), "--root", str(place.pages_dir),
+            "--listen", f"{place.plan.addresses['server']}:{HTTPS_PORT}",
+            "--cert", str(pki.cert), "--key", str(pki.key),
+            "--control", ORIGIN_CONTROL,
+            "--tcp-cc", "cubic", "--quic-cc", "cubic",
+            "--log", str(place.run_dir / "origin-connections.log"),
+        ])  # fmt: skip
+        popen = self.children.spawn("origin", argv)
+
+        def answering() -> bool:
+            try:
+                self._http.get("/health", timeout=1)
+            except httpx.TransportError:
+                return popen.poll() is not None
+            return True
+
+        procs.wait_until(answering, "origin", START_TIMEOUT_S)
+        if popen.poll() is not None:
+            raise EnvironmentProblem(f"origin exited during start-up ({popen.returncode})")
+        serve_link_checks(place, self.children)
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        try:
+            resp = self._http.request(method, path, json=body)
+        except httpx.TransportError as e:
+            raise ClarkeError(f"origin's control endpoint {ORIGIN_CONTROL}: {e}") from None
+        if resp.status_code >= 400:
+            raise InputError(f"origin refused {method} {path}: {resp.text.strip()}")
+        return resp.json() if resp.content else {}
+
+    # --- the contract --------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        settings = self._call("GET", "/health").get("settings") or {}
+        return {k: settings.get(k) for k in SETTINGS}
+
+    def configure(self, body: dict[str, Any]) -> dict[str, Any]:
+        """{"tcp_cc", "quic_cc", "quic_initial_window"} (any subset), sent to origin
+        only when something differs from what is in force. Any other key is refused
+        (origin would refuse it too; compared with what is in force, a null one would
+        have passed as a no-op)."""
+        unknown = sorted(set(body) - set(SETTINGS))
+        if unknown:
+            raise InputError(
+                f"unknown key(s) {', '.join(map(repr, unknown))} in POST /config; "
+                f"allowed: {', '.join(SETTINGS)}"
+            )
+        current = self.state()
+        if all(current.get(k) == v for k, v in body.items()):
+            return {"applied": False, "state": current}
+        self._call("POST", "/config", body)
+        return {"applied": True, "state": self.state()}
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "role": self.role,
+            "implementation": self.implementation,
+            "clarke": __version__,
+            "ready": True,
+            "origin": self._call("GET", "/health"),
+        }
+
+    def stats(self) -> dict[str, Any]:
+        return self._call("GET", "/stats")
+
+    def reset_stats(self) -> dict[str, Any]:
+        return self._call("POST", "/stats/reset")
+
+    def problem(self) -> str | None:
+        return self.children.exited()
+
+    def stop(self) -> None:
+        self.children.stop()
+        self._http.close()
+
+
+class Origin(Implementation):
+    kind = "server"
+    name = "origin"
+    summary = "Clarke's own server (origin/): congestion control and wire bytes per connection"
+    install = "build it with `cargo build --release` in origin/ (ci/build.sh), or set CLARKE_ORIGIN"
+
+    def check_environment(self) -> None:
+        if origin_binary() is None:
+            raise EnvironmentProblem(f"the origin binary is missing: {self.install}")
+
+    def start(self, place: Place) -> RoleProcess:
+        binary = origin_binary()
+        if binary is None:
+            raise EnvironmentProblem(f"the origin binary is missing: {self.install}")
+        server = OriginServer(place, binary)
+        try:
+            server.start()
+        except BaseException:
+            server.stop()
+            raise
+        return server

@@ -1,0 +1,106 @@
+"""Clarke's vocabularies: every name with a fixed set of values is declared here once,
+with what each value is called elsewhere. CLI choices, campaign validation and help are
+generated from these declarations (role implementations have their own registry,
+clarke.registry).
+
+    HttpVersion         1.1 | 2 | 3         run ids: h1 h2 h3; Firefox: http/1.1 h2 h3
+    CongestionControl   cubic | bbr | reno  QUIC stacks: cubic bbr newreno
+    Engine              selenium | browsertime
+    Browser             firefox
+    Substrate           netns | compose
+    roles               client, terminal, satellite, gateway, server
+    link roles          terminal, satellite, gateway; started satellite, gateway, terminal
+    directions          forward (gateway -> terminal), return (terminal -> gateway)
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Final
+
+
+class HttpVersion(StrEnum):
+    h1 = "1.1"
+    h2 = "2"
+    h3 = "3"
+
+    @property
+    def tag(self) -> str:
+        """In run ids and in the server's connection records: h1, h2, h3."""
+        return self.name
+
+    @property
+    def next_hop_protocol(self) -> str:
+        """What Firefox reports as a resource's nextHopProtocol."""
+        return {"1.1": "http/1.1", "2": "h2", "3": "h3"}[self.value]
+
+    @property
+    def label(self) -> str:
+        """For people: HTTP/1.1, HTTP/2, HTTP/3."""
+        return f"HTTP/{self.value}"
+
+    @property
+    def default_connections(self) -> int:
+        """Connections per server when nothing is said (the study: 1 for HTTP/1.1)."""
+        return 1 if self is HttpVersion.h1 else 6
+
+
+class CongestionControl(StrEnum):
+    cubic = "cubic"
+    bbr = "bbr"
+    reno = "reno"
+
+    @property
+    def quic(self) -> str:
+        """The QUIC stacks' name of the same family (QUIC has NewReno for reno)."""
+        return "newreno" if self is CongestionControl.reno else self.value
+
+
+class Engine(StrEnum):
+    selenium = "selenium"
+    browsertime = "browsertime"
+
+
+class Browser(StrEnum):
+    firefox = "firefox"
+
+
+class Substrate(StrEnum):
+    netns = "netns"
+    compose = "compose"
+
+
+HTTP_VERSIONS: Final = tuple(v.value for v in HttpVersion)
+CONGESTION_CONTROLS: Final = tuple(c.value for c in CongestionControl)
+ENGINES: Final = tuple(e.value for e in Engine)
+SUBSTRATES: Final = tuple(s.value for s in Substrate)
+
+ROLES: Final = ("client", "terminal", "satellite", "gateway", "server")
+LINK_ROLES: Final = ("terminal", "satellite", "gateway")
+# The order link roles start and take a new profile in: the satellite first, then the
+# gateway, then the terminal, which logs on to the gateway through the satellite
+# (OpenSAND needs it; the others do not mind).
+LINK_START_ORDER: Final = ("satellite", "gateway", "terminal")
+DIRECTIONS: Final = ("forward", "return")
+# Which station puts each direction onto the link, and which one receives it there.
+SENDER: Final = {"forward": "gateway", "return": "terminal"}
+RECEIVER: Final = {"forward": "terminal", "return": "gateway"}
+
+
+def kind_of(role: str) -> str:
+    """The kind of implementation that fills a role: link, server or client."""
+    if role in LINK_ROLES:
+        return "link"
+    if role in ("server", "client"):
+        return role
+    raise ValueError(f"unknown role {role!r}; roles: {', '.join(ROLES)}")
+
+
+def sends(role: str) -> str | None:
+    """The direction a station puts onto the link (None for the satellite)."""
+    return next((d for d, r in SENDER.items() if r == role), None)
+
+
+def receives(role: str) -> str | None:
+    """The direction the link delivers at a station (None for the satellite)."""
+    return next((d for d, r in RECEIVER.items() if r == role), None)

@@ -1,0 +1,246 @@
+"""The campaign loop, its link-check schedule and the load verdicts, with a fake session:
+no root, no browser. The fake keeps what a real testbed keeps (the profile and the
+congestion control in force) and applies only what differs, as the agents do."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clarke.browser.load import LoadResult
+from clarke.campaign.plan import Run
+from clarke.errors import ClarkeError
+from clarke.results.journal import Journal
+from clarke.results.record import RunRecord, Status
+from clarke.run import loop
+from clarke.run.loop import RecordContext, execute, finished
+from clarke.run.schedule import LinkCheck, schedule
+from clarke.run.verdicts import link_verdict, server_verdict
+
+CTX = RecordContext("t", "t-1", "selenium", "abc")
+
+
+def runs(*profiles: str, reps: int = 1) -> list[Run]:
+    out = []
+    for profile in profiles:
+        for rep in range(1, reps + 1):
+            i = len(out)
+            out.append(Run(i, f"{profile}-h2-bbr-uniform-100k-r{rep}", profile, "2", "bbr",
+                           "uniform", "100k", rep, 6))  # fmt: skip
+    return out
+
+
+class FakeSession:
+    """A testbed as the loop sees it. `script`: per run id, what each attempt does: "ok",
+    "fail" (a failed load), "down" (the testbed does not answer)."""
+
+    def __init__(self, script: dict[str, list[str]] | None = None) -> None:
+        self.implementations = {"link": "satlink", "server": "origin", "client": "firefox"}
+        self.script = {k: list(v) for k, v in (script or {}).items()}
+        self.profile: str | None = None
+        self.cc: str | None = None
+        self.applied: list[tuple[str, str]] = []
+        self.events: list[str] = []
+
+    def versions(self) -> dict[str, str]:
+        return {"clarke": "test"}
+
+    def ensure_profile(self, name: str) -> object:
+        if name != self.profile:
+            self.profile = name
+            self.applied.append(("profile", name))
+        return None
+
+    def ensure_cc(self, cc: str) -> object:
+        if cc != self.cc:
+            self.cc = cc
+            self.applied.append(("cc", cc))
+        return None
+
+    def check_link(self, profile: str, phase: str, level: str) -> dict[str, Any]:
+        self.ensure_profile(profile)
+        self.events.append(f"{phase} {profile}")
+        return {"phase": phase, "profile": profile, "passed": True}
+
+    def load(self, run: Run) -> tuple[LoadResult, dict[str, Any]]:
+        assert self.profile == run.profile and self.cc == run.cc
+        what = (self.script.get(run.run_id) or ["ok"]).pop(0)
+        self.events.append(f"load {run.run_id} {what}")
+        if what == "down":
+            raise ClarkeError("client agent at http://x: ConnectError")
+        if what == "fail":
+            return LoadResult.failed("selenium", "asked for h2, fell back to http/1.1"), {}
+        ok = LoadResult(status=Status.ok, engine="selenium", metrics={"plt_ms": 100.0})
+        return ok, {"link": {"profile": run.profile, "profile_sha256": "f" * 64}}
+
+
+class Seen:
+    """An observer that notes which runs finished (the progress counter) or were
+    skipped."""
+
+    def __init__(self) -> None:
+        self.final: list[str] = []
+        self.skips: list[str] = []
+
+    def skipped(self, run: Run) -> None:
+        self.skips.append(run.run_id)
+
+    def checking(self, check: LinkCheck) -> None: ...
+    def checked(self, check: LinkCheck, result: dict[str, Any]) -> None: ...
+    def loading(self, run: Run, attempt: int) -> None: ...
+
+    def recorded(self, record: RunRecord, final: bool) -> None:
+        if final:
+            self.final.append(record.run_id)
+
+
+def run_all(tmp_path: Path, plan: list[Run], session: FakeSession, retries: int = 2):  # type: ignore[no-untyped-def]
+    journal = Journal.in_dir(tmp_path)
+    done, _, _ = finished(journal, retries)
+    seen = Seen()
+    with journal:
+        out = execute(
+            schedule(plan, done),
+            session,
+            journal,
+            CTX,
+            retries,
+            observer=seen,
+            skipped=[r for r in plan if r.run_id in done],
+        )
+    return out, seen, list(Journal.in_dir(tmp_path).records())
+
+
+# --- the schedule --------------------------------------------------------------------------
+
+
+def test_every_profile_is_checked_before_its_first_and_after_its_last_run() -> None:
+    plan = runs("lan", "geo", reps=2)
+    steps = schedule(plan, done=set())
+    assert steps == [
+        LinkCheck("lan", "before"), plan[0], plan[1], LinkCheck("lan", "after"),
+        LinkCheck("geo", "before"), plan[2], plan[3], LinkCheck("geo", "after"),
+    ]  # fmt: skip
+
+
+def test_resume_checks_only_what_is_left() -> None:
+    plan = runs("lan", "geo", reps=2)
+    # lan done; geo half done: checked again around what is left.
+    steps = schedule(plan, done={plan[0].run_id, plan[1].run_id, plan[2].run_id})
+    assert steps == [LinkCheck("geo", "before"), plan[3], LinkCheck("geo", "after")]
+    # Everything done, and stopped before lan's after check: that check alone.
+    all_done = {r.run_id for r in plan}
+    checked = {("lan", "before"), ("geo", "before"), ("geo", "after")}
+    assert schedule(plan, all_done, checked) == [LinkCheck("lan", "after")]
+    assert schedule(plan, all_done) == []
+    # A profile that comes back later in the plan gets a pair for each stretch.
+    back = runs("lan", "geo", "lan")
+    assert [str(s) for s in schedule(back, set()) if isinstance(s, LinkCheck)] == [
+        str(LinkCheck(p, ph)) for p in ("lan", "geo", "lan") for ph in ("before", "after")
+    ]
+
+
+# --- the loop --------------------------------------------------------------------------
+
+
+def test_each_change_is_applied_once(tmp_path: Path) -> None:
+    plan = runs("lan", "geo", reps=3)
+    session = FakeSession()
+    out, seen, records = run_all(tmp_path, plan, session)
+    assert session.applied == [("profile", "lan"), ("cc", "bbr"), ("profile", "geo")]
+    assert session.events[0] == "before lan" and session.events[4] == "after lan"
+    assert [c["phase"] for c in out.checks] == ["before", "after", "before", "after"]
+    assert seen.final == [r.run_id for r in plan]
+    assert all(r.status is Status.ok and r.profile_sha256 == "f" * 64 for r in records)
+
+
+def test_a_failed_load_is_retried_and_counted_once(tmp_path: Path) -> None:
+    plan = runs("lan", reps=2)
+    session = FakeSession({plan[0].run_id: ["fail", "fail", "ok"], plan[1].run_id: ["fail"] * 3})
+    out, seen, records = run_all(tmp_path, plan, session, retries=2)
+    assert [(r.run_id, r.attempt, r.status.value) for r in records] == [
+        (plan[0].run_id, 1, "failed"), (plan[0].run_id, 2, "failed"), (plan[0].run_id, 3, "ok"),
+        (plan[1].run_id, 1, "failed"), (plan[1].run_id, 2, "failed"), (plan[1].run_id, 3, "failed"),
+    ]  # fmt: skip
+    assert seen.final == [plan[0].run_id, plan[1].run_id]  # the progress counts each run once
+    assert records[0].reason == "asked for h2, fell back to http/1.1"
+
+
+def test_infrastructure_failures_do_not_use_up_retries(tmp_path: Path) -> None:
+    plan = runs("lan")
+    session = FakeSession({plan[0].run_id: ["down", "down", "fail", "ok"]})
+    out, seen, records = run_all(tmp_path, plan, session, retries=1)
+    assert [r.status.value for r in records] == ["failed", "failed", "failed", "ok"]
+    assert [bool(r.details.get("infrastructure")) for r in records] == [True, True, False, False]
+    assert "ConnectError" in records[0].reason
+    assert seen.final == [plan[0].run_id]
+
+
+def test_a_vanished_testbed_stops_the_campaign_and_resume_finishes_it(tmp_path: Path) -> None:
+    plan = runs("lan", reps=3)
+    session = FakeSession({plan[1].run_id: ["down", "down", "down"]})
+    with pytest.raises(loop.TestbedGone, match="failed 3 times in a row"):
+        run_all(tmp_path, plan, session)
+    records = list(Journal.in_dir(tmp_path).records())
+    assert [r.run_id for r in records] == [plan[0].run_id] + [plan[1].run_id] * 3
+    # Resumed on a working testbed: the finished run is skipped, the others run once,
+    # the attempt numbers continue.
+    again = FakeSession()
+    out, seen, records = run_all(tmp_path, plan, again)
+    assert out.skipped == 1 and seen.skips == [plan[0].run_id]
+    assert [(r.run_id, r.attempt) for r in out.done] == [(plan[1].run_id, 4), (plan[2].run_id, 1)]
+    assert again.events == [
+        "before lan",
+        f"load {plan[1].run_id} ok",
+        f"load {plan[2].run_id} ok",
+        "after lan",
+    ]
+    done, _, _ = finished(Journal.in_dir(tmp_path), retries=2)
+    assert done == {r.run_id for r in plan}
+
+
+def test_a_failed_link_check_is_recorded_not_fatal(tmp_path: Path) -> None:
+    class BadLink(FakeSession):
+        def check_link(self, profile: str, phase: str, level: str) -> dict[str, Any]:
+            raise ClarkeError("iperf3 printed no JSON")
+
+    out, seen, records = run_all(tmp_path, runs("lan"), BadLink())
+    assert [c.get("error") for c in out.checks] == ["Error: iperf3 printed no JSON"] * 2
+    assert [r.status for r in records] == [Status.ok]
+
+
+# --- the verdicts ----------------------------------------------------------------------
+
+
+def test_link_verdict_names_what_the_link_runs() -> None:
+    good = {r: {"profile": "lan", "profile_sha256": "a" * 64} for r in ("satellite", "terminal")}
+    assert link_verdict("lan", "a" * 64, good) == ""
+    bad = good | {"terminal": {"profile": "geo", "profile_sha256": "b" * 64}}
+    reason = link_verdict("lan", "a" * 64, bad)
+    assert reason.startswith("the link does not run profile lan") and "terminal geo" in reason
+    # Same name, other content (an edited profile file): also refused.
+    assert link_verdict("lan", "c" * 64, good)
+
+
+def test_server_verdict() -> None:
+    conn = {"requests": 9, "cc": "bbr", "protocol": "h2", "wire_bytes_sent": 110_000,
+            "ip_bytes_estimate": 120_000, "app_bytes_sent": 105_000}  # fmt: skip
+    ok = server_verdict({"connections": [conn]}, "2", "bbr", 100_000, 9)
+    assert ok["failure"] == "" and ok["metrics"]["overhead"] == pytest.approx(0.1)
+    assert server_verdict({"connections": [conn]}, "3", "bbr", 100_000, 9)["failure"] == (
+        "server saw h2 on 1 of 1 connections, asked for h3"
+    )
+    assert (
+        "asked for newreno"
+        in server_verdict(
+            {"connections": [conn | {"protocol": "h3", "cc": "cubic"}]}, "3", "reno", 100_000, 9
+        )["failure"]
+    )
+    assert server_verdict({"connections": [conn]}, "2", "bbr", 100_000, 8)["failure"] == (
+        "server answered 9 requests, the page has 8"
+    )
+    assert (
+        server_verdict({}, "2", "bbr", 1, 1)["failure"] == "the server saw no request for the page"
+    )
