@@ -6,8 +6,8 @@ cd "$(dirname "$0")/.."
 say() { printf '==> %s\n' "$*" >&2; }
 
 say "ruff"
-uv run ruff check runner tests dashboards
-uv run ruff format --check runner tests dashboards
+uv run ruff check runner tests dashboards ci
+uv run ruff format --check runner tests dashboards ci
 say "layer contract (import-linter; pyproject.toml [tool.importlinter])"
 uv run lint-imports --no-logo
 say "unit tests"

@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# Installs what Clarke's commands and tests need on a fresh Debian 12 / Ubuntu machine,
-# as root: system packages, uv (pinned) and the locked Python environment. Safe to run
-# again: it installs only what is missing.
+# Installs what Clarke's commands and tests need on a fresh Debian 12 machine, as root:
+# system packages, uv (pinned, in its own virtual environment: never into the system
+# Python, which PEP 668 protects) and the locked Python environment (a virtual
+# environment that uv makes). Safe to run again: it installs only what is missing.
+# Rust (cargo >= 1.85) and Node.js >= 20 must be there already: Debian 12 packages older
+# ones (Rust 1.63, Node.js 18).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 UV_VERSION=0.13.9
 GECKODRIVER_VERSION=0.37.1
+NODE_MAJOR_MIN=20
 APT_PACKAGES=(iproute2 iputils-ping iperf3 ethtool curl influxdb procps
-              firefox-esr libnss3-tools iptables nftables chromium chromium-driver)
+              firefox-esr libnss3-tools iptables nftables chromium chromium-driver
+              python3 python3-venv git gcc libc6-dev pkg-config)
 
 say() { printf '==> %s\n' "$*" >&2; }
 
@@ -16,7 +21,6 @@ missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
-command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
 if ((${#missing[@]})); then
   if [[ $(id -u) -ne 0 ]]; then
     say "missing system packages: ${missing[*]} (run as root, or install them)"
@@ -29,9 +33,25 @@ fi
 # The Debian package may start influxd on its default ports; Clarke's tests start their
 # own on free loopback ports, so a system one does not matter either way.
 
-if ! command -v uv >/dev/null 2>&1 || [[ "$(uv --version | cut -d' ' -f2)" != "$UV_VERSION" ]]; then
-  say "pip install uv==$UV_VERSION"
-  python3 -m pip install -q "uv==$UV_VERSION"
+# uv, pinned, in a virtual environment of its own, linked into the PATH.
+uv_ok() { command -v uv >/dev/null 2>&1 && [[ "$(uv --version | cut -d' ' -f2)" == "$UV_VERSION" ]]; }
+if ! uv_ok; then
+  if [[ $(id -u) -eq 0 ]]; then
+    uv_venv=/opt/clarke-uv bin_dir=/usr/local/bin
+  else
+    uv_venv=${XDG_DATA_HOME:-$HOME/.local/share}/clarke-uv bin_dir=$HOME/.local/bin
+  fi
+  say "uv $UV_VERSION: pip install into the virtual environment $uv_venv"
+  rm -rf "$uv_venv"
+  python3 -m venv "$uv_venv"
+  "$uv_venv/bin/python" -m pip install -q --disable-pip-version-check "uv==$UV_VERSION"
+  mkdir -p "$bin_dir"
+  ln -sf "$uv_venv/bin/uv" "$bin_dir/uv"
+  hash -r
+  if ! uv_ok; then
+    say "uv $UV_VERSION is in $bin_dir, but the PATH finds $(command -v uv || echo nothing) first: put $bin_dir first in PATH"
+    exit 3
+  fi
 fi
 say "uv sync --frozen"
 uv sync --frozen --quiet
@@ -44,6 +64,13 @@ fi
 if ! geckodriver --version 2>/dev/null | grep -q "^geckodriver $GECKODRIVER_VERSION"; then
   say "cargo install geckodriver $GECKODRIVER_VERSION (about 3 minutes)"
   cargo install --locked --quiet "geckodriver@$GECKODRIVER_VERSION"
+fi
+
+# Node.js >= 20 for Browsertime (its package says so; Debian 12 packages 18).
+node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+if ((node_major < NODE_MAJOR_MIN)) || ! command -v npm >/dev/null 2>&1; then
+  say "Node.js >= $NODE_MAJOR_MIN with npm is needed for Browsertime (found: $(node --version 2>/dev/null || echo none)); Debian 12 packages 18: install a current Node.js LTS"
+  exit 3
 fi
 
 # Browsertime, pinned by runner/browsertime/package-lock.json; Clarke gives it the same

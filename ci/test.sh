@@ -8,8 +8,8 @@ say() { printf '==> %s\n' "$*" >&2; }
 ci/setup.sh
 
 say "ruff"
-uv run ruff check runner tests dashboards
-uv run ruff format --check runner tests dashboards
+uv run ruff check runner tests dashboards ci
+uv run ruff format --check runner tests dashboards ci
 say "layer contract (import-linter)"
 uv run lint-imports --no-logo
 

@@ -1,7 +1,9 @@
 """The nightly workflow's contract, read from .github/workflows/nightly.yml with PyYAML
-(actionlint checks its syntax and shell; GitHub Actions itself cannot run here): least
-permissions per job, timeouts, the shard fan-out and the compose contract, and that the
-campaign it runs by default exists and validates."""
+(actionlint checks its syntax and shell; ci/run-workflow-locally runs its jobs in Debian
+12 containers, tests/integration/test_workflow_local.py its plan job): least permissions
+per job, timeouts, the shard fan-out and the compose contract, the Firefox Nightly date,
+Python only in uv's virtual environments, and that the campaign it runs by default
+exists and validates."""
 
 from __future__ import annotations
 
@@ -63,8 +65,7 @@ def test_shards_follow_the_compose_contract() -> None:
     for var in ("CAMPAIGN", "SHARD", "CAMPAIGN_ID", "RESULTS_DIR", "OPENSAND_REPO_URL"):
         assert "${" + var + ":-" in compose, var
     text = _run_text(shard)
-    assert 'tcp_allowed_congestion_control="reno cubic bbr"' in text
-    assert "/dev/net/tun" in text
+    assert "sudo ci/host-kernel.sh" in text  # cubic and bbr allowed, /dev/net/tun
     assert "up -d --build" in text and "docker wait" in text and "down -v" in text
     down = next(s for s in shard["steps"] if "down -v" in s.get("run", ""))
     assert down["if"] == "always()"
@@ -88,3 +89,37 @@ def test_the_default_campaign_validates_and_fits_the_budget() -> None:
     assert len(plan.runs) == 120 and len({r.cell for r in plan.runs}) == 12
     # ~9.6 s per geo load (PLT 2.5-9 s + ~4.6 s harness): within ~45 runner-minutes
     assert len(plan.runs) * 9.6 / 60 < 45 - 10
+
+
+def test_the_client_gets_the_runs_firefox_nightly_date() -> None:
+    # CONTRACTS.md: build argument FIREFOX_NIGHTLY_DATE (YYYY-MM-DD), the run's UTC date,
+    # fixed once by the plan job so that every shard builds the same day's Nightly.
+    jobs = _wf()["jobs"]
+    assert jobs["plan"]["outputs"]["nightly_date"] == "${{ steps.plan.outputs.nightly_date }}"
+    plan = _run_text(jobs["plan"])
+    assert 'echo "nightly_date=$(date -u -d "@$now" +%F)"' in plan
+    assert 'echo "campaign_id=$CAMPAIGN-$(date -u -d "@$now" +%Y%m%dT%H%M%SZ)"' in plan
+    shard = jobs["shard"]
+    assert shard["env"]["FIREFOX_NIGHTLY_DATE"] == "${{ needs.plan.outputs.nightly_date }}"
+    # the compose step inherits the job's env: nothing may override the date on the way
+    for step in shard["steps"]:
+        assert "FIREFOX_NIGHTLY_DATE" not in step.get("env", {}), step
+
+
+def test_python_runs_in_uvs_virtual_environment_of_a_pinned_uv() -> None:
+    wf = _wf()
+    assert wf["env"]["UV_PYTHON"] == "3.11"  # the Python the tests run on (Debian 12)
+    setup = Path("ci/setup.sh").read_text()
+    uv_version = next(ln.split("=")[1] for ln in setup.splitlines() if ln.startswith("UV_VERSION="))
+    for name in ("plan", "merge"):
+        steps = wf["jobs"][name]["steps"]
+        uv = next(s for s in steps if s.get("uses", "").startswith("astral-sh/setup-uv@"))
+        assert uv["with"]["version"] == uv_version, name
+        assert "uv sync --frozen" in _run_text(wf["jobs"][name]), name
+        assert "pip install" not in _run_text(wf["jobs"][name]), name
+
+
+def test_a_failing_baseline_lookup_is_not_taken_for_no_baseline() -> None:
+    merge = _wf()["jobs"]["merge"]
+    find = next(s for s in merge["steps"] if s.get("id") == "baseline")["run"]
+    assert "runs=$(gh run list" in find and "exit 2" in find
