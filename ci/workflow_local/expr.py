@@ -3,9 +3,10 @@ use, evaluated as GitHub documents them: contexts and property access (a missing
 property is null), literals, `!`, `==`, `!=`, `<`, `<=`, `>`, `>=`, `&&` and `||` (which
 return an operand, not a boolean), loose equality (strings compare case-insensitively,
 other mixed types as numbers), and the functions always, success, failure, cancelled,
-fromJSON, toJSON, contains, startsWith, endsWith, format and join. Anything else
-(hashFiles, object filters) raises ExprError naming the expression, so a workflow the
-local runner does not understand fails loudly instead of running with a wrong value."""
+fromJSON, toJSON, contains, startsWith, endsWith, format and join, plus functions a
+Context brings (the runner's hashFiles). Anything else (object filters, say) raises
+ExprError naming the expression, so a workflow the local runner does not understand
+fails loudly instead of running with a wrong value."""
 
 from __future__ import annotations
 

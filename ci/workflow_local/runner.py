@@ -22,6 +22,7 @@ from typing import Any
 
 from . import expr
 from .actions import ActionError, Outcome, RunInfo, StepIO, emulation
+from .hashfiles import hash_files
 from .machine import Machine, Mount, say
 from .model import Job, Step, Workflow, WorkflowError
 
@@ -143,6 +144,12 @@ class LocalRun:
         self.records: list[JobRecord] = []
 
     # --- contexts -----------------------------------------------------------------------
+    def _ctx(self, values: dict[str, Any], failed: bool = False) -> expr.Context:
+        def hash_files_fn(*globs: str) -> str:
+            return hash_files(self.repo, self.sha, *globs)
+
+        return expr.Context(values, failed=failed, functions={"hashfiles": hash_files_fn})
+
     def _event(self) -> str:
         if self.o.event:
             return self.o.event
@@ -235,7 +242,7 @@ class LocalRun:
         spec = job.strategy.get("matrix")
         if not spec:
             return [{}]
-        spec = expr.render(spec, expr.Context(base))
+        spec = expr.render(spec, self._ctx(base))
         if not isinstance(spec, dict) or {"include", "exclude"} & set(spec):
             raise WorkflowError(f"job {name}: only a plain matrix of lists is supported")
         keys = list(spec)
@@ -260,7 +267,7 @@ class LocalRun:
             "runner": {"os": "Linux", "arch": "X64", "temp": TEMP},
         }
         needs_failed = any(n["result"] != "success" for n in base["needs"].values())
-        if not expr.condition(job.if_, expr.Context(base, failed=needs_failed)):
+        if not expr.condition(job.if_, self._ctx(base, failed=needs_failed)):
             say(f"job {name}: skipped (its if: is false)")
             self.state["jobs"][name] = {"result": "skipped", "outputs": {}}
             self.records.append(JobRecord(name, {}, result="skipped"))
@@ -280,19 +287,17 @@ class LocalRun:
         rec = JobRecord(name, ctx.get("matrix", {}))
         self.records.append(rec)
         label = name + "".join(f" ({k}={expr.to_text(v)})" for k, v in rec.matrix.items())
-        wf_env = {
-            k: expr.to_text(v) for k, v in expr.render(self.wf.env, expr.Context(ctx)).items()
-        }
+        wf_env = {k: expr.to_text(v) for k, v in expr.render(self.wf.env, self._ctx(ctx)).items()}
         job_env = {
             k: expr.to_text(v)
-            for k, v in expr.render(job.env, expr.Context({**ctx, "env": wf_env})).items()
+            for k, v in expr.render(job.env, self._ctx({**ctx, "env": wf_env})).items()
         }
         env = {**wf_env, **job_env}
         ws = ctx["github"]["workspace"]
         mounts = [Mount(str(self.run_dir.parent), STORE_MOUNT)]
         for step in job.steps:
             if step.uses:
-                inputs = expr.render(step.with_, expr.Context({**ctx, "env": env}))
+                inputs = expr.render(step.with_, self._ctx({**ctx, "env": env}))
                 mounts += emulation(step.uses).mounts(inputs)
         suffix = re.sub(
             r"[^A-Za-z0-9_.-]", "-", "-".join(expr.to_text(v) for v in rec.matrix.values())
@@ -341,21 +346,21 @@ class LocalRun:
                 "steps": steps_ctx,
                 "job": {"status": "failure" if failed else "success"},
             }
-            title = expr.to_text(expr.render(step.title(), expr.Context(sctx)))
-            if not expr.condition(step.if_, expr.Context(sctx, failed=failed)):
+            title = expr.to_text(expr.render(step.title(), self._ctx(sctx)))
+            if not expr.condition(step.if_, self._ctx(sctx, failed=failed)):
                 rec.steps.append(
                     StepRecord(title, "not run", "skipped", 0.0, f"if: {step.if_ or 'success()'}")
                 )
                 continue
             t0 = time.monotonic()
             step_env = {
-                k: expr.to_text(v) for k, v in expr.render(step.env, expr.Context(sctx)).items()
+                k: expr.to_text(v) for k, v in expr.render(step.env, self._ctx(sctx)).items()
             }
             say(f"{rec.job} step {n}: {title}")
             if step.uses:
                 io = StepIO(
                     machine,
-                    expr.render(step.with_, expr.Context({**sctx, "env": {**env, **step_env}})),
+                    expr.render(step.with_, self._ctx({**sctx, "env": {**env, **step_env}})),
                     ws,
                     self.info,
                 )
@@ -376,7 +381,7 @@ class LocalRun:
                 rec.result = "failure"
             rec.steps.append(StepRecord(title, handling, result, time.monotonic() - t0, note))
         rec.outputs = {
-            k: expr.to_text(expr.render(v, expr.Context({**ctx, "env": env, "steps": steps_ctx})))
+            k: expr.to_text(expr.render(v, self._ctx({**ctx, "env": env, "steps": steps_ctx})))
             for k, v in job.outputs.items()
         }
 
@@ -391,7 +396,7 @@ class LocalRun:
         paths: list[str],
         job_env: dict[str, str],
     ) -> tuple[str, dict[str, str]]:
-        script = expr.to_text(expr.render(step.run or "", expr.Context(sctx)))
+        script = expr.to_text(expr.render(step.run or "", self._ctx(sctx)))
         files = {
             k: f"{TEMP}/_runner_file_commands/{k}_{n}"
             for k in ("set_output", "set_env", "add_path", "step_summary")

@@ -114,3 +114,41 @@ def test_jobs_run_after_what_they_need(tmp_path: Path) -> None:
         load(bad)
     with pytest.raises(WorkflowError, match="no job 'nope'"):
         nightly.order(["nope"])
+
+
+def test_hash_files_as_github_computes_it(tmp_path: Path) -> None:
+    """SHA-256 over each matching file's SHA-256 digest, in path order, of the commit's
+    tree (not the work tree); empty when nothing matches; exclusions refused."""
+    import hashlib
+    import subprocess
+
+    from workflow_local.hashfiles import hash_files
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(tmp_path), *args], capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+    git("init", "-q")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "Cargo.lock").write_text("one")
+    (tmp_path / "Cargo.lock").write_text("two")
+    (tmp_path / "setup.sh").write_text("three")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")
+    (tmp_path / "Cargo.lock").write_text("changed after the commit")
+    sha = git("rev-parse", "HEAD")
+
+    def expected(*contents: bytes) -> str:
+        outer = hashlib.sha256()
+        for c in contents:
+            outer.update(hashlib.sha256(c).digest())
+        return outer.hexdigest()
+
+    assert hash_files(tmp_path, sha, "**/Cargo.lock") == expected(b"two", b"one")
+    assert hash_files(tmp_path, sha, "**/Cargo.lock", "setup.sh") == expected(
+        b"two", b"one", b"three"
+    )
+    assert hash_files(tmp_path, sha, "*.toml") == ""
+    with pytest.raises(expr.ExprError, match="exclusion"):
+        hash_files(tmp_path, sha, "!a/**")
