@@ -1,7 +1,7 @@
 """The CI workflow's contract, read from .github/workflows/ci.yml and the scripts it runs:
 `make test` in a Debian 12 container with the privileges the tests need, the host's
 kernel prepared on the runner first, pinned toolchains, and Python only in virtual
-environments (never the system Python). tests/integration/test_workflow_local.py runs
+environments (never the system Python). tests/integration/test_workflow_in_container.py runs
 workflow jobs for real; a full local run of this job is `ci/run-workflow-locally ci`."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The nightly workflow's contract, read from .github/workflows/nightly.yml with PyYAML
 (actionlint checks its syntax and shell; ci/run-workflow-locally runs its jobs in Debian
-12 containers, tests/integration/test_workflow_local.py its plan job): least permissions
+12 containers, tests/integration/test_workflow_in_container.py its plan job): least permissions
 per job, timeouts, the shard fan-out and the compose contract, the Firefox Nightly date,
 Python only in uv's virtual environments, and that the campaign it runs by default
 exists and validates."""
