@@ -53,8 +53,9 @@ def require_opensand() -> str:
     version = opensand_role.installed_version()
     if version is None:
         pytest.skip(
-            "OpenSAND 8.2 is not installed (no `opensand` on PATH; it comes from the OpenSAND "
-            "project's Debian 12 packages, see docs/opensand.md): skipped, also in CI"
+            "OpenSAND 8.2 is not installed (no `opensand` on PATH): `sudo opensand/install.sh` "
+            "installs it from the OpenSAND project's Debian 12 packages, or from a local copy "
+            "(docs/opensand.md, 'Getting OpenSAND'); skipped, also in CI"
         )
     if not version.startswith(f"{opensand.OPENSAND_VERSION}."):
         pytest.skip(f"OpenSAND {version} is installed; these tests are for 8.2")

@@ -299,13 +299,16 @@ def test_dockerfile_from_args_healthcheck_and_cmd() -> None:
         for kind, a in ins
         if kind == "ARG"
     )
-    # The repository URL is a required build argument: no default, no host named here.
-    assert args["OPENSAND_REPO_URL"] is None
+    # OpenSAND's own repository by default (test_compose_files checks the script agrees).
+    assert args["OPENSAND_REPO_URL"].endswith("/CNES/net4sat-packages/master")
     assert args["OPENSAND_VERSION"] == "8.2.0"
     assert args["OPENSAND_SUITE"] == "bookworm"
     run = " ".join(a for kind, a in ins if kind == "RUN")
-    assert "opensand=$v" in run and "OPENSAND_REPO_URL" in run
+    # One install for the image and a host: the script checks the key's fingerprint.
+    assert "opensand-install" in run
     assert "http://" not in run and "https://" not in run
+    script = (REPO / "opensand" / "install.sh").read_text()
+    assert "opensand=$version" in script and 'gpg --show-keys --with-colons "$key"' in script
     # The role agent is the container's main process; the entrypoint is its child.
     assert not [a for kind, a in ins if kind == "ENTRYPOINT"]
     (cmd,) = [json.loads(a) for kind, a in ins if kind == "CMD"]

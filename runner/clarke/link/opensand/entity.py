@@ -64,9 +64,9 @@ ETHERNET_HEADER_BYTES: Final = 14
 DEFAULT_ENTRYPOINT: Final = Path("/usr/local/bin/opensand-entrypoint")
 SUPPORTED: Final = OPENSAND_VERSION  # "8.2"
 HOW_TO_INSTALL: Final = (
-    "install OpenSAND 8.2.0 from the OpenSAND project's Debian 12 (bookworm) packages "
-    "(the CNES net4sat-packages repository: packages opensand, opensand-core and their "
-    "libopensand-* and librle dependencies; docs/opensand.md), or use --link satlink"
+    "install OpenSAND 8.2.0 from the OpenSAND project's Debian 12 packages with "
+    "`sudo opensand/install.sh` (its own repository, or a mirror or local copy of it: "
+    "docs/opensand.md, 'Getting OpenSAND'), or use --link satlink"
 )
 STOP_TIMEOUT_S: Final = 5.0
 LOGON_TIMEOUT_S: Final = 60.0
