@@ -34,9 +34,6 @@ pytestmark = [pytest.mark.root, pytest.mark.docker, pytest.mark.slow, pytest.mar
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = ["-f", "docker-compose.yml", "-f", "docker-compose.offline.yml"]
-if not (ROOT / "images/secrets.sh").is_file():
-    # No secrets service in the stack yet to write the role agents' token: the test's.
-    FILES += ["-f", "tests/data/compose-agent-token.yml"]
 PROJECT = "clarke"  # docker-compose.yml's name: the contract's command, unchanged
 INFLUX = "http://127.0.0.1:8086"
 SMOKE = ROOT / "campaigns/smoke.yaml"
@@ -150,7 +147,20 @@ def test_points_in_the_published_influxdb(stack: Stack) -> None:
         'SELECT "plt_ms", "fcp_ms", "lcp_ms", "impl_link", "impl_server", "http" '
         f"FROM page_load WHERE campaign_id = '{cid}' AND status = 'ok'"
     )
-    resp = httpx.get(f"{INFLUX}/query", params={"db": "clarke", "q": q}, trust_env=False)
+    # InfluxDB asks for credentials: the reader's password from the stack's secrets.
+    anonymous = httpx.get(f"{INFLUX}/query", params={"db": "clarke", "q": q}, trust_env=False)
+    assert anonymous.status_code == 401, anonymous.text
+    secret = _compose(
+        "exec", "-T", "influxdb", "cat", "/run/clarke-secrets/influx-reader-password",
+        env=stack.env, timeout=60,
+    )  # fmt: skip
+    assert secret.returncode == 0 and secret.stdout.strip(), secret.stderr
+    resp = httpx.get(
+        f"{INFLUX}/query",
+        params={"db": "clarke", "q": q},
+        auth=("grafana", secret.stdout.strip()),
+        trust_env=False,
+    )
     series = resp.json()["results"][0]["series"][0]
     rows = [dict(zip(series["columns"], v, strict=True)) for v in series["values"]]
     assert sorted(r["http"] for r in rows) == ["1.1", "2", "3"]

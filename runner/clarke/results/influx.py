@@ -2,8 +2,10 @@
 compatibility) and 3.x all accept it. Points are batched and retried; each point's time
 is the load's start, so writing the same records again overwrites them (no duplicates).
 
-URL form: http://[user:password@]host:port[/database] (database default: clarke). A token
-for 2.x/3.x comes from the INFLUX_TOKEN environment variable."""
+URL form: http://[user:password@]host:port[/database] (database default: clarke). Without
+credentials in the URL, CLARKE_INFLUX_USER and CLARKE_INFLUX_PASSWORD_FILE (a file holding
+the password: the compose stack's secrets) give them. A token for 2.x/3.x comes from the
+INFLUX_TOKEN environment variable."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import os
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -87,11 +90,25 @@ class InfluxTarget:
         if ":" in parts.hostname:  # an IPv6 literal
             netloc = f"[{parts.hostname}]" + (f":{parts.port}" if parts.port else "")
         db = parts.path.strip("/") or DEFAULT_DB
-        auth = (parts.username or "", parts.password or "") if parts.username else None
+        auth = (parts.username or "", parts.password or "") if parts.username else _env_auth()
         return cls(f"{parts.scheme}://{netloc}", db, auth, os.environ.get("INFLUX_TOKEN"))
 
     def __str__(self) -> str:
         return f"{self.base}/{self.database}"
+
+
+def _env_auth() -> tuple[str, str] | None:
+    user = os.environ.get("CLARKE_INFLUX_USER", "")
+    password_file = os.environ.get("CLARKE_INFLUX_PASSWORD_FILE", "")
+    if not user:
+        return None
+    if not password_file:
+        raise InputError("CLARKE_INFLUX_USER is set without CLARKE_INFLUX_PASSWORD_FILE")
+    try:
+        password = Path(password_file).read_text().strip()
+    except OSError as e:
+        raise InputError(f"CLARKE_INFLUX_PASSWORD_FILE {password_file}: {e.strerror}") from e
+    return user, password
 
 
 class InfluxSink:
