@@ -101,6 +101,8 @@ def compare(
             style=style,
         )
     Console(width=160).print(t)
+    for line in c.software_changes:
+        click.echo(f"measured with other software than the baseline: {line}")
     if json_out:
         json_out.write_text(json.dumps(c.to_json(), indent=2) + "\n")
     if md_out:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from clarke.errors import InputError
-from clarke.run.compare import Verdict, compare_records, holm
+from clarke.run.compare import Verdict, compare_records, holm, markdown
 from helpers import record
 
 
@@ -48,3 +48,30 @@ def test_unusable_input() -> None:
         compare_records(base, moved)
     with pytest.raises(InputError, match="successful loads"):
         compare_records(base, base[:1])
+
+
+def test_other_browser_builds_and_implementation_versions_are_said() -> None:
+    base = [
+        r.model_copy(
+            update={
+                "browser_version": "148.0a1 build 20261101093000",
+                "versions": {"clarke_client": "abc", "openlitespeed": "1.8.5"},
+            }
+        )
+        for r in _campaign(1.0)
+    ]
+    assert compare_records(base, base).software_changes == ()
+    newer = [
+        r.model_copy(
+            update={
+                "browser_version": "148.0a1 build 20261124093000",
+                "versions": {"clarke_client": "def", "openlitespeed": "1.8.5"},
+            }
+        )
+        for r in base
+    ]
+    c = compare_records(base, newer)
+    (change,) = c.software_changes  # Clarke's own revision is not a software change
+    assert "20261101093000" in change and "current 148.0a1 build 20261124093000" in change
+    assert c.to_json()["software_changes"] == [change]
+    assert "Measured with other software than the baseline" in markdown(c)

@@ -43,9 +43,25 @@ def find_geckodriver() -> str:
 
 
 def version(binary: str) -> str:
+    """The version Firefox reports, and its build id where it has one ("148.0a1 build
+    20261123093612"): Nightlies share a version for weeks, their build ids differ."""
     out = sh.run([binary, "--version"], timeout=30).stdout.strip()
     m = re.search(r"(\d+[\w.]*)\s*$", out)
-    return m.group(1) if m else out
+    number = m.group(1) if m else out
+    build = build_id(binary)
+    return f"{number} build {build}" if build else number
+
+
+def build_id(binary: str) -> str:
+    """BuildID from the application.ini beside the real binary (launchers in /usr/bin are
+    links or scripts: the installation directory is found through the link)."""
+    path = Path(shutil.which(binary) or binary).resolve()
+    for ini in (path.parent / "application.ini", Path("/usr/lib") / path.name / "application.ini"):
+        if ini.is_file():
+            m = re.search(r"^BuildID=(\d+)\s*$", ini.read_text(errors="replace"), re.M)
+            if m:
+                return m.group(1)
+    return ""
 
 
 def make_profile(

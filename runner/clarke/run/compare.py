@@ -58,6 +58,9 @@ class Comparison:
     threshold: float
     alpha: float
     metrics: list[MetricComparison]
+    # What was measured with other software in the current results than in the baseline
+    # (browser builds, role implementations' versions): said, not judged.
+    software_changes: tuple[str, ...] = ()
 
     def cells(self) -> dict[tuple[str, ...], Verdict]:
         order = {Verdict.faster: 0, Verdict.same: 1, Verdict.slower: 2}
@@ -78,6 +81,7 @@ class Comparison:
             "threshold": self.threshold,
             "alpha": self.alpha,
             "regressed": self.regressed,
+            "software_changes": list(self.software_changes),
             "cells": [
                 {"cell": dict(zip(CELL_KEYS, c, strict=True)), "verdict": v.value}
                 for c, v in self.cells().items()
@@ -198,7 +202,30 @@ def compare_records(
                 verdict,
             )
         )
-    return Comparison(names.pop(), threshold, alpha, out)
+    return Comparison(names.pop(), threshold, alpha, out, software_changes(baseline, current))
+
+
+def _software(records: list[RunRecord]) -> dict[str, set[str]]:
+    seen: dict[str, set[str]] = {}
+    for r in records:
+        if r.browser_version:
+            seen.setdefault(r.browser, set()).add(r.browser_version)
+        for name, version in r.versions.items():
+            if version and not name.startswith("clarke_"):
+                seen.setdefault(name, set()).add(version)
+    return seen
+
+
+def software_changes(baseline: list[RunRecord], current: list[RunRecord]) -> tuple[str, ...]:
+    """One line for every browser or role implementation whose version (a Nightly's build
+    id among them) differs between the baseline and the current results."""
+    base, cur = _software(baseline), _software(current)
+    return tuple(
+        f"{name}: baseline {', '.join(sorted(base.get(name, set())) or ['-'])}, "
+        f"current {', '.join(sorted(cur.get(name, set())) or ['-'])}"
+        for name in sorted(base.keys() | cur.keys())
+        if base.get(name, set()) != cur.get(name, set())
+    )
 
 
 def read_results(d: Path) -> list[RunRecord]:
@@ -217,6 +244,13 @@ def markdown(c: Comparison) -> str:
         "| p (Holm) | verdict |",
         "|---|---|---:|---:|---:|---|---:|---|",
     ]
+    if c.software_changes:
+        lines[2:2] = [
+            "Measured with other software than the baseline:",
+            "",
+            *(f"- {line}" for line in c.software_changes),
+            "",
+        ]
     for m in c.metrics:
         ci = (
             "-"
