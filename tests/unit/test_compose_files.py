@@ -5,6 +5,8 @@ give capabilities only where needed, and never run with a default Grafana passwo
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -83,47 +85,160 @@ def test_names_and_urls_are_the_plans(base: dict[str, Any]) -> None:
         assert test == ["CMD", "python3", "-m", "clarke.compose.health", role]
 
 
+# The capabilities each service may add after dropping all of them, and why.
+CAPABILITIES = {
+    "terminal": {"NET_ADMIN"},  # TAP, bridge, routes, qdiscs
+    "satellite": {"NET_ADMIN"},
+    "gateway": {"NET_ADMIN"},
+    "server": {"NET_ADMIN", "NET_BIND_SERVICE", "SETUID", "SETGID", "CHOWN", "FOWNER", "KILL"},
+    "client": {"NET_ADMIN", "DAC_OVERRIDE"},  # route; results into the user's directory
+    "influxdb": {"CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID"},
+    "secrets": {"CHOWN", "FOWNER"},  # the secret files' owner and mode
+    "grafana": set(),
+    "hostcheck": set(),
+}
+
+
 def test_only_loopback_ports_and_least_privilege(base: dict[str, Any]) -> None:
+    assert set(base["services"]) == set(CAPABILITIES)
     for name, svc in base["services"].items():
         assert not svc.get("privileged"), name
         for port in svc.get("ports", []):
             assert str(port).startswith("127.0.0.1:"), f"{name} publishes {port}"
-        caps = set(svc.get("cap_add", []))
-        if name in ROLES:
-            assert caps == {"NET_ADMIN"}, name  # routes; TUN/TAP on the link roles
-        else:
-            assert not caps, name
+        assert svc.get("cap_drop") == ["ALL"], name
+        assert set(svc.get("cap_add", [])) == CAPABILITIES[name], name
+        assert "no-new-privileges:true" in svc.get("security_opt", []), name
+        # A TAP only at the terminal and the gateway; the satellite relays UDP.
         has_tun = any("/dev/net/tun" in d for d in svc.get("devices", []))
-        assert has_tun == (name in ("terminal", "satellite", "gateway")), name
+        assert has_tun == (name in ("terminal", "gateway")), name
     assert {n for n, s in base["services"].items() if s.get("ports")} == {"influxdb", "grafana"}
 
 
-def test_grafana_has_no_default_password(base: dict[str, Any]) -> None:
+def test_images_built_here_are_never_pulled(base: dict[str, Any]) -> None:
+    for name, svc in base["services"].items():
+        image = svc.get("image", "")
+        if "build" in svc:
+            assert svc["pull_policy"] == "build", name
+        elif image.startswith("clarke-"):
+            assert svc["pull_policy"] == "never", name  # built by another service
+
+
+def _compose_default(value: str | None) -> str | None:
+    """A compose value as `docker compose` reads it with no .env and no environment:
+    ${VAR:-default} and ${VAR-default} give the default, ${VAR} and $VAR nothing, and
+    a key without a value (None) leaves the Dockerfile's own default."""
+    if value is None:
+        return None
+    value = re.sub(r"\$\{\w+:?-([^}]*)\}", r"\1", str(value))
+    return re.sub(r"\$\{\w+\}|\$\w+", "", value)
+
+
+def _dockerfile_args(dockerfile: Path) -> dict[str, str]:
+    args = {}
+    for kind, text in dockerfile_instructions(dockerfile):
+        if kind == "ARG":
+            name, _, default = text.partition("=")
+            args[name] = default
+    return args
+
+
+# Build arguments that may be empty, and why.
+MAY_BE_EMPTY = {
+    # empty: the Nightly the repository serves on the day the layer is built
+    "FIREFOX_NIGHTLY_DATE",
+}
+
+
+def test_every_build_argument_has_a_usable_default(base: dict[str, Any]) -> None:
+    """docker-compose.yml alone (no .env, no environment): every build argument of the
+    canonical images resolves to a value, so `docker compose up` builds with nothing
+    but Docker."""
+    checked = 0
+    for name, svc in base["services"].items():
+        if "build" not in svc:
+            continue
+        dockerfile = ROOT / svc["build"]["dockerfile"]
+        given = svc["build"].get("args", {})
+        for arg, default in _dockerfile_args(dockerfile).items():
+            value = _compose_default(given[arg]) if arg in given else None
+            if value is None:
+                value = default
+            if arg not in MAY_BE_EMPTY:
+                assert value, f"{name}: build argument {arg} has no value and no default"
+            checked += 1
+    assert checked >= 10
+
+
+def test_opensand_defaults_agree_with_its_install_script() -> None:
+    args = _dockerfile_args(ROOT / "images/opensand/Dockerfile")
+    script = (ROOT / "opensand/install.sh").read_text()
+    assert f"DEFAULT_REPO_URL={args['OPENSAND_REPO_URL']}\n" in script
+    assert args["OPENSAND_REPO_URL"].endswith("/CNES/net4sat-packages/master")
+    for arg in ("KEY_PATH", "KEY_FINGERPRINT", "SUITE", "COMPONENT", "VERSION"):
+        assert f"${{OPENSAND_{arg}:-{args['OPENSAND_' + arg]}}}" in script, arg
+    assert args["OPENSAND_KEY_FINGERPRINT"] == "6F9F04D69C4B474C167A2FBD252D09EF62D28309"
+
+
+def test_grafana_has_no_default_password_and_no_anonymous_access(base: dict[str, Any]) -> None:
     env = base["services"]["grafana"]["environment"]
     assert "GF_SECURITY_ADMIN_PASSWORD" not in env
-    assert env["GF_SECURITY_ADMIN_PASSWORD__FILE"].startswith("/run/clarke-secrets/")
-    assert env["GF_AUTH_ANONYMOUS_ENABLED"] == "true"
-    assert env["GF_AUTH_ANONYMOUS_ORG_ROLE"] == "Viewer"
+    assert env["GF_SECURITY_ADMIN_PASSWORD__FILE"] == "/run/clarke-secrets/grafana-admin-password"
+    assert _compose_default(env["GF_AUTH_ANONYMOUS_ENABLED"]) == "false"
     deps = base["services"]["grafana"]["depends_on"]
-    assert deps["grafana-secret"]["condition"] == "service_completed_successfully"
+    assert deps["secrets"]["condition"] == "service_completed_successfully"
 
 
-def test_admin_password_is_generated_once_and_kept(tmp_path: Path) -> None:
-    need(shutil.which("sh") is not None, "sh")
-    env, secret = tmp_path / ".env", tmp_path / "secret"
-    env.write_text("CAMPAIGN=smoke")  # no trailing newline: the script must add one
-    script = ROOT / "dashboards/admin-password.sh"
-    first = subprocess.run(["sh", str(script), str(env), str(secret)], capture_output=True)
+def test_influxdb_asks_for_credentials(base: dict[str, Any]) -> None:
+    svc = base["services"]
+    env = svc["influxdb"]["environment"]
+    assert env["INFLUXDB_HTTP_AUTH_ENABLED"] == "true"
+    assert (env["INFLUXDB_ADMIN_USER"], env["INFLUXDB_USER"], env["INFLUXDB_READ_USER"]) == (
+        "admin",
+        "clarke",
+        "grafana",
+    )
+    entrypoint = "\n".join(svc["influxdb"]["entrypoint"])
+    for name in ("influx-admin-password", "influx-writer-password", "influx-reader-password"):
+        assert f"/{name})" in entrypoint
+    client = svc["client"]["environment"]
+    assert client["CLARKE_INFLUX_USER"] == env["INFLUXDB_USER"]
+    assert client["CLARKE_INFLUX_PASSWORD_FILE"] == "/run/clarke-secrets/influx-writer-password"
+    assert svc["grafana"]["environment"]["CLARKE_INFLUX_READ_USER"] == env["INFLUXDB_READ_USER"]
+
+
+def test_secrets_are_made_once_private_and_kept(tmp_path: Path) -> None:
+    need(shutil.which("sh") is not None and os.geteuid() == 0, "sh, as root (chown 0:0)")
+    script = ROOT / "images/secrets.sh"
+    first = subprocess.run(["sh", str(script), str(tmp_path)], capture_output=True, text=True)
     assert first.returncode == 0, first.stderr
-    lines = env.read_text().splitlines()
-    assert lines[0] == "CAMPAIGN=smoke" and lines[1].startswith("GRAFANA_ADMIN_PASSWORD=")
-    password = lines[1].split("=", 1)[1]
-    assert len(password) == 24 and password.isalnum()
-    assert secret.read_text() == password and secret.stat().st_mode & 0o777 == 0o440
-    secret.unlink()
-    again = subprocess.run(["sh", str(script), str(env), str(secret)], capture_output=True)
-    assert again.returncode == 0 and env.read_text().count("GRAFANA_ADMIN_PASSWORD=") == 1
-    assert secret.read_text() == password
+    made = {p.name: p.read_text() for p in tmp_path.iterdir()}
+    assert set(made) == {
+        "agent-token",
+        "grafana-admin-password",
+        "influx-admin-password",
+        "influx-writer-password",
+        "influx-reader-password",
+    }
+    for name, value in made.items():
+        assert len(value) == 43 and value.isalnum(), name
+        mode = (tmp_path / name).stat().st_mode & 0o777
+        # Grafana (uid 472, group 0) reads its two; everything else is root's alone.
+        assert mode == (
+            0o440 if name in ("grafana-admin-password", "influx-reader-password") else 0o600
+        )
+    assert len(set(made.values())) == len(made)
+    again = subprocess.run(["sh", str(script), str(tmp_path)], capture_output=True, text=True)
+    assert again.returncode == 0 and "made" not in again.stdout
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == made
+
+
+def test_secrets_service_mounts_only_its_script(base: dict[str, Any]) -> None:
+    svc = base["services"]["secrets"]
+    assert svc["network_mode"] == "none" and svc["read_only"] is True
+    assert svc["volumes"] == [
+        "./images/secrets.sh:/usr/local/bin/clarke-secrets:ro",
+        "secrets:/run/clarke-secrets",
+    ]
 
 
 def test_start_order_and_health(base: dict[str, Any]) -> None:
