@@ -903,13 +903,18 @@ def test_dockerfile() -> None:
     )
     # The repository is LiteSpeed's Debian repository by default, changeable at build.
     assert re.fullmatch(r"https?://\S+/debian", args["OLS_REPO_URL"] or "")
-    assert args["OLS_VERSION"] == conf.OLS_VERSION == "1.8.5"
+    # A release line (LiteSpeed's repository may carry only its latest release); the
+    # keys Clarke writes were checked against 1.8.5 and run with 1.9.1.
+    assert args["OLS_VERSION"] == "1.9" and conf.OLS_VERSION == "1.8.5"
+    fingerprints = (args["OLS_KEY_FINGERPRINTS"] or "").strip('"').split()
+    assert len(fingerprints) == 2 and all(re.fullmatch(r"[0-9A-F]{40}", f) for f in fingerprints)
     assert args["OLS_SUITE"] == "bookworm"
     run = " ".join(a for kind, a in ins if kind == "RUN")
     for package in ("iproute2", "iperf3", "procps", "python3", "python3-pip"):
         assert re.search(rf"\s{re.escape(package)}(\s|$)", run), package
     assert "Signed-By" in run and "OLS_REPO_URL" in run
-    assert "Pin: version ${OLS_VERSION}" in run and "install -y --no-install-recommends" in run
+    assert "Pin: version ${OLS_VERSION}*" in run and "install -y --no-install-recommends" in run
+    assert 'gpg --show-keys --with-colons "/tmp/${key}.gpg"' in run
     assert "/usr/local/lsws/VERSION" in run, "the installed version is checked"
     (cmd,) = [json.loads(a) for kind, a in ins if kind == "CMD"]
     assert cmd == ["clarke", "serve", "server", "--implementation", "openlitespeed"]
