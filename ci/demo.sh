@@ -15,8 +15,19 @@ ci/build.sh
 
 INFLUX_PORT=${CLARKE_INFLUX_PORT:-8086}
 INFLUX_URL="http://127.0.0.1:${INFLUX_PORT}"
-if curl -fsS -o /dev/null "${INFLUX_URL}/ping"; then
-  say "InfluxDB already answers at ${INFLUX_URL}"
+# Whose server answers on the port: the demo's own (its pid file), or someone else's,
+# named, so results never go to an unknown server without a word.
+owner() {
+  ss -Hltnp "sport = :${INFLUX_PORT}" 2>/dev/null | grep -o 'users:((.*))' | head -n 1
+}
+if curl -fs -o /dev/null "${INFLUX_URL}/ping"; then
+  ours=$(cat build/influxdb/influxd.pid 2>/dev/null || true)
+  if [[ -n $ours ]] && owner | grep -q "pid=${ours},"; then
+    say "InfluxDB started by an earlier make demo answers at ${INFLUX_URL} (pid ${ours})"
+  else
+    say "an InfluxDB not started by make demo answers at ${INFLUX_URL}: $(owner || echo 'process unknown')"
+    say "the results go there; to use the demo's own instead, stop that one (on a systemd host: systemctl disable --now influxdb) or set CLARKE_INFLUX_PORT to a free port"
+  fi
 else
   mkdir -p build/influxdb
   cat > build/influxdb/influxdb.conf <<CONF
@@ -38,7 +49,7 @@ CONF
   nohup influxd -config build/influxdb/influxdb.conf > build/influxdb/influxd.log 2>&1 &
   echo $! > build/influxdb/influxd.pid
   for _ in $(seq 1 100); do
-    curl -fsS -o /dev/null "${INFLUX_URL}/ping" && break
+    curl -fs -o /dev/null "${INFLUX_URL}/ping" && break  # quiet while it starts
     sleep 0.2
   done
   curl -fsS -o /dev/null "${INFLUX_URL}/ping" || { say "InfluxDB did not start: build/influxdb/influxd.log"; exit 1; }
