@@ -5,9 +5,13 @@ results directories."""
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import json
 import os
 import shutil
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +21,7 @@ from clarke.results.journal import JOURNAL, Journal
 CAMPAIGN_COPY = "campaign.yaml"
 META = "meta.json"
 PLAN = "plan.json"
+WRITER_LOCK = ".writer.lock"
 
 
 def campaign_id(name: str, now: dt.datetime | None = None) -> str:
@@ -54,3 +59,28 @@ def update_meta(d: Path, **fields: Any) -> None:
     meta = json.loads((d / META).read_text())
     meta.update(fields)
     _write_json(d / META, meta)
+
+
+@contextmanager
+def sole_writer(d: Path) -> Iterator[None]:
+    """Holds an exclusive lock on the results directory while a campaign writes it, so a
+    second `clarke run --resume` of the same directory stops (exit 2, naming the holder)
+    instead of running every remaining run again. The kernel drops the lock when its
+    holder ends, however it ends: a killed run leaves nothing to clean up."""
+    path = d / WRITER_LOCK
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = path.read_text(errors="replace").strip() or "another process"
+            raise InputError(
+                f"{d} is being written by {holder}: one writer per results directory "
+                "(let it finish, or stop it, then resume)"
+            ) from None
+        since = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()} ({' '.join(sys.argv)}) since {since}\n".encode())
+        yield
+    finally:
+        os.close(fd)

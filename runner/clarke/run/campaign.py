@@ -10,17 +10,20 @@ summary; tear the testbed down, also after Ctrl-C or an error."""
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import logging
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+import yaml
 from rich.console import Console
 
-from clarke import __version__, gitinfo, profiles, registry
+from clarke import __version__, gitinfo, profiles, registry, schema
 from clarke.browser import browsertime_engine
 from clarke.browser.client import Firefox
 from clarke.campaign.model import Campaign
-from clarke.campaign.plan import Run, page_registry, plan_file
+from clarke.campaign.plan import CampaignPlan, Run, page_registry, plan_file
 from clarke.compose.substrate import ComposeSubstrate
 from clarke.errors import ClarkeError, InputError, UnknownName
 from clarke.pages.models import Units
@@ -167,12 +170,22 @@ def run_campaign(
     sub = substrate_for(
         substrate, testbed_id, wanted["link"], wanted["server"], firefox=c.browser.binary
     )
+    writer = ExitStack()
     if resume:
         meta, journal = store.open_existing(resume)
         if meta.get("campaign") != c.name or meta.get("shard", "") != shard_label:
             raise InputError(
                 f"{resume} holds campaign {meta.get('campaign')!r} shard "
                 f"{meta.get('shard') or '-'}, not {c.name!r} shard {shard_label or '-'}"
+            )
+        writer.enter_context(store.sole_writer(resume))
+        difference = campaign_difference(resume / store.CAMPAIGN_COPY, campaign_file)
+        if difference:
+            writer.close()
+            raise InputError(
+                f"{campaign_file} is not the campaign {resume} was started with; a resume "
+                f"runs the same campaign (start a new results directory for another):\n"
+                f"{difference}"
             )
         results_dir, cid = resume, meta["campaign_id"]
     else:
@@ -202,7 +215,33 @@ def run_campaign(
                 "link": [],
             },
         )
+        writer.enter_context(store.sole_writer(results_dir))
         journal = Journal.in_dir(results_dir)
+    with writer:
+        return _run_in(
+            results_dir, cid, journal, plan, runs, shard_label, wanted, link, server, sub,
+            influx_url=influx_url, console=console, link_check=link_check,
+        )  # fmt: skip
+
+
+def _run_in(
+    results_dir: Path,
+    cid: str,
+    journal: Journal,
+    plan: CampaignPlan,
+    runs: list[Run],
+    shard_label: str,
+    wanted: dict[str, str | None],
+    link: str,
+    server: str,
+    sub: Substrate,
+    *,
+    influx_url: str | None,
+    console: Console,
+    link_check: str,
+) -> tuple[Path, Outcome, list[RunRecord], list[Run]]:
+    """The campaign's work in its results directory, whose lock the caller holds."""
+    c = plan.campaign
     console.print(f"[bold]{c.name}[/]: {len(runs)} runs on the {link} link -> {results_dir}")
 
     sink = None
@@ -226,7 +265,7 @@ def run_campaign(
         sub,
         sorted({r.page for r in runs}),
         engine=c.browser.engine.value,
-        registry=page_registry(c, campaign_file),
+        registry=page_registry(c, plan.source),
         units=Units(c.pages.units),
         firefox=c.browser.binary,
         window=c.browser.window,
@@ -275,6 +314,28 @@ def run_campaign(
             console.print(f"[yellow]summary points not written: {e}[/]")
         sink.close()
     return results_dir, outcome, records, runs
+
+
+def campaign_difference(stored: Path, given: Path) -> str:
+    """Where the campaign file given to a resume differs from the one the results
+    directory was started with, as a unified diff of both campaigns' values (comments
+    and layout do not count); empty when they are the same campaign."""
+    try:
+        before = schema.read(Campaign, stored).model_dump(mode="json")
+    except ClarkeError as e:
+        raise InputError(f"{stored}: the stored campaign cannot be read: {e}") from e
+    after = schema.read(Campaign, given).model_dump(mode="json")
+    if before == after:
+        return ""
+    lines = difflib.unified_diff(
+        yaml.safe_dump(before, sort_keys=True).splitlines(),
+        yaml.safe_dump(after, sort_keys=True).splitlines(),
+        fromfile=str(stored),
+        tofile=str(given),
+        lineterm="",
+        n=1,
+    )
+    return "\n".join(lines)
 
 
 def print_outcome(
