@@ -247,3 +247,12 @@ def test_implementations_are_checked_against_the_registry(tmp_path: Path, run_cl
     f.write_text(base + "implementations: {link: netem, server: openlitespeed}\n")
     code, out, err = run_cli("campaign", "validate", str(f))
     assert code == 0 and "link netem, server openlitespeed" in out
+
+
+def test_a_key_given_twice_is_refused(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    text = Path("campaigns/smoke.yaml").read_text()
+    f = tmp_path / "twice.yaml"
+    f.write_text(text + "repetitions: 3\n")  # smoke.yaml has its own repetitions
+    code, _, err = run_cli("campaign", "validate", str(f))
+    assert code == 2 and "key 'repetitions' given twice (first on line" in err
+    assert "Traceback" not in err

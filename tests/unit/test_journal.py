@@ -9,11 +9,17 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
+from clarke.errors import InputError
 from clarke.results.journal import Journal
 from helpers import record
 
 WRITER = """
 import sys
+import pytest
+
+from clarke.errors import InputError
 from clarke.results.journal import Journal
 sys.path.insert(0, "tests")
 from helpers import record
@@ -74,3 +80,16 @@ def test_killed_writer_leaves_only_complete_records(tmp_path: Path) -> None:
         with Journal(path):
             pass
         assert path.read_bytes().count(b"\n") == len(records)
+
+
+def test_a_record_of_another_schema_version_is_refused_naming_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    with Journal(path) as j:
+        j.append(record(0))
+    newer = record(1).model_dump_json().replace('"schema_version":1', '"schema_version":2')
+    with path.open("a") as f:
+        f.write(newer + "\n")
+    with pytest.raises(
+        InputError, match=r"(?s)line 2 .*schema_version 2: this Clarke reads records of version 1"
+    ):
+        list(Journal(path).records())

@@ -9,7 +9,7 @@ import datetime as dt
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 SCHEMA_VERSION = 1
 
@@ -66,6 +66,16 @@ class RunRecord(BaseModel):
     reason: str = ""
     metrics: dict[str, float] = Field(default_factory=dict)
     details: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("schema_version")
+    @classmethod
+    def _known_schema(cls, v: int) -> int:
+        if v != SCHEMA_VERSION:
+            raise ValueError(
+                f"schema_version {v}: this Clarke reads records of version {SCHEMA_VERSION} "
+                "(written by another Clarke release?)"
+            )
+        return v
 
     @property
     def timestamp_ns(self) -> int:
