@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from clarke.errors import InputError
 from clarke.pages import jpeg, layout
 from clarke.pages.build import build
 from clarke.pages.models import Registry, Units
@@ -221,3 +222,18 @@ def test_padding_is_exact_and_refuses_gaps_no_segment_can_fill() -> None:
     assert len(jpeg.pad(stub, 12 + 70_000, b"x")) == 12 + 70_000  # two COM segments
     with pytest.raises(jpeg.SizeUnreachable):
         jpeg.pad(stub, 13, b"x")  # 1 byte: smaller than an empty COM segment
+
+
+def test_objects_above_the_cap_are_refused_before_anything_is_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = tmp_path / "models.yaml"
+    spec.write_text("models:\n  huge:\n    sizes:\n      10g: [10000000, 100]\n")
+    reg = Registry.default([spec])
+    with pytest.raises(InputError, match=r"objects \[1\] are larger than 64 MB"):
+        reg.page_by_name("huge-10g")
+    monkeypatch.setenv("CLARKE_MAX_OBJECT_MB", "20000")
+    assert reg.page_by_name("huge-10g").object_bytes == (10_000_000_000, 100_000)
+    monkeypatch.setenv("CLARKE_MAX_OBJECT_MB", "lots")
+    with pytest.raises(InputError, match="CLARKE_MAX_OBJECT_MB='lots'"):
+        reg.page_by_name("huge-10g")

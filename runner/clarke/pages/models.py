@@ -3,6 +3,8 @@ any user file of the same shape)."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -15,6 +17,24 @@ from clarke.errors import InputError, UnknownName
 from clarke.schema import StrictModel
 
 MIN_OBJECT_BYTES = 1000  # below this a JPEG is mostly headers
+# Building an object takes about 3.6 times its size in memory: the cap keeps a typo
+# ("10g") from exhausting the machine. CLARKE_MAX_OBJECT_MB raises it (docs/pages.md).
+DEFAULT_MAX_OBJECT_MB = 64
+
+
+def max_object_bytes() -> int:
+    raw = os.environ.get("CLARKE_MAX_OBJECT_MB", "")
+    if not raw:
+        return DEFAULT_MAX_OBJECT_MB * 1_000_000
+    try:
+        mb = float(raw)
+    except ValueError:
+        raise InputError(f"CLARKE_MAX_OBJECT_MB={raw!r}: expected a number of MB") from None
+    if not mb > 0:
+        raise InputError(f"CLARKE_MAX_OBJECT_MB={raw!r}: expected a positive number of MB")
+    return int(mb * 1_000_000)
+
+
 STUDY_FILE = "alshagri2023.yaml"
 
 ModelName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$", max_length=40)]
@@ -89,6 +109,14 @@ class PageModel:
                 f"{self.source}: models.{self.name}.sizes.{size}: objects {small} are smaller "
                 f"than {MIN_OBJECT_BYTES} bytes, too small for a real JPEG"
             )
+        cap = max_object_bytes()
+        large = [i + 1 for i, b in enumerate(objects) if b > cap]
+        if large:
+            raise InputError(
+                f"{self.source}: models.{self.name}.sizes.{size}: objects {large} are larger "
+                f"than {cap / 1e6:g} MB (building one takes about 3.6 times its size in "
+                "memory); set CLARKE_MAX_OBJECT_MB to allow more"
+            )
         return PageSpec(self.name, size, objects)
 
 
@@ -124,7 +152,7 @@ class Registry:
         except KeyError:
             raise UnknownName("page model", name, self.names()) from None
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[PageModel]:
         return iter(self._models.values())
 
     def page_by_name(self, page_name: str, units: Units = Units.si) -> PageSpec:
