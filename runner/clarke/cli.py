@@ -21,7 +21,7 @@ from clarke import (
     cli_serve,
     cli_testbed,
 )
-from clarke.errors import ClarkeError
+from clarke.errors import ClarkeError, InputError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -65,6 +65,13 @@ def main(argv: list[str] | None = None) -> None:
     except ClarkeError as e:
         click.echo(f"{e.kind}: {e}", err=True)
         sys.exit(e.exit_code)
+    except OSError as e:
+        if e.filename is None:
+            raise
+        # A file or directory the command was pointed at (an --out into a missing
+        # directory, a file it may not read): the user's to fix, named, exit 2.
+        click.echo(f"{InputError.kind}: {e.filename}: {e.strerror}", err=True)
+        sys.exit(InputError.exit_code)
     except KeyboardInterrupt:
         click.echo("Interrupted.", err=True)
         sys.exit(130)

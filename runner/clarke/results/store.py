@@ -49,14 +49,29 @@ def create(
     return d
 
 
+def read_meta(d: Path) -> dict[str, Any]:
+    """meta.json, or an error naming it: a damaged file is the user's to see, not a
+    traceback."""
+    path = d / META
+    try:
+        meta = json.loads(path.read_text())
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: damaged, not JSON ({e})") from None
+    if not isinstance(meta, dict):
+        raise InputError(f"{path}: damaged, not a JSON object")
+    return meta
+
+
 def open_existing(d: Path) -> tuple[dict[str, Any], Journal]:
-    if not (d / META).is_file() or not (d / JOURNAL).exists():
+    if not (d / META).is_file() or not (d / JOURNAL).is_file():
         raise InputError(f"{d}: not a Clarke results directory (no {META} or {JOURNAL})")
-    return json.loads((d / META).read_text()), Journal.in_dir(d)
+    return read_meta(d), Journal.in_dir(d)
 
 
 def update_meta(d: Path, **fields: Any) -> None:
-    meta = json.loads((d / META).read_text())
+    meta = read_meta(d)
     meta.update(fields)
     _write_json(d / META, meta)
 
