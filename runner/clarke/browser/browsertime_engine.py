@@ -163,7 +163,10 @@ def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> 
                 wall_ms=wall,
             )
         raw = normalise(result, json.loads(har_file.read_text()), req.url)
-        version = str(result["info"]["browser"].get("version", ""))
+        # Browsertime reports no build id: the one beside the binary it was given.
+        version = firefox.with_build(
+            str(result["info"]["browser"].get("version", "")), firefox.build_id(binary)
+        )
         return judged(req, raw, NAME, version, wall)
     except subprocess.TimeoutExpired:
         return LoadResult.failed(NAME, "browsertime timed out")

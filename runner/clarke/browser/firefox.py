@@ -48,8 +48,13 @@ def version(binary: str) -> str:
     out = sh.run([binary, "--version"], timeout=30).stdout.strip()
     m = re.search(r"(\d+[\w.]*)\s*$", out)
     number = m.group(1) if m else out
-    build = build_id(binary)
-    return f"{number} build {build}" if build else number
+    return with_build(number, build_id(binary))
+
+
+def with_build(version: str, build: str) -> str:
+    """A version with its build id, the form every record carries ("148.0a1 build
+    20261123093612"); the version alone where no build id is known."""
+    return f"{version} build {build}" if build else version
 
 
 def build_id(binary: str) -> str:

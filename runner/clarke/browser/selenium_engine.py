@@ -54,7 +54,10 @@ def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> 
         driver = webdriver.Firefox(options=opts, service=service)
         driver.set_page_load_timeout(req.timeout_s)
         driver.set_script_timeout(60)
-        version = str(driver.capabilities.get("browserVersion", ""))
+        version = firefox.with_build(
+            str(driver.capabilities.get("browserVersion", "")),
+            str(driver.capabilities.get("moz:buildID", "")),
+        )
         try:
             driver.get(req.url)
             raw = driver.execute_async_script(COLLECT_JS, req.settle_ms)
