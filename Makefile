@@ -7,11 +7,11 @@ PAGES_DIR ?= build/pages
 demo:
 	ci/demo.sh
 
-## test: install what is missing, lint, build the Rust parts and run every test (as root)
+## test: install what is missing, lint, check types, build the Rust parts and run every test (as root)
 test:
 	ci/test.sh
 
-## check: the fast lane: lint, the layer contract, unit tests (under 2 minutes, no root)
+## check: the fast lane: lint, the layer contract, types, unit tests (under 2 minutes, no root)
 check:
 	ci/check.sh
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The fast lane (`make check`): lint, the layer contract and the unit tests; no root,
+# The fast lane (`make check`): lint, the layer contract, types and the unit tests; no root,
 # no browser, no testbed. Run it before every commit; `make test` runs all of it too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,5 +10,7 @@ uv run ruff check runner tests dashboards ci
 uv run ruff format --check runner tests dashboards ci
 say "layer contract (import-linter; pyproject.toml [tool.importlinter])"
 uv run lint-imports --no-logo
+say "types (mypy; pyproject.toml [tool.mypy])"
+uv run mypy
 say "unit tests"
 uv run pytest tests/unit -q "$@"

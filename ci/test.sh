@@ -12,6 +12,8 @@ uv run ruff check runner tests dashboards ci
 uv run ruff format --check runner tests dashboards ci
 say "layer contract (import-linter)"
 uv run lint-imports --no-logo
+say "types (mypy; pyproject.toml [tool.mypy])"
+uv run mypy
 
 for crate_dir in satlink origin; do
   [[ -f $crate_dir/Cargo.toml ]] || continue

@@ -26,8 +26,8 @@ def _page_help() -> str:
     return f"<model>-<size>, as built by `clarke pages build`; models: {models}."
 
 
-def parse_prefs(items: tuple[str, ...]) -> dict[str, bool | int | str]:
-    out: dict[str, bool | int | str] = {}
+def parse_prefs(items: tuple[str, ...]) -> dict[str, bool | int]:
+    out: dict[str, bool | int] = {}
     for item in items:
         name, sep, raw = item.partition("=")
         if not sep or not name:
@@ -38,10 +38,9 @@ def parse_prefs(items: tuple[str, ...]) -> dict[str, bool | int | str]:
         elif raw.lstrip("-").isdigit():
             value = int(raw)
         try:
-            check_override(name, value)
+            out[name] = check_override(name, value)
         except ValueError as e:
             raise click.BadParameter(str(e), param_hint="--pref") from None
-        out[name] = value
     return out
 
 

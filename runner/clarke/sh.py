@@ -9,6 +9,7 @@ import logging
 import shlex
 import subprocess
 from collections.abc import Sequence
+from typing import Any
 
 from clarke.errors import CommandFailed, EnvironmentProblem
 
@@ -43,10 +44,10 @@ def run(
     return proc
 
 
-def spawn(argv: Sequence[str], **kwargs: object) -> subprocess.Popen[bytes]:
+def spawn(argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[bytes]:
     """Start a long-running process; the caller owns it and must stop it by PID."""
     log.debug("$ %s &", render(argv))
     try:
-        return subprocess.Popen(list(argv), **kwargs)  # type: ignore[call-overload]
+        return subprocess.Popen(list(argv), **kwargs)
     except FileNotFoundError as e:
         raise EnvironmentProblem(f"{argv[0]} is not installed") from e

@@ -50,7 +50,8 @@ class AgentClient:
         if not isinstance(data, dict):
             data = {}
         if resp.status_code >= 400:
-            kind = KIND_OF_EXIT.get(data.get("exit_code"), ClarkeError)
+            code = data.get("exit_code")
+            kind = KIND_OF_EXIT.get(code, ClarkeError) if isinstance(code, int) else ClarkeError
             said = data.get("error") or resp.text.strip() or resp.reason_phrase
             raise kind(f"{self.role} agent: {method} {path}: {resp.status_code} {said}")
         return data

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeGuard, get_args
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -89,6 +89,14 @@ def check_url(url: str, setup: BrowserSetup | None) -> str:
     return url
 
 
+Http = Literal["1.1", "2", "3"]  # clarke.vocab.HttpVersion's values
+
+
+def is_http(version: str) -> TypeGuard[Http]:
+    """Whether `version` is one LoadRequest.http takes."""
+    return version in get_args(Http)
+
+
 class LoadRequest(BaseModel):
     """POST /load's body. Validated against the agent's setup with
     `LoadRequest.for_agent`; unknown fields are refused."""
@@ -96,7 +104,7 @@ class LoadRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     url: Annotated[StrictStr, Field(max_length=2048)]
-    http: Literal["1.1", "2", "3"]
+    http: Http
     connections: Annotated[StrictInt, Field(ge=1, le=256)] = 6
     window: tuple[Pixels, Pixels] = (1366, 768)
     timeout_s: Annotated[float, Field(strict=True, gt=0, le=3600)] = 180.0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 PrefValue = bool | int | str
@@ -21,8 +22,8 @@ PREF_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,200}$")
 INT_RANGE = (-(2**31), 2**31 - 1)  # Firefox's integer preferences are 32-bit
 
 
-def check_override(name: str, value: object) -> None:
-    """ValueError, naming the preference, unless a load may set it to `value`."""
+def check_override(name: str, value: object) -> bool | int:
+    """`value`, if a load may set the preference to it; else ValueError, naming it."""
     if not PREF_NAME.match(name):
         raise ValueError(f"{name[:60]!r} is not a preference name")
     if not name.startswith(OVERRIDABLE_PREFIXES):
@@ -30,10 +31,11 @@ def check_override(name: str, value: object) -> None:
             f"{name}: only {', '.join(p + '*' for p in OVERRIDABLE_PREFIXES)} preferences "
             "may be overridden"
         )
-    if not isinstance(value, bool) and not (
+    if isinstance(value, bool) or (
         isinstance(value, int) and INT_RANGE[0] <= value <= INT_RANGE[1]
     ):
-        raise ValueError(f"{name}: must be true, false or a 32-bit integer, not {value!r:.60}")
+        return value
+    raise ValueError(f"{name}: must be true, false or a 32-bit integer, not {value!r:.60}")
 
 
 @dataclass(frozen=True)
@@ -146,7 +148,7 @@ def layered(
     host: str,
     port: int,
     per_server: int,
-    overrides: dict[str, PrefValue] | None = None,
+    overrides: Mapping[str, PrefValue] | None = None,
 ) -> dict[str, PrefValue]:
     prefs: dict[str, PrefValue] = {}
     layers = (BASE, http_version(version, host, port), connections(per_server))

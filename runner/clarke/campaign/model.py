@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from pydantic import BeforeValidator, Field, StringConstraints, model_validator
 
@@ -31,20 +31,21 @@ def _unique(values: list[Any]) -> list[Any]:
     return values
 
 
-def Axis(item: Any) -> Any:
-    return Annotated[list[item], Field(min_length=1), BeforeValidator(_listify)]
-
-
 def _listify(v: Any) -> Any:
     return v if isinstance(v, list) else [v]
 
 
+T = TypeVar("T")
+# One axis of the matrix: a non-empty list, or a single value read as a list of one.
+Axis = Annotated[list[T], Field(min_length=1), BeforeValidator(_listify)]
+
+
 class Matrix(StrictModel):
-    profiles: Axis(Name)  # type: ignore[valid-type]
-    http: Axis(HttpVersionField)  # type: ignore[valid-type]
-    cc: Axis(CongestionControl)  # type: ignore[valid-type]
-    models: Axis(Name)  # type: ignore[valid-type]
-    sizes: Axis(Name)  # type: ignore[valid-type]
+    profiles: Axis[Name]
+    http: Axis[HttpVersionField]
+    cc: Axis[CongestionControl]
+    models: Axis[Name]
+    sizes: Axis[Name]
 
     @model_validator(mode="after")
     def _no_duplicates(self) -> Matrix:
@@ -76,7 +77,7 @@ class Browser(StrictModel):
     binary: str | None = Field(
         default=None, description="firefox-nightly, firefox, firefox-esr or a path"
     )
-    connections_per_server: ConnectionsPerServer | dict[HttpVersionField, ConnectionsPerServer] = 6  # type: ignore[valid-type]
+    connections_per_server: ConnectionsPerServer | dict[HttpVersionField, ConnectionsPerServer] = 6
     cache: Cache = Cache.cold
     window: tuple[
         Annotated[int, Field(ge=1280, le=16384)], Annotated[int, Field(ge=720, le=16384)]

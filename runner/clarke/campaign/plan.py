@@ -118,11 +118,11 @@ def expand(c: Campaign, source: Path, seed: int | None = None) -> CampaignPlan:
     cells: dict[tuple[str, str, str, str, str], list[str]] = {}
     for scenario, _, m in c.matrices():
         for profile in m.profiles:
-            for http in m.http:
-                for cc in m.cc:
+            for version in m.http:
+                for algorithm in m.cc:
                     for model in m.models:
                         for size in m.sizes:
-                            key = (profile, str(http.value), str(cc.value), model, size)
+                            key = (profile, str(version.value), str(algorithm.value), model, size)
                             cells.setdefault(key, []).append(scenario)
     profile_order = list(dict.fromkeys(k[0] for k in cells))
     if c.order is Order.shuffled:

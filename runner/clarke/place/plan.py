@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Final
 
@@ -87,15 +88,30 @@ class Network:
         return f"{self.address(role)}/{self.prefix.prefixlen}"
 
 
-class Addresses:
+class Addresses(ABC):
     """The networks of one testbed and what follows from them; the same on both
-    substrates, only the prefixes differ (NetnsPlan: netns, ComposePlan: compose)."""
+    substrates, only the prefixes differ (NetnsPlan: netns, ComposePlan: compose).
+    A subclass gives the five networks, as properties or as class attributes."""
 
-    st_lan: Network
-    emu: Network
-    sat: Network
-    gw_lan: Network
-    mgmt: Network
+    @property
+    @abstractmethod
+    def st_lan(self) -> Network: ...
+
+    @property
+    @abstractmethod
+    def emu(self) -> Network: ...
+
+    @property
+    @abstractmethod
+    def sat(self) -> Network: ...
+
+    @property
+    @abstractmethod
+    def gw_lan(self) -> Network: ...
+
+    @property
+    @abstractmethod
+    def mgmt(self) -> Network: ...
 
     @property
     def networks(self) -> list[Network]:
@@ -156,7 +172,7 @@ class NetnsPlan(Addresses):
 
     # --- networks ----------------------------------------------------------------
     def _net(self, offset: int) -> ipaddress.IPv4Network:
-        return ipaddress.ip_network(f"198.18.{4 * self.id + offset}.0/24")
+        return ipaddress.IPv4Network(f"198.18.{4 * self.id + offset}.0/24")
 
     @property
     def st_lan(self) -> Network:
@@ -176,7 +192,7 @@ class NetnsPlan(Addresses):
 
     @property
     def mgmt(self) -> Network:
-        prefix = ipaddress.ip_network(f"198.19.{self.id}.0/24")
+        prefix = ipaddress.IPv4Network(f"198.19.{self.id}.0/24")
         return Network("mgmt", prefix, {"runner": MGMT_HOST, **MGMT_HOSTS})
 
     # --- what others need ----------------------------------------------------------
@@ -237,28 +253,28 @@ class ComposePlan(Addresses):
 
     @property
     def st_lan(self) -> Network:
-        return Network("st-lan", ipaddress.ip_network("198.19.128.0/24"), _LAN_ST)
+        return Network("st-lan", ipaddress.IPv4Network("198.19.128.0/24"), _LAN_ST)
 
     @property
     def emu(self) -> Network:
-        return Network("emu", ipaddress.ip_network("198.19.129.0/24"), _EMU)
+        return Network("emu", ipaddress.IPv4Network("198.19.129.0/24"), _EMU)
 
     @property
     def gw_lan(self) -> Network:
-        return Network("gw-lan", ipaddress.ip_network("198.19.130.0/24"), _LAN_GW)
+        return Network("gw-lan", ipaddress.IPv4Network("198.19.130.0/24"), _LAN_GW)
 
     @property
     def mgmt(self) -> Network:
-        return Network("mgmt", ipaddress.ip_network("198.19.131.0/24"), _COMPOSE_MGMT)
+        return Network("mgmt", ipaddress.IPv4Network("198.19.131.0/24"), _COMPOSE_MGMT)
 
     @property
     def sat(self) -> Network:
-        return Network("sat", ipaddress.ip_network("198.19.132.0/24"), _SAT)
+        return Network("sat", ipaddress.IPv4Network("198.19.132.0/24"), _SAT)
 
     @property
     def published(self) -> Network:
         hosts = {"influxdb": _COMPOSE_MGMT["influxdb"], "grafana": _COMPOSE_MGMT["grafana"]}
-        return Network("published", ipaddress.ip_network("198.19.133.0/24"), hosts)
+        return Network("published", ipaddress.IPv4Network("198.19.133.0/24"), hosts)
 
     @property
     def docker_networks(self) -> list[Network]:

@@ -62,8 +62,8 @@ def to_point(r: RunRecord) -> Point:
             p = p.tag(tag, value)
     for role, impl in sorted(r.implementations.items()):
         p = p.tag(f"impl_{role}", impl)
-    for name, value in sorted(r.metrics.items()):
-        p = p.field(name, float(value))
+    for name, measured in sorted(r.metrics.items()):
+        p = p.field(name, float(measured))
     p = p.field("attempt", r.attempt)
     p = p.field("browser_version", r.browser_version)
     p = p.field("reason", r.reason)

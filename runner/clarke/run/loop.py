@@ -179,13 +179,13 @@ def execute(
         if isinstance(step, LinkCheck):
             watch.checking(step)
             try:
-                result = session.check_link(step.profile, step.phase, link_check)
+                check = session.check_link(step.profile, step.phase, link_check)
             except ClarkeError as e:
                 # Recorded, not fatal: the loads themselves show whether the link
                 # carries pages.
-                result = {"phase": step.phase, "profile": step.profile, "error": f"{e.kind}: {e}"}
-            out.checks.append(result)
-            watch.checked(step, result)
+                check = {"phase": step.phase, "profile": step.profile, "error": f"{e.kind}: {e}"}
+            out.checks.append(check)
+            watch.checked(step, check)
             continue
         run = step
         while True:

@@ -18,13 +18,14 @@ import datetime as dt
 import json
 import os
 import shutil
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Protocol
 
 from clarke import profiles, tls
 from clarke.agent.agents import Agents, Applied, LinkStopped
-from clarke.browser.load import ExpectedObject, LoadRequest, LoadResult
+from clarke.browser.load import ExpectedObject, LoadRequest, LoadResult, is_http
 from clarke.campaign.plan import Run
 from clarke.errors import ClarkeError, InputError
 from clarke.pages import build as page_build
@@ -34,7 +35,7 @@ from clarke.results.record import Status
 from clarke.roles import profile_digest
 from clarke.run import linkcheck
 from clarke.run.verdicts import link_verdict, server_verdict
-from clarke.vocab import LINK_ROLES, ROLES, CongestionControl, HttpVersion
+from clarke.vocab import HTTP_VERSIONS, LINK_ROLES, ROLES, CongestionControl, HttpVersion
 
 HOST = tls.DEFAULT_HOST
 LINK_CHECKS = {
@@ -185,8 +186,10 @@ class Session:
         page: str,
         http: str,
         connections: int,
-        prefs: dict[str, bool | int | str] | None = None,
+        prefs: Mapping[str, bool | int] | None = None,
     ) -> LoadRequest:
+        if not is_http(http):
+            raise InputError(f"{http!r} is not an HTTP version ({', '.join(HTTP_VERSIONS)})")
         entry = self.pages[page]
         return LoadRequest(
             url=f"https://{HOST}/{entry['path']}",
@@ -198,7 +201,7 @@ class Session:
                 ExpectedObject(path=o["path"], bytes=o["bytes"]) for o in entry["objects"]
             ],
             lcp_candidates=entry["lcp_candidates"],
-            prefs=prefs or {},
+            prefs=dict(prefs or {}),
         )
 
     def load(self, run: Run) -> tuple[LoadResult, dict[str, Any]]:
@@ -218,7 +221,7 @@ class Session:
         http: str,
         cc: str,
         connections: int,
-        prefs: dict[str, bool | int | str] | None = None,
+        prefs: Mapping[str, bool | int] | None = None,
     ) -> tuple[LoadResult, dict[str, Any]]:
         agents = self._agents()
         details: dict[str, Any] = {"substrate": self.substrate.name}

@@ -219,9 +219,9 @@ class QuicWireCounter:
                 continue
             kind = "sent" if s["name"].startswith("out") else "received"
             for elem in s.get("elem", []):
-                e = elem.get("elem", {})
-                addr, port = e.get("val", {}).get("concat", [None, None])
-                counter = e.get("counter", {})
+                entry = elem.get("elem", {})
+                addr, port = entry.get("val", {}).get("concat", [None, None])
+                counter = entry.get("counter", {})
                 host = f"[{addr}]" if ":" in str(addr) else str(addr)
                 key = f"{host}:{port}"
                 out[key][f"{kind}_packets"] = int(counter.get("packets", 0))

@@ -21,6 +21,7 @@ import signal
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +104,7 @@ def up(
             testbed_id = _pick_id(store, existing)
         elif (
             store.read(testbed_id) is not None
-            or any((p := parse_ns(n)) and p[0] == testbed_id for n in existing)
+            or any((parsed := parse_ns(n)) and parsed[0] == testbed_id for n in existing)
             or netns.link_exists(plan(testbed_id).root_mgmt_link)
         ):
             raise InputError(
@@ -175,7 +176,7 @@ def _start_agents(tb: Builder, token: str, firefox: str | None) -> Agents:
     for role, proc in started.items():
         client = AgentClient(role, tb.plan.agent_url(role), None, timeout=2)  # /health
         try:
-            procs.wait_ready(proc, lambda c=client: _answers(c), timeout=AGENT_START_TIMEOUT_S)
+            procs.wait_ready(proc, partial(_answers, client), timeout=AGENT_START_TIMEOUT_S)
         finally:
             client.close()
     agents = Agents(tb.plan, ROLES, token)

@@ -210,6 +210,7 @@ def forward_bandwidth_khz(rate_mbps: float) -> int:
 
 def fifo_packets(d: Direction) -> int:
     """The profile's queue as a FIFO capacity in 1500-byte packets."""
+    size: float
     if isinstance(d.queue, QueueBytes):
         size = d.queue.bytes
     else:

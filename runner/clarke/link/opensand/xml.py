@@ -64,7 +64,7 @@ def _build(parent: ET.Element, node: Node) -> None:
         el.text = _text(content)
 
 
-def _document(children: list[Node]) -> ET.ElementTree:
+def _document(children: list[Node]) -> ET.ElementTree[ET.Element]:
     model = ET.Element("model", version="1.0.0")
     root = ET.SubElement(model, "root")
     for child in children:
@@ -73,7 +73,7 @@ def _document(children: list[Node]) -> ET.ElementTree:
     return ET.ElementTree(model)
 
 
-def _serialise(tree: ET.ElementTree) -> str:
+def _serialise(tree: ET.ElementTree[ET.Element]) -> str:
     body = ET.tostring(tree.getroot(), encoding="unicode")
     return f'<?xml version="1.0" encoding="UTF-8"?>\n{body}\n'
 
@@ -82,7 +82,7 @@ def _items(rows: list[list[Node]]) -> list[Node]:
     return [("item", row) for row in rows]
 
 
-def _infrastructure(role: str, e: Entities) -> ET.ElementTree:
+def _infrastructure(role: str, e: Entities) -> ET.ElementTree[ET.Element]:
     # OpenSAND's schema wants every entity block, in this order; only the one that
     # entity_type names is read. The split-gateway blocks (net access / phy) are unused
     # here and carry the gateway's own values.
@@ -187,7 +187,7 @@ def _wave_forms(
     return _items(rows)
 
 
-def _topology(m: Mapping, e: Entities) -> ET.ElementTree:
+def _topology(m: Mapping, e: Entities) -> ET.ElementTree[ET.Element]:
     spot: list[Node] = [
         (
             "assignments",
@@ -319,7 +319,7 @@ def _physical_layer(m: Mapping) -> Node:
     )
 
 
-def _profile(role: str, m: Mapping) -> ET.ElementTree:
+def _profile(role: str, m: Mapping) -> ET.ElementTree[ET.Element]:
     network: list[Node] = [
         (
             "qos_classes",
