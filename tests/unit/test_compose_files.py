@@ -115,6 +115,10 @@ def test_only_loopback_ports_and_least_privilege(base: dict[str, Any]) -> None:
 
 
 def test_images_built_here_are_never_pulled(base: dict[str, Any]) -> None:
+    offline = load(OFFLINE)["services"]
+    for name, svc in offline.items():
+        if "build" in svc:
+            assert svc.get("pull_policy", base["services"][name].get("pull_policy")) == "build"
     for name, svc in base["services"].items():
         image = svc.get("image", "")
         if "build" in svc:

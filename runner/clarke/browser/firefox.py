@@ -58,10 +58,22 @@ def with_build(version: str, build: str) -> str:
 
 
 def build_id(binary: str) -> str:
-    """BuildID from the application.ini beside the real binary (launchers in /usr/bin are
-    links or scripts: the installation directory is found through the link)."""
-    path = Path(shutil.which(binary) or binary).resolve()
-    for ini in (path.parent / "application.ini", Path("/usr/lib") / path.name / "application.ini"):
+    """BuildID from the application.ini beside the real binary. Launchers in /usr/bin are
+    links, or scripts (Debian's firefox-esr diverts /usr/bin/firefox to one that execs
+    firefox.real or firefox-esr): the installation directory is found through them."""
+    launcher = Path(shutil.which(binary) or binary)
+    candidates = [launcher.resolve(), Path(f"{launcher}.real").resolve()]
+    try:
+        head = launcher.read_bytes()[:4096]
+    except OSError:
+        head = b""
+    if head.startswith(b"#!"):  # a launcher script: the programs it execs
+        for name in re.findall(rb"exec\s+([\w./-]+)", head):
+            found = shutil.which(name.decode())
+            if found:
+                candidates.append(Path(found).resolve())
+    for path in candidates:
+        ini = path.parent / "application.ini"
         if ini.is_file():
             m = re.search(r"^BuildID=(\d+)\s*$", ini.read_text(errors="replace"), re.M)
             if m:
