@@ -87,11 +87,13 @@ def test_names_and_urls_are_the_plans(base: dict[str, Any]) -> None:
 
 # The capabilities each service may add after dropping all of them, and why.
 CAPABILITIES = {
-    "terminal": {"NET_ADMIN"},  # TAP, bridge, routes, qdiscs
-    "satellite": {"NET_ADMIN"},
-    "gateway": {"NET_ADMIN"},
+    # TAP, bridge, routes, qdiscs; ICMP echoes over the link (the terminal's log-on check)
+    "terminal": {"NET_ADMIN", "NET_RAW"},
+    "satellite": {"NET_ADMIN", "NET_RAW"},
+    "gateway": {"NET_ADMIN", "NET_RAW"},
     "server": {"NET_ADMIN", "NET_BIND_SERVICE", "SETUID", "SETGID", "CHOWN", "FOWNER", "KILL"},
-    "client": {"NET_ADMIN", "DAC_OVERRIDE"},  # route; results into the user's directory
+    # route; the link checks' echoes; results into the user's directory
+    "client": {"NET_ADMIN", "NET_RAW", "DAC_OVERRIDE"},
     "influxdb": {"CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID"},
     "secrets": {"CHOWN", "FOWNER"},  # the secret files' owner and mode
     "grafana": set(),
