@@ -1,5 +1,6 @@
-"""Grafana's expansion of provisioning values, as its sources define it (read, not run:
-no Grafana can be had here), for tests of the files Grafana reads.
+"""Grafana's expansion of provisioning values and its interpolation of dashboard queries,
+as its sources define them (read, not run: no Grafana can be had here), for tests of the
+files Grafana reads.
 
 pkg/services/provisioning/values/values.go (interpolateValue): the value is split on
 "$$" (a literal "$"); each part goes through setting.ExpandVar, then Go's os.ExpandEnv;
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from typing import Any
 
 _EXPANDER = re.compile(r"\$(|__\w+)\{([^}]+)\}")
 _SPECIAL = set("*#$@!?-0123456789")
@@ -82,3 +84,41 @@ def expand_tree(node: object, env: Mapping[str, str], read_file: Callable[[str],
     if isinstance(node, dict):
         return {k: expand_tree(v, env, read_file) for k, v in node.items()}
     return node
+
+
+# Grafana's escapeRegex (public/app/core/utils/kbn and the InfluxDB datasource): the
+# characters it escapes in a variable's value inside a /regex/.
+_REGEX_SPECIAL = re.compile(r"[\\^$*+?.()|[\]{}/]")
+
+
+def variable_value(var: dict[str, object], value: str) -> str:
+    """A template variable as the InfluxDB datasource interpolates it: "All" is the
+    variable's allValue as it is; a chosen value of a multi or include-all variable is
+    regex-escaped; any other variable's value goes in unchanged."""
+    if value == "$__all":
+        return str(var["allValue"])
+    if var.get("multi") or var.get("includeAll"):
+        return _REGEX_SPECIAL.sub(lambda m: "\\" + m.group(), value)
+    return value
+
+
+def dashboard_query(
+    query: str, values: dict[str, str], board: dict[str, Any], window: tuple[int, int]
+) -> str:
+    """The query Grafana's InfluxQL backend runs: $timeFilter as `time >= Fms and time
+    <= Tms` over the dashboard's time range, $__interval / $interval / $__interval_ms
+    from the range over Grafana's 1000 data points (at least 1 ms), then the dashboard's
+    variables (the longest names first, as $name and ${name})."""
+    start_ms, end_ms = window
+    interval_ms = max(1, (end_ms - start_ms) // 1000)
+    query = query.replace("$timeFilter", f"time >= {start_ms}ms and time <= {end_ms}ms")
+    query = query.replace("$__interval_ms", str(interval_ms))
+    for macro in ("$__interval", "$interval"):
+        query = query.replace(macro, f"{interval_ms}ms")
+    variables = {v["name"]: v for v in board["templating"]["list"]}
+    for name in sorted(variables, key=len, reverse=True):
+        if name in values:
+            value = variable_value(variables[name], values[name])
+            query = query.replace("${" + name + "}", value).replace("$" + name, value)
+    assert "$" not in query.replace("$/", ""), f"left unsubstituted: {query}"
+    return query

@@ -6,7 +6,6 @@ and as a baseline."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -15,45 +14,10 @@ from clarke.results import store
 from clarke.results.influx import InfluxSink, campaign_points, cell_summary_points
 from clarke.results.journal import Journal
 from clarke.results.record import Status
+from grafana_expand import dashboard_query
 
 pytestmark = pytest.mark.influx
 RECORDED = Path("tests/data/recorded-lan")
-
-
-# Grafana's escapeRegex (public/app/core/utils/kbn and the InfluxDB datasource): the
-# characters it escapes in a variable's value inside a /regex/.
-_REGEX_SPECIAL = re.compile(r"[\\^$*+?.()|[\]{}/]")
-
-
-def _variable_value(var: dict[str, object], value: str) -> str:
-    """A template variable as the InfluxDB datasource interpolates it: "All" is the
-    variable's allValue as it is; a chosen value of a multi or include-all variable is
-    regex-escaped; any other variable's value goes in unchanged."""
-    if value == "$__all":
-        return str(var["allValue"])
-    if var.get("multi") or var.get("includeAll"):
-        return _REGEX_SPECIAL.sub(lambda m: "\\" + m.group(), value)
-    return value
-
-
-def _grafana_query(query: str, values: dict[str, str], board: dict, window: tuple[int, int]) -> str:
-    """The query Grafana's InfluxQL backend runs: $timeFilter as `time >= Fms and time
-    <= Tms` over the dashboard's time range, $__interval / $interval / $__interval_ms
-    from the range over Grafana's 1000 data points (at least 1 ms), then the dashboard's
-    variables (the longest names first, as $name and ${name})."""
-    start_ms, end_ms = window
-    interval_ms = max(1, (end_ms - start_ms) // 1000)
-    query = query.replace("$timeFilter", f"time >= {start_ms}ms and time <= {end_ms}ms")
-    query = query.replace("$__interval_ms", str(interval_ms))
-    for macro in ("$__interval", "$interval"):
-        query = query.replace(macro, f"{interval_ms}ms")
-    variables = {v["name"]: v for v in board["templating"]["list"]}
-    for name in sorted(variables, key=len, reverse=True):
-        if name in values:
-            value = _variable_value(variables[name], values[name])
-            query = query.replace("${" + name + "}", value).replace("$" + name, value)
-    assert "$" not in query.replace("$/", ""), f"left unsubstituted: {query}"
-    return query
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +57,7 @@ def test_every_panel_returns_rows(filled: str) -> None:
             choices: dict[str, list[str]] = {}
             for var in board["templating"]["list"]:  # in order: later ones use earlier
                 if var["type"] == "query":
-                    q = _grafana_query(var["query"], values, board, window)
+                    q = dashboard_query(var["query"], values, board, window)
                     res = sink.query(q)["results"][0]
                     assert res.get("series"), (path.name, var["name"], res)
                     found = [row[1] for s in res["series"] for row in s["values"]]
@@ -111,7 +75,7 @@ def test_every_panel_returns_rows(filled: str) -> None:
                         if "$" + name not in target["query"]:
                             continue
                         for option in options:
-                            q = _grafana_query(
+                            q = dashboard_query(
                                 target["query"], {**values, name: option}, board, window
                             )
                             res = sink.query(q)["results"][0]
@@ -123,7 +87,7 @@ def test_every_panel_returns_rows(filled: str) -> None:
                             else:
                                 assert rows > 0, (path.name, panel["title"], name, option, q)
                     if not rows_by_choice:
-                        q = _grafana_query(target["query"], values, board, window)
+                        q = dashboard_query(target["query"], values, board, window)
                         res = sink.query(q)["results"][0]
                         assert "error" not in res, (path.name, panel["title"], q, res)
                         rows = sum(len(s["values"]) for s in res.get("series", []))
