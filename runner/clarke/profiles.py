@@ -18,12 +18,20 @@ from clarke.errors import UnknownName
 from clarke.schema import StrictModel
 
 
+# What satlink holds (satlink-model's config.rs): rates and queue sizes as unsigned 64-bit
+# integers, delays finite. The limits below keep every profile that validates within
+# them, so a profile is refused when read, never when the link starts.
+MAX_RATE_MBPS = 1_000_000.0  # 1 Tb/s, far inside satlink's 2^64 - 1 b/s
+MAX_QUEUE_BYTES = 10**12  # 1 TB, far inside its 2^64 - 1 bytes
+MAX_QUEUE_MS = 3_600_000.0  # an hour of the link's rate
+
+
 class QueueBytes(StrictModel):
-    bytes: int = Field(gt=0)
+    bytes: int = Field(gt=0, le=MAX_QUEUE_BYTES)
 
 
 class QueueMs(StrictModel):
-    ms: float = Field(gt=0)
+    ms: float = Field(gt=0, le=MAX_QUEUE_MS, allow_inf_nan=False)
 
 
 class PacketLoss(StrictModel):
@@ -35,7 +43,9 @@ class BitErrors(StrictModel):
 
 
 class Direction(StrictModel):
-    rate_mbps: float = Field(ge=0, description="0 means unlimited")
+    rate_mbps: float = Field(
+        ge=0, le=MAX_RATE_MBPS, allow_inf_nan=False, description="0 means unlimited"
+    )
     uplink_delay_ms: float = Field(ge=0, le=10_000)
     downlink_delay_ms: float = Field(ge=0, le=10_000)
     framing_delay_ms: float = Field(default=0, ge=0, le=10_000)

@@ -3,10 +3,12 @@ expects of them."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from clarke import profiles, registry
-from clarke.errors import InputError, UnknownName
+from clarke.errors import InputError, UnknownName, ValidationFailed
 from clarke.link import netem
 from clarke.run import linkcheck
 
@@ -125,3 +127,23 @@ def test_echo_packet_checksum() -> None:
     pkt = echo.packet(0x1234, 7)
     assert len(pkt) == 64 and pkt[0] == 8
     assert echo.checksum(pkt) == 0  # a valid ICMP checksum sums to zero
+
+
+@pytest.mark.parametrize(
+    ("line", "value", "field"),
+    [
+        ("rate_mbps: 10", "rate_mbps: 1e300", "forward.rate_mbps"),
+        ("rate_mbps: 10", "rate_mbps: .inf", "forward.rate_mbps"),
+        ("queue: {bytes: 662500}", "queue: {bytes: 12345678901234567890}", "forward.queue"),
+        ("queue: {bytes: 662500}", "queue: {ms: .nan}", "forward.queue"),
+    ],
+)
+def test_values_satlink_cannot_hold_are_refused_when_read(
+    tmp_path: Path, line: str, value: str, field: str
+) -> None:
+    text = Path("profiles/geo.yaml").read_text()
+    assert line in text
+    f = tmp_path / "p.yaml"
+    f.write_text(text.replace(line, value))
+    with pytest.raises(ValidationFailed, match=field.replace(".", r"\.")):
+        profiles.read(str(f))
