@@ -56,6 +56,8 @@ def origin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Origin]:
     (root / "index.html").write_bytes(INDEX)
     (root / "dir" / "a.txt").write_bytes(b"a\n")
     (base / "secret.txt").write_bytes(SECRET)  # next to the root: never to be served
+    (root / "link.txt").symlink_to(base / "secret.txt")  # nor through a link in the root
+    (root / "up").symlink_to(base)
     pki = issue_testbed_pki(base / "pki", [DEFAULT_HOST])
     port, control = free_port(), f"127.0.0.1:{free_port()}"
     log = (base / "origin.log").open("wb")
@@ -86,9 +88,10 @@ def origin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Origin]:
 def exchange(o: Origin, data: bytes, first: float = 3, idle: float = 0.3) -> bytes:
     """`data` over TLS (ALPN http/1.1), and what origin answers: until it closes the
     connection, or, once it answered, stays silent for `idle` seconds (a kept-alive
-    connection), or answers nothing for `first` seconds (it waits for more: origin has
-    no read timeout yet, so that connection is closed here). A half-close would not
-    do: hyper drops the connection, answer and all, when it reads the end first."""
+    connection), or answers nothing for `first` seconds (it waits for more of the
+    request: this side closes rather than wait for origin's header-read timeout). A
+    half-close would not do: hyper drops the connection, answer and all, when it reads
+    the end first."""
     ctx = ssl.create_default_context(cafile=str(o.ca))
     ctx.set_alpn_protocols(["http/1.1"])
     incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
@@ -229,3 +232,43 @@ def test_origin_serves_after_the_fuzzing(origin: Origin) -> None:
     assert statuses(answer) == [200] and answer.endswith(INDEX), answer[:300]
     health = httpx.get(f"http://{origin.control}/health", trust_env=False, timeout=10)
     assert health.status_code == 200 and health.json()["name"] == "origin"
+
+
+def test_links_out_of_the_root_are_not_followed(origin: Origin) -> None:
+    for path in ("/link.txt", "/up/secret.txt"):
+        request = f"GET {path} HTTP/1.1\r\nHost: www.clarke.test\r\nConnection: close\r\n\r\n"
+        answer = exchange(origin, request.encode())
+        assert statuses(answer) == [404] and SECRET not in answer, (path, answer[:300])
+
+
+def _closed_by_peer(conn: socket.socket, deadline: float) -> bool:
+    """Reads until the peer closes (end of stream or reset): True; False if the deadline
+    passes first."""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        conn.settimeout(left)
+        try:
+            if conn.recv(65536) == b"":  # anything else (a TLS alert) is read past
+                return True
+        except ConnectionResetError:
+            return True
+        except TimeoutError:
+            return False
+
+
+def test_silent_and_half_handshaken_connections_are_closed(origin: Origin) -> None:
+    """A connection that sends nothing, and one that sends half a TLS ClientHello, are
+    closed by origin within its handshake timeout (20 s), not held for ever."""
+    silent = socket.create_connection(("127.0.0.1", origin.port), timeout=10)
+    half = socket.create_connection(("127.0.0.1", origin.port), timeout=10)
+    deadline = time.monotonic() + 40
+    try:
+        half.sendall(bytes.fromhex("16030100c8010000c40303"))  # a ClientHello's first bytes
+        assert _closed_by_peer(silent, deadline), "a silent connection was held open"
+        assert _closed_by_peer(half, deadline), "a half-sent handshake was held open"
+    finally:
+        silent.close()
+        half.close()
+    assert origin.proc.poll() is None

@@ -88,6 +88,15 @@ pub fn resolve(root: &Path, uri_path: &str) -> Option<PathBuf> {
     Some(path)
 }
 
+/// Whether `path`, its symbolic links followed, still lies under `root`: a link inside
+/// the page root must not serve a file from elsewhere on the machine.
+fn inside(root: &Path, path: &Path) -> bool {
+    match (std::fs::canonicalize(root), std::fs::canonicalize(path)) {
+        (Ok(root), Ok(path)) => path.starts_with(root),
+        _ => false,
+    }
+}
+
 fn base_headers(alt_svc: Option<&HeaderValue>) -> HeaderMap {
     let mut h = HeaderMap::new();
     h.insert(
@@ -193,7 +202,7 @@ pub async fn serve(
             Err(_) => return error(StatusCode::NOT_FOUND, alt_svc, head),
         };
     }
-    if !meta.is_file() {
+    if !meta.is_file() || !inside(root, &path) {
         return error(StatusCode::NOT_FOUND, alt_svc, head);
     }
     let body = match cache.read(&path, &meta).await {
@@ -274,5 +283,25 @@ mod tests {
         let r = serve(&dir, &cache, &Method::GET, "/", None).await;
         assert_eq!(&r.body[..], b"<p>hello</p>");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn follows_no_link_out_of_the_root() {
+        let base = std::env::temp_dir().join(format!("origin-links-{}", std::process::id()));
+        let root = base.join("root");
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::fs::write(base.join("secret.txt"), b"outside").unwrap();
+        std::fs::write(root.join("sub/page.html"), b"inside").unwrap();
+        std::os::unix::fs::symlink(base.join("secret.txt"), root.join("out.txt")).unwrap();
+        std::os::unix::fs::symlink(&base, root.join("up")).unwrap();
+        std::os::unix::fs::symlink(root.join("sub/page.html"), root.join("in.html")).unwrap();
+        let cache = FileCache::new(1 << 20);
+        for path in ["/out.txt", "/up/secret.txt"] {
+            let r = serve(&root, &cache, &Method::GET, path, None).await;
+            assert_eq!(r.status, StatusCode::NOT_FOUND, "{path}");
+        }
+        let r = serve(&root, &cache, &Method::GET, "/in.html", None).await;
+        assert_eq!((r.status, &r.body[..]), (StatusCode::OK, &b"inside"[..]));
+        std::fs::remove_dir_all(&base).unwrap();
     }
 }

@@ -6,11 +6,12 @@ use std::net::SocketAddr;
 use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 use tracing::{debug, warn, Instrument};
@@ -23,6 +24,14 @@ use crate::stats::Counters;
 
 /// Bytes hyper's HTTP/2 buffers per stream before waiting for the socket.
 const H2_SEND_BUF: usize = 1 << 20;
+
+/// How long a client may take to complete its TLS handshake, and to send a request's
+/// headers: a connection that sends nothing, or half a handshake, is closed instead of
+/// held for ever. Generous against a GEO round trip (~0.53 s; a handshake takes 1-2).
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(20);
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(20);
+/// An HTTP/2 peer that answers no PING within this long is gone.
+const H2_KEEP_ALIVE: Duration = Duration::from_secs(20);
 
 /// Accepts connections until the task is aborted.
 pub async fn accept_loop(listener: Arc<TcpListener>, tls: Option<TlsAcceptor>, shared: Arc<Shared>) {
@@ -62,6 +71,15 @@ async fn respond(
     Ok(resp)
 }
 
+/// HTTP/1.1 with a deadline for every request's headers (hyper needs a timer for it).
+fn http1() -> hyper::server::conn::http1::Builder {
+    let mut b = hyper::server::conn::http1::Builder::new();
+    b.writev(true)
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT);
+    b
+}
+
 async fn handle(stream: TcpStream, peer: SocketAddr, tls: Option<TlsAcceptor>, shared: Arc<Shared>) {
     let wanted = shared.settings().tcp_cc;
     if let Err(e) = cc::set_tcp_cc(&stream, wanted) {
@@ -85,24 +103,28 @@ async fn handle(stream: TcpStream, peer: SocketAddr, tls: Option<TlsAcceptor>, s
     let svc_shared = shared.clone();
     let svc = service_fn(move |req| respond(svc_shared.clone(), counters.clone(), is_tls, req));
     let result = match tls {
-        None => hyper::server::conn::http1::Builder::new()
-            .writev(true)
+        None => http1()
             .serve_connection(TokioIo::new(stream), svc)
             .await
             .map_err(anyhow::Error::from),
-        Some(acceptor) => match acceptor.accept(stream).await {
-            Err(e) => Err(anyhow::Error::from(e).context("TLS handshake failed")),
-            Ok(tls_stream) => {
+        Some(acceptor) => match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+            Err(_) => Err(anyhow::anyhow!(
+                "TLS handshake not done within {HANDSHAKE_TIMEOUT:?}"
+            )),
+            Ok(Err(e)) => Err(anyhow::Error::from(e).context("TLS handshake failed")),
+            Ok(Ok(tls_stream)) => {
                 if tls_stream.get_ref().1.alpn_protocol() == Some(b"h2") {
                     conn.set_protocol("h2");
                     hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                        .timer(TokioTimer::new())
+                        .keep_alive_interval(Some(H2_KEEP_ALIVE))
+                        .keep_alive_timeout(H2_KEEP_ALIVE)
                         .max_send_buf_size(H2_SEND_BUF)
                         .serve_connection(TokioIo::new(tls_stream), svc)
                         .await
                         .map_err(anyhow::Error::from)
                 } else {
-                    hyper::server::conn::http1::Builder::new()
-                        .writev(true)
+                    http1()
                         .serve_connection(TokioIo::new(tls_stream), svc)
                         .await
                         .map_err(anyhow::Error::from)
