@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -221,8 +222,11 @@ def test_testbed_check_inside_the_stack(stack: Stack) -> None:
         "--samples", "10", "--duration", "5", "--omit", "2", "--json",
         env=stack.env, timeout=300,
     )  # fmt: skip
-    assert "{" in verify.stdout, verify.stdout[-3000:] + verify.stderr[-3000:]
-    report = json.loads(verify.stdout[verify.stdout.index("{") :])
+    # The report is the JSON document that starts on a line of its own; what `run`
+    # printed before it (the image's build, pull_policy: build) may hold braces too.
+    start = re.search(r"^\{$", verify.stdout, re.M)
+    assert start, verify.stdout[-3000:] + verify.stderr[-3000:]
+    report = json.loads(verify.stdout[start.start() :])
     checks = [(c["name"], c["measured"], c["verdict"], c["reason"]) for c in report["checks"]]
     assert verify.returncode == 0, (checks, report["ping"], verify.stderr[-3000:])
     assert report["ok"] and report["profile"] == "geo" and report["link"] == "satlink"
