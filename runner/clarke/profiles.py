@@ -17,7 +17,6 @@ from clarke import paths, schema
 from clarke.errors import UnknownName
 from clarke.schema import StrictModel
 
-
 # What satlink holds (satlink-model's config.rs): rates and queue sizes as unsigned 64-bit
 # integers, delays finite. The limits below keep every profile that validates within
 # them, so a profile is refused when read, never when the link starts.
