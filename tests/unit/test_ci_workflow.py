@@ -7,9 +7,11 @@ workflow jobs for real; a full local run of this job is `ci/run-workflow-locally
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 CI = Path(".github/workflows/ci.yml")
@@ -90,3 +92,18 @@ def test_no_system_python() -> None:
     assert pip_runs == ['"$uv_venv/bin/python"'], pip_runs
     # The tests' environment is a venv uv makes, outside the mounted checkout.
     assert "UV_PROJECT_ENVIRONMENT=/opt/clarke-venv" in CONTAINER
+
+
+@pytest.mark.parametrize("workflow", sorted(Path(".github/workflows").glob("*.yml")), ids=str)
+def test_every_run_step_is_valid_bash(workflow: Path) -> None:
+    """`bash -n` on every `run:` step, its `${{ }}` expressions replaced by a word as
+    GitHub substitutes them first (an apostrophe inside `${VAR:-…}` once broke the
+    nightly's shard job before anything ran; found by ci/run-workflow-locally)."""
+    jobs = yaml.safe_load(workflow.read_text())["jobs"]
+    for job_name, job in jobs.items():
+        for step in job.get("steps", []):
+            if "run" not in step:
+                continue
+            script = re.sub(r"\$\{\{.*?\}\}", "x", step["run"], flags=re.S)
+            check = subprocess.run(["bash", "-n"], input=script, capture_output=True, text=True)
+            assert check.returncode == 0, (job_name, step.get("name"), check.stderr)
