@@ -64,7 +64,8 @@ def build_id(binary: str) -> str:
     launcher = Path(shutil.which(binary) or binary)
     candidates = [launcher.resolve(), Path(f"{launcher}.real").resolve()]
     try:
-        head = launcher.read_bytes()[:4096]
+        with launcher.open("rb") as f:  # the first bytes only: it may be the binary itself
+            head = f.read(4096)
     except OSError:
         head = b""
     if head.startswith(b"#!"):  # a launcher script: the programs it execs
