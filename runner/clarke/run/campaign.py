@@ -178,15 +178,14 @@ def run_campaign(
                 f"{resume} holds campaign {meta.get('campaign')!r} shard "
                 f"{meta.get('shard') or '-'}, not {c.name!r} shard {shard_label or '-'}"
             )
-        writer.enter_context(store.sole_writer(resume))
         difference = campaign_difference(resume / store.CAMPAIGN_COPY, campaign_file)
         if difference:
-            writer.close()
             raise InputError(
                 f"{campaign_file} is not the campaign {resume} was started with; a resume "
                 f"runs the same campaign (start a new results directory for another):\n"
                 f"{difference}"
             )
+        writer.enter_context(store.sole_writer(resume))
         results_dir, cid = resume, meta["campaign_id"]
     else:
         cid = campaign_id or store.campaign_id(c.name)
