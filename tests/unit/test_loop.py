@@ -244,3 +244,17 @@ def test_server_verdict() -> None:
     assert (
         server_verdict({}, "2", "bbr", 1, 1)["failure"] == "the server saw no request for the page"
     )
+    # OpenLiteSpeed says where a connection's cc came from: "configured" is no measurement
+    measured = conn | {"cc_source": "kernel"}
+    guessed = conn | {"cc_source": "configured"}
+    assert server_verdict({"connections": [measured]}, "2", "bbr", 100_000, 9)["failure"] == ""
+    assert server_verdict(
+        {"connections": [measured, guessed | {"requests": 0}]}, "2", "bbr", 100_000, 9
+    )["failure"] == ""  # fmt: skip
+    assert server_verdict(
+        {"connections": [measured | {"requests": 4}, guessed | {"requests": 5}]},
+        "2", "bbr", 100_000, 9,
+    )["failure"] == (
+        "the server could not measure the congestion control of 1 of 2 connections "
+        "(only configured: bbr)"
+    )  # fmt: skip

@@ -37,6 +37,14 @@ def server_verdict(
                 f"server used {got} on {len(wrong_cc)} of {len(conns)} connections, "
                 f"asked for {want_cc}"
             )
+        elif unmeasured := [c for c in conns if c.get("cc_source") == "configured"]:
+            # A server that reports where its `cc` came from (OpenLiteSpeed) and could
+            # only repeat its configuration: what ran is unknown, so the load does not
+            # count (origin measures every connection and reports no source).
+            failure = (
+                f"the server could not measure the congestion control of "
+                f"{len(unmeasured)} of {len(conns)} connections (only configured: {want_cc})"
+            )
     requests = sum(int(c.get("requests", 0)) for c in conns)
     if not failure and requests != page_requests:
         # Anything beyond the page (a browser's background request) crossed the link.

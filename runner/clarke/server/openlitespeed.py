@@ -65,7 +65,13 @@ from clarke.server.openlitespeed_config import (
     render,
     write,
 )
-from clarke.server.openlitespeed_install import INSTALL_ENV, find_install, install_problem
+from clarke.server.openlitespeed_install import (
+    INSTALL_ENV,
+    find_install,
+    install_problem,
+    let_workers_in,
+    make_server_root,
+)
 from clarke.server.openlitespeed_quic import (
     QuicWireCounter,
     merge_by_peer,
@@ -186,7 +192,10 @@ class OpenLiteSpeedRole:
     def for_place(cls, place: Place) -> OpenLiteSpeedRole:
         """The role in its place: the server's address from the plan, the route towards
         the client LAN through the gateway, the testbed's certificate, and the place's
-        own default congestion control to start."""
+        own default congestion control to start. In a container the install is the
+        server root; on a netns testbed the server root is the testbed's own
+        (make_server_root under its run directory: its configuration, logs and shared
+        memory are then no other testbed's)."""
         pki = tls.ensure_testbed_pki(place.pki_dir, label=place.substrate)
         site = OlsSite(
             pages_dir=place.pages_dir,
@@ -195,6 +204,18 @@ class OpenLiteSpeedRole:
             listen_address=place.plan.addresses["server"],
         )
         root = Path(os.environ.get(INSTALL_ENV) or DEFAULT_SERVER_ROOT)
+        if place.substrate == "netns":
+            found = find_install()
+            if found is None:
+                raise EnvironmentProblem(install_problem())
+            root = make_server_root(found, place.run_dir / "openlitespeed")
+            site = dataclasses.replace(
+                site,
+                access_log=root / "logs" / "clarke-access.log",
+                error_log=root / "logs" / "clarke-error.log",
+                state_dir=root / "tmp" / "clarke",
+            )
+            let_workers_in(site, root)
         return cls(
             site,
             initial_settings(),
@@ -297,9 +318,14 @@ class OpenLiteSpeedRole:
         for sub in ("status", "shm"):
             (self.site.state_dir / sub).mkdir(parents=True, exist_ok=True)
         self._mark_fetched()
-        for path in (self.site.access_log, self.site.error_log):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.touch(exist_ok=True)
+        # The workers write the real-time reports (statDir): observed with 1.9.1, a
+        # root-owned directory makes them log "Failed to open the real time report"
+        # every second.
+        status = self.site.state_dir / "status"
+        for path in (self.site.access_log, self.site.error_log, status):
+            if path is not status:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.touch(exist_ok=True)
             if os.geteuid() == 0:
                 with contextlib.suppress(KeyError, OSError):
                     uid = pwd.getpwnam(self.site.user).pw_uid

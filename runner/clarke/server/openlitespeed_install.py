@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import contextlib
+import grp
 import os
 from pathlib import Path
 from typing import Final
 
 from clarke.errors import EnvironmentProblem
-from clarke.server.openlitespeed_config import DEFAULT_SERVER_ROOT
+from clarke.server.openlitespeed_config import DEFAULT_SERVER_ROOT, OlsSite
 
 INSTALL_ENV: Final = "OLS_SERVER_ROOT"
 
@@ -74,3 +75,30 @@ def make_server_root(install: Path, root: Path) -> Path:
         with contextlib.suppress(FileNotFoundError):
             (root / rel).write_bytes((install / rel).read_bytes())
     return root
+
+
+def let_workers_in(site: OlsSite, root: Path) -> None:
+    """OpenLiteSpeed's workers run as `site.user`:`site.group` (nobody:nogroup) and read
+    the pages of a netns testbed, which sit in the testbed's directory that only root
+    enters (0700: the agents' token, keys, control sockets). Their group may pass
+    through that directory and the server root's (0710) and read the pages (0750);
+    no other user can, and nothing else in them changes mode."""
+    gid = grp.getgrnam(site.group).gr_gid
+    site.pages_dir.mkdir(parents=True, exist_ok=True)
+    testbed_dir = site.pages_dir.parent
+    closed = [d for d in testbed_dir.parents if not d.stat().st_mode & 0o001]
+    if closed:
+        raise EnvironmentProblem(
+            f"OpenLiteSpeed's workers ({site.user}) cannot reach the pages in "
+            f"{site.pages_dir}: {closed[0]} is closed to other users (mode "
+            f"{closed[0].stat().st_mode & 0o777:04o}); keep the testbeds' state directory "
+            "(CLARKE_STATE_DIR) where any user may pass"
+        )
+    passages = [testbed_dir] + [d for d in root.parents if d.is_relative_to(testbed_dir)]
+    for d in dict.fromkeys(passages):
+        mode = d.stat().st_mode
+        if not mode & 0o001:  # others may not pass: let the workers' group pass
+            os.chown(d, -1, gid)
+            d.chmod((mode & 0o7777) | 0o010)
+    os.chown(site.pages_dir, -1, gid)
+    site.pages_dir.chmod(0o750)
