@@ -28,10 +28,14 @@ def validate(file: Path) -> None:
     implementations) and whether its link can emulate each profile; exit 2 naming every
     bad field."""
     c = read_campaign(file)
-    link, server = registry.campaign_choices(c, str(file))
+    registry.check_names(c, str(file))
     names = sorted({p for _, _, m in c.matrices() for p in m.profiles})
-    registry.check_profiles(link, [(n, profiles.read(n)) for n in names])
-    click.echo(f"{file}: valid campaign {c.name!r} (link {link.name}, server {server.name})")
+    on = []
+    for link_name, server_name in c.implementations.combinations():
+        link, server = registry.get("link", link_name), registry.get("server", server_name)
+        registry.check_profiles(link, [(n, profiles.read(n)) for n in names])
+        on.append(f"link {link.name}, server {server.name}")
+    click.echo(f"{file}: valid campaign {c.name!r} ({'; '.join(on)})")
 
 
 PLAN_HELP = (

@@ -10,6 +10,7 @@ import click
 from rich.console import Console
 
 from clarke import registry
+from clarke.errors import InputError
 from clarke.vocab import SUBSTRATES
 
 
@@ -100,6 +101,18 @@ def run(
     from clarke.run.campaign import none_succeeded, print_outcome, run_campaign
 
     console = Console(stderr=False, width=200)
+    if _several_implementations(campaign_file, resume, link, server):
+        if shard or testbed_id is not None or substrate != "netns":
+            raise InputError(
+                "a campaign on several implementations runs each on a new netns testbed: "
+                "--shard, --testbed and --substrate compose take one (pin it with --link "
+                "and --server)"
+            )
+        _run_implementations(
+            campaign_file, influx_url, resume, campaign_id, results_base, link_check, link,
+            server, console,
+        )  # fmt: skip
+        return
     # `docker compose stop` and job schedulers send SIGTERM: end like Ctrl-C does (the
     # current load abandoned, the testbed torn down, how to resume printed).
     previous = signal.signal(signal.SIGTERM, _interrupt)
@@ -132,3 +145,57 @@ def run(
 
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _several_implementations(
+    campaign_file: Path, resume: Path | None, link: str | None, server: str | None
+) -> bool:
+    from clarke.run.implementations import is_top_directory, wanted_combinations
+
+    if resume is not None:
+        return is_top_directory(resume)
+    return len(wanted_combinations(campaign_file, link, server)) > 1
+
+
+def _run_implementations(
+    campaign_file: Path,
+    influx_url: str | None,
+    resume: Path | None,
+    campaign_id: str | None,
+    results_base: Path,
+    link_check: str,
+    link: str | None,
+    server: str | None,
+    console: Console,
+) -> None:
+    from clarke.run.implementations import State, run_implementations
+
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        top, index, interrupted = run_implementations(
+            campaign_file,
+            influx_url=influx_url,
+            resume=resume,
+            results_base=results_base,
+            campaign_id=campaign_id,
+            console=console,
+            link_check=link_check,
+            link=link,
+            server=server,
+        )
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    for combo in index.combinations:
+        where = f" in {combo.results}" if combo.results else ""
+        why = f": {combo.reason}" if combo.reason else ""
+        console.print(
+            f"{combo.label}: {combo.state.value}{where}, "
+            f"{combo.runs_ok}/{combo.runs} runs with a successful load{why}"
+        )
+    console.print(f"the table: clarke report --by implementation {top}")
+    if interrupted:
+        console.print(f"[yellow]interrupted: continue with clarke run --resume {top} ...[/]")
+        sys.exit(130)
+    ran = [c for c in index.combinations if c.state is not State.not_installed]
+    if not ran or any(c.state is not State.complete or c.runs_ok == 0 for c in ran):
+        sys.exit(1)

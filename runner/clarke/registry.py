@@ -20,7 +20,7 @@ from typing import Final
 
 from clarke.browser.client import Firefox
 from clarke.campaign.model import Campaign
-from clarke.errors import UnknownName, ValidationFailed
+from clarke.errors import InputError, UnknownName, ValidationFailed
 from clarke.link.netem import Netem
 from clarke.link.opensand import OpenSand
 from clarke.link.satlink import Satlink
@@ -87,17 +87,27 @@ def campaign_choices(
 ) -> tuple[Implementation, Implementation]:
     """The link and server a campaign runs on: the options given, else the campaign's
     `implementations:`, else the defaults; unknown names fail naming the field."""
-    chosen = {
-        "link": link or campaign.implementations.link,
-        "server": server or campaign.implementations.server,
-    }
+    check_names(campaign, source)
+    combinations = campaign.implementations.combinations(link, server)
+    if len(combinations) != 1:
+        raise InputError(
+            f"{source}: implementations lists {len(combinations)} combinations of link and "
+            "server; one run takes one (give --link and --server, or run the whole file "
+            "with `clarke run`, which runs each in turn)"
+        )
+    chosen_link, chosen_server = combinations[0]
+    return get("link", chosen_link), get("server", chosen_server)
+
+
+def check_names(campaign: Campaign, source: str) -> None:
+    """Every name under the campaign's `implementations:` is one the registry has."""
     problems: list[str] = []
-    for kind, name in chosen.items():
-        if name is not None and name not in names(kind):
-            problems.append(
-                f"implementations.{kind}: unknown {kind} implementation {name!r}; allowed: "
-                f"{', '.join(names(kind))}"
-            )
+    for kind in ("link", "server"):
+        for name in getattr(campaign.implementations, kind) or []:
+            if name not in names(kind):
+                problems.append(
+                    f"implementations.{kind}: unknown {kind} implementation {name!r}; "
+                    f"allowed: {', '.join(names(kind))}"
+                )
     if problems:
         raise ValidationFailed(source, problems)
-    return get("link", chosen["link"]), get("server", chosen["server"])

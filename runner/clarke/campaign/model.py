@@ -98,13 +98,44 @@ class Pages(StrictModel):
     )
 
 
+ImplementationNames = Annotated[
+    list[Name], Field(min_length=1, max_length=8), BeforeValidator(_listify)
+]
+
+
 class Implementations(StrictModel):
     """Which implementation fills each role (names from clarke.registry, checked against
-    it before anything runs; `clarke run --link/--server` override them). One name per
-    role: a later version may take a list here, as a dimension of the matrix."""
+    it before anything runs; `clarke run --link/--server` override them). A list runs
+    the whole campaign once per combination of link and server, each in its own results
+    directory (clarke.run.implementations), for the cross-implementation table."""
 
-    link: Name | None = Field(default=None, description="satlink, opensand or netem")
-    server: Name | None = Field(default=None, description="origin or openlitespeed")
+    link: ImplementationNames | None = Field(
+        default=None, description="satlink, opensand or netem, or a list of them"
+    )
+    server: ImplementationNames | None = Field(
+        default=None, description="origin or openlitespeed, or a list of them"
+    )
+
+    @model_validator(mode="after")
+    def _no_duplicates(self) -> Implementations:
+        for kind in ("link", "server"):
+            names = getattr(self, kind)
+            if names:
+                _unique(names)
+        return self
+
+    def combinations(
+        self, link: str | None = None, server: str | None = None
+    ) -> list[tuple[str | None, str | None]]:
+        """(link, server) for every combination asked for, links first: an option given
+        replaces the campaign's list; None means the registry's default."""
+        links: list[str | None] = [link] if link else [None]
+        servers: list[str | None] = [server] if server else [None]
+        if not link and self.link:
+            links = [*self.link]
+        if not server and self.server:
+            servers = [*self.server]
+        return [(lk, sv) for lk in links for sv in servers]
 
 
 class Campaign(StrictModel):

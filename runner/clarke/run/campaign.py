@@ -165,8 +165,10 @@ def run_campaign(
     shard_label = f"{sharding[0]}/{sharding[1]}" if sharding else ""
     # The implementations asked for (options, else the campaign): an attached testbed
     # must have them; unnamed ones take the registry's defaults on a new testbed.
-    wanted = {"link": link or c.implementations.link, "server": server or c.implementations.server}
-    link, server = preflight(c, campaign_file, runs, substrate, link, server)
+    chosen_link, chosen_server = preflight(c, campaign_file, runs, substrate, link, server)
+    ((wanted_link, wanted_server),) = c.implementations.combinations(link, server)
+    wanted = {"link": wanted_link, "server": wanted_server}
+    link, server = chosen_link, chosen_server
     sub = substrate_for(
         substrate, testbed_id, wanted["link"], wanted["server"], firefox=c.browser.binary
     )

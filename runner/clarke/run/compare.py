@@ -113,7 +113,24 @@ def _median_ratio(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
     return np.median(b, axis=axis) / np.median(a, axis=axis)
 
 
-def _cells(records: list[RunRecord]) -> dict[tuple[str, ...], dict[str, list[float]]]:
+def median_ratio_ci(a: np.ndarray, b: np.ndarray, seed: int = 0) -> tuple[float, float]:
+    """95 % bootstrap CI (percentile method, seeded: the same data give the same
+    interval) of median(b) / median(a)."""
+    with warnings.catch_warnings():
+        # identical samples give a degenerate (NaN) interval, which is fine to show
+        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
+        boot = stats.bootstrap(
+            (a, b),
+            _median_ratio,
+            n_resamples=BOOTSTRAP_RESAMPLES,
+            method="percentile",
+            vectorized=True,
+            rng=np.random.default_rng(seed),
+        )
+    return float(boot.confidence_interval.low), float(boot.confidence_interval.high)
+
+
+def cell_samples(records: list[RunRecord]) -> dict[tuple[str, ...], dict[str, list[float]]]:
     out: dict[tuple[str, ...], dict[str, list[float]]] = {}
     for r in final_attempts(records).values():
         cell = tuple(getattr(r, k) for k in CELL_KEYS)
@@ -136,7 +153,7 @@ def compare_records(
     names = {r.campaign for r in baseline} | {r.campaign for r in current}
     if len(names) != 1:
         raise InputError(f"the results are of different campaigns: {', '.join(sorted(names))}")
-    base, cur = _cells(baseline), _cells(current)
+    base, cur = cell_samples(baseline), cell_samples(current)
     problems = [f"cell {'/'.join(c)} is in the baseline only" for c in base if c not in cur]
     problems += [f"cell {'/'.join(c)} is in the current results only" for c in cur if c not in base]
     rows = []
@@ -152,19 +169,7 @@ def compare_records(
                 )
                 continue
             p = float(stats.mannwhitneyu(b, a, alternative="two-sided").pvalue)
-            with warnings.catch_warnings():
-                # identical samples give a degenerate (NaN) interval, which is fine to show
-                warnings.simplefilter("ignore", stats.DegenerateDataWarning)
-                boot = stats.bootstrap(
-                    (a, b),
-                    _median_ratio,
-                    n_resamples=BOOTSTRAP_RESAMPLES,
-                    method="percentile",
-                    vectorized=True,
-                    rng=np.random.default_rng(seed),
-                )
-            ci = (float(boot.confidence_interval.low), float(boot.confidence_interval.high))
-            rows.append((cell, m, a, b, p, ci))
+            rows.append((cell, m, a, b, p, median_ratio_ci(a, b, seed)))
     if problems:
         raise InputError("unusable input:\n  " + "\n  ".join(problems))
     if not rows:
