@@ -249,6 +249,52 @@ def test_implementations_are_checked_against_the_registry(tmp_path: Path, run_cl
     assert code == 0 and "link netem, server openlitespeed" in out
 
 
+def test_implementations_take_lists(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    base = Path("campaigns/smoke.yaml").read_text()
+    f = tmp_path / "c.yaml"
+    f.write_text(base + "implementations: {link: [satlink, netem], server: [origin, nginx]}\n")
+    code, _, err = run_cli("campaign", "validate", str(f))
+    assert code == 2 and "implementations.server: unknown server implementation 'nginx'" in err
+    f.write_text(base + "implementations: {server: [origin, origin]}\n")
+    code, _, err = run_cli("campaign", "validate", str(f))
+    assert code == 2 and "listed more than once: origin" in err
+    f.write_text(base + "implementations: {link: [satlink, opensand]}\n")
+    code, _, err = run_cli("campaign", "validate", str(f))  # opensand cannot run lan
+    assert code == 2 and "(opensand link)" in err
+    f.write_text(
+        base + "implementations: {link: [satlink, netem], server: [origin, openlitespeed]}\n"
+    )
+    code, out, _ = run_cli("campaign", "validate", str(f))
+    assert code == 0 and out.count("link ") == 4, out
+    c = plan_file(f).campaign
+    assert c.implementations.combinations() == [
+        ("satlink", "origin"), ("satlink", "openlitespeed"),
+        ("netem", "origin"), ("netem", "openlitespeed"),
+    ]  # fmt: skip
+    # an option pins its side; a campaign without the key runs the defaults once
+    assert c.implementations.combinations(server="origin") == [
+        ("satlink", "origin"), ("netem", "origin"),
+    ]  # fmt: skip
+    assert plan_file(Path("campaigns/smoke.yaml")).campaign.implementations.combinations() == [
+        (None, None)
+    ]
+    # one run takes one combination; the several go through `clarke run` alone
+    code, _, err = run_cli("run", str(f), "--shard", "1/2")
+    assert code == 2 and "--shard, --testbed and --substrate compose take one" in err, err
+
+
+def test_the_implementations_campaign_is_the_studys_scenarios() -> None:
+    plan = plan_file(Path("campaigns/implementations.yaml"))
+    c = plan.campaign
+    assert c.repetitions == 5 and len(c.implementations.combinations()) == 4
+    cells = {r.cell for r in plan.runs}
+    for h in ("1.1", "2", "3"):
+        for s in ("500k", "2m"):
+            assert ("geo", h, "bbr", "single", s) in cells
+            assert all(("geo", h, cc, "uniform", s) in cells for cc in ("cubic", "bbr"))
+    assert len(cells) == 18 and len(plan.runs) == 90
+
+
 def test_a_key_given_twice_is_refused(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
     text = Path("campaigns/smoke.yaml").read_text()
     f = tmp_path / "twice.yaml"
