@@ -104,6 +104,12 @@ def test_a_campaign_on_two_servers(state_dir: Path) -> None:
                 assert r.versions.get("openlitespeed", "").startswith("1."), r.versions
                 assert r.metrics.get("wire_bytes", 0) > r.metrics["app_bytes"], r.metrics
 
+    # a resume of the whole runs nothing again: every combination that could run is done
+    again = _clarke("run", str(campaign), "--resume", str(top))
+    assert again.returncode == 0, again.stdout[-4000:] + again.stderr[-4000:]
+    assert "satlink + origin: complete in impl-t-satlink-origin, not run again" in again.stdout
+    assert json.loads((top / "implementations.json").read_text()) == index
+
     t = _clarke("report", "--by", "implementation", str(top))
     assert t.returncode == 0, t.stdout + t.stderr
     table = (top / "implementations.md").read_text()

@@ -1,0 +1,129 @@
+"""The compose stack with OpenLiteSpeed in the server role (the canonical stack's server)
+for real: the offline stack's link, client and InfluxDB, and the server container of the
+`clarke-openlitespeed-src` image (OpenLiteSpeed built from source,
+tests/data/compose-openlitespeed-server.yml), a quarter of the demo campaign through
+`docker compose up`: HTTP/1.1, /2 and /3 on the GEO link, every load verified with the
+congestion control measured (kernel for TCP, lsquic's log for QUIC), wire bytes
+reported, the records naming OpenLiteSpeed, and `down -v` leaving nothing behind.
+
+Runs where the image exists: CI cannot build it (no source snapshots there), so it skips
+there, saying how to build it (docs/openlitespeed.md, "The image built from source").
+The server container runs this checkout's Clarke (mounted over the image's), so an image
+built earlier still tests the code at hand."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from clarke.campaign.plan import plan_file
+from clarke.results.journal import Journal
+from clarke.results.record import Status
+from conftest import need
+
+pytestmark = [pytest.mark.root, pytest.mark.docker, pytest.mark.slow, pytest.mark.browser]
+
+ROOT = Path(__file__).resolve().parents[2]
+IMAGE = "clarke-openlitespeed-src:local"
+DEMO = ROOT / "campaigns/demo.yaml"
+SHARD = (1, 4)  # 3 of the demo's 12 runs: h1.1, h2 and h3 on the GEO link
+
+
+def _image_present() -> bool:
+    if shutil.which("docker") is None:
+        return False
+    return (
+        subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True).returncode == 0
+    )
+
+
+@pytest.fixture(scope="module")
+def ols_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, int, str]]:
+    if not _image_present():
+        # pytest.skip, not need(): CI cannot build the image, so it skips there too.
+        pytest.skip(
+            f"no {IMAGE} image: build it from source snapshots (docs/openlitespeed.md, "
+            "'The image built from source'); skipped, also in CI"
+        )
+    need(os.geteuid() == 0, "root (the compose stack's TUN devices and sysctls)")
+    tmp = tmp_path_factory.mktemp("compose-openlitespeed")
+    results = tmp / "results"
+    results.mkdir()
+    code = tmp / "this-checkout.yml"
+    mount = {"volumes": [f"{ROOT / 'runner/clarke'}:/opt/clarke/runner/clarke:ro"]}
+    code.write_text(json.dumps({"services": {"server": mount}}))
+    files = [
+        "-f", "docker-compose.yml", "-f", "docker-compose.offline.yml",
+        "-f", "tests/data/compose-openlitespeed-server.yml", "-f", str(code),
+    ]  # fmt: skip
+    env = {
+        **os.environ,
+        "CAMPAIGN": "demo",
+        "SHARD": f"{SHARD[0]}/{SHARD[1]}",
+        "RESULTS_DIR": str(results),
+        "LINK_CHECK": "quick",
+        "CLARKE_GIT_REV": "compose-openlitespeed-test",
+    }
+
+    def compose(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["docker", "compose", *files, *args], cwd=ROOT, env=env,
+            capture_output=True, text=True, timeout=timeout, check=False,
+        )  # fmt: skip
+
+    images = subprocess.run(["sh", "ci/offline-images"], cwd=ROOT, capture_output=True, text=True)
+    assert images.returncode == 0, images.stdout + images.stderr
+    try:
+        up = compose("up", "-d", "--build", timeout=3600)
+        assert up.returncode == 0, up.stdout[-4000:] + up.stderr[-4000:]
+        client = compose("ps", "-a", "-q", "client", timeout=60).stdout.strip()
+        waited = subprocess.run(
+            ["docker", "wait", client], capture_output=True, text=True, timeout=1200
+        )
+        log = compose("logs", "--no-color", "client", "server", timeout=60).stdout
+        yield results, int(waited.stdout.strip() or -1), log
+    finally:
+        down = compose("down", "-v", "--remove-orphans", timeout=300)
+        assert down.returncode == 0, down.stderr
+        label = "label=com.docker.compose.project=clarke"
+        left = subprocess.run(
+            ["docker", "ps", "-aq", "--filter", label], capture_output=True, text=True
+        ).stdout.split()
+        assert left == [], left
+
+
+MEASURED_BY = {"1.1": "kernel", "2": "kernel", "3": "lsquic log"}
+
+
+def test_demo_shard_on_the_openlitespeed_container(ols_stack: tuple[Path, int, str]) -> None:
+    results, exit_code, log = ols_stack
+    assert exit_code == 0, log[-6000:]
+    (d,) = [p for p in results.iterdir() if (p / "journal.jsonl").is_file()]
+    records = list(Journal.in_dir(d).records())
+    ok = {r.run_id for r in records if r.status is Status.ok}
+    planned = {r.run_id for r in plan_file(DEMO).shard(*SHARD)}
+    assert {r.http for r in plan_file(DEMO).shard(*SHARD)} == {"1.1", "2", "3"}
+    assert ok == planned, [(r.run_id, r.reason) for r in records]
+    for r in records:
+        assert r.implementations == {"link": "satlink", "server": "openlitespeed",
+                                     "client": "firefox"}  # fmt: skip
+        assert r.details["substrate"] == "compose"
+        assert r.versions["openlitespeed"].startswith("1.9"), r.versions
+        conns = r.details["server_connections"]
+        assert {k["cc_source"] for k in conns} == {MEASURED_BY[r.http]}, conns
+        assert all(k["cc"] == r.cc for k in conns), conns
+        assert r.metrics["wire_bytes"] > r.metrics["app_bytes"], r.metrics
+    print(
+        "\n[compose openlitespeed] "
+        + "; ".join(
+            f"HTTP {r.http}: PLT {r.metrics['plt_ms']:.0f} ms, overhead "
+            f"{100 * r.metrics['overhead']:.1f} %"
+            for r in sorted(records, key=lambda r: r.http)
+        )
+    )
