@@ -69,6 +69,26 @@ def test_the_congestion_controller_of_each_connection() -> None:
     assert by_peer["198.18.250.2:45444"].view()["cc_lines"] == {"cubic": 2}
 
 
+def test_a_retry_is_counted_for_its_client() -> None:
+    """Lines of OpenLiteSpeed 1.9.1 here (docs/fidelity.md): Firefox's first Initial
+    lacked the start of its ClientHello, lsquic sent a Retry, the client came back."""
+    cid, peer = "1984F7", "198.18.0.2:48758"
+    arrival = f"{T}43542 [DEBUG] [QUIC:{cid}] mini-conn: connection to 198.18.2.2:443 from {peer}"
+    lines = [
+        arrival,
+        f"{T}43649 [DEBUG] [QUIC:{cid}] mini-conn: Peer not validated and do not have "
+        "transport parameters on the first tick: retry",
+        f"{T}43785 [DEBUG] [QUIC:] event: TX stateless retry packet, size 86",
+        f"{T}75624 [DEBUG] [QUIC:{cid}] mini-conn: peer address validated (odcid)",
+        arrival,
+        f"{T}75634 [DEBUG] [QUIC:{cid}] bbr: initialized",
+    ]
+    by_peer, _ = merge_by_peer(parse_lsquic_log(lines))
+    assert by_peer[peer].view()["retries"] == 1 and by_peer[peer].cc == "bbr"
+    (plain,) = parse_lsquic_log(_lines("AB", "198.18.0.2:1", ["cubic"]))
+    assert plain.view()["retries"] == 0
+
+
 def test_a_connection_with_both_controllers_and_no_adaptive_line_is_not_guessed() -> None:
     (conn,) = parse_lsquic_log(_lines("AB", "198.18.0.2:1", ["cubic", "bbr"]))
     assert conn.cc is None

@@ -32,6 +32,7 @@ EVIDENCE = (
     "wire_bytes",
     "overhead",
     "retrans_bytes",
+    "quic_retries",  # Retry packets, from the server's records where it reports them
 )
 METRIC_LABEL = {"plt_ms": "PLT", "fcp_ms": "FCP", "lcp_ms": "LCP"}
 
@@ -123,7 +124,21 @@ def _evidence(
             for key in EVIDENCE:
                 if key in r.metrics and not math.isnan(r.metrics[key]):
                     per.setdefault(key, []).append(r.metrics[key])
+            retries = _quic_retries(r)
+            if retries is not None:
+                per.setdefault("quic_retries", []).append(retries)
     return {k: {m: median(v) for m, v in per.items()} for k, per in out.items()}
+
+
+def _quic_retries(r: RunRecord) -> float | None:
+    """Retry packets the server sent for this load's QUIC connections, where its records
+    count them (OpenLiteSpeed: lsquic's log); None where they do not."""
+    counts = [
+        c["transport"]["quic"]["retries"]
+        for c in r.details.get("server_connections") or []
+        if "retries" in (c.get("transport") or {}).get("quic", {})
+    ]
+    return float(sum(counts)) if counts else None
 
 
 def _ratio_text(e: Entry | None) -> str:

@@ -41,6 +41,10 @@ _LSQUIC_LINE = re.compile(
 )
 _ARRIVAL = re.compile(r"connection to (?P<local>\S+) from (?P<peer>\S+)$")
 _SELECTED = re.compile(r"select (?P<algo>Cubic|BBRv1) congestion controller")
+# lsquic's server answers a first Initial without the client's transport parameters (a
+# ClientHello longer than one datagram: Firefox's with its ML-KEM key share) with a
+# Retry, which costs the handshake one round trip (docs/fidelity.md).
+_RETRY = re.compile(r"Peer not validated and do not have transport parameters .*: retry$")
 # A connection announcing its other ids ("generated and sent SCID <cid>", "new SCID ...").
 _OTHER_CID = re.compile(r"\b(?:SCID|CID|DCID)[: ]+(?P<cid>[0-9A-Fa-f]{8,40})\b")
 CC_MODULES: Final = ("cubic", "bbr", "adaptive-cc")
@@ -55,6 +59,7 @@ class QuicConnLog:
     local: str | None = None
     modules: Counter[str] = field(default_factory=Counter)  # lines per cc module
     selected: str | None = None  # what the adaptive controller selected, if it did
+    retries: int = 0  # Retry packets the server answered this client's Initials with
 
     @property
     def cc(self) -> str | None:
@@ -74,6 +79,7 @@ class QuicConnLog:
             "cc": self.cc,
             "cc_lines": {m: self.modules[m] for m in CC_MODULES if self.modules[m]},
             "adaptive_selected": self.selected,
+            "retries": self.retries,
             "cids": sorted(self.cids),
         }
 
@@ -100,6 +106,8 @@ def parse_lsquic_log(lines: list[str]) -> list[QuicConnLog]:
         arrival = _ARRIVAL.search(msg)
         if arrival and conn.peer is None:
             conn.peer, conn.local = _normal_peer(arrival.group("peer")), arrival.group("local")
+        if module == "mini-conn" and _RETRY.search(msg):
+            conn.retries += 1
         selected = _SELECTED.search(msg)
         if selected:
             conn.selected = "cubic" if selected.group("algo") == "Cubic" else "bbr"
@@ -128,6 +136,7 @@ def merge_by_peer(conns: list[QuicConnLog]) -> tuple[dict[str, QuicConnLog], lis
         have.cids |= conn.cids
         have.modules.update(conn.modules)
         have.selected = have.selected or conn.selected
+        have.retries += conn.retries
     return by_peer, unknown
 
 
