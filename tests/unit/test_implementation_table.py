@@ -13,7 +13,7 @@ import pytest
 
 from clarke.errors import InputError
 from clarke.results.journal import Journal
-from clarke.run.implementation_table import build, markdown
+from clarke.run.implementation_table import build, forward_drops, markdown
 from clarke.run.implementations import Combination, Index, State
 
 RECORDED = Path("tests/data/recorded-repeats")
@@ -86,3 +86,21 @@ def test_no_baseline_no_ratio_and_missing_results(tmp_path: Path) -> None:
     shutil.rmtree(top / "slow")
     with pytest.raises(InputError, match=r"its results .* are missing"):
         build(top)
+
+
+def test_forward_drops_from_each_links_counters() -> None:
+    # satlink: drops by cause in each role (a recorded load: none)
+    (r, *_) = list(Journal.in_dir(RECORDED).records())
+    assert forward_drops(r.details["link_stats"]) == 0.0
+    lossy = json.loads(json.dumps(r.details["link_stats"]))
+    lossy["gateway"]["forward"]["drops"]["queue_full"] = 7
+    assert forward_drops(lossy) == 7.0
+    # OpenSAND: the gateway TAP's tx minus the terminal TAP's rx (a 2 MB load here, whose
+    # server counted 237 retransmitted segments)
+    opensand = {
+        "gateway": {"tap": {"rx_packets": 1151, "tx_packets": 1651}},
+        "terminal": {"tap": {"rx_packets": 1414, "tx_packets": 1151}},
+        "satellite": {"emu": {"rx_packets": 1162}},
+    }
+    assert forward_drops(opensand) == 237.0
+    assert forward_drops({}) is None

@@ -33,6 +33,7 @@ EVIDENCE = (
     "overhead",
     "retrans_bytes",
     "quic_retries",  # Retry packets, from the server's records where it reports them
+    "link_forward_drops",  # packets the link lost towards the client (its own counters)
 )
 METRIC_LABEL = {"plt_ms": "PLT", "fcp_ms": "FCP", "lcp_ms": "LCP"}
 
@@ -124,9 +125,12 @@ def _evidence(
             for key in EVIDENCE:
                 if key in r.metrics and not math.isnan(r.metrics[key]):
                     per.setdefault(key, []).append(r.metrics[key])
-            retries = _quic_retries(r)
-            if retries is not None:
-                per.setdefault("quic_retries", []).append(retries)
+            for key, value in (
+                ("quic_retries", _quic_retries(r)),
+                ("link_forward_drops", forward_drops(r.details.get("link_stats") or {})),
+            ):
+                if value is not None:
+                    per.setdefault(key, []).append(value)
     return {k: {m: median(v) for m, v in per.items()} for k, per in out.items()}
 
 
@@ -139,6 +143,21 @@ def _quic_retries(r: RunRecord) -> float | None:
         if "retries" in (c.get("transport") or {}).get("quic", {})
     ]
     return float(sum(counts)) if counts else None
+
+
+def forward_drops(link_stats: dict[str, Any]) -> float | None:
+    """Packets the link lost towards the client during one load, from the link roles'
+    own counters (a load's `link_stats`): satlink counts its drops by cause in each role;
+    OpenSAND's are what the gateway's TAP handed it minus what the terminal's TAP got
+    (docs/opensand.md, "Counters": the channel is clear sky and the delay constant, so
+    after a load nothing is in flight). None for a link that reports neither."""
+    roles = [v for v in link_stats.values() if isinstance(v, dict)]
+    if roles and all("drops" in (v.get("forward") or {}) for v in roles):
+        return float(sum(sum(v["forward"]["drops"].values()) for v in roles))
+    gw, st = link_stats.get("gateway") or {}, link_stats.get("terminal") or {}
+    if "tap" in gw and "tap" in st:
+        return float(gw["tap"]["tx_packets"] - st["tap"]["rx_packets"])
+    return None
 
 
 def _ratio_text(e: Entry | None) -> str:
