@@ -26,6 +26,7 @@ from clarke.run.implementations import BASELINE, Combination, read_index
 # The loads' own evidence, per cell: medians of these record metrics.
 EVIDENCE = (
     "ttfb_ms",
+    "after_ttfb_ms",  # PLT - TTFB: the page's transfer once the first byte came
     "connect_ms",
     "tls_ms",
     "connections_used",
@@ -127,11 +128,17 @@ def _evidence(
                     per.setdefault(key, []).append(r.metrics[key])
             for key, value in (
                 ("quic_retries", _quic_retries(r)),
+                ("after_ttfb_ms", _after_ttfb(r)),
                 ("link_forward_drops", forward_drops(r.details.get("link_stats") or {})),
             ):
                 if value is not None:
                     per.setdefault(key, []).append(value)
     return {k: {m: median(v) for m, v in per.items()} for k, per in out.items()}
+
+
+def _after_ttfb(r: RunRecord) -> float | None:
+    plt, ttfb = r.metrics.get("plt_ms"), r.metrics.get("ttfb_ms")
+    return None if plt is None or ttfb is None else plt - ttfb
 
 
 def _quic_retries(r: RunRecord) -> float | None:
