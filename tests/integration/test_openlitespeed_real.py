@@ -87,7 +87,7 @@ class Bed:
         so its counters are final (curl closes at once, and a connection closed within
         one sampling interval of its last byte has no complete counters, by design).
         Yields the body's size."""
-        argv = ["ip", "netns", "exec", self.client, "openssl", "s_client", "-quiet",
+        argv = ["ip", "netns", "exec", self.client, "openssl", "s_client", "-quiet", "-no_ign_eof",
                 "-connect", f"{SERVER_IP}:{PORT}", "-servername", DEFAULT_HOST,
                 "-alpn", "http/1.1", "-CAfile", str(self.ca), "-verify_return_error"]  # fmt: skip
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -118,6 +118,7 @@ class Bed:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+            proc.stdout.close()
 
     def h3(self, paths: list[str]) -> dict:
         """GETs over one HTTP/3 connection (aioquic) from the client namespace."""
