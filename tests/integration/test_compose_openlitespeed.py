@@ -13,10 +13,6 @@ built earlier still tests the code at hand."""
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,77 +21,23 @@ import pytest
 from clarke.campaign.plan import plan_file
 from clarke.results.journal import Journal
 from clarke.results.record import Status
-from conftest import need
+from compose_part import DEMO, SHARD, demo_shard_with
 
 pytestmark = [pytest.mark.root, pytest.mark.docker, pytest.mark.slow, pytest.mark.browser]
 
-ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "clarke-openlitespeed-src:local"
-DEMO = ROOT / "campaigns/demo.yaml"
-SHARD = (1, 4)  # 3 of the demo's 12 runs: h1.1, h2 and h3 on the GEO link
-
-
-def _image_present() -> bool:
-    if shutil.which("docker") is None:
-        return False
-    return (
-        subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True).returncode == 0
-    )
 
 
 @pytest.fixture(scope="module")
 def ols_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, int, str]]:
-    if not _image_present():
-        # pytest.skip, not need(): CI cannot build the image, so it skips there too.
-        pytest.skip(
-            f"no {IMAGE} image: build it from source snapshots (docs/openlitespeed.md, "
-            "'The image built from source'); skipped, also in CI"
-        )
-    need(os.geteuid() == 0, "root (the compose stack's TUN devices and sysctls)")
-    tmp = tmp_path_factory.mktemp("compose-openlitespeed")
-    results = tmp / "results"
-    results.mkdir()
-    code = tmp / "this-checkout.yml"
-    mount = {"volumes": [f"{ROOT / 'runner/clarke'}:/opt/clarke/runner/clarke:ro"]}
-    code.write_text(json.dumps({"services": {"server": mount}}))
-    files = [
-        "-f", "docker-compose.yml", "-f", "docker-compose.offline.yml",
-        "-f", "tests/data/compose-openlitespeed-server.yml", "-f", str(code),
-    ]  # fmt: skip
-    env = {
-        **os.environ,
-        "CAMPAIGN": "demo",
-        "SHARD": f"{SHARD[0]}/{SHARD[1]}",
-        "RESULTS_DIR": str(results),
-        "LINK_CHECK": "quick",
-        "CLARKE_GIT_REV": "compose-openlitespeed-test",
-    }
-
-    def compose(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            ["docker", "compose", *files, *args], cwd=ROOT, env=env,
-            capture_output=True, text=True, timeout=timeout, check=False,
-        )  # fmt: skip
-
-    images = subprocess.run(["sh", "ci/offline-images"], cwd=ROOT, capture_output=True, text=True)
-    assert images.returncode == 0, images.stdout + images.stderr
-    try:
-        up = compose("up", "-d", "--build", timeout=3600)
-        assert up.returncode == 0, up.stdout[-4000:] + up.stderr[-4000:]
-        client = compose("ps", "-a", "-q", "client", timeout=60).stdout.strip()
-        waited = subprocess.run(
-            ["docker", "wait", client], capture_output=True, text=True, timeout=1200
-        )
-        log = compose("logs", "--no-color", "client", "server", timeout=60).stdout
-        yield results, int(waited.stdout.strip() or -1), log
-    finally:
-        down = compose("down", "-v", "--remove-orphans", timeout=300)
-        assert down.returncode == 0, down.stderr
-        label = "label=com.docker.compose.project=clarke"
-        left = subprocess.run(
-            ["docker", "ps", "-aq", "--filter", label], capture_output=True, text=True
-        ).stdout.split()
-        assert left == [], left
+    with demo_shard_with(
+        tmp_path_factory.mktemp("ols_stack"),
+        IMAGE,
+        "build it from source snapshots (docs/openlitespeed.md, 'The image built from source')",
+        "tests/data/compose-openlitespeed-server.yml",
+        ("server",),
+    ) as stack:
+        yield stack
 
 
 MEASURED_BY = {"1.1": "kernel", "2": "kernel", "3": "lsquic log"}
