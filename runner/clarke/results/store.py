@@ -29,7 +29,8 @@ def campaign_id(name: str, now: dt.datetime | None = None) -> str:
     return f"{name}-{now.strftime('%Y%m%dT%H%M%SZ')}"
 
 
-def _write_json(path: Path, data: Any) -> None:
+def write_json(path: Path, data: Any) -> None:
+    """`data` as JSON at `path`, whole or not at all (a temporary file, fsync'd, renamed)."""
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
     with tmp.open("rb") as f:
@@ -43,8 +44,8 @@ def create(
     d = base / cid
     d.mkdir(parents=True, exist_ok=False)
     shutil.copyfile(campaign_file, d / CAMPAIGN_COPY)
-    _write_json(d / PLAN, plan)
-    _write_json(d / META, {"campaign_id": cid, **meta})
+    write_json(d / PLAN, plan)
+    write_json(d / META, {"campaign_id": cid, **meta})
     (d / JOURNAL).touch()
     return d
 
@@ -73,7 +74,7 @@ def open_existing(d: Path) -> tuple[dict[str, Any], Journal]:
 def update_meta(d: Path, **fields: Any) -> None:
     meta = read_meta(d)
     meta.update(fields)
-    _write_json(d / META, meta)
+    write_json(d / META, meta)
 
 
 @contextmanager

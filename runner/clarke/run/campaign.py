@@ -87,10 +87,15 @@ def preflight(
         netns.require_root_and_tun()
         link_impl.check_environment()
         server_impl.check_environment()
+    check_browser(c)
+    return link_impl.name, server_impl.name
+
+
+def check_browser(c: Campaign) -> None:
+    """The campaign's browser and engine, installed here (exit 3)."""
     Firefox(c.browser.binary).check_environment()
     if c.browser.engine is Engine.browsertime:
         browsertime_engine.find_browsertime()
-    return link_impl.name, server_impl.name
 
 
 class MetaKeeper:
@@ -165,10 +170,9 @@ def run_campaign(
     shard_label = f"{sharding[0]}/{sharding[1]}" if sharding else ""
     # The implementations asked for (options, else the campaign): an attached testbed
     # must have them; unnamed ones take the registry's defaults on a new testbed.
-    chosen_link, chosen_server = preflight(c, campaign_file, runs, substrate, link, server)
-    ((wanted_link, wanted_server),) = c.implementations.combinations(link, server)
+    wanted_link, wanted_server = c.implementations.combinations(link, server)[0]
     wanted = {"link": wanted_link, "server": wanted_server}
-    link, server = chosen_link, chosen_server
+    link, server = preflight(c, campaign_file, runs, substrate, link, server)
     sub = substrate_for(
         substrate, testbed_id, wanted["link"], wanted["server"], firefox=c.browser.binary
     )

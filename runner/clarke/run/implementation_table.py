@@ -20,7 +20,7 @@ from clarke.errors import InputError
 from clarke.results import store
 from clarke.results.record import RunRecord, Status
 from clarke.results.summary import CELL_KEYS, METRICS, final_attempts
-from clarke.run.compare import MIN_SAMPLES, cell_samples, median_ratio_ci, read_results
+from clarke.run.compare import MIN_SAMPLES, cell_samples, median_ratio_ci
 from clarke.run.implementations import BASELINE, Combination, read_index
 
 # The loads' own evidence, per cell: medians of these record metrics.
@@ -74,8 +74,8 @@ def build(top: Path) -> Table:
             d = top / combo.results
             if not d.is_dir():
                 raise InputError(f"{top}: {combo.label}: its results {d} are missing")
-            records[combo.label] = read_results(d)
-            meta, _ = store.open_existing(d)
+            meta, journal = store.open_existing(d)
+            records[combo.label] = list(journal.records())
             links[combo.label] = [k for k in meta.get("link") or [] if "error" not in k]
     if not records:
         raise InputError(

@@ -26,16 +26,18 @@ from pydantic import BaseModel
 from rich.console import Console
 
 from clarke import profiles, registry, schema
-from clarke.browser import browsertime_engine
-from clarke.browser.client import Firefox
 from clarke.campaign.plan import plan_file
 from clarke.errors import ClarkeError, EnvironmentProblem, InputError
 from clarke.place import netns
 from clarke.results import store
 from clarke.results.record import Status
-from clarke.run.campaign import campaign_difference, print_outcome, run_campaign
+from clarke.run.campaign import (
+    campaign_difference,
+    check_browser,
+    print_outcome,
+    run_campaign,
+)
 from clarke.run.loop import Outcome
-from clarke.vocab import Engine
 
 INDEX = "implementations.json"
 BASELINE = ("satlink", "origin")
@@ -81,9 +83,7 @@ def read_index(top: Path) -> Index:
 
 
 def _save(top: Path, index: Index) -> None:
-    tmp = top / (INDEX + ".tmp")
-    tmp.write_text(index.model_dump_json(indent=2) + "\n")
-    tmp.replace(top / INDEX)
+    store.write_json(top / INDEX, index.model_dump(mode="json"))
 
 
 def wanted_combinations(
@@ -122,9 +122,7 @@ def run_implementations(
             [(n, profiles.read(n)) for n in sorted({r.profile for r in plan.runs})],
         )
     netns.require_root_and_tun()
-    Firefox(c.browser.binary).check_environment()
-    if c.browser.engine is Engine.browsertime:
-        browsertime_engine.find_browsertime()
+    check_browser(c)
 
     lock = ExitStack()
     if resume:
