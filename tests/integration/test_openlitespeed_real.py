@@ -208,6 +208,10 @@ def test_h1_h2_h3_answered_with_the_right_protocol(bed: Bed) -> None:
     assert len(quic) == 1 and quic[0]["requests"] == 8, quic
     assert quic[0]["peer"] == f"{CLIENT_IP}:{h3['local_port']}", (quic, h3)
     assert quic[0]["app_bytes_sent"] == sum(n for _, n in _objects(bed.page))
+    # Every key the role writes is one this build's configuration parser knows (a key
+    # it does not know is dropped with this line, and its default applies).
+    errors = bed.role.site.error_log.read_text(errors="replace")
+    assert "Not support [" not in errors, [ln for ln in errors.splitlines() if "Not support" in ln]
 
 
 def _measure(bed: Bed, tcp: str, quic: str) -> tuple[dict, dict]:

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -224,6 +225,33 @@ def test_find_install_and_a_server_root_of_its_own(
     )
     assert (root / "VERSION").read_text() == "1.9.1\n"
     assert (root / "conf" / "mime.properties").is_file() and (root / "logs").is_dir()
+
+
+@pytest.mark.root
+def test_the_master_must_be_able_to_reopen_its_workers_logs(tmp_path: Path) -> None:
+    """Without CAP_DAC_OVERRIDE (a hardened container) root cannot reopen a log that
+    belongs to the workers' user, and OpenLiteSpeed would then quietly log in Apache's
+    format: the role refuses, naming the file and the capability. Run in a child
+    without that capability (setpriv), as the compose stack's server was."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv (util-linux)")
+    log = tmp_path / "access.log"
+    log.write_text("")
+    os.chown(log, 65534, 65534)  # nobody, as OpenLiteSpeed leaves it
+    tmp_path.chmod(0o755)
+    code = (
+        "import sys; from pathlib import Path\n"
+        "from clarke.server.openlitespeed_install import check_master_can_reopen\n"
+        "from clarke.errors import EnvironmentProblem\n"
+        "try:\n    check_master_can_reopen([Path(sys.argv[1]), Path(sys.argv[2])])\n"
+        "except EnvironmentProblem as e:\n    print(e); sys.exit(3)\n"
+    )
+    argv = [sys.executable, "-c", code, str(log), str(tmp_path / "not-yet.log")]
+    assert subprocess.run(argv, capture_output=True).returncode == 0  # with the capability
+    drop = ["setpriv", "--bounding-set", "-dac_override", "--inh-caps", "-dac_override"]
+    out = subprocess.run([*drop, *argv], capture_output=True, text=True)
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert str(log) in out.stdout and "CAP_DAC_OVERRIDE" in out.stdout
 
 
 def test_the_image_built_from_source() -> None:

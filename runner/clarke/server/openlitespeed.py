@@ -67,6 +67,7 @@ from clarke.server.openlitespeed_config import (
 )
 from clarke.server.openlitespeed_install import (
     INSTALL_ENV,
+    check_master_can_reopen,
     find_install,
     install_problem,
     let_workers_in,
@@ -383,6 +384,7 @@ class OpenLiteSpeedRole:
             write(self.server_root, self.site, self.settings)
             self._running_config = render(self.site, self.settings)
             self._prepare_logs()
+            check_master_can_reopen([self.site.access_log, self.site.error_log])
             self._apply_tcp(self.settings.tcp_cc)
             log.warning("starting OpenLiteSpeed %s", self.version() or "(version unknown)")
             out = self._ctl("start")
@@ -465,6 +467,8 @@ class OpenLiteSpeedRole:
                 return {"applied": False, "state": self.state(), "restarted": False}
             files = render(self.site, new)
             restart = files != self._running_config
+            if restart:
+                check_master_can_reopen([self.site.access_log, self.site.error_log])
             if self.tcp_applied is None or new.tcp_cc != self.settings.tcp_cc:
                 self._apply_tcp(new.tcp_cc)
             write(self.server_root, self.site, new)

@@ -128,15 +128,14 @@ DOCUMENTED_KEYS: Final[dict[tuple[str, str], Documented]] = {
     ("httpd_config.conf", "mime"): Documented(
         "ServGeneral_Help", "mime", r"conf/mime\.properties", "content types by extension"
     ),
-    # Two server keys the manual does not document, read in the 1.9.1 source
+    # A server key the manual does not document, read in the 1.9.1 source
     # (HttpServerImpl): without the WebAdmin console's files under admin/ a server
-    # refuses to start unless disableWebAdmin is 1; autoDetectCdn 0 stops the start-up
-    # download of QUIC.cloud's and the use of CloudFlare's address lists (proxies).
+    # refuses to start unless disableWebAdmin is 1. (autoDetectCdn, read there too, is
+    # not written: 1.9.1's configuration parser does not know it, logs "Not support"
+    # and the default applies; the role keeps the download it would stop from
+    # happening, docs/openlitespeed.md.)
     ("httpd_config.conf", "disableWebAdmin"): Documented(
         "src/main/httpserver.cpp", "disableWebAdmin", "1", "no WebAdmin listener"
-    ),
-    ("httpd_config.conf", "autoDetectCdn"): Documented(
-        "src/main/httpserver.cpp", "autoDetectCdn", "0", "no CDN address lists"
     ),
     ("httpd_config.conf", "statDir"): Documented(
         "ServGeneral_Help", "statDir", _PATH, "real-time report files: this server's own"
@@ -411,7 +410,6 @@ def _httpd_config(site: OlsSite, settings: OlsSettings) -> str:
     c.kv("httpdWorkers", 1)
     c.kv("mime", "conf/mime.properties")
     c.kv("disableWebAdmin", 1)
-    c.kv("autoDetectCdn", 0)
     c.kv("statDir", site.state_dir / "status")
     c.lines.append("")
 

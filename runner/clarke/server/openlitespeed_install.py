@@ -102,3 +102,24 @@ def let_workers_in(site: OlsSite, root: Path) -> None:
             d.chmod((mode & 0o7777) | 0o010)
     os.chown(site.pages_dir, -1, gid)
     site.pages_dir.chmod(0o750)
+
+
+def check_master_can_reopen(paths: list[Path]) -> None:
+    """OpenLiteSpeed's master runs as root and reopens its logs at every start and
+    graceful restart, after handing them to its workers' user. Without the right to
+    write another user's files (CAP_DAC_OVERRIDE, dropped in a hardened container) the
+    reopening fails quietly: the access log is then written in Apache's default format,
+    which the role cannot read, and every load would fail verification. This process
+    runs as root with the master's capabilities, so it tries what the master will do."""
+    for path in paths:
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_APPEND))
+        except FileNotFoundError:
+            continue  # the master creates it
+        except OSError as e:
+            raise EnvironmentProblem(
+                f"OpenLiteSpeed's master (root) could not reopen {path} ({e.strerror}): "
+                "it writes its logs as root and they belong to its workers' user; give "
+                "the server the capability to write other users' files (CAP_DAC_OVERRIDE; "
+                "the server service of docker-compose.yml has it)"
+            ) from None
