@@ -91,7 +91,17 @@ CAPABILITIES = {
     "terminal": {"NET_ADMIN", "NET_RAW"},
     "satellite": {"NET_ADMIN", "NET_RAW"},
     "gateway": {"NET_ADMIN", "NET_RAW"},
-    "server": {"NET_ADMIN", "NET_BIND_SERVICE", "SETUID", "SETGID", "CHOWN", "FOWNER", "KILL"},
+    # OpenLiteSpeed's master starts workers as nobody and reopens their files as root
+    "server": {
+        "NET_ADMIN",
+        "NET_BIND_SERVICE",
+        "SETUID",
+        "SETGID",
+        "CHOWN",
+        "FOWNER",
+        "KILL",
+        "DAC_OVERRIDE",
+    },
     # route; the link checks' echoes; results into the user's directory
     "client": {"NET_ADMIN", "NET_RAW", "DAC_OVERRIDE"},
     "influxdb": {"CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID"},
