@@ -64,6 +64,10 @@ struct RawTcpInfo {
     reord_seen: u32,
 }
 
+/// What the kernel reports as the slow-start threshold before slow start first ends
+/// (TCP_INFINITE_SSTHRESH).
+const INFINITE_SSTHRESH: u32 = 0x7fff_ffff;
+
 /// The counters origin reports for a TCP connection.
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
 pub struct TcpInfo {
@@ -83,6 +87,11 @@ pub struct TcpInfo {
     pub total_retrans: u32,
     /// Congestion window in segments (tcpi_snd_cwnd).
     pub snd_cwnd: u32,
+    /// Slow-start threshold in segments (tcpi_snd_ssthresh); absent while slow start
+    /// has never ended (the kernel reports "infinite"). Set without a retransmission,
+    /// it shows that Cubic's HyStart ended slow start on a rise in delay.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snd_ssthresh: Option<u32>,
     /// Sender MSS in bytes (tcpi_snd_mss).
     pub snd_mss: u32,
     /// Smoothed RTT in microseconds (tcpi_rtt).
@@ -124,6 +133,7 @@ pub fn read(sock: &impl AsFd) -> io::Result<TcpInfo> {
         data_segs_out: raw.data_segs_out,
         total_retrans: raw.total_retrans,
         snd_cwnd: raw.snd_cwnd,
+        snd_ssthresh: (raw.snd_ssthresh < INFINITE_SSTHRESH).then_some(raw.snd_ssthresh),
         snd_mss: raw.snd_mss,
         rtt_us: raw.rtt,
         min_rtt_us: raw.min_rtt,
@@ -153,5 +163,7 @@ mod tests {
         let info = read(&server).unwrap();
         assert_eq!(info.bytes_sent, 100_000);
         assert!(info.data_segs_out >= 1);
+        // 100 kB on loopback without loss: slow start has not ended.
+        assert_eq!(info.snd_ssthresh, None, "{info:?}");
     }
 }
