@@ -24,17 +24,29 @@ import click
     "print and write (Markdown) per cell each combination's median PLT, FCP and LCP, its "
     "ratio to satlink + origin with a 95 % CI, the link checks and the loads' evidence.",
 )
-def report(results_dir: Path, out: Path | None, by: str | None) -> None:
+@click.option(
+    "--metrics",
+    "family",
+    type=click.Choice(["w3c", "objects"]),
+    default="w3c",
+    show_default=True,
+    help="w3c: FCP and LCP as Firefox paints them; objects: the GEO study's definitions, "
+    "the first and the largest object's responseEnd (docs/metrics.md). The report says "
+    "which it shows.",
+)
+def report(results_dir: Path, out: Path | None, by: str | None, family: str) -> None:
     """Write a self-contained HTML report of RESULTS_DIR: the GEO study's figure types,
     per-cell statistics, protocol overhead, the measured link, software versions and
     failed runs. With --by implementation, the cross-implementation table instead."""
     if by == "implementation":
+        if family != "w3c":
+            raise click.UsageError("--metrics objects is for the HTML report, not --by")
         _by_implementation(results_dir, out)
         return
     from clarke.report.html import build  # matplotlib: only when a report is made
 
     out = out or results_dir / "report.html"
-    out.write_text(build(results_dir))
+    out.write_text(build(results_dir, family))
     click.echo(f"report written to {out}")
 
 

@@ -29,6 +29,7 @@ from pydantic import (
 
 from clarke.browser import prefs as firefox_prefs
 from clarke.errors import ValidationFailed
+from clarke.results.metric_families import object_metrics
 from clarke.results.record import Status
 from clarke.schema import problems_of
 from clarke.vocab import HttpVersion
@@ -198,11 +199,7 @@ def metrics_of(raw: dict[str, Any]) -> dict[str, float]:
     resources = raw.get("resources") or []
     sizes = [nav.get("transferSize", 0)] + [r.get("transferSize", 0) for r in resources]
     out["transfer_bytes"] = float(sum(s for s in sizes if isinstance(s, int | float)))
-    ends = [
-        r.get("responseEnd", 0) for r in resources if isinstance(r.get("responseEnd"), int | float)
-    ]
-    if ends:
-        out["last_response_end_ms"] = max(ends)
+    out.update(object_metrics(resources))
     out["resources"] = float(len(resources))
     return {k: v for k, v in out.items() if v is not None}
 

@@ -12,6 +12,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from clarke.results.metric_families import DEFAULT_FAMILY, DESCRIPTION, FAMILIES, LABEL
 from clarke.results.summary import CellSummary, MetricStats
 from clarke.vocab import HttpVersion
 
@@ -90,7 +91,7 @@ def lines(
             )
         ax.set_title(f"{profile}")
         ax.set_xlabel("total page size")
-        ax.set_ylabel(f"{metric[:-3].upper()} (s), mean and 95 % CI")
+        ax.set_ylabel(f"{LABEL.get(metric, metric)} (s), mean and 95 % CI")
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
@@ -131,7 +132,7 @@ def bars(
             errs = _errbars([by_size[s] for s in sizes if s in by_size])
             ax.bar(xs, ys, width, yerr=errs, capsize=2, label=label)
         ax.set_xticks([j + 0.4 - width / 2 for j in range(len(sizes))], sizes)
-        ax.set_title(f"{profile}: {metric[:-3].upper()}")
+        ax.set_title(f"{profile}: {LABEL.get(metric, metric)}")
         ax.set_ylabel("s, mean and 95 % CI")
         ax.set_ylim(bottom=0)
         ax.grid(axis="y", alpha=0.3)
@@ -140,7 +141,11 @@ def bars(
     return Figure(key, title, caption, _svg(fig))
 
 
-def study_figures(cells: list[CellSummary]) -> list[Figure]:
+def study_figures(cells: list[CellSummary], family: str = DEFAULT_FAMILY) -> list[Figure]:
+    """The study's figures, the paint-like ones drawn with `family`'s metrics."""
+    _, first, largest = FAMILIES[family]
+    pair = f"{LABEL[first]} and {LABEL[largest]}"
+
     def h(c: CellSummary) -> str:
         return HTTP_LABEL.get(c.cell[1], c.cell[1])
 
@@ -166,9 +171,10 @@ def study_figures(cells: list[CellSummary]) -> list[Figure]:
         bars(
             cells,
             key="fcp-lcp-structure",
-            metrics=("fcp_ms", "lcp_ms"),
-            title="FCP and LCP: uniform against triangular",
-            caption="Effect of page structure (the study's third scenario), BBR.",
+            metrics=(first, largest),
+            title=f"{pair}: uniform against triangular",
+            caption=f"Effect of page structure (the study's third scenario), BBR; "
+            f"{DESCRIPTION[family]}.",
             select=lambda c: c.cell[3] in ("uniform", "triangular") and c.cell[2] == "bbr",
             series=lambda c: f"{h(c)}, {c.cell[3]}",
         ),

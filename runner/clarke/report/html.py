@@ -11,8 +11,9 @@ from typing import Any
 
 from clarke.report.figures import HTTP_LABEL, Figure, _size_key, study_figures
 from clarke.results import store
+from clarke.results.metric_families import DEFAULT_FAMILY, DESCRIPTION, FAMILIES, LABEL
 from clarke.results.record import RunRecord, Status
-from clarke.results.summary import METRICS, final_attempts, summarise
+from clarke.results.summary import final_attempts, summarise
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em}
@@ -73,12 +74,15 @@ def _overhead(records: list[RunRecord]) -> str:
     )
 
 
-def build(results_dir: Path) -> str:
+def build(results_dir: Path, family: str = DEFAULT_FAMILY) -> str:
+    """The report of `results_dir`, its paint-like figures and columns drawn with the
+    metric family `family` (clarke.results.metric_families)."""
+    metrics = FAMILIES[family]
     meta, journal = store.open_existing(results_dir)
     records = list(journal.records())
     final = list(final_attempts(records).values())
-    cells = summarise(records)
-    figures = study_figures(cells)
+    cells = summarise(records, metrics)
+    figures = study_figures(cells, family)
     campaign_text = (
         (results_dir / store.CAMPAIGN_COPY).read_text()
         if (results_dir / store.CAMPAIGN_COPY).is_file()
@@ -94,6 +98,8 @@ def build(results_dir: Path) -> str:
         f"<h1>Clarke report: {cid}</h1>",
         f"<p>{len(final)} runs ({ok} ok, {len(final) - ok} failed) in {len(records)} attempts; "
         f"Clarke revision {rev}; started {started}.</p>",
+        f'<p id="metric-family">Metrics: <b>{_e(family)}</b>, {_e(DESCRIPTION[family])} '
+        "(docs/metrics.md).</p>",
         "<h2>Figures</h2>",
         "".join(_figure(f) for f in figures)
         or "<p>No cell has the data for the study's figures.</p>",
@@ -102,7 +108,7 @@ def build(results_dir: Path) -> str:
     rows = []
     for c in cells:
         row = [_e(x) for x in c.cell] + [str(c.ok), str(c.failed)]
-        for m in METRICS:
+        for m in metrics:
             s = c.metrics.get(m)
             row += (
                 [
@@ -117,8 +123,8 @@ def build(results_dir: Path) -> str:
             )
         rows.append(row)
     head = ["profile", "http", "cc", "model", "size", "ok", "failed"]
-    for m in METRICS:
-        head += [f"{m[:-3].upper()} mean ms", "median", "95 % CI"]
+    for m in metrics:
+        head += [f"{LABEL[m]} mean ms", "median", "95 % CI"]
     parts.append(_table(head, rows, 5))
     parts += ["<h2>Protocol overhead</h2>", _overhead(final)]
     parts += [

@@ -23,7 +23,7 @@ from influxdb_client import Point, WritePrecision
 
 from clarke.errors import InputError, SinkError
 from clarke.results.record import RunRecord
-from clarke.results.summary import CELL_KEYS, summarise
+from clarke.results.summary import ALL_FAMILY_METRICS, CELL_KEYS, summarise
 from clarke.vocab import SENDER
 
 log = logging.getLogger(__name__)
@@ -204,7 +204,7 @@ def cell_summary_points(
         return []
     first = records[0]
     points = []
-    for cell in summarise(records):
+    for cell in summarise(records, ALL_FAMILY_METRICS):
         for metric, s in cell.metrics.items():
             p = (
                 Point("cell_summary")

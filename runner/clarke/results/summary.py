@@ -11,9 +11,12 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from clarke.results.metric_families import DEFAULT_FAMILY, FAMILIES, metrics_of_record
 from clarke.results.record import RunRecord, Status
 
-METRICS = ("plt_ms", "fcp_ms", "lcp_ms")
+METRICS = FAMILIES[DEFAULT_FAMILY]
+# Both families' metrics, as the per-cell statistics InfluxDB receives.
+ALL_FAMILY_METRICS = tuple(dict.fromkeys(m for ms in FAMILIES.values() for m in ms))
 CELL_KEYS = ("profile", "http", "cc", "model", "size")
 
 
@@ -54,17 +57,20 @@ def final_attempts(records: Iterable[RunRecord]) -> dict[str, RunRecord]:
     return last
 
 
-def summarise(records: Iterable[RunRecord]) -> list[CellSummary]:
+def summarise(
+    records: Iterable[RunRecord], metrics: tuple[str, ...] = METRICS
+) -> list[CellSummary]:
     cells: dict[tuple[str, ...], list[RunRecord]] = {}
     for r in final_attempts(records).values():
         cells.setdefault(tuple(getattr(r, k) for k in CELL_KEYS), []).append(r)
     out = []
     for cell, rs in cells.items():
         ok = [r for r in rs if r.status is Status.ok]
-        metrics = {}
-        for m in METRICS:
-            values = [r.metrics[m] for r in ok if m in r.metrics]
+        of_run = [metrics_of_record(r.metrics, r.details) for r in ok]
+        stats_by_metric = {}
+        for m in metrics:
+            values = [ms[m] for ms in of_run if m in ms]
             if values:
-                metrics[m] = MetricStats.of(values)
-        out.append(CellSummary(cell, len(ok), len(rs) - len(ok), metrics))
+                stats_by_metric[m] = MetricStats.of(values)
+        out.append(CellSummary(cell, len(ok), len(rs) - len(ok), stats_by_metric))
     return out
