@@ -227,34 +227,45 @@ def test_link_verdict_names_what_the_link_runs() -> None:
 def test_server_verdict() -> None:
     conn = {"requests": 9, "cc": "bbr", "protocol": "h2", "wire_bytes_sent": 110_000,
             "ip_bytes_estimate": 120_000, "app_bytes_sent": 105_000}  # fmt: skip
-    ok = server_verdict({"connections": [conn]}, "2", "bbr", 100_000, 9)
+    ok = server_verdict({"connections": [conn]}, "2", "bbr", 100_000, 9, 6)
     assert ok["failure"] == "" and ok["metrics"]["overhead"] == pytest.approx(0.1)
-    assert server_verdict({"connections": [conn]}, "3", "bbr", 100_000, 9)["failure"] == (
+    assert server_verdict({"connections": [conn]}, "3", "bbr", 100_000, 9, 6)["failure"] == (
         "server saw h2 on 1 of 1 connections, asked for h3"
     )
     assert (
         "asked for newreno"
         in server_verdict(
-            {"connections": [conn | {"protocol": "h3", "cc": "cubic"}]}, "3", "reno", 100_000, 9
+            {"connections": [conn | {"protocol": "h3", "cc": "cubic"}]}, "3", "reno", 100_000, 9, 6
         )["failure"]
     )
-    assert server_verdict({"connections": [conn]}, "2", "bbr", 100_000, 8)["failure"] == (
+    assert server_verdict({"connections": [conn]}, "2", "bbr", 100_000, 8, 6)["failure"] == (
         "server answered 9 requests, the page has 8"
     )
     assert (
-        server_verdict({}, "2", "bbr", 1, 1)["failure"] == "the server saw no request for the page"
+        server_verdict({}, "2", "bbr", 1, 1, 6)["failure"]
+        == "the server saw no request for the page"
     )
     # OpenLiteSpeed says where a connection's cc came from: "configured" is no measurement
     measured = conn | {"cc_source": "kernel"}
     guessed = conn | {"cc_source": "configured"}
-    assert server_verdict({"connections": [measured]}, "2", "bbr", 100_000, 9)["failure"] == ""
+    assert server_verdict({"connections": [measured]}, "2", "bbr", 100_000, 9, 6)["failure"] == ""
     assert server_verdict(
-        {"connections": [measured, guessed | {"requests": 0}]}, "2", "bbr", 100_000, 9
+        {"connections": [measured, guessed | {"requests": 0}]}, "2", "bbr", 100_000, 9, 6
     )["failure"] == ""  # fmt: skip
     assert server_verdict(
         {"connections": [measured | {"requests": 4}, guessed | {"requests": 5}]},
-        "2", "bbr", 100_000, 9,
+        "2", "bbr", 100_000, 9, 6,
     )["failure"] == (
         "the server could not measure the congestion control of 1 of 2 connections "
         "(only configured: bbr)"
     )  # fmt: skip
+    # A browser that opened more connections than the limit (Firefox's backup connection
+    # on a slow handshake) measured another configuration.
+    h1 = {"cc": "cubic", "protocol": "h1", "app_bytes_sent": 1}
+    two = {"connections": [h1 | {"requests": 5}, h1 | {"requests": 4}]}
+    assert server_verdict(two, "1.1", "cubic", 100_000, 9, 2)["failure"] == ""
+    assert server_verdict(two, "1.1", "cubic", 100_000, 9, 1)["failure"] == (
+        "requests came on 2 connections, the limit was 1 per server"
+    )
+    idle_backup = {"connections": [h1 | {"requests": 9}, h1 | {"requests": 0}]}
+    assert server_verdict(idle_backup, "1.1", "cubic", 100_000, 9, 1)["failure"] == ""

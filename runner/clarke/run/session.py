@@ -252,7 +252,9 @@ class Session:
         failure = self._link_failure()  # LinkStopped when the link died during the load
         server = agents["server"].stats()
         entry = self.pages[page]
-        details |= server_verdict(server, http, cc, entry["total_bytes"], 1 + len(entry["objects"]))
+        details |= server_verdict(
+            server, http, cc, entry["total_bytes"], 1 + len(entry["objects"]), connections
+        )
         details["link_stats"] = {role: agents[role].stats() for role in LINK_ROLES}
         failure = failure or details.get("failure", "")
         if result.status is Status.ok and failure:

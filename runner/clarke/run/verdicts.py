@@ -11,10 +11,16 @@ from clarke.vocab import CongestionControl, HttpVersion
 
 
 def server_verdict(
-    stats: dict[str, Any], http: str, cc: str, page_bytes: int, page_requests: int
+    stats: dict[str, Any],
+    http: str,
+    cc: str,
+    page_bytes: int,
+    page_requests: int,
+    connections_per_server: int,
 ) -> dict[str, Any]:
     """What the server saw for one load: its connections, whether each used the requested
-    congestion control and protocol, and the protocol overhead on the wire."""
+    congestion control and protocol, whether the browser kept to its connection limit,
+    and the protocol overhead on the wire."""
     conns = [c for c in stats.get("connections", []) if c.get("requests", 0) > 0]
     version = HttpVersion(http)
     want_proto = version.tag
@@ -45,6 +51,13 @@ def server_verdict(
                 f"the server could not measure the congestion control of "
                 f"{len(unmeasured)} of {len(conns)} connections (only configured: {want_cc})"
             )
+    if not failure and len(conns) > connections_per_server:
+        # Firefox opens a backup connection when a handshake is slow unless told not to
+        # (browser/prefs.py): the load would measure another connection count.
+        failure = (
+            f"requests came on {len(conns)} connections, the limit was "
+            f"{connections_per_server} per server"
+        )
     requests = sum(int(c.get("requests", 0)) for c in conns)
     if not failure and requests != page_requests:
         # Anything beyond the page (a browser's background request) crossed the link.
