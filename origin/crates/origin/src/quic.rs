@@ -72,7 +72,7 @@ async fn request(
     counters: Arc<Counters>,
 ) -> anyhow::Result<()> {
     let (req, mut stream) = resolver.resolve_request().await.context("reading the request")?;
-    counters.requests.fetch_add(1, Ordering::Relaxed);
+    counters.request(req.uri().path());
     let r = files::serve(
         &shared.root,
         &shared.cache,

@@ -100,6 +100,10 @@ pub struct ConnRecord {
     /// Response body bytes handed to the protocol stack.
     pub app_bytes_sent: u64,
     pub requests: u64,
+    /// The paths it was asked for since the last reset, in the order the requests
+    /// arrived (at most `MAX_PATHS`): the runner joins them with the browser's resource
+    /// timings.
+    pub request_paths: Vec<String>,
     /// Transport payload bytes sent, retransmissions included (see the module doc).
     pub wire_bytes_sent: u64,
     /// Segments (TCP) or UDP datagrams (QUIC) sent.
@@ -153,11 +157,34 @@ impl ConnRecord {
     }
 }
 
+/// Request paths kept per connection; a page has tens of objects.
+pub const MAX_PATHS: usize = 1000;
+
 /// Counters the request handlers update without taking the registry lock.
 #[derive(Debug, Default)]
 pub struct Counters {
     pub app_bytes: AtomicU64,
     pub requests: AtomicU64,
+    paths: Mutex<Vec<String>>,
+}
+
+impl Counters {
+    /// Counts a request for `path`.
+    pub fn request(&self, path: &str) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        let mut paths = self.paths.lock().unwrap_or_else(|e| e.into_inner());
+        if paths.len() < MAX_PATHS {
+            paths.push(path.to_owned());
+        }
+    }
+
+    fn paths(&self) -> Vec<String> {
+        self.paths.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn clear_paths(&self) {
+        self.paths.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
 }
 
 /// How to read a live connection's transport counters.
@@ -180,6 +207,7 @@ impl Entry {
     fn refresh(&mut self) {
         self.rec.app_bytes_sent = self.counters.app_bytes.load(Ordering::Relaxed);
         self.rec.requests = self.counters.requests.load(Ordering::Relaxed);
+        self.rec.request_paths = self.counters.paths();
         match &self.probe {
             Some(Probe::Tcp(fd)) => self.rec.apply_tcp(tcpinfo::read(fd), self.v6),
             Some(Probe::Quic(c)) => self.rec.apply_quic(QuicInfo::from_connection(c), self.v6),
@@ -293,6 +321,7 @@ impl Registry {
         conns.retain(|_, e| e.rec.open);
         for e in conns.values_mut() {
             e.requests_at_reset = Some(e.counters.requests.load(Ordering::Relaxed));
+            e.counters.clear_paths(); // a window's paths are its own requests'
         }
         before - conns.len()
     }
@@ -341,6 +370,7 @@ impl ConnRecord {
             cc,
             app_bytes_sent: 0,
             requests: 0,
+            request_paths: Vec::new(),
             wire_bytes_sent: 0,
             wire_packets_sent: 0,
             ip_bytes_estimate: 0,
@@ -416,16 +446,19 @@ mod tests {
         let s = std::net::TcpStream::connect(addr).unwrap();
         let fd = std::os::fd::AsFd::as_fd(&s).try_clone_to_owned().unwrap();
         let h = reg.open_tcp(fd, "h2", true, addr, addr, "bbr".into());
-        h.counters().requests.fetch_add(9, Ordering::Relaxed);
+        for _ in 0..9 {
+            h.counters().request("/old.jpg");
+        }
         assert_eq!(reg.snapshot().len(), 1);
         assert_eq!(reg.reset(), 0);
         assert!(
             reg.snapshot().is_empty(),
             "a lingering connection entered the new window"
         );
-        h.counters().requests.fetch_add(1, Ordering::Relaxed);
+        h.counters().request("/new.jpg");
         let snap = reg.snapshot();
         assert_eq!(snap.len(), 1);
         assert_eq!(snap[0].requests, 10);
+        assert_eq!(snap[0].request_paths, ["/new.jpg"]);
     }
 }

@@ -4,7 +4,6 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -55,7 +54,7 @@ async fn respond(
     tls: bool,
     req: Request<Incoming>,
 ) -> Result<Response<CountingBody>, Infallible> {
-    counters.requests.fetch_add(1, Ordering::Relaxed);
+    counters.request(req.uri().path());
     let alt_svc = if tls { shared.alt_svc.as_ref() } else { None };
     let r = files::serve(
         &shared.root,
