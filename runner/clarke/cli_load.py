@@ -175,6 +175,7 @@ def load(
         "lcp_element": result.lcp_element,
         "server_cc": details.get("server_cc"),
         "server_connections": details.get("server_connections"),
+        "per_connection": details.get("per_connection"),
         "load_wall_ms": result.wall_ms,
         "command_wall_ms": wall_ms,
     }

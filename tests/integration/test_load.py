@@ -46,6 +46,36 @@ def test_every_metric_and_the_protocol_verified(session: Session, engine: str, h
     assert details["server_cc"] == ["bbr"]
     assert details["metrics"]["server_requests"] == 9
     assert details["metrics"]["wire_bytes"] > 100_000 and details["metrics"]["overhead"] > 0
+    # The link's own count, both directions: it carried the server's packets with their
+    # IP headers (more than the server's transport payload) and the client's requests,
+    # handshakes and acknowledgements.
+    link = details["metrics"]
+    assert link["link_bytes_forward"] > link["wire_bytes"], link
+    assert link["link_overhead_forward"] > link["overhead"], link
+    assert link["link_bytes_return"] > 0, link
+    assert link["link_overhead"] == pytest.approx(
+        link["link_overhead_forward"] + link["link_overhead_return"]
+    )
+    # The object metrics, in their order, where the engine gives resource timings
+    # (Browsertime's HAR has no responseEnd: docs/metrics.md).
+    objects = result.metrics
+    if engine == "selenium":
+        assert 0 < objects["first_object_ms"] <= objects["largest_object_ms"]
+        assert objects["largest_object_ms"] <= objects["last_object_ms"] <= objects["plt_ms"]
+    else:
+        assert "largest_object_ms" not in objects, objects
+    # One row per connection that carried the page, joined with the browser's timings.
+    rows = details["per_connection"]
+    tag = {"1.1": "h1", "2": "h2", "3": "h3"}[http]
+    assert len(rows) == 1 and rows[0]["requests"] == 9 and rows[0]["protocol"] == tag, rows
+    if engine == "selenium":
+        (row,) = rows
+        assert row["requests_timed"] == 9 and row["busy_ms"] > 0 and row["idle_ms"] >= 0, row
+        assert row["busy_ms"] + row["idle_ms"] == pytest.approx(
+            row["last_response_end_ms"] - row["first_request_ms"]
+        )
+        # HTTP/1.1 has one request at a time on a connection; /2 and /3 multiplex.
+        assert (row["max_streams"] == 1) if http == "1.1" else (row["max_streams"] >= 2), row
     assert result.engine == engine
 
 

@@ -122,7 +122,22 @@ def test_smoke_campaign_into_influxdb(influxd: str, tmp_path: Path) -> None:
         summary = sink.query(
             "SELECT count(\"mean\") FROM cell_summary WHERE campaign_id = 'smoke-e2e'"
         )
+        per_connection = sink.query(
+            "SELECT sum(\"requests\") FROM connection WHERE campaign_id = 'smoke-e2e' "
+            "GROUP BY run_id, attempt"
+        )
     assert summary["results"][0]["series"][0]["values"][0][1] >= 1
+    # Every load's connections, with the requests they carried: the page's, no more.
+    carried = {
+        (s["tags"]["run_id"], int(s["tags"]["attempt"])): s["values"][0][1]
+        for s in per_connection["results"][0]["series"]
+    }
+    ok = {
+        (r.run_id, r.attempt): r.metrics["server_requests"]
+        for r in records
+        if r.status is Status.ok
+    }
+    assert {k: v for k, v in carried.items() if k in ok} == ok, carried
 
 
 def test_kill9_then_resume_repeats_nothing_and_misses_nothing(tmp_path: Path) -> None:

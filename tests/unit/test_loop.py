@@ -17,7 +17,7 @@ from clarke.results.record import RunRecord, Status
 from clarke.run import loop
 from clarke.run.loop import RecordContext, execute, finished
 from clarke.run.schedule import LinkCheck, schedule
-from clarke.run.verdicts import link_verdict, server_verdict
+from clarke.run.verdicts import link_overhead, link_verdict, server_verdict
 
 CTX = RecordContext("t", "t-1", "selenium", "abc")
 
@@ -269,3 +269,21 @@ def test_server_verdict() -> None:
     )
     idle_backup = {"connections": [h1 | {"requests": 9}, h1 | {"requests": 0}]}
     assert server_verdict(idle_backup, "1.1", "cubic", 100_000, 9, 1)["failure"] == ""
+
+
+def test_link_overhead_from_the_links_own_counters() -> None:
+    # satlink: the gateway counts what it puts on the link towards the client, the
+    # terminal what it puts on towards the server; the satellite counts nothing.
+    stats = {
+        "gateway": {"bytes_onto_link": {"forward": 110_000}},
+        "satellite": {},
+        "terminal": {"bytes_onto_link": {"return": 5_000}},
+    }
+    got = link_overhead(stats, 100_000)
+    assert got == pytest.approx({
+        "link_bytes_forward": 110_000, "link_bytes_return": 5_000,
+        "link_overhead": 0.15, "link_overhead_forward": 0.10, "link_overhead_return": 0.05,
+    })  # fmt: skip
+    # One direction uncounted (a stopped role), or no page bytes: no figure at all.
+    assert link_overhead({"gateway": stats["gateway"], "terminal": {}}, 100_000) == {}
+    assert link_overhead(stats, 0) == {}

@@ -463,6 +463,7 @@ def test_connection_records_join_log_and_ss() -> None:
     assert (h2["retrans_bytes"], h2["lost_packets"], h2["cwnd_bytes"]) == (3000, 2, 40 * 1448)
     assert h2["rtt_us"] == 530200 and h2["open"] is False and h2["end_unix_ms"] == 3000
     assert h2["joined_by"] == "peer_address_and_port"
+    assert h2["request_paths"] == ["/img/a.jpg", "/img/b.jpg"]  # for the per-connection rows
     idle = by_peer["198.19.128.2:51300"]
     assert idle["requests"] == 0 and idle["protocol"] is None and idle["open"] is True
     # The h1 request's connection closed between two samples: configured, and said so.

@@ -267,13 +267,52 @@ def link_stats_points(records: list[RunRecord]) -> list[Point]:
     return points
 
 
+CONNECTION_FIELDS = (
+    "requests",
+    "requests_timed",
+    "bytes_sent",
+    "bytes_received",
+    "handshake_ms",
+    "first_request_ms",
+    "last_response_end_ms",
+    "busy_ms",
+    "idle_ms",
+    "max_streams",
+)
+
+
+def connection_points(records: list[RunRecord]) -> list[Point]:
+    """Each load's per-connection rows (clarke.results.connections) as `connection`
+    points at the load's time, one series per connection id."""
+    points = []
+    for r in records:
+        for row in r.details.get("per_connection") or []:
+            p = Point("connection").tag("campaign", r.campaign).tag("campaign_id", r.campaign_id)
+            p = p.tag("run_id", r.run_id).tag("attempt", str(r.attempt))
+            for tag in ("profile", "http", "cc", "page"):
+                p = p.tag(tag, str(getattr(r, tag)))
+            p = p.tag("conn_id", str(row.get("id"))).tag("protocol", str(row.get("protocol")))
+            fields = {k: row.get(k) for k in CONNECTION_FIELDS}
+            for key, value in fields.items():
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    p = p.field(key, float(value))
+            if any(isinstance(v, int | float) for v in fields.values()):
+                points.append(p.time(r.timestamp_ns, WritePrecision.NS))
+    return points
+
+
 def campaign_points(meta: dict[str, Any], records: list[RunRecord]) -> list[Point]:
-    """What a campaign adds beyond its loads: cell statistics and link checks, all
-    stamped with fixed times so that pushing again overwrites rather than duplicates."""
+    """What a campaign adds beyond its loads: cell statistics, the link's counters,
+    per-connection rows and link checks, all stamped with fixed times so that pushing
+    again overwrites rather than duplicates."""
     if not records:
         return []
     start_ns = min(r.timestamp_ns for r in records)
-    points = cell_summary_points(records, start_ns) + link_stats_points(records)
+    points = (
+        cell_summary_points(records, start_ns)
+        + link_stats_points(records)
+        + connection_points(records)
+    )
     for i, check in enumerate(meta.get("link", []) or []):
         stamp = check.get("time_ns") or start_ns + i
         points.append(

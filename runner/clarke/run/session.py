@@ -31,10 +31,11 @@ from clarke.errors import ClarkeError, InputError
 from clarke.pages import build as page_build
 from clarke.pages.models import Registry, Units
 from clarke.place.plan import Addresses
+from clarke.results.connections import connection_rows
 from clarke.results.record import Status
 from clarke.roles import profile_digest
 from clarke.run import linkcheck
-from clarke.run.verdicts import link_verdict, server_verdict
+from clarke.run.verdicts import link_overhead, link_verdict, server_verdict
 from clarke.vocab import HTTP_VERSIONS, LINK_ROLES, ROLES, CongestionControl, HttpVersion
 
 HOST = tls.DEFAULT_HOST
@@ -256,6 +257,11 @@ class Session:
             server, http, cc, entry["total_bytes"], 1 + len(entry["objects"]), connections
         )
         details["link_stats"] = {role: agents[role].stats() for role in LINK_ROLES}
+        details["metrics"] |= link_overhead(details["link_stats"], entry["total_bytes"])
+        details["per_connection"], concurrency = connection_rows(
+            details["server_connections"], result.raw or {}
+        )
+        details["metrics"] |= concurrency
         failure = failure or details.get("failure", "")
         if result.status is Status.ok and failure:
             result = result.model_copy(update={"status": Status.failed, "reason": failure})

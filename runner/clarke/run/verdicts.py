@@ -104,3 +104,31 @@ def link_verdict(expected: str, expected_sha256: str, states: dict[str, dict[str
         f"the link does not run profile {expected} ({expected_sha256[:12]}): {got}; "
         "something changed it besides this runner"
     )
+
+
+def link_overhead(link_stats: dict[str, dict[str, Any]], page_bytes: int) -> dict[str, float]:
+    """The satellite link's own count of the load's IP bytes (docs/metrics.md): per
+    direction as the link implementation counts them (`bytes_onto_link`: satlink and
+    netem at the sending station, OpenSAND at the receiving station's TAP), and three
+    overhead figures against the page's bytes:
+
+        link_overhead           (forward + return - page) / page
+        link_overhead_forward   (forward - page) / page    towards the client
+        link_overhead_return    return / page              towards the server
+
+    Empty where no link role counts both directions, or the page has no bytes."""
+    counted: dict[str, float] = {}
+    for stats in link_stats.values():
+        for direction, value in (stats.get("bytes_onto_link") or {}).items():
+            if direction in ("forward", "return") and isinstance(value, int | float):
+                counted[direction] = float(value)
+    if set(counted) != {"forward", "return"} or page_bytes <= 0:
+        return {}
+    forward, back = counted["forward"], counted["return"]
+    return {
+        "link_bytes_forward": forward,
+        "link_bytes_return": back,
+        "link_overhead": (forward + back - page_bytes) / page_bytes,
+        "link_overhead_forward": (forward - page_bytes) / page_bytes,
+        "link_overhead_return": back / page_bytes,
+    }

@@ -284,6 +284,9 @@ def _requests(lines: list[LogLine]) -> dict[str, Any]:
             out["protocols"] = sorted(protocols)
     if lines:
         out["first_request_unix_ms"] = min(line.unix_ms for line in lines)
+    # In the order they were logged: the join with the browser's resource timings
+    # (clarke.results.connections) goes by path.
+    out["request_paths"] = [line.path for line in sorted(lines, key=lambda ln: ln.unix_ms)]
     return out
 
 
