@@ -20,15 +20,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from clarke.results.metric_families import number
+
 Interval = tuple[float, float]
 
 
-def _number(v: object) -> float | None:
-    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
-
-
 def _timed(entry: Mapping[str, Any]) -> Interval | None:
-    start, end = _number(entry.get("requestStart")), _number(entry.get("responseEnd"))
+    start, end = number(entry.get("requestStart")), number(entry.get("responseEnd"))
     if start is None or end is None or start <= 0 or end < start:
         return None
     return start, end
@@ -61,7 +59,7 @@ def max_overlap(intervals: Iterable[Interval]) -> int:
 def _received(conn: Mapping[str, Any]) -> float | None:
     transport = conn.get("transport") or {}
     tcp, quic = transport.get("tcp") or {}, transport.get("quic") or {}
-    return _number(tcp.get("bytes_received")) or _number(quic.get("udp_bytes_received"))
+    return number(tcp.get("bytes_received")) or number(quic.get("udp_bytes_received"))
 
 
 def connection_rows(
@@ -101,7 +99,7 @@ def connection_rows(
             "max_streams": None,
         }
         for e in entries:  # the entry whose fetch opened the connection
-            start, end = _number(e.get("connectStart")), _number(e.get("connectEnd"))
+            start, end = number(e.get("connectStart")), number(e.get("connectEnd"))
             if start is not None and end is not None and end > start:
                 row["handshake_ms"] = end - start
                 break

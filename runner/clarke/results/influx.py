@@ -22,6 +22,7 @@ import httpx
 from influxdb_client import Point, WritePrecision
 
 from clarke.errors import InputError, SinkError
+from clarke.results.metric_families import number
 from clarke.results.record import RunRecord
 from clarke.results.summary import ALL_FAMILY_METRICS, CELL_KEYS, summarise
 from clarke.vocab import SENDER
@@ -292,12 +293,10 @@ def connection_points(records: list[RunRecord]) -> list[Point]:
             for tag in ("profile", "http", "cc", "page"):
                 p = p.tag(tag, str(getattr(r, tag)))
             p = p.tag("conn_id", str(row.get("id"))).tag("protocol", str(row.get("protocol")))
-            fields = {k: row.get(k) for k in CONNECTION_FIELDS}
-            for key, value in fields.items():
-                if isinstance(value, int | float) and not isinstance(value, bool):
-                    p = p.field(key, float(value))
-            if any(isinstance(v, int | float) for v in fields.values()):
-                points.append(p.time(r.timestamp_ns, WritePrecision.NS))
+            for key in CONNECTION_FIELDS:
+                if (value := number(row.get(key))) is not None:
+                    p = p.field(key, value)
+            points.append(p.time(r.timestamp_ns, WritePrecision.NS))
     return points
 
 

@@ -37,7 +37,8 @@ DESCRIPTION: Final = {
 }
 
 
-def _number(v: object) -> float | None:
+def number(v: object) -> float | None:
+    """`v` as a float if it is a JSON number (not a boolean), else None."""
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
@@ -54,10 +55,10 @@ def object_metrics(resources: Iterable[Mapping[str, Any]]) -> dict[str, float]:
     size does not count for the largest object. Empty when no entry counts."""
     ends: list[tuple[float, float]] = []  # (responseEnd, size; 0 when unknown)
     for r in resources:
-        end = _number(r.get("responseEnd"))
+        end = number(r.get("responseEnd"))
         if end is None or end <= 0:
             continue
-        size = _number(r.get("decodedBodySize")) or _number(r.get("encodedBodySize")) or 0.0
+        size = number(r.get("decodedBodySize")) or number(r.get("encodedBodySize")) or 0.0
         ends.append((end, size))
     if not ends:
         return {}
