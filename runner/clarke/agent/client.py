@@ -74,5 +74,12 @@ class AgentClient:
     def load(self, request: dict[str, Any], engine: str, timeout: float) -> dict[str, Any]:
         return self._call("POST", "/load", request, timeout=timeout, engine=engine)
 
+    def capture_start(self, max_bytes: int) -> dict[str, Any]:
+        return self._call("POST", "/capture/start", {"max_bytes": max_bytes})
+
+    def capture_stop(self) -> dict[str, Any]:
+        """The packets (base64) and tcpdump's counts; up to the cap, so give it time."""
+        return self._call("POST", "/capture/stop", {}, timeout=120)
+
     def close(self) -> None:
         self._http.close()

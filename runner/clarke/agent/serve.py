@@ -30,12 +30,14 @@ from clarke.agent.server import serve as serve_agent
 from clarke.browser.client import Firefox
 from clarke.errors import ClarkeError
 from clarke.place import Place, container
+from clarke.place.capture import PacketCapture
 from clarke.place.plan import AGENT_PORT, compose_plan
 from clarke.place.plan import plan as netns_plan
 from clarke.roles import RoleProcess, link_config
 from clarke.vocab import LINK_ROLES, Substrate
 
 log = logging.getLogger(__name__)
+CAPTURE_ROLE, CAPTURE_NETWORK = "terminal", "st-lan"
 
 
 @dataclass(frozen=True)
@@ -97,12 +99,18 @@ def serve_role(
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopping.set())
     process: RoleProcess | None = None
+    # The terminal captures on request: its interface to the client's LAN carries every
+    # packet that crosses the satellite hop, whatever emulates the link.
+    capture = PacketCapture(place, CAPTURE_NETWORK) if place.role == CAPTURE_ROLE else None
     try:
         process = impl.start(place)
         if profile and place.role in LINK_ROLES:
             process.configure(link_config(profile, profiles.read(profile)))
         threading.Thread(
-            target=serve_agent, args=(process, mgmt, AGENT_PORT, token), daemon=True
+            target=serve_agent,
+            args=(process, mgmt, AGENT_PORT, token),
+            kwargs={"capture": capture},
+            daemon=True,
         ).start()
         log.warning("%s (%s) ready; agent on %s:%d", place.role, impl.name, mgmt, AGENT_PORT)
         while not stopping.wait(0.5):
@@ -112,6 +120,9 @@ def serve_role(
                 return 1
         return 0
     finally:
+        if capture is not None:
+            with contextlib.suppress(ClarkeError):
+                capture.close()
         if process is not None:
             with contextlib.suppress(ClarkeError):
                 process.stop()

@@ -10,11 +10,15 @@ What it takes from a caller, in this order, before any role code runs:
   holding one JSON object nested at most MAX_JSON_DEPTH deep (400 otherwise);
 - then, for a change (`/config`, `/load`, `/stats/reset`), the agent's one lock,
   without waiting: a change already in progress makes the next one answer 409.
+A link agent built with a PacketCapture also takes `POST /capture/start` {"max_bytes"}
+and `POST /capture/stop` (the packets, base64, with tcpdump's counts): a capture runs
+beside loads and changes, one at a time.
 Bad input is a 4xx naming what is wrong; a 5xx is a failing implementation (502) or a
 bug in the agent (500)."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import ipaddress
 import json
@@ -27,6 +31,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from clarke.agent import auth
 from clarke.errors import ClarkeError, InputError
+from clarke.place.capture import PacketCapture
 from clarke.roles import RoleProcess
 
 log = logging.getLogger(__name__)
@@ -44,6 +49,7 @@ ROUTES = {
     ("POST", "/config"),
     ("POST", "/load"),
 }
+CAPTURE_ROUTES = {("POST", "/capture/start"), ("POST", "/capture/stop")}
 
 
 @runtime_checkable
@@ -94,10 +100,13 @@ def json_object(data: bytes) -> dict[str, Any]:
     return value
 
 
-def make_handler(role: RoleProcess, token: str) -> type[BaseHTTPRequestHandler]:
+def make_handler(
+    role: RoleProcess, token: str, capture: PacketCapture | None = None
+) -> type[BaseHTTPRequestHandler]:
     if not auth.TOKEN_RE.match(token):
         raise InputError("an agent needs a token of at least 128 bits (clarke.agent.auth)")
     lock = threading.Lock()  # one configuration change or page load at a time
+    routes = ROUTES | (CAPTURE_ROUTES if capture is not None else set())
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "clarke-agent"
@@ -199,7 +208,7 @@ def make_handler(role: RoleProcess, token: str) -> type[BaseHTTPRequestHandler]:
             try:
                 try:
                     full = self._authorized(method, url.path)
-                    if (method, url.path) not in ROUTES or (
+                    if (method, url.path) not in routes or (
                         url.path == "/load" and not isinstance(role, Loader)
                     ):
                         raise Refused(404, f"no {method} {url.path} on the {role.role} agent")
@@ -215,6 +224,8 @@ def make_handler(role: RoleProcess, token: str) -> type[BaseHTTPRequestHandler]:
                     if not full:
                         answer = {k: answer[k] for k in PUBLIC_HEALTH if k in answer}
                     self._reply(200, answer)
+                elif url.path.startswith("/capture/"):
+                    self._reply(200, self._capture(url.path, body))
                 else:
                     self._reply(200, self._change(url.path, url.query, body))
             except Refused as e:
@@ -245,6 +256,26 @@ def make_handler(role: RoleProcess, token: str) -> type[BaseHTTPRequestHandler]:
                 return role.load(body, parse_qs(query).get("engine", ["selenium"])[0])
             finally:
                 lock.release()
+
+        def _capture(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+            assert capture is not None
+            if path == "/capture/start":
+                unknown = sorted(set(body) - {"max_bytes"})
+                if unknown:
+                    raise Refused(400, f"unknown field(s): {', '.join(unknown)}")
+                max_bytes = body.get("max_bytes")
+                if not isinstance(max_bytes, int) or isinstance(max_bytes, bool):
+                    raise Refused(400, "max_bytes: an integer number of bytes is needed")
+                return capture.start(max_bytes)
+            got = capture.stop()
+            return {
+                "interface": got.interface,
+                "pcap_b64": base64.b64encode(got.pcap).decode(),
+                "bytes": len(got.pcap),
+                "truncated": got.truncated,
+                "captured": got.captured,
+                "dropped": got.dropped,
+            }
 
         def do_GET(self) -> None:
             self._dispatch("GET")
@@ -278,10 +309,15 @@ def check_listen_address(host: str) -> None:
 
 
 def serve(
-    role: RoleProcess, host: str, port: int, token: str, ready: threading.Event | None = None
+    role: RoleProcess,
+    host: str,
+    port: int,
+    token: str,
+    ready: threading.Event | None = None,
+    capture: PacketCapture | None = None,
 ) -> None:
     check_listen_address(host)
-    httpd = ThreadingHTTPServer((host, port), make_handler(role, token))
+    httpd = ThreadingHTTPServer((host, port), make_handler(role, token, capture))
     log.info("%s agent (%s) on %s:%d", role.role, role.implementation, host, port)
     if ready:
         ready.set()
