@@ -16,6 +16,7 @@ from typing import Any
 from clarke import paths, sh
 from clarke.browser import firefox
 from clarke.browser import prefs as firefox_prefs
+from clarke.browser.capture import BrowserCapture
 from clarke.browser.load import BrowserSetup, LoadRequest, LoadResult, judged
 from clarke.errors import EnvironmentProblem
 
@@ -104,10 +105,31 @@ def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> 
     """Load `req` with the agent's `setup` (browser binary, CA, server name)."""
     binary = firefox.find_firefox(setup.firefox)
     prefs = firefox_prefs.layered(
-        req.http, setup.server_name, setup.server_port, req.connections, req.prefs
+        req.http,
+        setup.server_name,
+        setup.server_port,
+        req.connections,
+        req.prefs,
+        capture=req.capture_max_bytes > 0,
     )
     template = firefox.make_profile(setup.ca_cert, prefs, workdir)
     out = Path(tempfile.mkdtemp(prefix="clarke-browsertime-", dir=workdir))
+    capture = BrowserCapture(workdir) if req.capture_max_bytes else None
+    try:
+        result = _run(req, binary, template, out, capture)
+        if capture is not None:
+            result = result.model_copy(update={"captured": capture.collect(req.capture_max_bytes)})
+        return result
+    finally:
+        shutil.rmtree(template, ignore_errors=True)
+        shutil.rmtree(out, ignore_errors=True)
+        if capture is not None:
+            capture.remove()
+
+
+def _run(
+    req: LoadRequest, binary: str, template: Path, out: Path, capture: BrowserCapture | None
+) -> LoadResult:
     argv = [
         str(find_browsertime()),
         "-b",
@@ -147,6 +169,7 @@ def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> 
             argv,
             check=False,
             timeout=req.timeout_s + 120,
+            env=capture.env() if capture else None,
         )
         wall = (time.monotonic() - started) * 1000
         result_file, har_file = out / "browsertime.json", out / "browsertime.har"
@@ -170,6 +193,3 @@ def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> 
         return judged(req, raw, NAME, version, wall)
     except subprocess.TimeoutExpired:
         return LoadResult.failed(NAME, "browsertime timed out")
-    finally:
-        shutil.rmtree(template, ignore_errors=True)
-        shutil.rmtree(out, ignore_errors=True)

@@ -28,6 +28,7 @@ from pydantic import (
 )
 
 from clarke.browser import prefs as firefox_prefs
+from clarke.browser.capture import CapturedFiles
 from clarke.errors import ValidationFailed
 from clarke.results.metric_families import object_metrics
 from clarke.results.record import Status
@@ -121,6 +122,8 @@ class LoadRequest(BaseModel):
     prefs: Annotated[dict[str, StrictBool | StrictInt], Field(max_length=64)] = Field(
         default_factory=dict
     )
+    # Bytes of key log and qlog files to send back (browser/capture.py); 0: no capture.
+    capture_max_bytes: Annotated[StrictInt, Field(ge=0, le=512_000_000)] = 0
 
     @model_validator(mode="before")
     @classmethod
@@ -165,6 +168,7 @@ class LoadResult(BaseModel):
     lcp_element: str | None = None
     wall_ms: float = 0.0
     raw: dict[str, Any] = Field(default_factory=dict)
+    captured: CapturedFiles | None = None  # with a request's capture_max_bytes
 
     @classmethod
     def failed(cls, engine: str, reason: str, **kw: Any) -> LoadResult:

@@ -1,8 +1,8 @@
 """Firefox preferences as data, each with the reason it is set.
 
 Layers, applied in order and logged: BASE (every load), the requested HTTP version's
-set, connections per server, then the user's overrides. browsertime's
-firefoxPreferences.js keeps its prefs the same way."""
+set, connections per server, CAPTURE (a load with a capture), then the user's overrides.
+browsertime's firefoxPreferences.js keeps its prefs the same way."""
 
 from __future__ import annotations
 
@@ -149,15 +149,30 @@ def connections(per_server: int) -> tuple[Pref, ...]:
     )
 
 
+CAPTURE: tuple[Pref, ...] = (
+    Pref(
+        "network.http.http3.enable_qlog",
+        True,
+        "a load with a capture keeps a qlog of every HTTP/3 connection (browser/capture.py)",
+    ),
+)
+
+
 def layered(
     version: str,
     host: str,
     port: int,
     per_server: int,
     overrides: Mapping[str, PrefValue] | None = None,
+    capture: bool = False,
 ) -> dict[str, PrefValue]:
     prefs: dict[str, PrefValue] = {}
-    layers = (BASE, http_version(version, host, port), connections(per_server))
+    layers = (
+        BASE,
+        http_version(version, host, port),
+        connections(per_server),
+        CAPTURE if capture else (),
+    )
     for layer in layers:
         prefs.update({p.name: p.value for p in layer})
     prefs.update(overrides or {})

@@ -9,9 +9,11 @@ import shutil
 import time
 from importlib.resources import files
 from pathlib import Path
+from typing import Any
 
 from clarke.browser import firefox
 from clarke.browser import prefs as firefox_prefs
+from clarke.browser.capture import BrowserCapture
 from clarke.browser.load import BrowserSetup, LoadRequest, LoadResult, judged
 
 NAME = "selenium"
@@ -23,17 +25,20 @@ def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> 
     # Selenium must not look for drivers or browsers on the network: SE_OFFLINE has to
     # be set before selenium is imported, hence the imports here.
     os.environ["SE_OFFLINE"] = "true"
-    from selenium import webdriver
-    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.firefox.options import Options
     from selenium.webdriver.firefox.service import Service
-    from urllib3.exceptions import HTTPError as DriverConnectionError
 
     binary = firefox.find_firefox(setup.firefox)
     prefs = firefox_prefs.layered(
-        req.http, setup.server_name, setup.server_port, req.connections, req.prefs
+        req.http,
+        setup.server_name,
+        setup.server_port,
+        req.connections,
+        req.prefs,
+        capture=req.capture_max_bytes > 0,
     )
     profile = firefox.make_profile(setup.ca_cert, prefs, workdir)
+    capture = BrowserCapture(workdir) if req.capture_max_bytes else None
     opts = Options()
     opts.binary_location = binary
     for arg in (
@@ -46,9 +51,29 @@ def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> 
     ):
         opts.add_argument(arg)
     service = Service(
-        executable_path=firefox.find_geckodriver(), log_output=str(profile / "geckodriver.log")
+        executable_path=firefox.find_geckodriver(),
+        log_output=str(profile / "geckodriver.log"),
+        env=capture.env() if capture else None,
     )
     started = time.monotonic()
+    try:
+        result = _drive(req, opts, service, started)
+        if capture is not None:
+            result = result.model_copy(update={"captured": capture.collect(req.capture_max_bytes)})
+        return result
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+        if capture is not None:
+            capture.remove()
+
+
+def _drive(req: LoadRequest, opts: Any, service: Any, started: float) -> LoadResult:
+    """Start Firefox, load, collect the entries, quit (Firefox writes its qlog files as
+    it closes the connections)."""
+    from selenium import webdriver
+    from selenium.common.exceptions import WebDriverException
+    from urllib3.exceptions import HTTPError as DriverConnectionError
+
     driver = None
     try:
         driver = webdriver.Firefox(options=opts, service=service)
@@ -82,4 +107,3 @@ def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> 
     finally:
         if driver is not None:
             driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
