@@ -13,7 +13,7 @@ GECKODRIVER_VERSION=0.37.1
 NODE_MAJOR_MIN=20
 APT_PACKAGES=(iproute2 iputils-ping iperf3 ethtool curl influxdb procps
               firefox-esr libnss3-tools iptables nftables chromium chromium-driver
-              python3 python3-venv git gcc libc6-dev pkg-config)
+              python3 python3-venv git gcc libc6-dev pkg-config tcpdump tshark)
 
 say() { printf '==> %s\n' "$*" >&2; }
 

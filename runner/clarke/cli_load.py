@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import click
 
@@ -13,6 +14,7 @@ from clarke.browser.prefs import check_override
 from clarke.errors import InputError
 from clarke.pages.models import Registry
 from clarke.results.record import Status
+from clarke.run.captures import CaptureMode, CapturePolicy, check_substrate
 from clarke.run.session import Session
 from clarke.testbed.substrate import NetnsSubstrate
 from clarke.vocab import CONGESTION_CONTROLS, ENGINES, HTTP_VERSIONS, HttpVersion
@@ -105,6 +107,21 @@ def parse_prefs(items: tuple[str, ...]) -> dict[str, bool | int]:
     help="The server's implementation (default origin; with --testbed: the testbed's). "
     + registry.help_text("server"),
 )
+@click.option(
+    "--capture",
+    "capture_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Keep a capture of the load in this directory (made if missing; must be empty): "
+    "the satellite hop's packets (link.pcap), the browser's TLS key log (keys.log) and, "
+    "for HTTP/3, qlog files. docs/captures.md says how to open them.",
+)
+@click.option(
+    "--capture-max-mb",
+    type=click.IntRange(1, 512),
+    default=100,
+    show_default=True,
+    help="The most MB of pcap, and of key log and qlog files together.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def load(
     profile: str,
@@ -118,6 +135,8 @@ def load(
     prefs: tuple[str, ...],
     link: str | None,
     server: str | None,
+    capture_dir: Path | None,
+    capture_max_mb: int,
     as_json: bool,
 ) -> None:
     """Load one page once in Firefox over an emulated link, verify it (protocol of every
@@ -140,14 +159,20 @@ def load(
             f"clarke testbed up --id {testbed_id})"
         )
     overrides = parse_prefs(prefs)
+    capture = None
+    if capture_dir is not None:
+        check_substrate(CaptureMode.all, "netns")
+        if capture_dir.exists() and any(capture_dir.iterdir()):
+            raise InputError(f"--capture {capture_dir}: the directory is not empty")
+        capture = CapturePolicy(CaptureMode.all, capture_dir, capture_max_mb * 1_000_000, flat=True)
     conns = connections or HttpVersion(http).default_connections
     started = time.monotonic()
     substrate = NetnsSubstrate(testbed_id, link, server, firefox=firefox)
-    session = Session(substrate, [page], engine=engine, firefox=firefox)
+    session = Session(substrate, [page], engine=engine, firefox=firefox, capture=capture)
     with session.start(profile) as s:
         s.ensure_profile(profile)
         s.ensure_cc(cc)
-        result, details = s.load_page(page, http, cc, conns, overrides)
+        result, details = s.load_page(page, http, cc, conns, overrides, capture_label="load")
         implementations, applied = s.implementations, [a.to_dict() for a in s.applied]
     wall_ms = (time.monotonic() - started) * 1000
     m = {**result.metrics, **{k: v for k, v in details["metrics"].items() if v is not None}}
@@ -176,6 +201,7 @@ def load(
         "server_cc": details.get("server_cc"),
         "server_connections": details.get("server_connections"),
         "per_connection": details.get("per_connection"),
+        "capture": details.get("capture"),
         "load_wall_ms": result.wall_ms,
         "command_wall_ms": wall_ms,
     }
@@ -199,5 +225,11 @@ def load(
             click.echo(
                 f"  wire bytes: {m['wire_bytes']:,.0f}, overhead {100 * m['overhead']:.1f} %"
             )
+        kept = details.get("capture") or {}
+        if kept.get("dir") and capture is not None:
+            files = ", ".join(f"{n} ({b:,} B)" for n, b in kept.get("files", {}).items())
+            click.echo(f"  capture in {capture.root}: {files}")
+            for problem in kept.get("problems", []) + kept.get("left_out", []):
+                click.echo(f"  capture: {problem}")
     if result.status is not Status.ok:
         raise SystemExit(1)

@@ -77,6 +77,22 @@ from clarke.vocab import SUBSTRATES
     help="The server's implementation (default: the campaign's, else origin). "
     + registry.help_text("server"),
 )
+@click.option(
+    "--capture",
+    type=click.Choice(["none", "failed", "all"]),
+    default="none",
+    show_default=True,
+    help="Keep a capture of each load under <results>/captures/<run>-a<attempt>/: the "
+    "satellite hop's packets (pcap), the browser's TLS key log and HTTP/3 qlog files. "
+    "failed: only for loads that failed. docs/captures.md says how to open them.",
+)
+@click.option(
+    "--capture-max-mb",
+    type=click.IntRange(1, 512),
+    default=100,
+    show_default=True,
+    help="Per load: the most MB of pcap, and of key log and qlog files together.",
+)
 def run(
     campaign_file: Path,
     influx_url: str | None,
@@ -89,6 +105,8 @@ def run(
     link_check: str,
     link: str | None,
     server: str | None,
+    capture: str,
+    capture_max_mb: int,
 ) -> None:
     """Run CAMPAIGN_FILE on a testbed: every run of its plan (or of one shard), each
     verified and recorded in the journal and InfluxDB, then a summary per matrix cell.
@@ -99,14 +117,15 @@ def run(
     # Here, not at the top: the summaries' statistics (scipy) take a second to import,
     # which every other command (and every role's agent) would pay.
     from clarke.run.campaign import none_succeeded, print_outcome, run_campaign
+    from clarke.run.captures import CaptureMode
 
     console = Console(stderr=False, width=200)
     if _several_implementations(campaign_file, resume, link, server):
-        if shard or testbed_id is not None or substrate != "netns":
+        if shard or testbed_id is not None or substrate != "netns" or capture != "none":
             raise InputError(
                 "a campaign on several implementations runs each on a new netns testbed: "
-                "--shard, --testbed and --substrate compose take one (pin it with --link "
-                "and --server)"
+                "--shard, --testbed, --substrate compose and --capture take one (pin it "
+                "with --link and --server)"
             )
         _run_implementations(
             campaign_file, influx_url, resume, campaign_id, results_base, link_check, link,
@@ -130,6 +149,8 @@ def run(
             substrate=substrate,
             link=link,
             server=server,
+            capture=CaptureMode(capture),
+            capture_max_bytes=capture_max_mb * 1_000_000,
         )
     finally:
         signal.signal(signal.SIGTERM, previous)

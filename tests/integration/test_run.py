@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import httpx
 import pytest
 import yaml
 
+from capture_check import check_capture
 from clarke.campaign.plan import plan_file
 from clarke.results.influx import InfluxSink
 from clarke.results.journal import Journal
@@ -91,7 +93,10 @@ def _count(url: str, cid: str) -> int:
     return series[0]["values"][0][1] if series else 0
 
 
-def test_smoke_campaign_into_influxdb(influxd: str, tmp_path: Path) -> None:
+def test_smoke_campaign_into_influxdb_with_captures(influxd: str, tmp_path: Path) -> None:
+    """The smoke campaign (lan, HTTP/1.1, /2 and /3) into InfluxDB, every load captured
+    (capture_check.check_capture reads each one back)."""
+    need(shutil.which("tshark") is not None, "tshark (Debian: tshark) to read the captures")
     url = f"{influxd}/e2e_smoke"
     proc = _clarke(
         "run",
@@ -104,6 +109,8 @@ def test_smoke_campaign_into_influxdb(influxd: str, tmp_path: Path) -> None:
         "quick",
         "--campaign-id",
         "smoke-e2e",
+        "--capture",
+        "all",
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     d = _only_dir(tmp_path / "results")
@@ -138,6 +145,8 @@ def test_smoke_campaign_into_influxdb(influxd: str, tmp_path: Path) -> None:
         if r.status is Status.ok
     }
     assert {k: v for k, v in carried.items() if k in ok} == ok, carried
+    for r in records:
+        check_capture(d, r)
 
 
 def test_kill9_then_resume_repeats_nothing_and_misses_nothing(tmp_path: Path) -> None:

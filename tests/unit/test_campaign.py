@@ -280,7 +280,7 @@ def test_implementations_take_lists(tmp_path: Path, run_cli) -> None:  # type: i
     ]
     # one run takes one combination; the several go through `clarke run` alone
     code, _, err = run_cli("run", str(f), "--shard", "1/2")
-    assert code == 2 and "--shard, --testbed and --substrate compose take one" in err, err
+    assert code == 2 and "--substrate compose and --capture take one" in err, err
 
 
 def test_the_implementations_campaign_is_the_studys_scenarios() -> None:

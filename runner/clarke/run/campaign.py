@@ -32,6 +32,8 @@ from clarke.results import store
 from clarke.results.journal import Journal
 from clarke.results.record import RunRecord, Status
 from clarke.results.summary import summarise
+from clarke.run import captures
+from clarke.run.captures import DEFAULT_MAX_MB, CaptureMode, CapturePolicy
 from clarke.run.console import ProgressDisplay, print_summary
 from clarke.run.loop import Outcome, RecordContext, TestbedGone, execute, finished
 from clarke.run.schedule import LinkCheck, schedule
@@ -162,7 +164,10 @@ def run_campaign(
     substrate: str = "netns",
     link: str | None = None,
     server: str | None = None,
+    capture: CaptureMode = CaptureMode.none,
+    capture_max_bytes: int = DEFAULT_MAX_MB * 1_000_000,
 ) -> tuple[Path, Outcome, list[RunRecord], list[Run]]:
+    captures.check_substrate(capture, substrate)
     plan = plan_file(campaign_file)
     c = plan.campaign
     sharding = parse_shard(shard)
@@ -226,6 +231,7 @@ def run_campaign(
         return _run_in(
             results_dir, cid, journal, plan, runs, shard_label, wanted, link, server, sub,
             influx_url=influx_url, console=console, link_check=link_check,
+            capture=CapturePolicy(capture, results_dir, capture_max_bytes),
         )  # fmt: skip
 
 
@@ -244,6 +250,7 @@ def _run_in(
     influx_url: str | None,
     console: Console,
     link_check: str,
+    capture: CapturePolicy,
 ) -> tuple[Path, Outcome, list[RunRecord], list[Run]]:
     """The campaign's work in its results directory, whose lock the caller holds."""
     c = plan.campaign
@@ -274,6 +281,7 @@ def _run_in(
         units=Units(c.pages.units),
         firefox=c.browser.binary,
         window=c.browser.window,
+        capture=capture,
     )
     ctx = RecordContext(c.name, cid, c.browser.engine.value, gitinfo.revision(), shard_label)
     outcome = Outcome()

@@ -34,7 +34,8 @@ from clarke.place.plan import Addresses
 from clarke.results.connections import connection_rows
 from clarke.results.record import Status
 from clarke.roles import profile_digest
-from clarke.run import linkcheck
+from clarke.run import captures, linkcheck
+from clarke.run.captures import CapturePolicy
 from clarke.run.verdicts import link_overhead, link_verdict, server_verdict
 from clarke.vocab import HTTP_VERSIONS, LINK_ROLES, ROLES, CongestionControl, HttpVersion
 
@@ -86,14 +87,17 @@ class Session:
         window: tuple[int, int] = (1366, 768),
         timeout_s: float = 180.0,
         roles_only: bool = False,
+        capture: CapturePolicy | None = None,
     ) -> None:
-        """`roles_only`: no pages, no client (the link and the server only)."""
+        """`roles_only`: no pages, no client (the link and the server only); `capture`:
+        which loads keep a capture, where (run/captures.py)."""
         self.substrate = substrate
         self.page_names = page_names
         self.registry, self.units = registry or Registry.default(), units
         self.engine, self.firefox, self.window = engine, firefox, window
         self.timeout_s = timeout_s
         self.roles_only = roles_only
+        self.capture = capture
         self.pages: dict[str, Any] = {}
         self.plan: Addresses | None = None
         self.agents: Agents | None = None
@@ -188,6 +192,7 @@ class Session:
         http: str,
         connections: int,
         prefs: Mapping[str, bool | int] | None = None,
+        capture_max_bytes: int = 0,
     ) -> LoadRequest:
         if not is_http(http):
             raise InputError(f"{http!r} is not an HTTP version ({', '.join(HTTP_VERSIONS)})")
@@ -203,10 +208,13 @@ class Session:
             ],
             lcp_candidates=entry["lcp_candidates"],
             prefs=dict(prefs or {}),
+            capture_max_bytes=capture_max_bytes,
         )
 
-    def load(self, run: Run) -> tuple[LoadResult, dict[str, Any]]:
-        return self.load_page(run.page, run.http, run.cc, run.connections)
+    def load(self, run: Run, attempt: int = 1) -> tuple[LoadResult, dict[str, Any]]:
+        return self.load_page(
+            run.page, run.http, run.cc, run.connections, capture_label=f"{run.run_id}-a{attempt}"
+        )
 
     def _link_failure(self) -> str:
         """Why the load does not count as a load on `self.profile`, or ""; LinkStopped
@@ -223,7 +231,10 @@ class Session:
         cc: str,
         connections: int,
         prefs: Mapping[str, bool | int] | None = None,
+        capture_label: str = "load",
     ) -> tuple[LoadResult, dict[str, Any]]:
+        """One verified load; with the session's capture policy, the load's capture is
+        written under `capture_label` (details["capture"] says what was kept)."""
         agents = self._agents()
         details: dict[str, Any] = {"substrate": self.substrate.name}
         if self.profile is not None:
@@ -238,10 +249,14 @@ class Session:
         failure = self._link_failure()
         if failure:
             return LoadResult.failed(self.engine, failure), details
-        req = self.request(page, http, connections, prefs)
+        capture = self.capture if self.capture and self.capture.active else None
+        req = self.request(page, http, connections, prefs, capture.max_bytes if capture else 0)
         agents["server"].reset_stats()
         for role in LINK_ROLES:
             agents[role].reset_stats()
+        if capture:
+            agents[captures.AT_ROLE].capture_start(capture.max_bytes)
+        link_capture: dict[str, Any] | None = None
         try:
             raw = agents["client"].load(
                 req.model_dump(mode="json"), self.engine, timeout=self.timeout_s + 120
@@ -249,6 +264,9 @@ class Session:
         except ClarkeError:
             self._link_failure()  # LinkStopped says so when the link is why
             raise
+        finally:
+            if capture:
+                link_capture = self._stop_capture()
         result = LoadResult.model_validate(raw)
         failure = self._link_failure()  # LinkStopped when the link died during the load
         server = agents["server"].stats()
@@ -265,7 +283,24 @@ class Session:
         failure = failure or details.get("failure", "")
         if result.status is Status.ok and failure:
             result = result.model_copy(update={"status": Status.failed, "reason": failure})
-        return result, details
+        if capture:
+            problems = [] if link_capture else ["no pcap: the terminal's capture did not answer"]
+            details["capture"] = captures.write(
+                capture,
+                capture_label,
+                result.status is Status.ok,
+                link_capture,
+                result.captured,
+                problems,
+            )
+        return result.model_copy(update={"captured": None}), details
+
+    def _stop_capture(self) -> dict[str, Any] | None:
+        """The terminal's packets; None (logged in the record) when it cannot say."""
+        try:
+            return self._agents()[captures.AT_ROLE].capture_stop()
+        except ClarkeError:
+            return None
 
     # --- the link as it is -------------------------------------------------------------
     def link_bytes(self, direction: str) -> linkcheck.Counted | None:
