@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from clarke.results.influx import CONNECTION_FIELDS
+
 DATASOURCE = {"type": "influxdb", "uid": "clarke-influxdb"}
 SCHEMA_VERSION = 39
 HERE = Path(__file__).resolve().parent
@@ -85,6 +87,14 @@ def panel(
         ],
         "fieldConfig": {"defaults": {"unit": unit}, "overrides": overrides or []},
         "options": options or {},
+    }
+
+
+def by_name(field: str, unit: str) -> dict[str, Any]:
+    """One column's unit, where a table mixes units."""
+    return {
+        "matcher": {"id": "byName", "options": field},
+        "properties": [{"id": "unit", "value": unit}],
     }
 
 
@@ -195,10 +205,12 @@ def drilldown() -> dict[str, Any]:
         '"attempt", "plt_ms", "fcp_ms", "lcp_ms", "ttfb_ms", "connect_ms", "transfer_bytes", '
         '"reason", "browser_version"'
     )
+    connection_fields = ", ".join(f'"{f}"' for f in CONNECTION_FIELDS)
     return dashboard(
         "clarke-runs",
         "Clarke: run drill-down",
-        "Every page-load attempt of a campaign, its status and the reason a load failed verification.",
+        "Every page-load attempt of a campaign, its status and the reason a load failed "
+        "verification; per load, its connections and how many carried requests at once.",
         [CAMPAIGN_VAR, run_var],
         [
             panel(
@@ -214,6 +226,35 @@ def drilldown() -> dict[str, Any]:
                 f'SELECT "attempt", "reason" FROM "page_load" '
                 f'WHERE {CAMPAIGN} AND "status" = \'failed\' GROUP BY "run_id", "http", "page"',
                 h=8,
+            ),
+            panel(
+                "table",
+                "Connections and requests at once, per load",
+                f'SELECT "max_concurrent_connections", "max_concurrent_requests", "connections_idle_ms" '
+                f'FROM "page_load" WHERE {CAMPAIGN} '
+                f'AND "run_id" =~ /^$run$/ GROUP BY "run_id", "status", "http", "page"',
+                h=10,
+                unit="none",
+                overrides=[by_name("connections_idle_ms", "ms")],
+                description="Per load: the most connections carrying the page at once, the "
+                "most requests outstanding at once, and the sum of the connections' idle "
+                "time (docs/metrics.md, Connections); the load's time joins it with Every "
+                "attempt. No row for a load without the browser's resource timings "
+                "(Browsertime) or recorded before per-connection rows.",
+            ),
+            panel(
+                "table",
+                "Every connection of the selected runs",
+                f'SELECT {connection_fields} FROM "connection" WHERE {CAMPAIGN} '
+                f'AND "run_id" =~ /^$run$/ '
+                f'GROUP BY "run_id", "attempt", "conn_id", "protocol", "http", "page"',
+                h=14,
+                overrides=[by_name(f, "decbytes") for f in ("bytes_sent", "bytes_received")]
+                + [by_name(f, "none") for f in ("requests", "requests_timed", "max_streams")],
+                description="One row per connection that carried the page (the server's "
+                "record joined with the browser's timings): bytes the server sent and "
+                "received on it, its requests, handshake, first request and last response "
+                "end (ms from navigation start), busy and idle time, most requests at once.",
             ),
         ],
     )

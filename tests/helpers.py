@@ -12,6 +12,15 @@ from clarke.results.journal import Journal
 from clarke.results.record import RunRecord, Status
 
 BASE = dt.datetime(2026, 11, 22, 12, 0, 0, tzinfo=dt.UTC)
+# Recorded campaigns: recorded-lan predates per-connection rows; recorded-connections has them.
+RECORDED_LAN = Path("tests/data/recorded-lan")
+RECORDED_CONNECTIONS = Path("tests/data/recorded-connections")
+
+
+def reads_connections(query: str) -> bool:
+    """Whether a dashboard query reads what loads have had since per-connection rows:
+    the `connection` measurement or the per-load concurrency metrics."""
+    return 'FROM "connection"' in query or '"max_concurrent_connections"' in query
 
 
 def record(
