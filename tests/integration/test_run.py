@@ -320,3 +320,24 @@ def test_every_profile_has_its_link_checked_before_and_after_its_runs(tmp_path: 
         ("before", "leo", True),
         ("after", "leo", True),
     ]
+
+
+def test_connections_per_server_as_a_campaign_dimension(tmp_path: Path) -> None:
+    """HTTP/1.1 with 1 and with 4 connections per server: two cells, and each load kept
+    to its own limit (the server's records), the second one using more than one."""
+    matrix = {**CAMPAIGN["matrix"], "http": [1.1], "connections": [1, 4]}  # type: ignore[dict-item]
+    campaign = _campaign(tmp_path, matrix=matrix, repetitions=1)
+    results = tmp_path / "results"
+    proc = _clarke("run", str(campaign), "--results", str(results), "--link-check", "quick")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    records = {r.run_id: r for r in Journal.in_dir(_only_dir(results)).records()}
+    assert set(records) == {"lan-h1-bbr-uniform-100k-c1-r1", "lan-h1-bbr-uniform-100k-c4-r1"}
+    assert all(r.status is Status.ok for r in records.values()), records
+    one, four = (records[f"lan-h1-bbr-uniform-100k-c{n}-r1"] for n in (1, 4))
+    assert (one.connections, four.connections) == (1, 4)
+    carrying = [
+        len([c for c in r.details["server_connections"] if c.get("requests")]) for r in (one, four)
+    ]
+    print(f"connections that carried requests: c1 {carrying[0]}, c4 {carrying[1]}")
+    assert carrying[0] == 1 and 1 < carrying[1] <= 4
+    assert one.metrics["max_concurrent_connections"] == 1

@@ -160,7 +160,7 @@ def test_shipped_campaigns_are_valid(run_cli) -> None:  # type: ignore[no-untype
 
 def test_study_campaign_covers_table_4() -> None:
     plan = plan_file(Path("campaigns/alshagri2023.yaml"))
-    cells = {r.cell for r in plan.runs}
+    cells = {r.cell[:5] for r in plan.runs}  # connections per server: one per HTTP version
     sizes = ("100k", "500k", "1m", "2m")
     for profile in ("geo", "lan"):
         for h in ("1.1", "2", "3"):
@@ -172,7 +172,7 @@ def test_study_campaign_covers_table_4() -> None:
     # nothing beyond Table 4: 24 + 12 new (cubic) + 8 new (triangular) per profile
     assert len(cells) == 2 * 44
     assert len(plan.runs) == 3 * len(cells)
-    shared = next(r for r in plan.runs if r.cell == ("geo", "2", "bbr", "uniform", "1m"))
+    shared = next(r for r in plan.runs if r.cell == ("geo", "2", "bbr", "uniform", "1m", "6"))
     assert shared.scenarios == ("parallel-streams", "congestion-control", "page-structure")
     h1 = next(r for r in plan.runs if r.http == "1.1")
     assert h1.connections == 1
@@ -287,7 +287,7 @@ def test_the_implementations_campaign_is_the_studys_scenarios() -> None:
     plan = plan_file(Path("campaigns/implementations.yaml"))
     c = plan.campaign
     assert c.repetitions == 5 and len(c.implementations.combinations()) == 4
-    cells = {r.cell for r in plan.runs}
+    cells = {r.cell[:5] for r in plan.runs}
     for h in ("1.1", "2", "3"):
         for s in ("500k", "2m"):
             assert ("geo", h, "bbr", "single", s) in cells
@@ -302,3 +302,27 @@ def test_a_key_given_twice_is_refused(tmp_path: Path, run_cli) -> None:  # type:
     code, _, err = run_cli("campaign", "validate", str(f))
     assert code == 2 and "key 'repetitions' given twice (first on line" in err
     assert "Traceback" not in err
+
+
+def test_connections_per_server_as_a_dimension(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "c.yaml"
+    doc = _with("matrix.connections", [1, 4])
+    doc["matrix"]["http"] = [1.1]
+    f.write_text(yaml.safe_dump(doc))
+    plan = plan_file(f)
+    assert [r.run_id for r in plan.runs] == [
+        "lan-h1-bbr-uniform-100k-c1-r1",
+        "lan-h1-bbr-uniform-100k-c4-r1",
+        "lan-h1-bbr-uniform-100k-c1-r2",
+        "lan-h1-bbr-uniform-100k-c4-r2",
+    ]
+    assert [r.connections for r in plan.runs] == [1, 4, 1, 4]
+    assert len({r.cell for r in plan.runs}) == 2
+    # Without the axis, ids stay as they were and the browser's setting decides.
+    f.write_text(yaml.safe_dump(GOOD))
+    first = plan_file(f).runs[0]
+    assert (first.run_id, first.connections) == ("lan-h1-bbr-uniform-100k-r1", 6)
+    for bad, field in (([1, 1], "listed more than once"), ([0], "greater than or equal to 1")):
+        f.write_text(yaml.safe_dump(_with("matrix.connections", bad)))
+        code, _, err = run_cli("campaign", "validate", str(f))
+        assert code == 2 and "matrix.connections" in err and field in err, err

@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BeforeValidator, Field, StringConstraints, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints, model_validator
 
 from clarke.schema import StrictModel
 from clarke.vocab import CongestionControl, Engine, HttpVersion
@@ -37,7 +37,10 @@ def _listify(v: Any) -> Any:
 
 T = TypeVar("T")
 # One axis of the matrix: a non-empty list, or a single value read as a list of one.
-Axis = Annotated[list[T], Field(min_length=1), BeforeValidator(_listify)]
+Axis = Annotated[list[T], Field(min_length=1), BeforeValidator(_listify), AfterValidator(_unique)]
+
+
+ConnectionsPerServer = Annotated[int, Field(ge=1, le=256)]
 
 
 class Matrix(StrictModel):
@@ -46,12 +49,9 @@ class Matrix(StrictModel):
     cc: Axis[CongestionControl]
     models: Axis[Name]
     sizes: Axis[Name]
-
-    @model_validator(mode="after")
-    def _no_duplicates(self) -> Matrix:
-        for axis in ("profiles", "http", "cc", "models", "sizes"):
-            _unique(getattr(self, axis))
-        return self
+    # Connections per server as a dimension (the connection studies [C], [K]); without
+    # it, browser.connections_per_server decides per HTTP version.
+    connections: Axis[ConnectionsPerServer] | None = None
 
 
 class Scenario(StrictModel):
@@ -67,9 +67,6 @@ class Order(StrEnum):
 
 class Cache(StrEnum):
     cold = "cold"  # a fresh profile per load: no cache, no DNS, no connection reuse
-
-
-ConnectionsPerServer = Annotated[int, Field(ge=1, le=256)]
 
 
 class Browser(StrictModel):
@@ -158,6 +155,11 @@ class Campaign(StrictModel):
         if self.scenarios:
             _unique([s.name for s in self.scenarios])
         return self
+
+    @property
+    def varies_connections(self) -> bool:
+        """Whether a matrix has the connections axis (run ids then carry it)."""
+        return any(m.connections for _, _, m in self.matrices())
 
     def matrices(self) -> list[tuple[str, str, Matrix]]:
         """(scenario name, field path prefix, matrix) for each matrix in the file."""

@@ -1,8 +1,9 @@
 """From a campaign file to a plan: the ordered list of runs, with stable run ids.
 
 Order `listed`: link profile, then repetition, then HTTP version, congestion control,
-page model and size, each in the order the file lists them (one repetition of every cell
-before the next repetition, so slow drifts spread over all cells). Order `shuffled`: the
+page model, size and connections per server, each in the order the file lists them (one
+repetition of every cell before the next repetition, so slow drifts spread over all
+cells). Order `shuffled`: the
 runs of each link profile in a random order drawn from `seed` (chosen and recorded when
 the file gives none). Runs that several scenarios share are run once and list every
 scenario they serve."""
@@ -40,9 +41,10 @@ class Run:
         return f"{self.model}-{self.size}"
 
     @property
-    def cell(self) -> tuple[str, str, str, str, str]:
-        """The matrix cell: what repetitions of the same run have in common."""
-        return (self.profile, self.http, self.cc, self.model, self.size)
+    def cell(self) -> tuple[str, str, str, str, str, str]:
+        """The matrix cell: what repetitions of the same run have in common
+        (results.summary.CELL_KEYS, each as text)."""
+        return (self.profile, self.http, self.cc, self.model, self.size, str(self.connections))
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -115,15 +117,18 @@ def read_campaign(path: Path) -> Campaign:
 
 
 def expand(c: Campaign, source: Path, seed: int | None = None) -> CampaignPlan:
-    cells: dict[tuple[str, str, str, str, str], list[str]] = {}
+    Key = tuple[str, str, str, str, str, int]
+    cells: dict[Key, list[str]] = {}
     for scenario, _, m in c.matrices():
         for profile in m.profiles:
             for version in m.http:
+                http = str(version.value)
                 for algorithm in m.cc:
                     for model in m.models:
                         for size in m.sizes:
-                            key = (profile, str(version.value), str(algorithm.value), model, size)
-                            cells.setdefault(key, []).append(scenario)
+                            for n in m.connections or [c.browser.connections_for(http)]:
+                                key = (profile, http, str(algorithm.value), model, size, n)
+                                cells.setdefault(key, []).append(scenario)
     profile_order = list(dict.fromkeys(k[0] for k in cells))
     if c.order is Order.shuffled:
         seed = (
@@ -140,19 +145,21 @@ def expand(c: Campaign, source: Path, seed: int | None = None) -> CampaignPlan:
         ]
         if seed is not None:
             random.Random(f"{seed}:{profile}").shuffle(block)
-        for rep, (prof, http, cc, model, size) in block:
+        for rep, key in block:
+            prof, http, cc, model, size, n = key
+            conns = f"-c{n}" if c.varies_connections else ""
             runs.append(
                 Run(
                     index=len(runs),
-                    run_id=f"{prof}-{HttpVersion(http).tag}-{cc}-{model}-{size}-r{rep}",
+                    run_id=f"{prof}-{HttpVersion(http).tag}-{cc}-{model}-{size}{conns}-r{rep}",
                     profile=prof,
                     http=http,
                     cc=cc,
                     model=model,
                     size=size,
                     repetition=rep,
-                    connections=c.browser.connections_for(http),
-                    scenarios=tuple(cells[(prof, http, cc, model, size)]),
+                    connections=n,
+                    scenarios=tuple(cells[key]),
                 )
             )
     return CampaignPlan(c, source, seed, runs)

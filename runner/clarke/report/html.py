@@ -122,7 +122,7 @@ def build(results_dir: Path, family: str = DEFAULT_FAMILY) -> str:
                 else ["-"] * 3
             )
         rows.append(row)
-    head = ["profile", "http", "cc", "model", "size", "ok", "failed"]
+    head = ["profile", "http", "cc", "model", "size", "connections", "ok", "failed"]
     for m in metrics:
         head += [f"{LABEL[m]} mean ms", "median", "95 % CI"]
     parts.append(_table(head, rows, 5))

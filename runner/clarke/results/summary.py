@@ -17,7 +17,12 @@ from clarke.results.record import RunRecord, Status
 METRICS = FAMILIES[DEFAULT_FAMILY]
 # Both families' metrics, as the per-cell statistics InfluxDB receives.
 ALL_FAMILY_METRICS = tuple(dict.fromkeys(m for ms in FAMILIES.values() for m in ms))
-CELL_KEYS = ("profile", "http", "cc", "model", "size")
+# A cell's coordinates, each as text: `connections` is the connections per server.
+CELL_KEYS = ("profile", "http", "cc", "model", "size", "connections")
+
+
+def cell_of(r: RunRecord) -> tuple[str, ...]:
+    return tuple(str(getattr(r, k)) for k in CELL_KEYS)
 
 
 @dataclass(frozen=True)
@@ -62,7 +67,7 @@ def summarise(
 ) -> list[CellSummary]:
     cells: dict[tuple[str, ...], list[RunRecord]] = {}
     for r in final_attempts(records).values():
-        cells.setdefault(tuple(getattr(r, k) for k in CELL_KEYS), []).append(r)
+        cells.setdefault(cell_of(r), []).append(r)
     out = []
     for cell, rs in cells.items():
         ok = [r for r in rs if r.status is Status.ok]

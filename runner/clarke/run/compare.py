@@ -25,7 +25,7 @@ from scipy import stats
 from clarke.errors import InputError
 from clarke.results import store
 from clarke.results.record import RunRecord, Status
-from clarke.results.summary import CELL_KEYS, METRICS, final_attempts
+from clarke.results.summary import CELL_KEYS, METRICS, cell_of, final_attempts
 
 MIN_SAMPLES = 2
 BOOTSTRAP_RESAMPLES = 2000
@@ -133,7 +133,7 @@ def median_ratio_ci(a: np.ndarray, b: np.ndarray, seed: int = 0) -> tuple[float,
 def cell_samples(records: list[RunRecord]) -> dict[tuple[str, ...], dict[str, list[float]]]:
     out: dict[tuple[str, ...], dict[str, list[float]]] = {}
     for r in final_attempts(records).values():
-        cell = tuple(getattr(r, k) for k in CELL_KEYS)
+        cell = cell_of(r)
         per = out.setdefault(cell, {m: [] for m in METRICS})
         if r.status is Status.ok:
             for m in METRICS:
