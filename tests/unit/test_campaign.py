@@ -326,3 +326,26 @@ def test_connections_per_server_as_a_dimension(tmp_path: Path, run_cli) -> None:
         f.write_text(yaml.safe_dump(_with("matrix.connections", bad)))
         code, _, err = run_cli("campaign", "validate", str(f))
         assert code == 2 and "matrix.connections" in err and field in err, err
+
+
+def test_pages_with_server_delays_are_refused_on_a_server_that_cannot_hold(
+    tmp_path: Path, run_cli
+) -> None:  # type: ignore[no-untyped-def]
+    """Only origin holds responses: a campaign that would load such pages on
+    OpenLiteSpeed is refused before anything runs, naming the pages."""
+    models = Path("pages/examples/server-delays.yaml").resolve()
+    doc = _with("matrix.models", ["staggered"])
+    doc["matrix"]["sizes"] = ["170k"]
+    doc["pages"] = {"models_file": str(models)}
+    both = {"server": ["origin", "openlitespeed"]}
+    f = tmp_path / "held.yaml"
+    f.write_text(yaml.safe_dump({**doc, "implementations": both}))
+    code, _, err = run_cli("campaign", "validate", str(f))
+    assert code == 2
+    assert (
+        "implementations.server: openlitespeed cannot serve staggered-170k: their server "
+        "delays (server_delays_ms, docs/pages.md) need the origin server"
+    ) in " ".join(err.split()), err
+    f.write_text(yaml.safe_dump({**doc, "implementations": {"server": "origin"}}))
+    code, _, err = run_cli("campaign", "validate", str(f))
+    assert code == 0, err

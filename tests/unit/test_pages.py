@@ -237,3 +237,53 @@ def test_objects_above_the_cap_are_refused_before_anything_is_built(
     monkeypatch.setenv("CLARKE_MAX_OBJECT_MB", "lots")
     with pytest.raises(InputError, match="CLARKE_MAX_OBJECT_MB='lots'"):
         reg.page_by_name("huge-10g")
+
+
+def test_server_delays_go_into_the_object_urls_and_the_manifest(tmp_path: Path) -> None:
+    """The shipped example: each object's URL asks the server for its hold; the files,
+    their paths and sizes (what the verdicts check) are those of any page."""
+    reg = Registry.default([Path("pages/examples/server-delays.yaml")])
+    page = reg.page_by_name("staggered-170k")
+    assert page.delays_ms == (0, 600, 1200) and page.server_delays
+    assert not reg.page_by_name("uniform-1m").server_delays
+    manifest = json.loads(build([page], tmp_path, Units.si).read_text())
+    (entry,) = manifest["pages"]
+    html = (tmp_path / entry["path"]).read_text()
+    srcs = re.findall(r'(?:src|href)="([^"]*)"', html)
+    assert srcs == ["data:,", "o1.jpg", "o2.jpg?delay_ms=600", "o3.jpg?delay_ms=1200"]
+    objects = entry["objects"]
+    assert [o["delay_ms"] for o in objects] == [0, 600, 1200]
+    assert [o["path"] for o in objects] == [f"staggered-170k/o{i}.jpg" for i in (1, 2, 3)]
+    for o, size in zip(objects, (30_000, 110_000, 30_000), strict=True):
+        assert o["bytes"] == size == (tmp_path / o["path"]).stat().st_size
+    # The largest object is neither held the least nor the most.
+    assert entry["lcp_candidates"] == ["staggered-170k/o2.jpg"]
+
+
+@pytest.mark.parametrize(
+    ("delays", "message"),
+    [
+        (
+            "[0, 600]",
+            ": Value error, server_delays_ms gives 2 delays, one per object, but size 3k has "
+            "3 objects",
+        ),
+        ("[0, 600, 30001]", ".server_delays_ms[2]: Input should be less than or equal to 30000"),
+        ("[0, -1, 5]", ".server_delays_ms[1]: Input should be greater than or equal to 0"),
+        ("[0, 1.5, 5]", ".server_delays_ms[1]: Input should be a valid integer"),
+        ("[0, true, 5]", ".server_delays_ms[1]: Input should be a valid integer"),
+        ("[]", ".server_delays_ms: List should have at least 1 item"),
+    ],
+)
+def test_bad_server_delays_are_refused_naming_the_field(
+    tmp_path: Path, run_cli, delays: str, message: str
+) -> None:  # type: ignore[no-untyped-def]
+    spec = tmp_path / "held.yaml"
+    spec.write_text(
+        f"models:\n  held:\n    sizes:\n      3k: [1, 1, 1]\n    server_delays_ms: {delays}\n"
+    )
+    code, _, err = run_cli(
+        "pages", "build", "--out", str(tmp_path / "o"), "--models-file", str(spec)
+    )
+    assert code == 2
+    assert f"models.held{message}" in " ".join(err.split()), err

@@ -109,10 +109,23 @@ def read_campaign(path: Path) -> Campaign:
     registry = page_registry(c, path)
     _check_names(c, path, registry)
     # Building every page spec catches model/size combinations too small for a JPEG.
+    held: list[str] = []
     for _, _, m in c.matrices():
         for model in m.models:
             for size in m.sizes:
-                registry.get(model).page(size, Units(c.pages.units))
+                if registry.get(model).page(size, Units(c.pages.units)).server_delays:
+                    held.append(f"{model}-{size}")
+    others = [s for s in c.implementations.server or () if s != "origin"]
+    if held and others:
+        # Only origin holds responses (the session refuses the rest again, for --server).
+        raise ValidationFailed(
+            str(path),
+            [
+                f"implementations.server: {', '.join(others)} cannot serve "
+                f"{', '.join(dict.fromkeys(held))}: their server delays (server_delays_ms, "
+                "docs/pages.md) need the origin server"
+            ],
+        )
     return c
 
 

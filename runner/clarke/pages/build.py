@@ -29,10 +29,17 @@ def _seed(page: str, position: int, size: int) -> int:
     return int.from_bytes(digest[:8], "big")
 
 
+def object_src(page: PageSpec, position: int) -> str:
+    """The object's URL relative to its page: `oN.jpg`, with `?delay_ms=D` where the
+    page asks the server to hold its response (origin/README.md, "Held responses")."""
+    delay = page.delay_of(position)
+    return f"o{position}.jpg" + (f"?delay_ms={delay}" if delay else "")
+
+
 def render_html(page: PageSpec, boxes: list[layout.Box]) -> str:
     n = len(page.object_bytes)
     imgs = "\n".join(
-        f'<img src="o{i}.jpg" width="{b.width}" height="{b.height}" '
+        f'<img src="{object_src(page, i)}" width="{b.width}" height="{b.height}" '
         f'alt="object {i} of {n}, {size} bytes" id="o{i}">'
         for i, (size, b) in enumerate(zip(page.object_bytes, boxes, strict=True), start=1)
     )
@@ -70,6 +77,7 @@ def build_page(page: PageSpec, out: Path) -> dict[str, object]:
                 "sha256": _write(page_dir / name, data),
                 "pixels": [pixels.width, pixels.height],
                 "display": [box.width, box.height],
+                "delay_ms": page.delay_of(pos),
             }
         )
     html_bytes = render_html(page, boxes).encode()

@@ -10,7 +10,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field, StringConstraints
+from pydantic import Field, StringConstraints, model_validator
 
 from clarke import paths, schema
 from clarke.errors import InputError, UnknownName
@@ -20,6 +20,8 @@ MIN_OBJECT_BYTES = 1000  # below this a JPEG is mostly headers
 # Building an object takes about 3.6 times its size in memory: the cap keeps a typo
 # ("10g") from exhausting the machine. CLARKE_MAX_OBJECT_MB raises it (docs/pages.md).
 DEFAULT_MAX_OBJECT_MB = 64
+# The longest hold origin grants a response (`?delay_ms=N`, origin/README.md).
+MAX_SERVER_DELAY_MS = 30_000
 
 
 def max_object_bytes() -> int:
@@ -62,6 +64,31 @@ class ModelSpec(StrictModel):
         Annotated[list[Annotated[float, Field(gt=0)]], Field(min_length=1, max_length=500)]
         | EqualSplit,
     ] = Field(min_length=1)
+    # How long the server holds each object's response, in page order (docs/pages.md,
+    # "Server delays"); every size of the model has this many objects.
+    server_delays_ms: (
+        Annotated[
+            list[Annotated[int, Field(ge=0, le=MAX_SERVER_DELAY_MS, strict=True)]],
+            Field(min_length=1, max_length=500),
+        ]
+        | None
+    ) = None
+
+    @model_validator(mode="after")
+    def _one_delay_per_object(self) -> ModelSpec:
+        if self.server_delays_ms is None:
+            return self
+        want = len(self.server_delays_ms)
+        counts = {
+            label: spec.count if isinstance(spec, EqualSplit) else len(spec)
+            for label, spec in self.sizes.items()
+        }
+        if wrong := {label: n for label, n in counts.items() if n != want}:
+            sizes = ", ".join(f"{label} has {n}" for label, n in wrong.items())
+            raise ValueError(
+                f"server_delays_ms gives {want} delays, one per object, but size {sizes} objects"
+            )
+        return self
 
 
 class ModelFile(StrictModel):
@@ -75,6 +102,23 @@ class PageSpec:
     model: str
     size: str
     object_bytes: tuple[int, ...]
+    # The server's hold per object in ms, in page order; () when the page has none.
+    delays_ms: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.delays_ms and len(self.delays_ms) != len(self.object_bytes):
+            raise ValueError(
+                f"{self.name}: {len(self.delays_ms)} delays for {len(self.object_bytes)} objects"
+            )
+
+    def delay_of(self, position: int) -> int:
+        """The server's hold of object `position` (1-based) in ms; 0 without one."""
+        return self.delays_ms[position - 1] if self.delays_ms else 0
+
+    @property
+    def server_delays(self) -> bool:
+        """Whether any object of the page asks the server to hold its response."""
+        return any(self.delays_ms)
 
     @property
     def name(self) -> str:
@@ -91,6 +135,7 @@ class PageModel:
     description: str
     source: str
     sizes: dict[str, list[float] | EqualSplit]
+    delays_ms: tuple[int, ...] = ()
 
     def page(self, size: str, units: Units) -> PageSpec:
         if size not in self.sizes:
@@ -117,7 +162,7 @@ class PageModel:
                 f"than {cap / 1e6:g} MB (building one takes about 3.6 times its size in "
                 "memory); set CLARKE_MAX_OBJECT_MB to allow more"
             )
-        return PageSpec(self.name, size, objects)
+        return PageSpec(self.name, size, objects, self.delays_ms)
 
 
 class Registry:
@@ -133,7 +178,13 @@ class Registry:
                 raise InputError(
                     f"{path}: models.{name}: already defined in {self._models[name].source}"
                 )
-            self._models[name] = PageModel(name, spec.description, str(path), dict(spec.sizes))
+            self._models[name] = PageModel(
+                name,
+                spec.description,
+                str(path),
+                dict(spec.sizes),
+                tuple(spec.server_delays_ms or ()),
+            )
 
     @classmethod
     def default(cls, extra_files: list[Path] | tuple[Path, ...] = ()) -> Registry:

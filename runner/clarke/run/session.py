@@ -114,6 +114,7 @@ class Session:
             self.agents.wait_ready()
             if not self.roles_only:
                 self._check_browser()
+                self._check_server_delays()
             if not self.roles_only:
                 self.pages = build_pages(
                     self.substrate.pages_dir, self.page_names, self.registry, self.units
@@ -138,6 +139,25 @@ class Session:
             raise InputError(
                 f"the client agent runs {running}, not {self.firefox}: the browser is fixed "
                 "when the testbed's agents start (bring up a new testbed for another browser)"
+            )
+
+    def _check_server_delays(self) -> None:
+        """Pages with server delays (docs/pages.md) only mean what they say on origin:
+        another server would serve every object at once, and the load would silently
+        measure a different page."""
+        server = self._agents().implementations.get("server")
+        if server == "origin":
+            return
+        held = [
+            n
+            for n in dict.fromkeys(self.page_names)
+            if self.registry.page_by_name(n, self.units).server_delays
+        ]
+        if held:
+            raise InputError(
+                f"{', '.join(held)}: server delays (server_delays_ms, docs/pages.md) need "
+                f"the origin server, which holds each response as asked; {server} would "
+                "serve every object at once, and the load would measure another page"
             )
 
     def close(self) -> None:

@@ -113,7 +113,20 @@ fn base_headers(alt_svc: Option<&HeaderValue>) -> HeaderMap {
 }
 
 fn error(status: StatusCode, alt_svc: Option<&HeaderValue>, head: bool) -> FileResponse {
-    let text = format!("{status}\n");
+    refused(status, alt_svc, head, "")
+}
+
+/// `400 Bad Request` with the reason on a second line of the body.
+pub fn bad_request(alt_svc: Option<&HeaderValue>, head: bool, why: &str) -> FileResponse {
+    refused(StatusCode::BAD_REQUEST, alt_svc, head, why)
+}
+
+fn refused(status: StatusCode, alt_svc: Option<&HeaderValue>, head: bool, why: &str) -> FileResponse {
+    let text = if why.is_empty() {
+        format!("{status}\n")
+    } else {
+        format!("{status}\n{why}\n")
+    };
     let mut headers = base_headers(alt_svc);
     headers.insert(
         header::CONTENT_TYPE,

@@ -7,6 +7,7 @@
 pub mod body;
 pub mod cc;
 pub mod control;
+pub mod delay;
 pub mod files;
 pub mod quic;
 pub mod server;

@@ -10,7 +10,7 @@ use h3::server::RequestResolver;
 use tracing::{debug, Instrument};
 
 use crate::body::CHUNK;
-use crate::files;
+use crate::delay;
 use crate::shared::Shared;
 use crate::stats::Counters;
 
@@ -73,11 +73,11 @@ async fn request(
 ) -> anyhow::Result<()> {
     let (req, mut stream) = resolver.resolve_request().await.context("reading the request")?;
     counters.request(req.uri().path());
-    let r = files::serve(
+    let r = delay::serve(
         &shared.root,
         &shared.cache,
         req.method(),
-        req.uri().path(),
+        req.uri(),
         shared.alt_svc.as_ref(),
     )
     .await;

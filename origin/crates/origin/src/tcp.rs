@@ -17,7 +17,7 @@ use tracing::{debug, warn, Instrument};
 
 use crate::body::CountingBody;
 use crate::cc;
-use crate::files;
+use crate::delay;
 use crate::shared::Shared;
 use crate::stats::Counters;
 
@@ -56,14 +56,7 @@ async fn respond(
 ) -> Result<Response<CountingBody>, Infallible> {
     counters.request(req.uri().path());
     let alt_svc = if tls { shared.alt_svc.as_ref() } else { None };
-    let r = files::serve(
-        &shared.root,
-        &shared.cache,
-        req.method(),
-        req.uri().path(),
-        alt_svc,
-    )
-    .await;
+    let r = delay::serve(&shared.root, &shared.cache, req.method(), req.uri(), alt_svc).await;
     let mut resp = Response::new(CountingBody::new(r.body, counters));
     *resp.status_mut() = r.status;
     *resp.headers_mut() = r.headers;

@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Full};
@@ -95,7 +95,11 @@ struct Got {
     body: Bytes,
 }
 
-async fn tls_get(addr: SocketAddr, ca: &Path, alpn: &[u8], path: &str) -> Got {
+async fn tls_connect(
+    addr: SocketAddr,
+    ca: &Path,
+    alpn: &[u8],
+) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
     use rustls::pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();
     for c in rustls::pki_types::CertificateDer::pem_file_iter(ca).unwrap() {
@@ -114,6 +118,11 @@ async fn tls_get(addr: SocketAddr, ca: &Path, alpn: &[u8], path: &str) -> Got {
         .await
         .unwrap();
     assert_eq!(tls.get_ref().1.alpn_protocol(), Some(alpn));
+    tls
+}
+
+async fn tls_get(addr: SocketAddr, ca: &Path, alpn: &[u8], path: &str) -> Got {
+    let tls = tls_connect(addr, ca, alpn).await;
     let uri: http::Uri = format!("https://{HOST}{path}").parse().unwrap();
     if alpn == b"h2" {
         let (mut send, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
@@ -135,7 +144,7 @@ where
     tokio::spawn(conn);
     let req = http::Request::builder()
         .method(method)
-        .uri(uri.path())
+        .uri(uri.path_and_query().map(|p| p.as_str()).unwrap_or("/"))
         .header("host", uri.authority().map(|a| a.as_str()).unwrap_or(HOST))
         .header("accept-encoding", "gzip, br")
         .body(Full::new(body))
@@ -329,6 +338,118 @@ async fn control_changes_cc_for_new_connections_and_refuses_unknown() {
 
     let (status, _) = control(addrs.control, http::Method::GET, "/nope", "").await;
     assert_eq!(status, 404);
+}
+
+/// `?delay_ms=N` holds a response N ms after its request arrived, over h1, h2 and h3,
+/// without holding up other requests on the same connection; a malformed or too long
+/// delay is refused with 400 and no hold; the stats record the path without the query.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holds_a_response_on_request_without_blocking_the_connection() {
+    const HOLD: Duration = Duration::from_millis(400);
+    let fx = start("delay").await;
+    let addrs = fx.server.as_ref().unwrap().addrs();
+    let ca = fx.dir.join("ca.pem");
+    let index = std::fs::read(fx.dir.join("root/index.html")).unwrap();
+
+    // h1 (cleartext): held, refused, or served with other parameters left alone.
+    let h1 = |path: String| async move {
+        let tcp = tokio::net::TcpStream::connect(addrs.plain_tcp.unwrap())
+            .await
+            .unwrap();
+        let t = Instant::now();
+        let got = plain_request(
+            TokioIo::new(tcp),
+            http::Method::GET,
+            &path.parse().unwrap(),
+            Bytes::new(),
+        )
+        .await;
+        (got, t.elapsed())
+    };
+    let (got, took) = h1(format!("/index.html?delay_ms={}", HOLD.as_millis())).await;
+    assert_eq!((got.status, &got.body[..]), (200, &index[..]));
+    assert!(took >= HOLD, "h1 answered after {took:?}");
+    let (got, _) = h1("/index.html?v=2".into()).await;
+    assert_eq!(got.status, 200);
+    for bad in ["30001", "abc", "", "-1", "5&delay_ms=5"] {
+        let (got, took) = h1(format!("/index.html?delay_ms={bad}")).await;
+        assert_eq!(got.status, 400, "delay_ms={bad}");
+        assert!(
+            String::from_utf8_lossy(&got.body).contains("delay_ms"),
+            "delay_ms={bad}"
+        );
+        assert!(took < HOLD, "a refusal is not held: {took:?}");
+    }
+
+    // h2: a held and an unheld request on one connection; the unheld one is answered
+    // while the held one still waits.
+    let tls = tls_connect(addrs.tls_tcp, &ca, b"h2").await;
+    let (send, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let h2 = |mut send: hyper::client::conn::http2::SendRequest<Empty<Bytes>>, path: String| async move {
+        let uri: http::Uri = format!("https://{HOST}{path}").parse().unwrap();
+        let req = http::Request::get(uri).body(Empty::<Bytes>::new()).unwrap();
+        let t = Instant::now();
+        let got = collect(send.send_request(req).await.unwrap()).await;
+        (got, t.elapsed())
+    };
+    let held = tokio::spawn(h2(
+        send.clone(),
+        format!("/index.html?delay_ms={}", HOLD.as_millis()),
+    ));
+    tokio::time::sleep(Duration::from_millis(20)).await; // the held request goes first
+    let (quick, _) = h2(send.clone(), "/index.html".into()).await;
+    assert_eq!(quick.status, 200);
+    assert!(!held.is_finished(), "the unheld request waited for the held one");
+    let (got, took) = held.await.unwrap();
+    assert_eq!(
+        (got.version, got.status, &got.body[..]),
+        (http::Version::HTTP_2, 200, &index[..])
+    );
+    assert!(took >= HOLD, "h2 answered after {took:?}");
+    drop(send);
+
+    // h3: two held requests on one connection overlap: both in less than two holds.
+    let h3 = |query: String, repeat: u32| {
+        let opts = h3get::Options {
+            url: format!("https://{HOST}:{}/index.html?{query}", addrs.quic_udp.port())
+                .parse()
+                .unwrap(),
+            connect: Some(addrs.quic_udp),
+            cacert: ca.clone(),
+            repeat,
+            parallel: repeat,
+            timeout: Duration::from_secs(20),
+        };
+        async move { h3get::fetch(&opts).await }
+    };
+    let r = h3(format!("delay_ms={}", HOLD.as_millis()), 2).await.unwrap();
+    assert_eq!((r.first.status, r.requests), (200, 2));
+    assert_eq!(r.first.bytes, index.len() as u64);
+    let took = Duration::from_secs_f64(r.seconds);
+    assert!(
+        took >= HOLD && took < 2 * HOLD,
+        "two held h3 requests took {took:?}"
+    );
+    let r = h3("delay_ms=1.5".into(), 1).await.unwrap();
+    assert_eq!(r.first.status, 400);
+
+    // Every request is in the stats under its path, without the query.
+    let conns = settle_stats(addrs.control, 10).await;
+    let paths: Vec<&str> = conns
+        .iter()
+        .flat_map(|c| c["request_paths"].as_array().unwrap())
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    assert_eq!(paths.len(), 12, "{paths:?}");
+    assert!(paths.iter().all(|p| *p == "/index.html"), "{paths:?}");
+    let h3_held = conns
+        .iter()
+        .find(|c| c["protocol"] == "h3" && c["requests"] == 2)
+        .expect("the h3 connection with two requests");
+    assert_eq!(h3_held["app_bytes_sent"], 2 * index.len() as u64);
 }
 
 #[tokio::test]
