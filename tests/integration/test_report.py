@@ -66,6 +66,7 @@ def test_report_renders_every_figure(tmp_path: Path, run_cli) -> None:  # type: 
         "Figures",
         "Summary per cell",
         "Protocol overhead",
+        "Connections",
         "The link as measured",
         "Software",
         "Campaign parameters",

@@ -74,6 +74,38 @@ def _overhead(records: list[RunRecord]) -> str:
     )
 
 
+CONNECTION_METRICS = (
+    ("connections_used", "connections", 0),
+    ("max_concurrent_connections", "most at once", 0),
+    ("max_concurrent_requests", "requests at once", 0),
+    ("connections_idle_ms", "idle ms", 0),
+)
+
+
+def _connections(records: list[RunRecord]) -> str:
+    """Per cell, the medians of the loads' connection metrics (docs/metrics.md,
+    Connections); the rows per connection are in the journal and in InfluxDB."""
+    cells = [c for c in summarise(records, tuple(m for m, _, _ in CONNECTION_METRICS)) if c.metrics]
+    if not cells:
+        return "<p>No load in these results carries per-connection rows.</p>"
+    rows = []
+    for c in cells:
+        row = [_e(x) for x in c.cell] + [str(c.ok)]
+        for m, _, digits in CONNECTION_METRICS:
+            s = c.metrics.get(m)
+            row.append(_num(s.median, digits) if s else "-")
+        rows.append(row)
+    head = ["profile", "http", "cc", "model", "size", "per server", "loads"]
+    head += [f"{label} (median)" for _, label, _ in CONNECTION_METRICS]
+    return (
+        "<p>Per cell, the medians over successful loads of: the connections that carried "
+        "requests, the most open and the most requests outstanding at once, and the "
+        "connections' summed idle time (open, nothing in flight). One row per connection "
+        "is in the journal (details.per_connection) and InfluxDB (`connection`); "
+        "docs/metrics.md defines each.</p>" + _table(head, rows, 5)
+    )
+
+
 def build(results_dir: Path, family: str = DEFAULT_FAMILY) -> str:
     """The report of `results_dir`, its paint-like figures and columns drawn with the
     metric family `family` (clarke.results.metric_families)."""
@@ -127,6 +159,7 @@ def build(results_dir: Path, family: str = DEFAULT_FAMILY) -> str:
         head += [f"{LABEL[m]} mean ms", "median", "95 % CI"]
     parts.append(_table(head, rows, 5))
     parts += ["<h2>Protocol overhead</h2>", _overhead(final)]
+    parts += ["<h2>Connections</h2>", _connections(records)]
     parts += [
         "<h2>The link as measured</h2>",
         f"<pre>{_e(json.dumps(meta.get('link', 'not measured'), indent=2))}</pre>",
