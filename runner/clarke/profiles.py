@@ -4,23 +4,30 @@ A profile describes both directions of the link. forward = gateway -> terminal (
 to client, the direction pages travel), return = terminal -> gateway. Each direction
 crosses two hops: uplink (ground station -> satellite) and downlink (satellite -> ground
 station). The idle round-trip time is therefore the sum, over both directions, of
-uplink + downlink + framing delay."""
+uplink + downlink + framing delay.
+
+A profile may change over time: `schedule:` (or `schedule_file: NAME.yaml` under
+schedules/ beside it) lists steps that change rate, delay, loss or cut the link
+(clarke.schedules, docs/schedules.md). read() resolves the file and the schedule's id."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from clarke import paths, schema
-from clarke.errors import UnknownName
-from clarke.schema import StrictModel
+from clarke.errors import InputError, UnknownName
+from clarke.schedules import Schedule
+from clarke.schedules import files as schedule_files
+from clarke.schedules.model import MAX_RATE_MBPS
+from clarke.schema import StrictModel, located_error
 
 # What satlink holds (satlink-model's config.rs): rates and queue sizes as unsigned 64-bit
 # integers, delays finite. The limits below keep every profile that validates within
 # them, so a profile is refused when read, never when the link starts.
-MAX_RATE_MBPS = 1_000_000.0  # 1 Tb/s, far inside satlink's 2^64 - 1 b/s
+# MAX_RATE_MBPS (clarke.schedules.model): 1 Tb/s, far inside satlink's 2^64 - 1 b/s.
 MAX_QUEUE_BYTES = 10**12  # 1 TB, far inside its 2^64 - 1 bytes
 MAX_QUEUE_MS = 3_600_000.0  # an hour of the link's rate
 
@@ -90,6 +97,14 @@ class LinkProfile(StrictModel):
     forward: Direction
     return_: Direction = Field(alias="return")
     tolerance: Tolerance = Tolerance()
+    schedule: Schedule | None = None
+    schedule_file: str | None = Field(default=None, pattern=schedule_files.FILE_PATTERN)
+
+    @model_validator(mode="after")
+    def _one_schedule(self) -> LinkProfile:
+        if self.schedule is not None and self.schedule_file is not None:
+            raise located_error(("schedule_file",), "give either schedule or schedule_file")
+        return self
 
     @property
     def idle_rtt_ms(self) -> float:
@@ -97,18 +112,35 @@ class LinkProfile(StrictModel):
 
     @property
     def lossy(self) -> bool:
-        return any(
+        fixed = any(
             d.loss is not None and next(iter(d.loss.model_dump().values())) > 0
             for d in (self.forward, self.return_)
         )
+        steps = self.schedule.steps if self.schedule else []
+        return fixed or any(
+            c is not None and c.loss is not None for s in steps for c in (s.forward, s.return_)
+        )
 
-    def to_satlink_config(self, seed: int = 1) -> dict[str, Any]:
-        """The whole link as satlink's --config JSON: {"forward": DIR, "return": DIR}.
+    @property
+    def scheduled(self) -> bool:
+        return self.schedule is not None or self.schedule_file is not None
+
+    def to_satlink_config(self, seed: int = 1, name: str = "link") -> dict[str, Any]:
+        """The whole link as satlink's --config JSON: {"forward": DIR, "return": DIR},
+        and "schedule" when the profile has one (its id defaults to NAME-<digest>).
         Each direction gets its own seed so that their loss patterns differ."""
-        return {
+        if self.schedule_file is not None:
+            raise InputError(
+                f"link profile {name!r}: schedule_file {self.schedule_file} was not read "
+                "(read profiles with clarke.profiles.read)"
+            )
+        config: dict[str, Any] = {
             "forward": self.forward.to_satlink(seed),
             "return": self.return_.to_satlink(seed + 1),
         }
+        if self.schedule is not None:
+            config["schedule"] = self.schedule.to_satlink(name)
+        return config
 
 
 def profile_dir() -> Path:
@@ -120,13 +152,30 @@ def available() -> list[str]:
 
 
 def read(name: str) -> LinkProfile:
-    """A shipped profile by name, or a profile file by path (NAME.yaml)."""
+    """A shipped profile by name, or a profile file by path (NAME.yaml); its
+    schedule_file read in, and its schedule's id set."""
     if name.endswith((".yaml", ".yml")):
-        return schema.read(LinkProfile, Path(name))
-    path = profile_dir() / f"{name}.yaml"
-    if not path.is_file():
-        raise UnknownName("link profile", name, available())
-    return schema.read(LinkProfile, path)
+        path = Path(name)
+    else:
+        path = profile_dir() / f"{name}.yaml"
+        if not path.is_file():
+            raise UnknownName("link profile", name, available())
+    return resolve(schema.read(LinkProfile, path), path)
+
+
+def resolve(profile: LinkProfile, path: Path) -> LinkProfile:
+    """The profile read from `path` with its schedule_file read in (schedules/ beside
+    it) and its schedule's id defaulted to <profile name>-<first 12 hex of its digest>."""
+    schedule = profile.schedule
+    if profile.schedule_file is not None:
+        schedule = schedule_files.read(
+            schedule_files.schedule_path(path, profile.schedule_file), referenced_by=str(path)
+        )
+    if schedule is None:
+        return profile
+    return profile.model_copy(
+        update={"schedule": schedule.with_id(path.stem), "schedule_file": None}
+    )
 
 
 def help_text() -> str:

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic_core import PydanticCustomError
 
 from clarke.errors import ValidationFailed
 
@@ -38,6 +39,8 @@ def _describe(err: dict[str, Any]) -> str:
         for p in err["loc"]
         if not (isinstance(p, str) and ("[" in p or p.startswith("function-")))
     )
+    # A check across a model's fields (located_error) names the field inside the model.
+    loc += tuple(err.get("ctx", {}).get("at", ()))
     msg = err["msg"]
     if err["type"] == "extra_forbidden":
         msg = "unknown field"
@@ -46,10 +49,16 @@ def _describe(err: dict[str, Any]) -> str:
     got = err.get("input")
     shown = (
         ""
-        if err["type"] in ("missing", "extra_forbidden") or isinstance(got, dict)
+        if err["type"] in ("missing", "extra_forbidden", "located") or isinstance(got, dict)
         else f" (got {got!r})"
     )
     return f"{field_path(loc)}: {msg}{shown}"
+
+
+def located_error(at: tuple[int | str, ...], message: str) -> PydanticCustomError:
+    """An error for a model validator to raise that names the field inside the model it
+    is about (e.g. `steps[3].at_s`), not only the model."""
+    return PydanticCustomError("located", "{message}", {"message": message, "at": at})
 
 
 def problems_of(error: ValidationError) -> list[str]:

@@ -14,7 +14,7 @@ from functools import cache
 from typing import Any
 
 from clarke import __version__, sh
-from clarke.errors import ClarkeError, EnvironmentProblem
+from clarke.errors import ClarkeError, EnvironmentProblem, ValidationFailed
 from clarke.place import Place, netns
 from clarke.profiles import BitErrors, Direction, LinkProfile, PacketLoss, QueueBytes
 from clarke.roles import (
@@ -174,6 +174,17 @@ class Netem(Implementation):
         ok, why = netem_available()
         if not ok:
             raise EnvironmentProblem(f"the netem link is not available: {why}; {self.install}")
+
+    def check_profile(self, profile: LinkProfile, source: str = "link profile") -> None:
+        """A netem qdisc holds one fixed configuration: a scheduled profile is refused."""
+        if profile.scheduled:
+            raise ValidationFailed(
+                f"{source} (netem link)",
+                [
+                    "schedule: netem applies a fixed profile and cannot follow a link "
+                    "schedule (docs/schedules.md); use --link satlink"
+                ],
+            )
 
     def start(self, place: Place) -> RoleProcess:
         if place.role != "satellite":

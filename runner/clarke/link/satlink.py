@@ -154,7 +154,7 @@ class SatlinkStation:
     def configure(self, body: dict[str, Any]) -> dict[str, Any]:
         name, profile = parse_link_config(body)
         digest = profile_digest(profile)
-        config = profile.to_satlink_config()
+        config = profile.to_satlink_config(name=name)
         with self._lock:
             if self._running() and (name, digest) == (self.profile, self.digest):
                 return {"applied": False, "state": self.state()}

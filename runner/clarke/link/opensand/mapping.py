@@ -280,6 +280,14 @@ def derive(profile: LinkProfile, source: str = "link profile") -> Mapping:
         if problem:
             problems.append(problem)
 
+    # A link that changes over time.
+    if profile.scheduled:
+        problems.append(
+            "schedule: the opensand link cannot follow a link schedule yet (mapping a "
+            "schedule onto OpenSAND's delay and attenuation files is a later step); use "
+            "--link satlink"
+        )
+
     if problems:
         raise ValidationFailed(f"{source} (opensand link)", problems)
 

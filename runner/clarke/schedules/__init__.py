@@ -1,0 +1,31 @@
+"""Link schedules (docs/schedules.md): links whose rate, delay, loss and outages change
+over time, and the generators that write them.
+
+    model.py      the schedule's model and checks, its mapping to satlink's JSON
+    files.py      reading a schedule file, writing one with a header saying how it was made
+    leo.py        `clarke link schedule leo`: serving satellite and slant ranges from TLEs
+    rainfade.py   `clarke link schedule rain-fade`: attenuation -> DVB-S2 ACM -> rate
+    traces.py     `clarke link schedule import`: mahimahi traces and CSV series -> steps
+"""
+
+from clarke.schedules.model import (
+    DIRECTIONS,
+    Change,
+    End,
+    GilbertElliott,
+    Schedule,
+    Step,
+    StepBitErrors,
+    StepPacketLoss,
+)
+
+__all__ = [
+    "DIRECTIONS",
+    "Change",
+    "End",
+    "GilbertElliott",
+    "Schedule",
+    "Step",
+    "StepBitErrors",
+    "StepPacketLoss",
+]
