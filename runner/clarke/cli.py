@@ -13,6 +13,7 @@ from clarke import (
     cli_bench,
     cli_campaign,
     cli_compare,
+    cli_link,
     cli_load,
     cli_pages,
     cli_report,
@@ -51,6 +52,7 @@ cli.add_command(cli_report.report)
 cli.add_command(cli_testbed.testbed)
 cli.add_command(cli_bench.bench)
 cli.add_command(cli_serve.serve)
+cli.add_command(cli_link.link)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,335 @@
+"""`clarke link schedule …`: check link schedules and write schedule files (LEO from TLEs,
+rain fade through DVB-S2 ACM, recorded traces); docs/schedules.md."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TypeVar
+
+import click
+from pydantic import ValidationError
+
+from clarke import profiles, schema
+from clarke.errors import InputError, ValidationFailed
+from clarke.schedules import End, Schedule, leo, rainfade, traces
+from clarke.schedules import files as schedule_files
+from clarke.schema import problems_of
+
+T = TypeVar("T")
+IN_FILE = click.Path(path_type=Path, dir_okay=False)
+OUT_OPTION = click.option(
+    "--out", type=click.Path(path_type=Path, dir_okay=False), required=True,
+    help="The schedule file to write (e.g. profiles/schedules/NAME.yaml).",
+)  # fmt: skip
+ID_OPTION = click.option(
+    "--id", "schedule_id", help="The schedule's id (default: from the profile)."
+)
+
+
+def _made(what: str, build: Callable[[], T]) -> T:
+    """A generator's result; a schedule the inputs make invalid is an input error."""
+    try:
+        return build()
+    except ValidationError as e:
+        raise ValidationFailed(f"the schedule made from {what}", problems_of(e)) from None
+
+
+def _write(out: Path, schedule: Schedule, header: list[str]) -> Schedule:
+    written = schedule_files.write(out, schedule, header)
+    click.echo(f"{out}: {len(written.steps)} steps, end {written.end.value}")
+    return written
+
+
+@click.group()
+def link() -> None:
+    """The emulated link: its schedules (links that change over time)."""
+
+
+@link.group()
+def schedule() -> None:
+    """Link schedules: a profile's `schedule:` or profiles/schedules/NAME.yaml
+    (docs/schedules.md). Every generator writes a file with a header saying how it was
+    made; the same inputs write the same file."""
+
+
+@schedule.command()
+@click.argument("target")
+@click.option("--json", "as_json", is_flag=True, help="Print satlink's configuration (JSON).")
+def validate(target: str, as_json: bool) -> None:
+    """Check TARGET: a link profile (a shipped name or NAME.yaml, its schedule_file read
+    in) or a schedule file (a YAML file with `steps:`); exit 2 naming the file, the step
+    index and the field of every problem."""
+    path = Path(target)
+    if path.suffix in (".yaml", ".yml") and path.is_file():
+        data = schema.read_yaml(path)
+        if isinstance(data, dict) and "steps" in data:
+            sched = schedule_files.read(path)
+            click.echo(f"{path}: valid schedule, {len(sched.steps)} steps, end {sched.end.value}")
+            if as_json:
+                click.echo(json.dumps(sched.to_satlink(path.stem), indent=2))
+            return
+    profile = profiles.read(target)
+    name = path.stem if path.suffix in (".yaml", ".yml") else target
+    if profile.schedule is None:
+        click.echo(f"{target}: valid link profile, no schedule")
+    else:
+        s = profile.schedule
+        click.echo(f"{target}: valid link profile, schedule {s.id}: {len(s.steps)} steps")
+    if as_json:
+        click.echo(json.dumps(profile.to_satlink_config(name=name), indent=2))
+
+
+@schedule.command("leo")
+@click.option(
+    "--tle", "tle_file", type=IN_FILE, required=True, help="TLE file (2- or 3-line sets)."
+)
+@click.option("--terminal", required=True, help="The user terminal: LAT,LON[,ALT_M].")
+@click.option("--gateway", help="The gateway: LAT,LON[,ALT_M] (default: beside the terminal).")
+@click.option(
+    "--start", help="Window start, UTC, ISO 8601 (default: the newest TLE epoch, to the minute)."
+)
+@click.option("--duration-s", type=click.FloatRange(min=1), default=600.0, show_default=True)
+@click.option("--slot-s", type=click.FloatRange(min=0.1), default=15.0, show_default=True)
+@click.option("--min-elevation-deg", type=click.FloatRange(0, 90), default=25.0, show_default=True)
+@click.option(
+    "--handover-outage-ms", type=click.FloatRange(min=0), default=0.0, show_default=True,
+    help="Cut the link this long when the serving satellite changes.",
+)  # fmt: skip
+@ID_OPTION
+@OUT_OPTION
+def leo_command(
+    tle_file: Path,
+    terminal: str,
+    gateway: str | None,
+    start: str | None,
+    duration_s: float,
+    slot_s: float,
+    min_elevation_deg: float,
+    handover_outage_ms: float,
+    schedule_id: str | None,
+    out: Path,
+) -> None:
+    """A LEO link's delays and hand-overs from TLEs: the serving satellite per slot (the
+    highest above --min-elevation-deg), one-way delays = slant range / c; loops over the
+    window."""
+    tles = leo.read_tles(tle_file)
+    opts = leo.Options(
+        terminal=leo.Site.parse(terminal, "--terminal"),
+        gateway=leo.Site.parse(gateway, "--gateway") if gateway else None,
+        start=_start(start, tles),
+        duration_s=duration_s,
+        slot_s=slot_s,
+        min_elevation_deg=min_elevation_deg,
+        handover_outage_ms=handover_outage_ms,
+    )
+    slots = leo.plan_slots(tles, opts)
+    sched = _made(f"{tle_file}", lambda: leo.schedule(slots, opts, schedule_id))
+    served = [s for s in slots if s.satellite]
+    delays = [d for s in served for d in leo.delays_ms(s)]
+    epochs = sorted(t.epoch for t in tles)
+    summary = (
+        f"{sum(leo.handovers(slots))} changes of serving satellite in {len(slots)} slots, "
+        f"{len(slots) - len(served)} slots without a satellite"
+        + (f"; one-way hop delay {min(delays):.3f}-{max(delays):.3f} ms" if delays else "")
+    )
+    header = [
+        "LEO link schedule: clarke link schedule leo",
+        f"  --tle {tle_file} (sha256 {schedule_files.file_digest(tle_file)}, {len(tles)} sets,",
+        f"    epochs {_iso(epochs[0])} to {_iso(epochs[-1])})",
+        f"  --terminal {opts.terminal} --gateway {opts.gateway or '(beside the terminal)'}",
+        f"  --start {_iso(opts.start)} --duration-s {duration_s:g} --slot-s {slot_s:g}",
+        f"  --min-elevation-deg {min_elevation_deg:g} --handover-outage-ms {handover_outage_ms:g}",
+        f"Result: {summary}.",
+        "Per slot: the serving satellite is the highest above the minimum elevation at the",
+        "slot's start; forward uplink/downlink = gateway/terminal slant range / c, return the",
+        "other way round; held for the slot. Serving satellites in order:",
+        *_wrap(_runs([s.satellite or "(none)" for s in slots])),
+    ]
+    _write(out, sched, header)
+    click.echo(summary)
+
+
+def _start(text: str | None, tles: list[leo.Tle]) -> datetime:
+    if text is None:
+        newest = max(t.epoch for t in tles)
+        return newest.replace(second=0, microsecond=0)
+    try:
+        t = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError(
+            f"--start {text!r} is not an ISO 8601 time (e.g. 2023-07-18T12:00:00Z)"
+        ) from None
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+
+
+def _iso(t: datetime) -> str:
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _runs(names: list[str]) -> list[str]:
+    """NAME x COUNT for each run of one name."""
+    out: list[tuple[str, int]] = []
+    for n in names:
+        if out and out[-1][0] == n:
+            out[-1] = (n, out[-1][1] + 1)
+        else:
+            out.append((n, 1))
+    return [f"{n} x{c}" for n, c in out]
+
+
+def _wrap(items: list[str], width: int = 84) -> list[str]:
+    lines, line = [], ""
+    for item in items:
+        if line and len(line) + len(item) + 2 > width:
+            lines.append(line + ",")
+            line = ""
+        line = f"{line}, {item}" if line else f"  {item}"
+    return [*lines, line] if line else lines
+
+
+@schedule.command("rain-fade")
+@click.option("--csv", "csv_file", type=IN_FILE, help="Attenuation series: t_s,attenuation_db.")
+@click.option("--depth-db", type=float, help="A synthetic fade: its deepest attenuation (dB).")
+@click.option("--duration-s", type=float, help="A synthetic fade: how long it lasts.")
+@click.option("--fade-start-s", type=float, default=60.0, show_default=True)
+@click.option(
+    "--shape",
+    type=click.Choice([s.value for s in rainfade.Shape]),
+    default=rainfade.Shape.raised_cosine.value,
+    show_default=True,
+)
+@click.option(
+    "--length-s", type=float,
+    help="The schedule's length (default: the fade and 60 s after it; a CSV's last row "
+    "held one interval).",
+)  # fmt: skip
+@click.option("--step-s", type=float, default=1.0, show_default=True, help="Sampling of a fade.")
+@click.option("--symbol-rate-mbaud", type=click.FloatRange(min=0.001), required=True)
+@click.option("--clear-sky-esn0-db", type=float, required=True, help="Es/N0 without rain (dB).")
+@click.option("--margin-db", type=click.FloatRange(min=0), default=0.0, show_default=True)
+@click.option("--direction", type=click.Choice(["forward", "return"]), default="forward")
+@click.option("--end", type=click.Choice([e.value for e in End]), default="loop", show_default=True)
+@ID_OPTION
+@OUT_OPTION
+def rain_fade(
+    csv_file: Path | None,
+    depth_db: float | None,
+    duration_s: float | None,
+    fade_start_s: float,
+    shape: str,
+    length_s: float | None,
+    step_s: float,
+    symbol_rate_mbaud: float,
+    clear_sky_esn0_db: float,
+    margin_db: float,
+    direction: str,
+    end: str,
+    schedule_id: str | None,
+    out: Path,
+) -> None:
+    """A rain fade as a rate per step: Es/N0 = clear sky - attenuation - margin, the most
+    efficient DVB-S2 MODCOD (ETSI EN 302 307-1 Table 13) that works at it, rate = symbol
+    rate x its spectral efficiency; below QPSK 1/4 an outage."""
+    synthetic = depth_db is not None or duration_s is not None
+    if (csv_file is None) == (not synthetic) or (synthetic and None in (depth_db, duration_s)):
+        raise InputError("give either --csv FILE or a fade's --depth-db and --duration-s")
+    link_ = rainfade.Link(symbol_rate_mbaud * 1e6, clear_sky_esn0_db, margin_db)
+    if csv_file is not None:
+        series = rainfade.read_series(csv_file)
+        times = [t for t, _ in series]
+        length = length_s or traces.default_length_s(times)
+        source = [f"  --csv {csv_file} (sha256 {schedule_files.file_digest(csv_file)})"]
+    else:
+        assert depth_db is not None and duration_s is not None
+        fade = rainfade.Fade(depth_db, duration_s, fade_start_s, rainfade.Shape(shape))
+        length = length_s or fade_start_s + duration_s + 60
+        series = rainfade.synthetic(fade, length, step_s)
+        source = [
+            f"  --depth-db {depth_db:g} --duration-s {duration_s:g} --fade-start-s "
+            f"{fade_start_s:g} --shape {shape} --step-s {step_s:g} --length-s {length:g}"
+        ]
+    sched = _made(
+        "the attenuation series",
+        lambda: rainfade.schedule(series, link_, direction, End(end), length, schedule_id),
+    )
+    header = [
+        "Rain fade through DVB-S2 ACM: clarke link schedule rain-fade",
+        *source,
+        f"  --symbol-rate-mbaud {symbol_rate_mbaud:g} --clear-sky-esn0-db "
+        f"{clear_sky_esn0_db:g} --margin-db {margin_db:g} --direction {direction} --end {end}",
+        "Es/N0 = clear sky - attenuation - margin -> the most efficient MODCOD of ETSI EN",
+        "302 307-1 V1.4.1 Table 13 (ideal Es/N0, normal FECFRAME) -> rate = symbol rate x",
+        "spectral efficiency; below QPSK 1/4: outage.",
+        "MODCODs in order: " + ", ".join(rainfade.modcods_used(series, link_)),
+    ]
+    _write(out, sched, header)
+
+
+@schedule.command("import")
+@click.option(
+    "--format", "fmt", type=click.Choice(["mahimahi", "csv"]), required=True,
+    help="mahimahi: delivery-opportunity traces; csv: t_s and any of rate_mbps, delay_ms, loss.",
+)  # fmt: skip
+@click.option("--forward", "forward_file", type=IN_FILE, help="The forward direction's trace.")
+@click.option("--return", "return_file", type=IN_FILE, help="The return direction's trace.")
+@click.option(
+    "--interval-s", type=click.FloatRange(min=0.001), default=1.0, show_default=True,
+    help="mahimahi: the interval a rate is averaged over.",
+)  # fmt: skip
+@click.option("--end", type=click.Choice([e.value for e in End]), default="loop", show_default=True)
+@click.option(
+    "--length-s",
+    type=float,
+    help="csv: the loop's length (default: the last row held one interval).",
+)
+@ID_OPTION
+@OUT_OPTION
+def import_command(
+    fmt: str,
+    forward_file: Path | None,
+    return_file: Path | None,
+    interval_s: float,
+    end: str,
+    length_s: float | None,
+    schedule_id: str | None,
+    out: Path,
+) -> None:
+    """Recorded traces as schedule steps: mahimahi traces -> a rate per interval (an
+    interval without an opportunity: outage), CSV series -> a step per row."""
+    files = {d: f for d, f in (("forward", forward_file), ("return", return_file)) if f}
+    if not files:
+        raise InputError("give --forward FILE, --return FILE or both")
+    series: dict[str, list[tuple[float, traces.State]]] = {}
+    lengths: dict[str, float] = {}
+    for d, f in files.items():
+        if fmt == "mahimahi":
+            stamps = traces.read_mahimahi(f)
+            series[d] = traces.rate_states(traces.mahimahi_rates(stamps, round(interval_s * 1000)))
+            lengths[d] = stamps[-1] / 1000
+        else:
+            series[d] = traces.read_series(f)
+            lengths[d] = traces.default_length_s([t for t, _ in series[d]])
+    if fmt == "mahimahi" and len(set(lengths.values())) > 1:
+        raise InputError(
+            "the traces' periods differ ("
+            + ", ".join(f"{d} {v:g} s" for d, v in lengths.items())
+            + "): a schedule has one loop length"
+        )
+    length = length_s if length_s is not None and fmt == "csv" else max(lengths.values())
+    sched = _made("the traces", lambda: traces.schedule(series, End(end), length, schedule_id))
+    rates = [s[1].get("rate_mbps", 0.0) for v in series.values() for s in v]
+    header = [
+        f"Imported {fmt} traces: clarke link schedule import --format {fmt}",
+        *(f"  --{d} {f} (sha256 {schedule_files.file_digest(f)})" for d, f in files.items()),
+        f"  --interval-s {interval_s:g} --end {end} --length-s {length:g}",
+    ]
+    if fmt == "mahimahi":
+        header.append(
+            f"Rate per interval = opportunities x 1500 x 8 bit / interval; mean "
+            f"{statistics.fmean(rates):.3f} Mb/s; an interval without one is an outage."
+        )
+    _write(out, sched, header)
