@@ -16,8 +16,10 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    Discriminator,
     Field,
     SerializerFunctionWrapHandler,
+    Tag,
     model_serializer,
     model_validator,
 )
@@ -52,7 +54,36 @@ class GilbertElliott(StrictModel):
     gilbert_elliott: GilbertElliottParams
 
 
-StepLoss = StepPacketLoss | StepBitErrors | GilbertElliott
+LOSS_KINDS: dict[str, type[StrictModel]] = {
+    "packet_rate": StepPacketLoss,
+    "bit_error_rate": StepBitErrors,
+    "gilbert_elliott": GilbertElliott,
+}
+
+
+def _loss_kind(value: Any) -> str | None:
+    """Which loss a step names, by its one key; the branch is named `[kind]` so that
+    errors read loss.gilbert_elliott.loss_bad (clarke.schema drops bracketed names)."""
+    if isinstance(value, dict):
+        keys = list(value)
+        return f"[{keys[0]}]" if len(keys) == 1 and keys[0] in LOSS_KINDS else None
+    for kind, cls in LOSS_KINDS.items():
+        if isinstance(value, cls):
+            return f"[{kind}]"
+    return None
+
+
+StepLoss = Annotated[
+    Annotated[StepPacketLoss, Tag("[packet_rate]")]
+    | Annotated[StepBitErrors, Tag("[bit_error_rate]")]
+    | Annotated[GilbertElliott, Tag("[gilbert_elliott]")],
+    Discriminator(
+        _loss_kind,
+        custom_error_type="loss_kind",
+        custom_error_message="expected null, {packet_rate: P}, {bit_error_rate: P} or "
+        "{gilbert_elliott: {p_good_bad, p_bad_good, loss_good, loss_bad}}",
+    ),
+]
 
 
 class Change(StrictModel):
