@@ -156,6 +156,92 @@ def test_rate_queue_and_loss(geo: ch.Chain) -> None:
     assert 5 <= lost <= 40, lost
 
 
+def test_schedule_steps_and_outage_on_time(geo: ch.Chain) -> None:
+    """A schedule applied by `set`: RTT 50 ms, an outage from 1.5 s to 2.5 s (link
+    time), then RTT 150 ms; only the pings the outage asked for are lost."""
+    cfg = json.loads(json.dumps(ch.GEO))
+    for d in ("forward", "return"):
+        cfg[d].update(uplink_delay_ms=10.0, downlink_delay_ms=10.0, framing_delay_ms=5.0)
+    both = lambda **kw: {"forward": dict(kw), "return": dict(kw)}  # noqa: E731
+    cfg["schedule"] = {
+        "id": "e2e",
+        "end": "hold",
+        "steps": [
+            {"at_ms": 0},
+            {"at_ms": 1500, **both(outage=True)},
+            {"at_ms": 2500, **both(outage=False, uplink_delay_ms=60.0)},
+        ],
+    }
+    t0 = time.time()
+    for role in ("terminal", "satellite", "gateway"):
+        assert geo.ask(role, {"cmd": "set", "config": cfg})["ok"]
+    for role in ("terminal", "gateway"):
+        geo.ask(role, {"cmd": "reset_stats"})
+    out = geo.sh(
+        "client",
+        "ping",
+        "-n",
+        "-D",
+        "-c",
+        "40",
+        "-i",
+        "0.1",
+        "-W",
+        "2",
+        geo.addr(26),
+        check=False,
+    ).stdout
+    # (send time since the set, RTT) of each reply.
+    replies = []
+    for line in out.splitlines():
+        if "time=" in line:
+            stamp = float(line.split("]")[0].lstrip("["))
+            rtt = float(line.split("time=")[1].split()[0])
+            replies.append((stamp - rtt / 1000 - t0, rtt))
+    early = [rtt for s, rtt in replies if s < 1.3]
+    late = [rtt for s, rtt in replies if s > 2.7]
+    assert len(early) >= 8 and len(late) >= 8, replies
+    assert min(early) >= 50 and statistics.median(early) < 80, replies
+    assert min(late) >= 150 and statistics.median(late) < 180, replies
+    assert not [r for r in replies if 1.55 <= r[0] <= 2.45], replies
+
+    st = geo.ask("terminal", {"cmd": "stats"})
+    gw = geo.ask("gateway", {"cmd": "stats"})
+    # Every lost ping was dropped by the outage, and nothing else was lost.
+    outage = st["return"]["drops"]["outage"] + gw["forward"]["drops"]["outage"]
+    assert 40 - len(replies) == outage and 8 <= outage <= 12, (outage, replies)
+    assert st["return"]["drops"]["loss"] == gw["forward"]["drops"]["loss"] == 0
+    assert gw["return"]["drops"]["outage"] == 0  # the received direction: never
+    elapsed_ms = (time.time() - t0) * 1000
+    for stats, d in ((st, "return"), (gw, "forward")):
+        sched = stats[d]["schedule"]
+        assert sched["id"] == "e2e" and sched["step_index"] == 2, sched
+        assert elapsed_ms - 500 < sched["link_time_ms"] <= elapsed_ms, sched
+        crossed = stats[d]["crossed"]
+        assert crossed["frames"] >= 16, crossed
+        assert (crossed["delay_ms"]["min"], crossed["delay_ms"]["max"]) == (25.0, 75.0)
+        assert crossed["rate_bps"]["min"] == crossed["rate_bps"]["max"] == 10_000_000
+    assert "schedule" not in st["forward"]
+    health = geo.ask("gateway", {"cmd": "health"})
+    assert health["schedule"]["id"] == "e2e" and health["schedule"]["steps"] == 3
+    assert health["config"]["schedule"]["steps"][2]["forward"]["uplink_delay_ms"] == 60.0
+
+    # A set without a schedule removes it.
+    del cfg["schedule"]
+    assert geo.ask("gateway", {"cmd": "set", "config": cfg})["ok"]
+    assert "schedule" not in geo.ask("gateway", {"cmd": "stats"})["forward"]
+    assert geo.ask("gateway", {"cmd": "health"})["schedule"] is None
+    geo.procs["terminal"].send_signal(signal.SIGTERM)
+    assert geo.procs["terminal"].wait(5) == 0
+    lines = (geo.dir / "terminal.events").read_text().splitlines()
+    assert any(line.startswith("# schedule e2e epoch at ") for line in lines)
+    events = [line.split() for line in lines if not line.startswith("#")]
+    assert (
+        sum(e[1:3] == ["r", "d"] and e[4] == "outage" for e in events)
+        == (st["return"]["drops"]["outage"])
+    )
+
+
 def test_sigterm_removes_the_socket_and_events_are_logged(binary: Path) -> None:
     need(os.geteuid() == 0, "root (network namespaces, TUN devices)")
     c = ch.Chain(13, f"t{os.getpid()}-", ch.UNSHAPED, events=True).open()

@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::schedule::ScheduleConfig;
+
 /// The whole link. forward = gateway -> terminal, return = terminal -> gateway.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -9,6 +11,27 @@ pub struct LinkConfig {
     pub forward: DirConfig,
     #[serde(rename = "return")]
     pub return_: DirConfig,
+    /// Timed changes of both directions; link time 0 is when this config is applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<ScheduleConfig>,
+}
+
+/// One of the two directions of the link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Way {
+    /// gateway -> terminal
+    Forward,
+    /// terminal -> gateway
+    Return,
+}
+
+impl Way {
+    pub fn name(self) -> &'static str {
+        match self {
+            Way::Forward => "forward",
+            Way::Return => "return",
+        }
+    }
 }
 
 /// One direction of the link.
@@ -49,7 +72,8 @@ pub enum QueueLimit {
     Ms(f64),
 }
 
-/// Loss model: `{"packet_rate": p}` or `{"bit_error_rate": ber}`.
+/// Loss model: `{"packet_rate": p}`, `{"bit_error_rate": ber}` or
+/// `{"gilbert_elliott": {...}}`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LossConfig {
@@ -57,6 +81,54 @@ pub enum LossConfig {
     PacketRate(f64),
     /// Each bit is corrupted with probability ber: P(loss) = 1 - (1 - ber)^(8 len).
     BitErrorRate(f64),
+    /// A two-state Markov chain stepped once per frame (bursty loss).
+    GilbertElliott(GilbertElliott),
+}
+
+/// Gilbert-Elliott loss: the chain is in the good or the bad state; a frame is lost
+/// with `loss_good` or `loss_bad`, then the chain moves good -> bad with `p_good_bad`
+/// and bad -> good with `p_bad_good`. All four in [0, 1).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GilbertElliott {
+    pub p_good_bad: f64,
+    pub p_bad_good: f64,
+    pub loss_good: f64,
+    pub loss_bad: f64,
+}
+
+impl LossConfig {
+    /// True when no frame can be lost.
+    pub fn is_none(&self) -> bool {
+        match *self {
+            LossConfig::PacketRate(p) | LossConfig::BitErrorRate(p) => p == 0.0,
+            LossConfig::GilbertElliott(g) => g.loss_good == 0.0 && g.loss_bad == 0.0,
+        }
+    }
+
+    /// Check every probability is in [0, 1); `dir` is the path of the direction.
+    pub(crate) fn validate(&self, dir: &str) -> Result<(), ConfigError> {
+        let fields: Vec<(&'static str, f64)> = match *self {
+            LossConfig::PacketRate(p) => vec![("packet_rate", p)],
+            LossConfig::BitErrorRate(b) => vec![("bit_error_rate", b)],
+            LossConfig::GilbertElliott(g) => vec![
+                ("gilbert_elliott.p_good_bad", g.p_good_bad),
+                ("gilbert_elliott.p_bad_good", g.p_bad_good),
+                ("gilbert_elliott.loss_good", g.loss_good),
+                ("gilbert_elliott.loss_bad", g.loss_bad),
+            ],
+        };
+        for (field, value) in fields {
+            if !(0.0..1.0).contains(&value) {
+                return Err(ConfigError::Loss {
+                    dir: dir.to_string(),
+                    field,
+                    value,
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 fn default_queue() -> QueueLimit {
@@ -72,13 +144,14 @@ fn default_max_frame() -> usize {
 /// A configuration that parses but cannot be applied.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ConfigError {
-    /// The JSON does not have the expected shape (serde's message names the field).
+    /// The JSON does not have the expected shape (the path and serde's message name the
+    /// field).
     #[error("invalid link configuration: {0}")]
     Parse(String),
     /// A delay is negative, not finite or above 100 s.
     #[error("{dir}.{field} must be between 0 and 100000 ms, got {value}")]
     Delay {
-        dir: &'static str,
+        dir: String,
         field: &'static str,
         value: f64,
     },
@@ -88,35 +161,78 @@ pub enum ConfigError {
     /// A loss probability is outside [0, 1).
     #[error("{dir}.loss.{field} must be in [0, 1), got {value}")]
     Loss {
-        dir: &'static str,
+        dir: String,
         field: &'static str,
         value: f64,
     },
     /// max_frame_bytes is outside 68..=65535.
     #[error("{dir}.max_frame_bytes must be between 68 and 65535, got {value}")]
     MaxFrame { dir: &'static str, value: usize },
+    /// A schedule field is invalid: `field` is its path, e.g. `schedule.steps[2].at_ms`.
+    #[error("{field} {problem}")]
+    Schedule { field: String, problem: String },
+}
+
+/// Deserialize with the path of a failing field in the message
+/// (`schedule.steps[1].forward: unknown field ...`).
+fn parse<'de, D: serde::Deserializer<'de>>(d: D) -> Result<LinkConfig, ConfigError> {
+    serde_path_to_error::deserialize(d).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        ConfigError::Parse(if path == "." {
+            inner
+        } else {
+            format!("{path}: {inner}")
+        })
+    })
 }
 
 impl LinkConfig {
     /// Parse and validate a JSON document.
     pub fn from_json(text: &str) -> Result<Self, ConfigError> {
-        let cfg: LinkConfig =
-            serde_json::from_str(text).map_err(|e| ConfigError::Parse(e.to_string()))?;
+        let mut de = serde_json::Deserializer::from_str(text);
+        let cfg = parse(&mut de)?;
+        de.end().map_err(|e| ConfigError::Parse(e.to_string()))?;
         cfg.validate()?;
         Ok(cfg)
     }
 
     /// Parse and validate an already decoded JSON value.
     pub fn from_value(v: serde_json::Value) -> Result<Self, ConfigError> {
-        let cfg: LinkConfig =
-            serde_json::from_value(v).map_err(|e| ConfigError::Parse(e.to_string()))?;
+        let cfg = parse(v)?;
         cfg.validate()?;
         Ok(cfg)
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.forward.validate("forward")?;
-        self.return_.validate("return")
+        self.return_.validate("return")?;
+        if let Some(s) = &self.schedule {
+            s.validate(self)?;
+        }
+        Ok(())
+    }
+
+    /// The configuration of one direction (before any schedule step).
+    pub fn dir(&self, way: Way) -> &DirConfig {
+        match way {
+            Way::Forward => &self.forward,
+            Way::Return => &self.return_,
+        }
+    }
+
+    /// True when `way` never limits the rate nor loses frames, at any step of the
+    /// schedule (frames then cross unchanged whatever their length).
+    pub fn is_unshaped(&self, way: Way) -> bool {
+        let base = self.dir(way);
+        base.is_unshaped()
+            && self.schedule.as_ref().is_none_or(|s| {
+                s.steps.iter().all(|step| {
+                    let p = step.dir(way);
+                    p.rate_bps.is_none_or(|r| r == 0)
+                        && p.loss.is_none_or(|l| l.is_none_or(|l| l.is_none()))
+                })
+            })
     }
 }
 
@@ -141,9 +257,7 @@ impl DirConfig {
             ("downlink_delay_ms", self.downlink_delay_ms),
             ("framing_delay_ms", self.framing_delay_ms),
         ] {
-            if !(0.0..=100_000.0).contains(&value) {
-                return Err(ConfigError::Delay { dir, field, value });
-            }
+            check_delay(dir, field, value)?;
         }
         match self.queue {
             QueueLimit::Bytes(0) => return Err(ConfigError::Queue { dir }),
@@ -153,13 +267,7 @@ impl DirConfig {
             _ => {}
         }
         if let Some(loss) = self.loss {
-            let (field, value) = match loss {
-                LossConfig::PacketRate(p) => ("packet_rate", p),
-                LossConfig::BitErrorRate(b) => ("bit_error_rate", b),
-            };
-            if !(0.0..1.0).contains(&value) {
-                return Err(ConfigError::Loss { dir, field, value });
-            }
+            loss.validate(dir)?;
         }
         if !(68..=65535).contains(&self.max_frame_bytes) {
             return Err(ConfigError::MaxFrame {
@@ -173,11 +281,7 @@ impl DirConfig {
     /// True when frames cross unchanged in size and fate whatever their length: no rate
     /// limit and no loss (GSO super-packets may then cross whole).
     pub fn is_unshaped(&self) -> bool {
-        self.rate_bps == 0
-            && match self.loss {
-                None => true,
-                Some(LossConfig::PacketRate(p)) | Some(LossConfig::BitErrorRate(p)) => p == 0.0,
-            }
+        self.rate_bps == 0 && self.loss.is_none_or(|l| l.is_none())
     }
 
     /// The fixed one-way delay after serialization, in ns.
@@ -189,11 +293,30 @@ impl DirConfig {
     /// The drop-tail bound in bytes (`usize::MAX` when the rate is unlimited and the
     /// bound is given in ms: nothing ever waits then).
     pub fn queue_limit_bytes(&self) -> usize {
+        self.queue_limit_bytes_at(self.rate_bps)
+    }
+
+    /// The drop-tail bound in bytes at `rate_bps` (a bound in ms follows the rate in
+    /// force: a schedule's rate steps change it).
+    pub fn queue_limit_bytes_at(&self, rate_bps: u64) -> usize {
         match self.queue {
             QueueLimit::Bytes(b) => b as usize,
-            QueueLimit::Ms(_) if self.rate_bps == 0 => usize::MAX,
-            QueueLimit::Ms(ms) => ((self.rate_bps as f64) * ms / 8000.0).round() as usize,
+            QueueLimit::Ms(_) if rate_bps == 0 => usize::MAX,
+            QueueLimit::Ms(ms) => ((rate_bps as f64) * ms / 8000.0).round() as usize,
         }
+    }
+}
+
+/// A delay must be in 0..=100000 ms (`dir` is the path of the direction).
+pub(crate) fn check_delay(dir: &str, field: &'static str, value: f64) -> Result<(), ConfigError> {
+    if (0.0..=100_000.0).contains(&value) {
+        Ok(())
+    } else {
+        Err(ConfigError::Delay {
+            dir: dir.to_string(),
+            field,
+            value,
+        })
     }
 }
 

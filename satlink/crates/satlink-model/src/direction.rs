@@ -5,6 +5,11 @@
 //! later; it is then lost or put on the delay line, due at the end of serialization plus
 //! uplink + downlink + framing delay. Calling the model late (a timer that woke up late)
 //! therefore never shifts the schedule; it only delays when the caller learns of it.
+//!
+//! With a [`Schedule`], each frame gets the parameters in force at its own event times:
+//! the rate and the outage at the start of its serialization, the delay and the loss at
+//! its end. A step therefore takes effect exactly at its time whenever the model is
+//! called, with nothing torn down.
 
 use std::collections::VecDeque;
 
@@ -12,9 +17,9 @@ use serde::Serialize;
 
 use crate::config::DirConfig;
 use crate::histogram::{Histogram, Summary};
-use crate::loss::is_lost;
+use crate::loss::LossState;
 use crate::queue::{DropTail, Packet, Queue};
-use crate::rng::Rng;
+use crate::schedule::{Params, Schedule};
 use crate::Nanos;
 
 /// Why a frame was dropped.
@@ -26,6 +31,8 @@ pub enum DropCause {
     Loss,
     /// Longer than `max_frame_bytes`.
     Oversize,
+    /// Its serialization would have started during a scheduled outage.
+    Outage,
 }
 
 impl DropCause {
@@ -34,6 +41,7 @@ impl DropCause {
             DropCause::QueueFull => "queue_full",
             DropCause::Loss => "loss",
             DropCause::Oversize => "oversize",
+            DropCause::Outage => "outage",
         }
     }
 }
@@ -45,6 +53,7 @@ pub struct Drops {
     pub loss: u64,
     pub oversize: u64,
     pub io_error: u64,
+    pub outage: u64,
 }
 
 impl Drops {
@@ -53,6 +62,7 @@ impl Drops {
             DropCause::QueueFull => self.queue_full += 1,
             DropCause::Loss => self.loss += 1,
             DropCause::Oversize => self.oversize += 1,
+            DropCause::Outage => self.outage += 1,
         }
     }
 }
@@ -97,6 +107,72 @@ pub struct DirectionStats {
     pub drops: Drops,
     /// Time from arrival to start of serialization.
     pub queue_delay: Histogram,
+    /// The delay and rate applied to the frames that crossed.
+    pub crossed: Crossed,
+}
+
+/// The one-way delay (uplink + downlink + framing in force at the end of serialization)
+/// and the rate (in force at its start) applied to each frame that crossed the link
+/// (serialized, not lost).
+#[derive(Debug, Clone, Default)]
+pub struct Crossed {
+    pub frames: u64,
+    delay_min: Nanos,
+    delay_max: Nanos,
+    delay_sum: u128,
+    rate_min: u64,
+    rate_max: u64,
+    rate_sum: u128,
+}
+
+/// min, mean, max (0 when nothing was counted).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct MinMeanMax {
+    pub min: f64,
+    pub mean: f64,
+    pub max: f64,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CrossedJson {
+    pub delay_ms: MinMeanMax,
+    /// bit/s; 0 is an unlimited rate.
+    pub rate_bps: MinMeanMax,
+    pub frames: u64,
+}
+
+impl Crossed {
+    pub fn record(&mut self, delay: Nanos, rate_bps: u64) {
+        if self.frames == 0 {
+            (self.delay_min, self.delay_max) = (delay, delay);
+            (self.rate_min, self.rate_max) = (rate_bps, rate_bps);
+        }
+        self.frames += 1;
+        self.delay_min = self.delay_min.min(delay);
+        self.delay_max = self.delay_max.max(delay);
+        self.delay_sum += delay as u128;
+        self.rate_min = self.rate_min.min(rate_bps);
+        self.rate_max = self.rate_max.max(rate_bps);
+        self.rate_sum += rate_bps as u128;
+    }
+
+    pub fn to_json(&self) -> CrossedJson {
+        let n = self.frames.max(1) as f64;
+        let ms = |ns: u64| ns as f64 / 1e6;
+        CrossedJson {
+            delay_ms: MinMeanMax {
+                min: ms(self.delay_min),
+                mean: self.delay_sum as f64 / n / 1e6,
+                max: ms(self.delay_max),
+            },
+            rate_bps: MinMeanMax {
+                min: self.rate_min as f64,
+                mean: self.rate_sum as f64 / n,
+                max: self.rate_max as f64,
+            },
+            frames: self.frames,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -107,6 +183,7 @@ pub struct DirectionStatsJson {
     pub bytes_out: u64,
     pub drops: Drops,
     pub queue_delay: Summary,
+    pub crossed: CrossedJson,
 }
 
 impl DirectionStats {
@@ -118,6 +195,7 @@ impl DirectionStats {
             bytes_out: self.bytes_out,
             drops: self.drops.clone(),
             queue_delay: self.queue_delay.summary(),
+            crossed: self.crossed.to_json(),
         }
     }
 }
@@ -125,13 +203,17 @@ impl DirectionStats {
 /// One direction of the link.
 pub struct Direction<T> {
     cfg: DirConfig,
-    delay: Nanos,
+    /// The parameters without a schedule.
+    base: Params,
+    schedule: Option<Schedule>,
+    /// Link time 0 of the schedule.
+    epoch: Nanos,
     queue: Box<dyn Queue<T>>,
     /// End of the current (or last) serialization.
     link_free: Nanos,
     line: VecDeque<Departure<T>>,
     last_release: Nanos,
-    rng: Rng,
+    loss: LossState,
     stats: DirectionStats,
     events: Option<Vec<Event>>,
     /// Hand frames over at the end of serialization (the receiver holds them until
@@ -142,12 +224,14 @@ pub struct Direction<T> {
 impl<T: Send + 'static> Direction<T> {
     pub fn new(cfg: DirConfig) -> Self {
         Direction {
-            delay: cfg.delay_ns(),
+            base: Params::of(&cfg),
+            schedule: None,
+            epoch: 0,
             queue: Box::new(DropTail::new(cfg.queue_limit_bytes())),
             link_free: 0,
             line: VecDeque::new(),
             last_release: 0,
-            rng: Rng::new(cfg.seed),
+            loss: LossState::new(cfg.seed),
             stats: DirectionStats::default(),
             events: None,
             far_hold: false,
@@ -182,22 +266,52 @@ impl<T: Send + 'static> Direction<T> {
         &self.cfg
     }
 
-    /// Apply a new configuration at `now`. Frames already serialized keep their
-    /// schedule; the new rate applies from the next start of serialization, the new
-    /// delay to frames serialized from now on (never reordering frames), the new queue
-    /// bound to new arrivals. The loss generator is reseeded when the seed changes.
+    /// Apply a new configuration at `now`, without a schedule (any schedule in force
+    /// ends). Frames already serialized keep their schedule; the new rate applies from
+    /// the next start of serialization, the new delay to frames serialized from now on
+    /// (never reordering frames), the new queue bound to new arrivals. The loss
+    /// generator is reseeded when the seed changes.
     pub fn reconfigure(&mut self, now: Nanos, cfg: DirConfig) {
-        self.advance(now);
-        if cfg.seed != self.cfg.seed {
-            self.rng = Rng::new(cfg.seed);
-        }
-        self.delay = cfg.delay_ns();
-        self.queue.set_limit_bytes(cfg.queue_limit_bytes());
-        self.cfg = cfg;
+        self.apply(now, cfg, None);
     }
 
-    fn serialization(&self, len: usize) -> Nanos {
-        match self.cfg.rate_bps {
+    /// As [`Direction::reconfigure`], with `schedule` (if any) in force from `now` on:
+    /// link time 0 is `now`.
+    pub fn apply(&mut self, now: Nanos, cfg: DirConfig, schedule: Option<Schedule>) {
+        self.advance(now);
+        if cfg.seed != self.cfg.seed {
+            self.loss = LossState::new(cfg.seed);
+        }
+        self.base = Params::of(&cfg);
+        self.schedule = schedule;
+        self.epoch = now;
+        self.cfg = cfg;
+        let rate = self.params_at(now).rate_bps;
+        self.queue
+            .set_limit_bytes(self.cfg.queue_limit_bytes_at(rate));
+    }
+
+    pub fn schedule(&self) -> Option<&Schedule> {
+        self.schedule.as_ref()
+    }
+
+    /// Where the schedule is at `now`: (link time in ns, index of the step in force).
+    pub fn schedule_position(&self, now: Nanos) -> Option<(Nanos, usize)> {
+        let s = self.schedule.as_ref()?;
+        let elapsed = now.saturating_sub(self.epoch);
+        Some((s.link_time(elapsed), s.at(elapsed).0))
+    }
+
+    /// The parameters in force at `t` (on the caller's clock).
+    pub fn params_at(&self, t: Nanos) -> Params {
+        match &self.schedule {
+            None => self.base,
+            Some(s) => *s.at(t.saturating_sub(self.epoch)).1,
+        }
+    }
+
+    fn serialization(len: usize, rate_bps: u64) -> Nanos {
+        match rate_bps {
             0 => 0,
             r => ((len as u128 * 8_000_000_000 + r as u128 / 2) / r as u128) as Nanos,
         }
@@ -226,6 +340,12 @@ impl<T: Send + 'static> Direction<T> {
         self.stats.frames_in += 1;
         self.stats.bytes_in += len as u64;
         self.advance(now);
+        if self.schedule.is_some() {
+            // A bound in ms follows the rate in force at arrival.
+            let rate = self.params_at(now).rate_bps;
+            self.queue
+                .set_limit_bytes(self.cfg.queue_limit_bytes_at(rate));
+        }
         if len > self.cfg.max_frame_bytes && !segmented {
             return Err(self.dropped(now, len, payload, DropCause::Oversize));
         }
@@ -251,6 +371,8 @@ impl<T: Send + 'static> Direction<T> {
     }
 
     /// Start the serialization of every queued frame whose turn has come by `now`.
+    /// The rate and the outage in force at the start of serialization apply, the loss
+    /// and the delay in force at its end.
     pub fn advance(&mut self, now: Nanos) {
         while let Some(head) = self.queue.peek() {
             let start = self.link_free.max(head.arrival);
@@ -258,11 +380,23 @@ impl<T: Send + 'static> Direction<T> {
                 break;
             }
             let p = self.queue.dequeue().expect("peeked");
-            let end = start + self.serialization(p.len);
+            let at_start = self.params_at(start);
+            if at_start.outage {
+                // Never on the air: the link stays free for the next frame.
+                self.stats.drops.count(DropCause::Outage);
+                self.trace(Event::Drop {
+                    t: start,
+                    len: p.len,
+                    cause: DropCause::Outage,
+                });
+                continue;
+            }
+            let end = start + Self::serialization(p.len, at_start.rate_bps);
             self.link_free = end;
             let queue_delay = start - p.arrival;
             self.stats.queue_delay.record(queue_delay);
-            if is_lost(self.cfg.loss, p.len, &mut self.rng) {
+            let at_end = self.params_at(end);
+            if self.loss.is_lost(at_end.loss, p.len) {
                 // Lost on the air: it used its share of the link all the same.
                 self.stats.drops.count(DropCause::Loss);
                 self.trace(Event::Drop {
@@ -272,8 +406,13 @@ impl<T: Send + 'static> Direction<T> {
                 });
                 continue;
             }
-            let release = (end + self.delay).max(self.last_release);
+            // A delay that dropped may not let this frame overtake the one ahead: it
+            // is then due together with it (frames bunch up).
+            let release = (end + at_end.delay_ns).max(self.last_release);
             self.last_release = release;
+            self.stats
+                .crossed
+                .record(at_end.delay_ns, at_start.rate_bps);
             self.trace(Event::Dequeue {
                 t: start,
                 len: p.len,
@@ -305,11 +444,17 @@ impl<T: Send + 'static> Direction<T> {
     pub fn next_deadline(&self) -> Option<Nanos> {
         let line = self.line.front().map(|d| self.key(d));
         let queued = self.queue.peek().map(|p| {
-            let end = self.link_free.max(p.arrival) + self.serialization(p.len);
+            let start = self.link_free.max(p.arrival);
+            let at_start = self.params_at(start);
+            if at_start.outage {
+                // Dropped then: wake up to drop it and start the frames behind.
+                return start;
+            }
+            let end = start + Self::serialization(p.len, at_start.rate_bps);
             if self.far_hold {
                 end
             } else {
-                (end + self.delay).max(self.last_release)
+                (end + self.params_at(end).delay_ns).max(self.last_release)
             }
         });
         match (line, queued) {

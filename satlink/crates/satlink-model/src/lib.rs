@@ -5,7 +5,9 @@
 //! `rate_bps`), then the loss model, then a fixed delay line (uplink + downlink +
 //! framing). Nothing here reads a clock: every call takes `now` (nanoseconds on any
 //! monotonic clock), so the model is tested on a simulated clock with exact expected
-//! departure times, and the binary drives it with `CLOCK_MONOTONIC`.
+//! departure times, and the binary drives it with `CLOCK_MONOTONIC`. A [`Schedule`]
+//! changes a direction's rate, delay, loss and outage at given link times; the model
+//! applies it at each frame's own event times.
 
 pub mod config;
 pub mod direction;
@@ -13,10 +15,12 @@ pub mod histogram;
 pub mod loss;
 pub mod queue;
 pub mod rng;
+pub mod schedule;
 
-pub use config::{ConfigError, DirConfig, LinkConfig, LossConfig, QueueLimit};
-pub use direction::{Departure, Direction, DirectionStats, DropCause, Drops, Event};
+pub use config::{ConfigError, DirConfig, GilbertElliott, LinkConfig, LossConfig, QueueLimit, Way};
+pub use direction::{Crossed, Departure, Direction, DirectionStats, DropCause, Drops, Event};
 pub use histogram::Histogram;
+pub use schedule::{End, Params, Schedule, ScheduleConfig};
 
 /// Time in nanoseconds on the caller's monotonic clock.
 pub type Nanos = u64;

@@ -166,6 +166,36 @@ mod tests {
                 .contains("unknown field `rat`"),
             "{bad}"
         );
+        // A schedule is part of the config; its errors name the field.
+        let ok = handle(
+            r#"{"cmd":"set","config":{"forward":{"rate_bps":7},"return":{},
+                "schedule":{"id":"s","end":"loop","length_ms":20,"steps":[{"at_ms":0},
+                  {"at_ms":10,"forward":{"outage":true}}]}}}"#,
+            &f,
+        );
+        assert_eq!(ok, json!({"ok": true}));
+        let bad = handle(
+            r#"{"cmd":"set","config":{"forward":{},"return":{},
+                "schedule":{"steps":[{"at_ms":0},{"at_ms":0}]}}}"#,
+            &f,
+        );
+        assert_eq!(
+            bad["error"],
+            "schedule.steps[1].at_ms must be greater than steps[0].at_ms (0) to the ns, got 0"
+        );
+        let bad = handle(
+            r#"{"cmd":"set","config":{"forward":{},"return":{},
+                "schedule":{"steps":[{"at_ms":0,"forward":{"outages":true}}]}}}"#,
+            &f,
+        );
+        assert!(
+            bad["error"]
+                .as_str()
+                .unwrap()
+                .contains("schedule.steps[0].forward.outages: unknown field `outages`"),
+            "{bad}"
+        );
+        assert_eq!(*f.0.lock().unwrap(), vec!["reset", "5", "7"]);
         let bad = handle("not json", &f);
         assert!(bad["error"].as_str().unwrap().starts_with("bad request"));
         let bad = handle(r#"{"cmd":"stats","x":1}"#, &f);

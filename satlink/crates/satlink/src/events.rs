@@ -98,6 +98,16 @@ impl EventLog {
         );
     }
 
+    /// Link time 0 of the schedule in `# config` (its steps are at link times).
+    pub fn schedule_epoch(&mut self, t: u64, id: Option<&str>) {
+        let _ = writeln!(
+            self.out,
+            "# schedule {} epoch at {:.6}",
+            id.unwrap_or("-"),
+            self.ms(t)
+        );
+    }
+
     pub fn flush(&mut self) {
         let _ = self.out.flush();
     }

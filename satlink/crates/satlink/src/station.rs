@@ -20,7 +20,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde_json::{json, Value};
 
-use satlink_model::{DirConfig, Direction, Histogram, LinkConfig};
+use satlink_model::{DirConfig, Direction, Histogram, LinkConfig, Schedule, Way};
 
 use crate::control::Controlled;
 use crate::events::{Dir, EventLog};
@@ -47,11 +47,15 @@ impl Kind {
             Kind::St => (("return", 'r'), ("forward", 'f')),
         }
     }
-    fn shaped(self, cfg: &LinkConfig) -> DirConfig {
+    /// The direction this station shapes.
+    fn way(self) -> Way {
         match self {
-            Kind::Gw => cfg.forward.clone(),
-            Kind::St => cfg.return_.clone(),
+            Kind::Gw => Way::Forward,
+            Kind::St => Way::Return,
         }
+    }
+    fn shaped(self, cfg: &LinkConfig) -> DirConfig {
+        cfg.dir(self.way()).clone()
     }
 }
 
@@ -92,7 +96,8 @@ impl Counters {
             "bytes_out": self.bytes_out.load(Relaxed),
             "drops": {"queue_full": 0, "loss": 0,
                       "oversize": self.oversize.load(Relaxed),
-                      "io_error": self.io_error.load(Relaxed)},
+                      "io_error": self.io_error.load(Relaxed),
+                      "outage": 0},
         })
     }
     pub fn reset(&self) {
@@ -144,7 +149,7 @@ impl Station {
     /// Create the TUN device and the carrier socket.
     pub fn new(o: Options) -> Result<Arc<Self>> {
         let tun = sys::open_tun(&o.dev)?;
-        let unshaped = o.kind.shaped(&o.config).is_unshaped();
+        let unshaped = o.config.is_unshaped(o.kind.way());
         sys::set_offload(&tun, unshaped)
             .with_context(|| format!("cannot set the offloads of {} (TUNSETOFFLOAD)", o.dev))?;
         let udp = UdpSocket::bind(o.emu_bind)
@@ -156,6 +161,13 @@ impl Station {
         dir.set_trace(o.events.is_some());
         dir.set_far_hold(true);
         let now = sys::now();
+        // Link time 0 of the schedule: now, as the config is applied.
+        let schedule = Schedule::new(&o.config, o.kind.way());
+        dir.apply(now, o.kind.shaped(&o.config), schedule);
+        let mut events = o.events;
+        if let (Some(ev), Some(s)) = (events.as_mut(), &o.config.schedule) {
+            ev.schedule_epoch(now, s.id.as_deref());
+        }
         Ok(Arc::new(Station {
             kind: o.kind,
             dev: o.dev,
@@ -175,7 +187,7 @@ impl Station {
             hold: Mutex::new(Hold::default()),
             hold_cv: Condvar::new(),
             config: Mutex::new(o.config),
-            events: o.events.map(Mutex::new),
+            events: events.map(Mutex::new),
             started: now,
             reset_at: AtomicU64::new(now),
             udp,
@@ -445,9 +457,33 @@ fn secs(ns: u64) -> f64 {
     ns as f64 / 1e9
 }
 
+/// Where the shaped direction's schedule is at `now` (None without a schedule).
+fn schedule_json(dir: &Direction<Vec<u8>>, now: u64) -> Option<Value> {
+    let s = dir.schedule()?;
+    let (link_time, step) = dir.schedule_position(now)?;
+    Some(json!({
+        "id": s.id(),
+        "link_time_ms": link_time as f64 / 1e6,
+        "step_index": step,
+    }))
+}
+
 impl Controlled for Station {
     fn health(&self) -> Value {
         let now = sys::now();
+        let g = self.lock();
+        let schedule = schedule_json(&g.dir, now).map(|mut v| {
+            let s = g.dir.schedule().expect("has a schedule");
+            v["steps"] = json!(s.steps());
+            v["end"] = json!(if s.length_ns().is_some() {
+                "loop"
+            } else {
+                "hold"
+            });
+            v["length_ms"] = json!(s.length_ns().map(|l| l as f64 / 1e6));
+            v
+        });
+        drop(g);
         json!({
             "role": self.kind.name(),
             "version": env!("CARGO_PKG_VERSION"),
@@ -457,6 +493,7 @@ impl Controlled for Station {
             "sat": self.sat.to_string(),
             "shapes": self.kind.dirs().0 .0,
             "config": *self.config.lock().unwrap_or_else(|e| e.into_inner()),
+            "schedule": schedule,
         })
     }
 
@@ -470,6 +507,9 @@ impl Controlled for Station {
         s["queue_frames"] = json!(g.dir.queue_frames());
         s["in_flight_frames"] = json!(g.dir.in_flight_frames());
         s["release_lateness"] = serde_json::to_value(g.lateness.summary()).unwrap_or_default();
+        if let Some(sched) = schedule_json(&g.dir, now) {
+            s["schedule"] = sched;
+        }
         drop(g);
         let mut r = self.rx.json();
         let h = self.hold.lock().unwrap_or_else(|e| e.into_inner());
@@ -486,19 +526,23 @@ impl Controlled for Station {
     }
 
     fn set(&self, cfg: LinkConfig) -> Value {
-        let now = sys::now();
         let shaped = self.kind.shaped(&cfg);
+        let schedule = Schedule::new(&cfg, self.kind.way());
         let mut g = self.lock();
-        if let Err(e) = sys::set_offload(&self.tun, shaped.is_unshaped()) {
+        if let Err(e) = sys::set_offload(&self.tun, cfg.is_unshaped(self.kind.way())) {
             return json!({"error": format!("cannot set the offloads of {}: {e}", self.dev)});
         }
-        g.dir.reconfigure(now, shaped);
+        // Link time 0 of a schedule: the moment it is applied, under the lock.
+        let now = sys::now();
+        g.dir.apply(now, shaped, schedule);
         self.cv.notify_one();
         drop(g);
         if let Some(ev) = &self.events {
-            ev.lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .config(now, &cfg);
+            let mut ev = ev.lock().unwrap_or_else(|e| e.into_inner());
+            ev.config(now, &cfg);
+            if let Some(s) = &cfg.schedule {
+                ev.schedule_epoch(now, s.id.as_deref());
+            }
         }
         crate::info!(
             "config applied {}",
