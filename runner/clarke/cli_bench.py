@@ -66,6 +66,12 @@ def link(link: str, n: int, only: tuple[str, ...], as_json: bool, out: Path | No
 @click.option("--http", "http", type=click.Choice(HTTP_VERSIONS), default="2", show_default=True)
 @click.option("--profile", default="lan", show_default=True, help=profiles.help_text())
 @click.option("--testbed", "testbed_id", type=int, help="Use this running testbed.")
+@click.option(
+    "--breakdown",
+    is_flag=True,
+    help="Also print each phase of a load (the client's and the runner's), median and "
+    "10th to 90th percentile.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 def load_overhead(
     engines: tuple[str, ...],
@@ -74,11 +80,12 @@ def load_overhead(
     http: str,
     profile: str,
     testbed_id: int | None,
+    breakdown: bool,
     as_json: bool,
 ) -> None:
     """Harness overhead per load (wall time minus PLT, median of N) for each engine."""
     fig = bench_load.harness_overhead(list(engines or ENGINES), n, page, http, profile, testbed_id)
-    click.echo(json.dumps(fig, indent=2) if as_json else bench_load.render(fig))
+    click.echo(json.dumps(fig, indent=2) if as_json else bench_load.render(fig, breakdown))
 
 
 @bench.command("compare-power")

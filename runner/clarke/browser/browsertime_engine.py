@@ -19,6 +19,7 @@ from clarke.browser import prefs as firefox_prefs
 from clarke.browser.capture import BrowserCapture
 from clarke.browser.load import BrowserSetup, LoadRequest, LoadResult, judged
 from clarke.errors import EnvironmentProblem
+from clarke.timing import Phases
 
 NAME = "browsertime"
 VERSION = "26.3.2"
@@ -112,19 +113,26 @@ def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> 
         req.prefs,
         capture=req.capture_max_bytes > 0,
     )
-    template = firefox.make_profile(setup.ca_cert, prefs, workdir)
+    phases = Phases()
+    with phases.phase("profile"):
+        template = firefox.make_profile(setup.ca_cert, prefs, workdir)
     out = Path(tempfile.mkdtemp(prefix="clarke-browsertime-", dir=workdir))
     capture = BrowserCapture(workdir) if req.capture_max_bytes else None
     try:
-        result = _run(req, binary, template, out, capture)
+        # Browsertime starts, loads, settles and exits Firefox in one process: one phase.
+        with phases.phase("browsertime"):
+            result = _run(req, binary, template, out, capture)
         if capture is not None:
-            result = result.model_copy(update={"captured": capture.collect(req.capture_max_bytes)})
-        return result
+            with phases.phase("capture"):
+                files = capture.collect(req.capture_max_bytes)
+            result = result.model_copy(update={"captured": files})
     finally:
-        shutil.rmtree(template, ignore_errors=True)
-        shutil.rmtree(out, ignore_errors=True)
-        if capture is not None:
-            capture.remove()
+        with phases.phase("cleanup"):
+            shutil.rmtree(template, ignore_errors=True)
+            shutil.rmtree(out, ignore_errors=True)
+            if capture is not None:
+                capture.remove()
+    return result.model_copy(update={"phases_ms": phases.ms})
 
 
 def _run(

@@ -169,6 +169,7 @@ class LoadResult(BaseModel):
     wall_ms: float = 0.0
     raw: dict[str, Any] = Field(default_factory=dict)
     captured: CapturedFiles | None = None  # with a request's capture_max_bytes
+    phases_ms: dict[str, float] = Field(default_factory=dict)  # where the client's time went
 
     @classmethod
     def failed(cls, engine: str, reason: str, **kw: Any) -> LoadResult:

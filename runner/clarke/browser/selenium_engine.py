@@ -15,6 +15,7 @@ from clarke.browser import firefox
 from clarke.browser import prefs as firefox_prefs
 from clarke.browser.capture import BrowserCapture
 from clarke.browser.load import BrowserSetup, LoadRequest, LoadResult, judged
+from clarke.timing import Phases
 
 NAME = "selenium"
 COLLECT_JS = files("clarke.browser").joinpath("collect.js").read_text()
@@ -28,6 +29,7 @@ def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> 
     from selenium.webdriver.firefox.options import Options
     from selenium.webdriver.firefox.service import Service
 
+    phases = Phases()
     binary = firefox.find_firefox(setup.firefox)
     prefs = firefox_prefs.layered(
         req.http,
@@ -37,7 +39,8 @@ def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> 
         req.prefs,
         capture=req.capture_max_bytes > 0,
     )
-    profile = firefox.make_profile(setup.ca_cert, prefs, workdir)
+    with phases.phase("profile"):
+        profile = firefox.make_profile(setup.ca_cert, prefs, workdir)
     capture = BrowserCapture(workdir) if req.capture_max_bytes else None
     opts = Options()
     opts.binary_location = binary
@@ -57,17 +60,20 @@ def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> 
     )
     started = time.monotonic()
     try:
-        result = _drive(req, opts, service, started)
+        result = _drive(req, opts, service, started, phases)
         if capture is not None:
-            result = result.model_copy(update={"captured": capture.collect(req.capture_max_bytes)})
-        return result
+            with phases.phase("capture"):
+                files = capture.collect(req.capture_max_bytes)
+            result = result.model_copy(update={"captured": files})
     finally:
-        shutil.rmtree(profile, ignore_errors=True)
-        if capture is not None:
-            capture.remove()
+        with phases.phase("cleanup"):
+            shutil.rmtree(profile, ignore_errors=True)
+            if capture is not None:
+                capture.remove()
+    return result.model_copy(update={"phases_ms": phases.ms})
 
 
-def _drive(req: LoadRequest, opts: Any, service: Any, started: float) -> LoadResult:
+def _drive(req: LoadRequest, opts: Any, service: Any, started: float, phases: Phases) -> LoadResult:
     """Start Firefox, load, collect the entries, quit (Firefox writes its qlog files as
     it closes the connections)."""
     from selenium import webdriver
@@ -76,16 +82,19 @@ def _drive(req: LoadRequest, opts: Any, service: Any, started: float) -> LoadRes
 
     driver = None
     try:
-        driver = webdriver.Firefox(options=opts, service=service)
-        driver.set_page_load_timeout(req.timeout_s)
-        driver.set_script_timeout(60)
+        with phases.phase("browser_start"):
+            driver = webdriver.Firefox(options=opts, service=service)
+            driver.set_page_load_timeout(req.timeout_s)
+            driver.set_script_timeout(60)
         version = firefox.with_build(
             str(driver.capabilities.get("browserVersion", "")),
             str(driver.capabilities.get("moz:buildID", "")),
         )
         try:
-            driver.get(req.url)
-            raw = driver.execute_async_script(COLLECT_JS, req.settle_ms)
+            with phases.phase("navigation"):
+                driver.get(req.url)
+            with phases.phase("settle_collect"):
+                raw = driver.execute_async_script(COLLECT_JS, req.settle_ms)
         except WebDriverException as e:
             return LoadResult.failed(
                 NAME,
@@ -101,9 +110,11 @@ def _drive(req: LoadRequest, opts: Any, service: Any, started: float) -> LoadRes
                 browser_version=version,
                 wall_ms=(time.monotonic() - started) * 1000,
             )
-        return judged(req, raw, NAME, version, (time.monotonic() - started) * 1000)
+        with phases.phase("judge"):
+            return judged(req, raw, NAME, version, (time.monotonic() - started) * 1000)
     except WebDriverException as e:
         return LoadResult.failed(NAME, f"could not start Firefox: {e.msg or e}".strip())
     finally:
         if driver is not None:
-            driver.quit()
+            with phases.phase("browser_exit"):
+                driver.quit()

@@ -2,7 +2,11 @@
 
 Two figures per load: the load's own wall time in the client (browser start, profile,
 load, collection, browser exit) minus PLT, and the runner's wall time for the whole
-load (agents, stats, verification included) minus PLT."""
+load (agents, stats, verification included) minus PLT. With the breakdown, each phase
+the runner and the client timed (details.phases_ms; clarke.timing), median and spread:
+the client's phases (profile, browser start, navigation, settle and collection, judging,
+browser exit, clean-up), the agent round trip around them, and the runner's own steps
+(link checks before and after, stats resets, server and link stats)."""
 
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ def harness_overhead(
     testbed_id: int | None = None,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"profile": profile, "page": page, "http": http, "n": n, "engines": {}}
+    phases: dict[str, dict[str, list[float]]] = {}
     session = Session(NetnsSubstrate(testbed_id), [page], engine=engines[0])
     with session.start(profile) as s:
         s.ensure_profile(profile)
@@ -32,9 +37,12 @@ def harness_overhead(
         for engine in engines:
             s.engine = engine
             browser, runner, plts, failed = [], [], [], 0
+            timed = phases.setdefault(engine, {})
             for _ in range(n):
                 t0 = time.monotonic()
-                result, _ = s.load_page(page, http, "bbr", HttpVersion(http).default_connections)
+                result, details = s.load_page(
+                    page, http, "bbr", HttpVersion(http).default_connections
+                )
                 wall = (time.monotonic() - t0) * 1000
                 if result.status is not Status.ok:
                     failed += 1
@@ -43,6 +51,8 @@ def harness_overhead(
                 plts.append(plt)
                 browser.append(result.wall_ms - plt)
                 runner.append(wall - plt)
+                for name, ms in breakdown(details.get("phases_ms") or {}, plt, wall).items():
+                    timed.setdefault(name, []).append(ms)
             out["engines"][engine] = {
                 "ok": len(plts),
                 "failed": failed,
@@ -51,11 +61,38 @@ def harness_overhead(
                 "overhead_whole_load_median_ms": statistics.median(runner) if runner else None,
                 "overhead_whole_load_min_ms": min(runner) if runner else None,
                 "overhead_whole_load_max_ms": max(runner) if runner else None,
+                "phases": {name: spread(v) for name, v in timed.items()},
             }
     return out
 
 
-def render(fig: dict[str, Any]) -> str:
+def breakdown(phases: dict[str, dict[str, float]], plt: float, wall: float) -> dict[str, float]:
+    """One load's phases, flat: `client.*` the client's own, `client.agent` the rest of
+    the agent round trip, `client.navigation-plt` the navigation call beyond the page
+    load itself, `runner.*` the runner's steps, `runner.other` what no phase covers."""
+    client, runner = phases.get("client", {}), phases.get("runner", {})
+    out = {f"client.{k}": v for k, v in client.items()}
+    if "navigation" in client:
+        out["client.navigation-plt"] = client["navigation"] - plt
+    out |= {f"runner.{k}": v for k, v in runner.items() if k != "client"}
+    if "client" in runner:
+        out["client.agent"] = runner["client"] - sum(client.values())
+    out["runner.other"] = wall - sum(runner.values())
+    return out
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    """Median and the 10th and 90th percentiles (the extremes below 10 values)."""
+    ordered = sorted(values)
+    if len(ordered) >= 10:
+        deciles = statistics.quantiles(ordered, n=10)
+        low, high = deciles[0], deciles[-1]
+    else:
+        low, high = ordered[0], ordered[-1]
+    return {"median_ms": statistics.median(ordered), "p10_ms": low, "p90_ms": high}
+
+
+def render(fig: dict[str, Any], breakdown_shown: bool = False) -> str:
     lines = [
         f"harness overhead: {fig['page']} over {fig['profile']}, HTTP/{fig['http']}, "
         f"median of {fig['n']} loads per engine"
@@ -72,4 +109,11 @@ def render(fig: dict[str, Any]) -> str:
             f"in the client: {ms(e['overhead_in_client_median_ms'])}; "
             f"PLT {ms(e['plt_median_ms'])}; {e['ok']} ok, {e['failed']} failed"
         )
+        if breakdown_shown:
+            lines.append(f"    {'phase':<28} {'median':>9} {'p10':>9} {'p90':>9}")
+            for name, p in e["phases"].items():
+                lines.append(
+                    f"    {name:<28} {p['median_ms']:>7.0f}ms {p['p10_ms']:>7.0f}ms "
+                    f"{p['p90_ms']:>7.0f}ms"
+                )
     return "\n".join(lines)

@@ -37,6 +37,7 @@ from clarke.roles import profile_digest
 from clarke.run import captures, linkcheck
 from clarke.run.captures import CapturePolicy
 from clarke.run.verdicts import link_overhead, link_verdict, server_verdict
+from clarke.timing import Phases
 from clarke.vocab import HTTP_VERSIONS, LINK_ROLES, ROLES, CongestionControl, HttpVersion
 
 HOST = tls.DEFAULT_HOST
@@ -266,35 +267,44 @@ class Session:
                 f"{CongestionControl(cc).quic} for QUIC (it offers {offered}): not loaded"
             )
             return LoadResult.failed(self.engine, reason), details
-        failure = self._link_failure()
+        t = Phases()
+        with t.phase("link_before"):
+            failure = self._link_failure()
         if failure:
             return LoadResult.failed(self.engine, failure), details
         capture = self.capture if self.capture and self.capture.active else None
         req = self.request(page, http, connections, prefs, capture.max_bytes if capture else 0)
-        agents["server"].reset_stats()
-        for role in LINK_ROLES:
-            agents[role].reset_stats()
+        with t.phase("reset_stats"):
+            agents["server"].reset_stats()
+            for role in LINK_ROLES:
+                agents[role].reset_stats()
         if capture:
-            agents[captures.AT_ROLE].capture_start(capture.max_bytes)
+            with t.phase("capture_start"):
+                agents[captures.AT_ROLE].capture_start(capture.max_bytes)
         link_capture: dict[str, Any] | None = None
         try:
-            raw = agents["client"].load(
-                req.model_dump(mode="json"), self.engine, timeout=self.timeout_s + 120
-            )
+            with t.phase("client"):
+                raw = agents["client"].load(
+                    req.model_dump(mode="json"), self.engine, timeout=self.timeout_s + 120
+                )
         except ClarkeError:
             self._link_failure()  # LinkStopped says so when the link is why
             raise
         finally:
             if capture:
-                link_capture = self._stop_capture()
+                with t.phase("capture_stop"):
+                    link_capture = self._stop_capture()
         result = LoadResult.model_validate(raw)
-        failure = self._link_failure()  # LinkStopped when the link died during the load
-        server = agents["server"].stats()
+        with t.phase("link_after"):
+            failure = self._link_failure()  # LinkStopped when the link died during the load
+        with t.phase("server_stats"):
+            server = agents["server"].stats()
         entry = self.pages[page]
         details |= server_verdict(
             server, http, cc, entry["total_bytes"], 1 + len(entry["objects"]), connections
         )
-        details["link_stats"] = {role: agents[role].stats() for role in LINK_ROLES}
+        with t.phase("link_stats"):
+            details["link_stats"] = {role: agents[role].stats() for role in LINK_ROLES}
         details["metrics"] |= link_overhead(details["link_stats"], entry["total_bytes"])
         details["per_connection"], concurrency = connection_rows(
             details["server_connections"], result.raw or {}
@@ -305,14 +315,17 @@ class Session:
             result = result.model_copy(update={"status": Status.failed, "reason": failure})
         if capture:
             problems = [] if link_capture else ["no pcap: the terminal's capture did not answer"]
-            details["capture"] = captures.write(
-                capture,
-                capture_label,
-                result.status is Status.ok,
-                link_capture,
-                result.captured,
-                problems,
-            )
+            with t.phase("capture_write"):
+                details["capture"] = captures.write(
+                    capture,
+                    capture_label,
+                    result.status is Status.ok,
+                    link_capture,
+                    result.captured,
+                    problems,
+                )
+        # The client's own phases are inside "client"; the rest is the agent's round trip.
+        details["phases_ms"] = {"runner": t.ms, "client": result.phases_ms}
         return result.model_copy(update={"captured": None}), details
 
     def _stop_capture(self) -> dict[str, Any] | None:
