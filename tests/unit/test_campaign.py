@@ -349,3 +349,17 @@ def test_pages_with_server_delays_are_refused_on_a_server_that_cannot_hold(
     f.write_text(yaml.safe_dump({**doc, "implementations": {"server": "origin"}}))
     code, _, err = run_cli("campaign", "validate", str(f))
     assert code == 0, err
+
+
+def test_slot_phase_needs_selenium_and_at_s_only_when_fixed(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "c.yaml"
+    for extra, said in (
+        ({"slot_phase": {"mode": "spread"}, "browser": {"engine": "browsertime"}}, "selenium"),
+        ({"slot_phase": {"mode": "fixed"}}, "at_s"),
+        ({"slot_phase": {"mode": "sometimes"}}, "slot_phase.mode"),
+    ):
+        f.write_text(yaml.safe_dump({**GOOD, **extra}))
+        code, _, err = run_cli("campaign", "validate", str(f))
+        assert code == 2 and said in err and "Traceback" not in err, err
+    f.write_text(yaml.safe_dump({**GOOD, "slot_phase": {"mode": "fixed", "at_s": 3}}))
+    assert run_cli("campaign", "validate", str(f))[0] == 0

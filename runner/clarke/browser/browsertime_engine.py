@@ -113,6 +113,10 @@ def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> 
         req.prefs,
         capture=req.capture_max_bytes > 0,
     )
+    if req.navigate_at_unix_ms is not None:
+        return LoadResult.failed(
+            NAME, "Browsertime navigates as soon as its browser is up: no navigate_at_unix_ms"
+        )
     phases = Phases()
     with phases.phase("profile"):
         template = firefox.make_profile(setup.ca_cert, prefs, workdir)

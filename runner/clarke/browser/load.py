@@ -50,6 +50,7 @@ NOT_IN_A_REQUEST = {
 
 
 Pixels = Annotated[StrictInt, Field(ge=100, le=16384)]
+MAX_NAVIGATION_WAIT_S = 120.0
 
 
 class BrowserSetup(BaseModel):
@@ -124,6 +125,12 @@ class LoadRequest(BaseModel):
     )
     # Bytes of key log and qlog files to send back (browser/capture.py); 0: no capture.
     capture_max_bytes: Annotated[StrictInt, Field(ge=0, le=512_000_000)] = 0
+    # Navigate at this wall-clock time (Unix ms), once the browser is up, so that the
+    # load starts at a chosen point of the link's schedule; at once when it has passed.
+    # The client waits at most MAX_NAVIGATION_WAIT_S.
+    navigate_at_unix_ms: Annotated[float, Field(strict=False, gt=0, allow_inf_nan=False)] | None = (
+        None
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -14,7 +14,13 @@ from typing import Any
 from clarke.browser import firefox
 from clarke.browser import prefs as firefox_prefs
 from clarke.browser.capture import BrowserCapture
-from clarke.browser.load import BrowserSetup, LoadRequest, LoadResult, judged
+from clarke.browser.load import (
+    MAX_NAVIGATION_WAIT_S,
+    BrowserSetup,
+    LoadRequest,
+    LoadResult,
+    judged,
+)
 from clarke.timing import Phases
 
 NAME = "selenium"
@@ -90,6 +96,11 @@ def _drive(req: LoadRequest, opts: Any, service: Any, started: float, phases: Ph
             str(driver.capabilities.get("browserVersion", "")),
             str(driver.capabilities.get("moz:buildID", "")),
         )
+        if req.navigate_at_unix_ms is not None:
+            wait_s = req.navigate_at_unix_ms / 1000 - time.time()
+            if wait_s > 0:
+                with phases.phase("wait_to_navigate"):
+                    time.sleep(min(wait_s, MAX_NAVIGATION_WAIT_S))
         try:
             with phases.phase("navigation"):
                 driver.get(req.url)

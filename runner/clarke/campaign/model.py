@@ -135,6 +135,31 @@ class Implementations(StrictModel):
         return [(lk, sv) for lk in links for sv in servers]
 
 
+class PhaseMode(StrEnum):
+    fixed = "fixed"  # every load navigates at slot phase at_s
+    spread = "spread"  # a cell's repetitions spread evenly over the slot
+
+
+class SlotPhase(StrictModel):
+    """Where in the link schedule's reconfiguration slot (slot_s) each load starts
+    navigating, for profiles whose schedule has slots (docs/schedules.md)."""
+
+    mode: PhaseMode
+    at_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _at_with_fixed(self) -> SlotPhase:
+        if (self.mode is PhaseMode.fixed) != (self.at_s is not None):
+            raise ValueError("at_s is given with mode fixed, and only then")
+        return self
+
+    def phase_s(self, slot_s: float, repetition: int, repetitions: int) -> float:
+        if self.mode is PhaseMode.fixed:
+            assert self.at_s is not None
+            return self.at_s % slot_s
+        return slot_s * (repetition - 0.5) / repetitions
+
+
 class Campaign(StrictModel):
     name: Name
     description: str = ""
@@ -147,6 +172,7 @@ class Campaign(StrictModel):
     browser: Browser = Browser()
     pages: Pages = Pages()
     implementations: Implementations = Implementations()
+    slot_phase: SlotPhase | None = None
 
     @model_validator(mode="after")
     def _one_matrix_form(self) -> Campaign:
@@ -154,6 +180,11 @@ class Campaign(StrictModel):
             raise ValueError("give exactly one of `matrix` or `scenarios`")
         if self.scenarios:
             _unique([s.name for s in self.scenarios])
+        if self.slot_phase is not None and self.browser.engine is not Engine.selenium:
+            raise ValueError(
+                "slot_phase needs browser.engine selenium (Browsertime navigates as soon as "
+                "its browser is up)"
+            )
         return self
 
     @property

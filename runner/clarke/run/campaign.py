@@ -282,6 +282,8 @@ def _run_in(
         firefox=c.browser.binary,
         window=c.browser.window,
         capture=capture,
+        slot_phase=c.slot_phase,
+        repetitions=c.repetitions,
     )
     ctx = RecordContext(c.name, cid, c.browser.engine.value, gitinfo.revision(), shard_label)
     outcome = Outcome()

@@ -18,6 +18,7 @@ import datetime as dt
 import json
 import os
 import shutil
+import time
 from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
@@ -26,6 +27,7 @@ from typing import Any, Protocol
 from clarke import profiles, tls
 from clarke.agent.agents import Agents, Applied, LinkStopped
 from clarke.browser.load import ExpectedObject, LoadRequest, LoadResult, is_http
+from clarke.campaign.model import SlotPhase
 from clarke.campaign.plan import Run
 from clarke.errors import ClarkeError, InputError
 from clarke.pages import build as page_build
@@ -34,13 +36,18 @@ from clarke.place.plan import Addresses
 from clarke.results.connections import connection_rows
 from clarke.results.record import Status
 from clarke.roles import profile_digest
-from clarke.run import captures, linkcheck
+from clarke.run import captures, linkcheck, timeline
 from clarke.run.captures import CapturePolicy
 from clarke.run.verdicts import link_overhead, link_verdict, server_verdict
+from clarke.schedules import Schedule
 from clarke.timing import Phases
 from clarke.vocab import HTTP_VERSIONS, LINK_ROLES, ROLES, CongestionControl, HttpVersion
 
 HOST = tls.DEFAULT_HOST
+# How long before an aimed navigation the browser is asked for: it takes 2 s to start on
+# the 2-core reference machine (clarke bench load --breakdown); a later start navigates
+# late, and the record says at which phase it did.
+NAVIGATION_LEAD_S = 3.0
 LINK_CHECKS = {
     # samples: pings; duration/omit: seconds of iperf3 per direction and of slow start left out
     "full": {"samples": 20, "duration": 10, "omit": 4},
@@ -89,6 +96,8 @@ class Session:
         timeout_s: float = 180.0,
         roles_only: bool = False,
         capture: CapturePolicy | None = None,
+        slot_phase: SlotPhase | None = None,
+        repetitions: int = 1,
     ) -> None:
         """`roles_only`: no pages, no client (the link and the server only); `capture`:
         which loads keep a capture, where (run/captures.py)."""
@@ -99,6 +108,7 @@ class Session:
         self.timeout_s = timeout_s
         self.roles_only = roles_only
         self.capture = capture
+        self.slot_phase, self.repetitions = slot_phase, repetitions
         self.pages: dict[str, Any] = {}
         self.plan: Addresses | None = None
         self.agents: Agents | None = None
@@ -233,8 +243,17 @@ class Session:
         )
 
     def load(self, run: Run, attempt: int = 1) -> tuple[LoadResult, dict[str, Any]]:
+        schedule = self._schedule()
+        aim = None
+        if self.slot_phase is not None and schedule is not None and schedule.slot_s:
+            aim = self.slot_phase.phase_s(schedule.slot_s, run.repetition, self.repetitions)
         return self.load_page(
-            run.page, run.http, run.cc, run.connections, capture_label=f"{run.run_id}-a{attempt}"
+            run.page,
+            run.http,
+            run.cc,
+            run.connections,
+            capture_label=f"{run.run_id}-a{attempt}",
+            slot_phase_s=aim,
         )
 
     def _link_failure(self) -> str:
@@ -253,6 +272,7 @@ class Session:
         connections: int,
         prefs: Mapping[str, bool | int] | None = None,
         capture_label: str = "load",
+        slot_phase_s: float | None = None,
     ) -> tuple[LoadResult, dict[str, Any]]:
         """One verified load; with the session's capture policy, the load's capture is
         written under `capture_label` (details["capture"] says what was kept)."""
@@ -281,6 +301,12 @@ class Session:
         if capture:
             with t.phase("capture_start"):
                 agents[captures.AT_ROLE].capture_start(capture.max_bytes)
+        if slot_phase_s is not None:
+            with t.phase("aim"):
+                req = req.model_copy(
+                    update={"navigate_at_unix_ms": self._navigate_at(slot_phase_s)}
+                )
+            details["aimed_slot_phase_s"] = slot_phase_s
         link_capture: dict[str, Any] | None = None
         try:
             with t.phase("client"):
@@ -304,8 +330,20 @@ class Session:
             server, http, cc, entry["total_bytes"], 1 + len(entry["objects"]), connections
         )
         with t.phase("link_stats"):
+            asked_unix_ms = time.time() * 1000
             details["link_stats"] = {role: agents[role].stats() for role in LINK_ROLES}
         details["metrics"] |= link_overhead(details["link_stats"], entry["total_bytes"])
+        details["metrics"] |= timeline.crossed_metrics(details["link_stats"])
+        origin = (result.raw or {}).get("timeOrigin")
+        details["timeline"] = timeline.at_navigation(
+            details["link_stats"],
+            asked_unix_ms,
+            float(origin) if isinstance(origin, int | float) else None,
+            self._schedule(),
+        )
+        details["metrics"] |= {
+            k: v for k, v in details["timeline"].items() if k in ("link_time_s", "slot_phase_s")
+        }
         details["per_connection"], concurrency = connection_rows(
             details["server_connections"], result.raw or {}
         )
@@ -327,6 +365,26 @@ class Session:
         # The client's own phases are inside "client"; the rest is the agent's round trip.
         details["phases_ms"] = {"runner": t.ms, "client": result.phases_ms}
         return result.model_copy(update={"captured": None}), details
+
+    def _navigate_at(self, phase_s: float) -> float | None:
+        """The wall-clock time (Unix ms) of the first link time at `phase_s` into a slot
+        that leaves the browser NAVIGATION_LEAD_S to start; None without a link clock."""
+        schedule = self._schedule()
+        asked = time.time() * 1000
+        state = (self._agents()["gateway"].stats().get("forward") or {}).get("schedule") or {}
+        link_ms = state.get("link_time_ms")
+        if schedule is None or not schedule.slot_s or not isinstance(link_ms, int | float):
+            return None
+        slot_ms, phase_ms = schedule.slot_s * 1000, phase_s * 1000
+        earliest = link_ms + NAVIGATION_LEAD_S * 1000
+        target = (earliest - phase_ms) // slot_ms * slot_ms + phase_ms
+        if target < earliest:
+            target += slot_ms
+        return asked + (target - link_ms)
+
+    def _schedule(self) -> Schedule | None:
+        """The schedule of the profile in force, if it has one."""
+        return profiles.read(self.profile[0]).schedule if self.profile else None
 
     def _stop_capture(self) -> dict[str, Any] | None:
         """The terminal's packets; None (logged in the record) when it cannot say."""
