@@ -364,3 +364,8 @@ def test_loads_start_where_the_campaign_puts_them_in_the_link_schedule(tmp_path:
         delay = [r.metrics[f"link_delay_forward_{s}_ms"] for s in ("min", "mean", "max")]
         assert 15.5 < delay[0] <= delay[1] <= delay[2] < 16.5, delay  # 12 ms + two hops
         assert r.metrics["link_rate_forward_mean_mbps"] == 100
+    report = tmp_path / "report.html"
+    assert _clarke("report", str(_only_dir(results)), "--out", str(report)).returncode == 0
+    page = report.read_text()
+    for figure in ("fig-plt-slot-phase", "fig-link-over-time-leo-starlink"):
+        assert f'id="{figure}"' in page

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from clarke.report.figures import HTTP_LABEL, Figure, _size_key, study_figures
+from clarke.report.timeline import timeline_figures
 from clarke.results import store
 from clarke.results.metric_families import DEFAULT_FAMILY, DESCRIPTION, FAMILIES, LABEL
 from clarke.results.record import RunRecord, Status
@@ -114,7 +115,7 @@ def build(results_dir: Path, family: str = DEFAULT_FAMILY) -> str:
     records = list(journal.records())
     final = list(final_attempts(records).values())
     cells = summarise(records, metrics)
-    figures = study_figures(cells, family)
+    figures = study_figures(cells, family) + timeline_figures(final)
     campaign_text = (
         (results_dir / store.CAMPAIGN_COPY).read_text()
         if (results_dir / store.CAMPAIGN_COPY).is_file()

@@ -1,0 +1,141 @@
+"""The report's figures for loads on a scheduled link: PLT against the slot phase, and the
+link's forward delay and rate over one period of its schedule with the loads on it
+(docs/schedules.md). Drawn only when the records carry slot phases or link times."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import matplotlib.pyplot as plt
+
+from clarke import profiles
+from clarke.errors import ClarkeError
+from clarke.report.figures import HTTP_LABEL, Figure, _svg
+from clarke.results.record import RunRecord, Status
+
+
+def _series(r: RunRecord) -> str:
+    return f"{HTTP_LABEL.get(r.http, r.http)}, {r.page}, {r.cc}"
+
+
+def plt_by_slot_phase(records: list[RunRecord]) -> Figure | None:
+    ok = [r for r in records if r.status is Status.ok and "slot_phase_s" in r.metrics]
+    if not ok:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    groups: dict[str, list[RunRecord]] = defaultdict(list)
+    for r in ok:
+        groups[f"{r.profile}: {_series(r)}"].append(r)
+    for label, rs in sorted(groups.items()):
+        ax.scatter(
+            [r.metrics["slot_phase_s"] for r in rs],
+            [r.metrics["plt_ms"] / 1000 for r in rs],
+            label=label,
+            s=18,
+        )
+    ax.set_xlabel("slot phase at navigation start (s since the last reconfiguration)")
+    ax.set_ylabel("PLT (s)")
+    ax.set_ylim(0, 1.15 * max(r.metrics["plt_ms"] for r in ok) / 1000)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    return Figure(
+        "plt-slot-phase",
+        "PLT against slot phase",
+        f"Every successful load on a scheduled link ({len(ok)} loads), at the phase of the "
+        "schedule's reconfiguration slot where its navigation started.",
+        _svg(fig),
+    )
+
+
+def _forward_steps(profile: str) -> tuple[list[float], list[float], list[float], float] | None:
+    """Times (s), one-way delay (ms) and rate (Mb/s) of the forward direction after each
+    step of the profile's schedule, and the period drawn."""
+    try:
+        prof = profiles.read(profile)
+    except ClarkeError:
+        return None  # a profile this checkout does not have: no figure, not an error
+    if prof.schedule is None:
+        return None
+    d = prof.forward
+    delay = d.uplink_delay_ms + d.downlink_delay_ms + d.framing_delay_ms
+    parts = [d.uplink_delay_ms, d.downlink_delay_ms, d.framing_delay_ms]
+    rate = d.rate_mbps
+    times, delays, rates = [], [], []
+    for step in prof.schedule.steps:
+        change = step.forward
+        if change is not None:
+            fields = change.model_fields_set
+            for i, key in enumerate(("uplink_delay_ms", "downlink_delay_ms", "framing_delay_ms")):
+                if key in fields:
+                    parts[i] = getattr(change, key)
+            delay = sum(parts)
+            if "rate_mbps" in fields:
+                rate = change.rate_mbps or 0.0
+            if change.outage:
+                rate = 0.0
+        times.append(step.at_s)
+        delays.append(delay)
+        rates.append(rate)
+    period = prof.schedule.length_s or (times[-1] + 1.0)
+    return times, delays, rates, period
+
+
+def link_over_time(records: list[RunRecord]) -> list[Figure]:
+    out = []
+    by_profile: dict[str, list[RunRecord]] = defaultdict(list)
+    for r in records:
+        if r.status is Status.ok and "link_time_s" in r.metrics:
+            by_profile[r.profile].append(r)
+    for profile, rs in sorted(by_profile.items()):
+        steps = _forward_steps(profile)
+        if steps is None:
+            continue
+        times, delays, rates, period = steps
+        fig, ax = plt.subplots(figsize=(8, 4.2))
+        ax.step([*times, period], [*delays, delays[-1]], where="post", label="one-way delay")
+        ax.set_xlabel("link time (s, one period of the schedule)")
+        ax.set_ylabel("forward one-way delay (ms)")
+        rate_ax = ax.twinx()
+        rate_ax.step(
+            [*times, period],
+            [*rates, rates[-1]],
+            where="post",
+            color="grey",
+            alpha=0.5,
+            label="rate",
+        )
+        rate_ax.set_ylabel("forward rate (Mb/s)")
+        rate_ax.set_ylim(bottom=0)
+        for label, group in sorted(_by_series(rs).items()):
+            ax.scatter(
+                [r.metrics["link_time_s"] for r in group],
+                [r.metrics.get("link_delay_forward_mean_ms", float("nan")) for r in group],
+                s=22,
+                marker="x",
+                label=f"loads: {label}",
+            )
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="upper left")
+        out.append(
+            Figure(
+                f"link-over-time-{profile}",
+                f"{profile}: the link over time, with the loads on it",
+                "The schedule's forward one-way delay (line) and rate (grey) over one "
+                "period; each load at its link time at navigation start and the mean "
+                "delay it crossed.",
+                _svg(fig),
+            )
+        )
+    return out
+
+
+def _by_series(rs: list[RunRecord]) -> dict[str, list[RunRecord]]:
+    out: dict[str, list[RunRecord]] = defaultdict(list)
+    for r in rs:
+        out[_series(r)].append(r)
+    return out
+
+
+def timeline_figures(records: list[RunRecord]) -> list[Figure]:
+    first = plt_by_slot_phase(records)
+    return ([first] if first else []) + link_over_time(records)
