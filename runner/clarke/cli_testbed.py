@@ -211,3 +211,46 @@ def check_cmd(
     click.echo(json.dumps(data, indent=2, default=str) if as_json else linkcheck.render(report))
     if not report.ok:
         raise SystemExit(1)
+
+
+@testbed.command(name="check-schedule")
+@click.option("--id", "testbed_id", type=click.IntRange(0, plan.MAX_ID), help="Testbed id.")
+@click.option("--duration", default=60.0, show_default=True, help="Seconds of echoes.")
+@click.option("--interval", default=0.01, show_default=True, help="Seconds between echoes.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def check_schedule(testbed_id: int | None, duration: float, interval: float, as_json: bool) -> None:
+    """Echo requests along the schedule of the profile the testbed runs (satlink): the
+    error against the schedule's RTT per step (p50, p99), and how long after each step
+    that changes the RTT the change showed. docs/schedules.md."""
+    from clarke.run.schedule_follow import follow
+
+    netns.require_root_and_tun()
+    state, _ = lifecycle.running(testbed_id)
+    session = Session(NetnsSubstrate(state.id), [], engine="selenium", roles_only=True)
+    try:
+        session.start(state.profile)
+        session.ensure_profile(state.profile)
+        report = follow(session.probe(), profiles.read(state.profile), duration, interval)
+    finally:
+        session.close()
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+        return
+    click.echo(
+        f"{state.profile}: {report['sent']} echoes every {report['interval_ms']:.0f} ms, "
+        f"{report['lost']} lost; error against the schedule p50 {report['error_p50_ms']:.3f} ms, "
+        f"p99 {report['error_p99_ms']:.3f} ms"
+    )
+    for st in report["steps"]:
+        click.echo(
+            f"  steps return {st['return_step']:>3} forward {st['forward_step']:>3}: "
+            f"{st['echoes']:>5} echoes, expected {st['expected_rtt_ms']:.3f} ms, error p50 "
+            f"{st['error_p50_ms']:+.3f} p99 {st['error_p99_ms']:+.3f} ms"
+        )
+    for ch in report["changes"]:
+        after = ch["shown_after_ms"]
+        click.echo(
+            f"  change at link time {ch['at_link_s']:.3f} s: {ch['expected_from_ms']:.3f} -> "
+            f"{ch['expected_to_ms']:.3f} ms, shown "
+            + ("never" if after is None else f"{after:.0f} ms after the first echo past it")
+        )

@@ -5,7 +5,8 @@ times are the kernel's (SO_TIMESTAMPING, software): the send time when the reque
 left for the device, the receive time when the reply arrived, so that this process being
 scheduled late (several testbeds on two cores) does not count as link delay. Without a
 transmit timestamp the user-space send time is used. Prints one JSON object:
-{"sent": N, "rtts_ms": [...] (in sequence order, lost ones absent), "lost": [seq, ...]}."""
+{"sent": N, "rtts_ms": [...] (in sequence order, lost ones absent), "sent_unix_ns": [...]
+(their send times), "lost": [seq, ...]}."""
 
 from __future__ import annotations
 
@@ -109,6 +110,8 @@ def run(target: str, count: int, interval: float, timeout: float) -> dict[str, o
     return {
         "sent": count,
         "rtts_ms": [rtts[k] for k in sorted(rtts)],
+        # when each answered request left (kernel timestamp where there is one), Unix ns
+        "sent_unix_ns": [sent_at[k] for k in sorted(rtts)],
         "lost": [k for k in range(count) if k not in rtts],
         "kernel_tx_timestamps": len(kernel_tx),
     }
