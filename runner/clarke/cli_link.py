@@ -8,16 +8,19 @@ import statistics
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 from pydantic import ValidationError
 
 from clarke import profiles, schema
 from clarke.errors import InputError, ValidationFailed
-from clarke.schedules import End, Schedule, leo, rainfade, traces
+from clarke.schedules import End, Schedule, rainfade, traces
 from clarke.schedules import files as schedule_files
 from clarke.schema import problems_of
+
+if TYPE_CHECKING:
+    from clarke.schedules import leo
 
 T = TypeVar("T")
 IN_FILE = click.Path(path_type=Path, dir_okay=False)
@@ -116,6 +119,10 @@ def leo_command(
     """A LEO link's delays and hand-overs from TLEs: the serving satellite per slot (the
     highest above --min-elevation-deg), one-way delays = slant range / c; loops over the
     window."""
+    # Here, not at the top: every clarke command (and every role's agent, in images
+    # built before sgp4 was a dependency) imports this module; only this one needs SGP4.
+    from clarke.schedules import leo
+
     tles = leo.read_tles(tle_file)
     opts = leo.Options(
         terminal=leo.Site.parse(terminal, "--terminal"),

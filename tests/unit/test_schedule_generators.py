@@ -219,3 +219,14 @@ def test_csv_series_become_steps(run_cli, tmp_path: Path) -> None:  # type: igno
     code, _, err = run_cli("link", "schedule", "import", "--format", "csv", "--forward",
                            str(series), "--out", str(out))  # fmt: skip
     assert code == 2 and f"{series}: line 4: t_s: 2 is not after 3" in err
+
+
+def test_the_cli_starts_without_sgp4() -> None:
+    """Only `clarke link schedule leo` needs SGP4: every other command, and every role's
+    agent (`clarke serve` in an image whose environment may predate the dependency),
+    starts without importing it."""
+    import subprocess
+    import sys
+
+    code = "import sys, clarke.cli; assert 'sgp4' not in sys.modules, 'sgp4 imported'"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
