@@ -91,6 +91,9 @@ class Tolerance(StrictModel):
     rate_pct: float = Field(default=3.0, gt=0)
 
 
+DELAY_FIELDS = ("uplink_delay_ms", "downlink_delay_ms", "framing_delay_ms")
+
+
 class LinkProfile(StrictModel):
     description: str
     sources: Annotated[list[str], Field(default_factory=list)]
@@ -124,6 +127,26 @@ class LinkProfile(StrictModel):
     @property
     def scheduled(self) -> bool:
         return self.schedule is not None or self.schedule_file is not None
+
+    def in_force(self, direction: str) -> list[tuple[float, float, float]]:
+        """(at_s, one-way delay ms, rate Mb/s) after each step of the schedule, in one
+        direction: each step changes only what it names; the rate is 0 during an
+        outage. Empty without a schedule."""
+        base = self.forward if direction == "forward" else self.return_
+        delays = {k: float(getattr(base, k)) for k in DELAY_FIELDS}
+        rate, outage = float(base.rate_mbps), False
+        out = []
+        for step in self.schedule.steps if self.schedule else []:
+            change = step.change(direction)
+            if change is not None:
+                named = change.model_fields_set
+                delays |= {k: float(getattr(change, k)) for k in DELAY_FIELDS if k in named}
+                if "rate_mbps" in named:
+                    rate = float(change.rate_mbps or 0.0)
+                if "outage" in named:
+                    outage = bool(change.outage)
+            out.append((step.at_s, sum(delays.values()), 0.0 if outage else rate))
+        return out
 
     def to_satlink_config(self, seed: int = 1, name: str = "link") -> dict[str, Any]:
         """The whole link as satlink's --config JSON: {"forward": DIR, "return": DIR},

@@ -56,26 +56,7 @@ def _forward_steps(profile: str) -> tuple[list[float], list[float], list[float],
         return None  # a profile this checkout does not have: no figure, not an error
     if prof.schedule is None:
         return None
-    d = prof.forward
-    delay = d.uplink_delay_ms + d.downlink_delay_ms + d.framing_delay_ms
-    parts = [d.uplink_delay_ms, d.downlink_delay_ms, d.framing_delay_ms]
-    rate = d.rate_mbps
-    times, delays, rates = [], [], []
-    for step in prof.schedule.steps:
-        change = step.forward
-        if change is not None:
-            fields = change.model_fields_set
-            for i, key in enumerate(("uplink_delay_ms", "downlink_delay_ms", "framing_delay_ms")):
-                if key in fields:
-                    parts[i] = getattr(change, key)
-            delay = sum(parts)
-            if "rate_mbps" in fields:
-                rate = change.rate_mbps or 0.0
-            if change.outage:
-                rate = 0.0
-        times.append(step.at_s)
-        delays.append(delay)
-        rates.append(rate)
+    times, delays, rates = (list(c) for c in zip(*prof.in_force("forward"), strict=True))
     period = prof.schedule.length_s or (times[-1] + 1.0)
     return times, delays, rates, period
 

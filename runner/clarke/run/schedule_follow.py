@@ -25,9 +25,8 @@ from clarke import sh
 from clarke.errors import CommandFailed, InputError
 from clarke.profiles import LinkProfile
 from clarke.run.linkcheck import ECHO_BYTES, Probe
+from clarke.vocab import SENDER
 
-SHAPED_BY = {"forward": "gateway", "return": "terminal"}
-DELAY_KEYS = ("uplink_delay_ms", "downlink_delay_ms", "framing_delay_ms")
 MIN_CHANGE_MS = 0.5  # changes of the expected RTT smaller than this are not timed
 
 
@@ -54,21 +53,7 @@ class Timeline:
 def timeline(profile: LinkProfile, direction: str) -> Timeline:
     if profile.schedule is None:
         raise InputError("the profile has no schedule")
-    base = profile.forward if direction == "forward" else profile.return_
-    parts = {k: float(getattr(base, k)) for k in DELAY_KEYS}
-    rate = float(base.rate_mbps)
-    at, delays, rates = [], [], []
-    for step in profile.schedule.steps:
-        change = step.change(direction)
-        if change is not None:
-            for key in DELAY_KEYS:
-                if key in change.model_fields_set:
-                    parts[key] = float(getattr(change, key))
-            if "rate_mbps" in change.model_fields_set:
-                rate = float(change.rate_mbps or 0.0)
-        at.append(step.at_s)
-        delays.append(sum(parts.values()))
-        rates.append(rate)
+    at, delays, rates = (list(c) for c in zip(*profile.in_force(direction), strict=True))
     return Timeline(at, delays, rates, profile.schedule.length_s)
 
 
@@ -88,7 +73,7 @@ def follow(
     if profile.schedule is None:
         raise InputError("this profile has no schedule to follow (docs/schedules.md)")
     stats = probe.link_stats()
-    clocks = {d: _link_clock(stats.get(role) or {}, d) for d, role in SHAPED_BY.items()}
+    clocks = {d: _link_clock(stats.get(role) or {}, d) for d, role in SENDER.items()}
     if clocks["forward"] is None or clocks["return"] is None:
         raise InputError("the link reports no schedule clock (satlink only)")
     count = max(1, int(duration_s / interval_s))
