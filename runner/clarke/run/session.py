@@ -109,6 +109,7 @@ class Session:
         self.roles_only = roles_only
         self.capture = capture
         self.slot_phase, self.repetitions = slot_phase, repetitions
+        self._schedules: dict[str, Schedule | None] = {}
         self.pages: dict[str, Any] = {}
         self.plan: Addresses | None = None
         self.agents: Agents | None = None
@@ -384,7 +385,12 @@ class Session:
 
     def _schedule(self) -> Schedule | None:
         """The schedule of the profile in force, if it has one."""
-        return profiles.read(self.profile[0]).schedule if self.profile else None
+        if self.profile is None:
+            return None
+        name = self.profile[0]
+        if name not in self._schedules:  # read once: up to three times a load otherwise
+            self._schedules[name] = profiles.read(name).schedule
+        return self._schedules[name]
 
     def _stop_capture(self) -> dict[str, Any] | None:
         """The terminal's packets; None (logged in the record) when it cannot say."""

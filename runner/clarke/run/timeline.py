@@ -12,9 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from clarke.schedules import Schedule
-
-# satlink's stats: the station that shapes each direction reports what it crossed.
-SHAPED_BY = {"forward": "gateway", "return": "terminal"}
+from clarke.vocab import SENDER
 
 
 def crossed_metrics(link_stats: dict[str, Any]) -> dict[str, float]:
@@ -22,7 +20,7 @@ def crossed_metrics(link_stats: dict[str, Any]) -> dict[str, float]:
     frames that crossed during the load; nothing for a direction with no frames or a
     link that does not count them (OpenSAND, netem)."""
     out: dict[str, float] = {}
-    for direction, role in SHAPED_BY.items():
+    for direction, role in SENDER.items():  # the station that shapes it counts
         crossed = ((link_stats.get(role) or {}).get(direction) or {}).get("crossed") or {}
         if not crossed.get("frames"):
             continue
@@ -44,7 +42,7 @@ def at_navigation(
 ) -> dict[str, Any]:
     """The schedule's id, the link time at navigation start and the slot phase, or {}
     when the link runs no schedule or the browser gave no time origin."""
-    forward = (link_stats.get(SHAPED_BY["forward"]) or {}).get("forward") or {}
+    forward = (link_stats.get(SENDER["forward"]) or {}).get("forward") or {}
     state = forward.get("schedule")
     if not isinstance(state, dict) or schedule is None:
         return {}
