@@ -92,13 +92,18 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def read_yaml(path: Path) -> Any:
+def read_text(path: Path) -> str:
+    """A UTF-8 text file; ValidationFailed naming it when it is missing or unreadable."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ValidationFailed(str(path), ["file not found"]) from None
     except (OSError, UnicodeDecodeError) as e:
         raise ValidationFailed(str(path), [f"cannot read: {e}"]) from None
+
+
+def read_yaml(path: Path) -> Any:
+    text = read_text(path)
     try:
         return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader
     except yaml.YAMLError as e:

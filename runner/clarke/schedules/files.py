@@ -37,12 +37,7 @@ def read(path: Path, referenced_by: str | None = None) -> Schedule:
 def read_csv(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict[str, float]]]:
     """(line number, {column: value}) of a CSV's data rows; `required` columns must be in
     the header; every value a finite number."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ValidationFailed(str(path), ["file not found"]) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ValidationFailed(str(path), [f"cannot read: {e}"]) from None
+    text = schema.read_text(path)
     lines = [(n, ln) for n, ln in enumerate(text.splitlines(), 1) if ln.strip()]
     lines = [(n, ln) for n, ln in lines if not ln.lstrip().startswith("#")]
     if not lines:

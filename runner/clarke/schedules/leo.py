@@ -30,6 +30,7 @@ import numpy as np
 from sgp4.api import Satrec, SatrecArray, jday
 from sgp4.propagation import gstime
 
+from clarke import schema
 from clarke.errors import InputError, ValidationFailed
 from clarke.schedules.model import End, Schedule, Step
 
@@ -155,12 +156,7 @@ def parse_satrec(line1: str, line2: str) -> Satrec:
 def read_tles(path: Path) -> list[Tle]:
     """Two-line element sets, each optionally preceded by a name line; lines starting
     with # are comments. ValidationFailed naming the file and line of a bad set."""
-    try:
-        raw = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise ValidationFailed(str(path), ["file not found"]) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ValidationFailed(str(path), [f"cannot read: {e}"]) from None
+    raw = schema.read_text(path).splitlines()
     lines = [(n, ln.rstrip()) for n, ln in enumerate(raw, 1) if ln.strip() and ln[0] != "#"]
     tles: list[Tle] = []
     problems: list[str] = []

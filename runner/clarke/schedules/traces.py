@@ -18,6 +18,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from clarke import schema
 from clarke.errors import InputError, ValidationFailed
 from clarke.schedules import files as schedule_files
 from clarke.schedules.model import End, Schedule, Step
@@ -29,12 +30,7 @@ State = dict[str, Any]
 
 def read_mahimahi(path: Path) -> list[int]:
     """The timestamps (ms) of a mahimahi trace; ValidationFailed naming the line."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ValidationFailed(str(path), ["file not found"]) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ValidationFailed(str(path), [f"cannot read: {e}"]) from None
+    text = schema.read_text(path)
     out: list[int] = []
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
