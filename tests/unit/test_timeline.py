@@ -41,7 +41,13 @@ def test_link_time_is_carried_back_to_navigation_start_and_wraps_with_the_loop()
     got = at_navigation(
         _stats(20_000), asked_unix_ms=1_000_500, time_origin_unix_ms=1_000_000, schedule=SCHEDULE
     )
-    assert got == {"schedule_id": "x", "step_index": 2, "link_time_s": 19.5, "slot_phase_s": 4.5}
+    assert got == {
+        "schedule_id": "x",
+        "step_index": 2,
+        "link_time_s": 19.5,
+        "slot_phase_s": 4.5,
+        "navigation_unix_ms": 1_000_000,
+    }
     wrapped = at_navigation(_stats(200), 1_000_500, 1_000_000, SCHEDULE)
     assert wrapped["link_time_s"] == pytest.approx(59.7)
     assert at_navigation(_stats(200), 1_000_500, None, SCHEDULE) == {
