@@ -230,6 +230,9 @@ def test_shipped_scheduled_profiles_load() -> None:
     geo = profiles.read("geo-rain-fade")
     assert geo.sources and geo.schedule is not None
     assert all(st.return_ is None for st in geo.schedule.steps)  # the fade is forward only
+    assert (
+        geo.schedule.slot_s == geo.schedule.length_s == 420
+    )  # a load's phase: its place in the fade
     rates = [st.forward.rate_mbps for st in geo.schedule.steps if st.forward]
     assert max(r for r in rates if r) == pytest.approx(3e6 * 3.300184 / 1e6)  # 16APSK 5/6
     assert min(r for r in rates if r) == pytest.approx(3e6 * 0.988858 / 1e6)  # QPSK 1/2 at 2 dB
