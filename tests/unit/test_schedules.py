@@ -242,8 +242,9 @@ def test_other_links_refuse_a_scheduled_profile(run_cli) -> None:  # type: ignor
     leo = profiles.read("leo-starlink")
     with pytest.raises(ValidationFailed, match=r"\(netem link\).*schedule: netem"):
         registry.get("link", "netem").check_profile(leo, "link profile 'leo-starlink'")
-    with pytest.raises(ValidationFailed, match=r"schedule: the opensand link .*later step"):
-        registry.get("link", "opensand").check_profile(leo, "link profile 'leo-starlink'")
+    fade = profiles.read("geo-rain-fade")
+    with pytest.raises(ValidationFailed, match=r"forward\.rate_mbps: OpenSAND follows .* delays"):
+        registry.get("link", "opensand").check_profile(fade, "link profile 'geo-rain-fade'")
     registry.get("link", "satlink").check_profile(leo)
     code, _, err = run_cli(
         "load", "--profile", "geo-rain-fade", "--link", "netem", "--http", "2", "--cc", "cubic"
