@@ -28,16 +28,17 @@ def _entries(text: str) -> list[tuple[int, int]]:
 
 def test_a_square_wave_becomes_two_entries_per_step_at_the_gateway(tmp_path: Path) -> None:
     files = opensand.generate(profiles.read(SQUARE), ENT, "square", tmp_path)
-    # RTT 100 and 300 ms: (RTT - 23.5) / 2 at the gateway; 10 ms ticks; a 4 s loop is
-    # 400 ticks, the last one (399) holding the last value until FileDelay wraps to 0.
-    assert _entries(files["gw/delay.txt"]) == [(0, 38), (199, 38), (200, 138), (399, 138)]
+    # RTT 100 and 300 ms: (RTT - 23.5) / 2 at the gateway. Steps every 2 s, a 4 s loop:
+    # 1 s ticks (the longest allowed); the last tick (3) holds the last value until
+    # FileDelay wraps to 0.
+    assert _entries(files["gw/delay.txt"]) == [(0, 38), (1, 38), (2, 138), (3, 138)]
     gw = ET.fromstring(files["gw/profile.xml"]).find(".//physical_layer/delay")
     st = ET.fromstring(files["st/profile.xml"]).find(".//physical_layer/delay")
     assert gw is not None and st is not None
     assert {e.tag: e.text for e in gw} == {
         "delay_type": "FileDelay",
         "file_path": str(tmp_path / "gw" / "delay.txt"),
-        "refresh_period": "10",
+        "refresh_period": "1000",
         "loop": "true",
     }
     assert {e.tag: e.text for e in st} == {"delay_type": "ConstantDelay", "delay_value": "0"}
@@ -58,8 +59,8 @@ def test_a_held_schedule_ends_far_in_the_future() -> None:
 def test_the_leo_schedule_maps_its_delays_and_the_rain_fade_is_refused() -> None:
     leo = profiles.read("leo-starlink")
     entries = _entries(delay_file.text(leo, RTT_OVERHEAD_MS))
-    # 40 slots of 15 s: a step every 1500 ticks, each held until the next.
-    assert [t for t, _ in entries][:4] == [0, 1499, 1500, 2999] and entries[-1][0] == 59_999
+    # 40 slots of 15 s in 1 s ticks: a step every 15 ticks, each held until the next.
+    assert [t for t, _ in entries][:4] == [0, 14, 15, 29] and entries[-1][0] == 599
     assert {v for _, v in entries} <= {4, 5}  # 31.9-32.4 ms RTT, in whole ms per direction
     with pytest.raises(ValidationFailed) as e:
         opensand.derive(profiles.read("geo-rain-fade"), "link profile 'geo-rain-fade'")
@@ -89,6 +90,19 @@ def test_steps_opensand_cannot_follow_are_named() -> None:
         "has one delay for both directions",
         "schedule.steps[2]: one-way delays differ (175 ms forward, 150 ms return): OpenSAND "
         "has one delay for both directions",
-        "schedule.steps[2].at_s: 2.004 is within one 10 ms refresh of steps[1]: OpenSAND "
-        "changes its delay once per refresh",
+        "schedule.steps[2].at_s: 2.004 is not on OpenSAND's 10 ms grid: its delay changes "
+        "once per refresh period",
     ]
+
+
+def test_the_refresh_period_is_the_longest_that_keeps_every_step_on_a_tick() -> None:
+    square = profiles.read(SQUARE)
+    assert square.schedule is not None
+    data = square.schedule.model_dump(mode="json", by_alias=True, exclude_none=True)
+    for times, length, expected in (([0, 2], 4, 1000), ([0, 0.25], 4, 250), ([0, 2.03], 4, 10)):
+        for step, at in zip(data["steps"], times, strict=True):
+            step["at_s"] = at
+        data["length_s"] = length
+        profile = square.model_copy(update={"schedule": Schedule.model_validate(data)})
+        assert delay_file.refresh_ms(profile) == expected, times
+

@@ -15,7 +15,13 @@ delay_value + 22..25 ms, mapping.py). A schedule puts the whole delay at the gat
 (2 x delay_value) and none at the terminal: each entity counts ticks from its own start,
 and the terminal starts seconds after the gateway, so a schedule split between them
 would change the RTT in two halves, seconds apart. At the gateway it has one clock, which
-starts when the gateway does."""
+starts when the gateway does.
+
+The refresh period: FileDelay counts timer ticks, and each tick comes a little late, so
+its clock runs slow by a fixed time per tick. Measured here with a 4 s square wave
+(docs/opensand.md): 1.5-3 % slow with 10 ms ticks, 0.2 % with 100 ms. So the period is
+the longest that puts every step on a tick: the greatest common divisor of the step
+times and the loop's length, at most 1 s and at least 10 ms."""
 
 from __future__ import annotations
 
@@ -25,8 +31,9 @@ from typing import Final
 from clarke.profiles import DELAY_FIELDS, LinkProfile
 from clarke.schedules.model import End
 
-REFRESH_MS: Final = 10
-# An entry far after the last step (about 1.3 years of 10 ms ticks): OpenSAND never reads
+MAX_REFRESH_MS: Final = 1000
+MIN_REFRESH_MS: Final = 10
+# An entry far after the last step (over a year of 10 ms ticks): OpenSAND never reads
 # past its table's end. unsigned int holds it.
 HOLD_TICK: Final = 4_000_000_000
 DIRECTIONS: Final = ("forward", "return")
@@ -61,7 +68,6 @@ def problems(profile: LinkProfile, overhead_range: tuple[float, float]) -> list[
             "MODCOD, not a rate Clarke can set; use --link satlink"
         )
     forward, back = profile.in_force("forward"), profile.in_force("return")
-    ticks: dict[int, int] = {}
     for i, ((at_s, fwd, _), (_, ret, _)) in enumerate(zip(forward, back, strict=True)):
         if abs(fwd - ret) > 1e-9:
             out.append(
@@ -73,18 +79,25 @@ def problems(profile: LinkProfile, overhead_range: tuple[float, float]) -> list[
                 f"schedule.steps[{i}]: idle RTT {fwd + ret:g} ms is below what OpenSAND "
                 f"adds with no delay at all ({overhead_range[0]:g}-{overhead_range[1]:g} ms)"
             )
-        tick = _tick(at_s)
-        if tick in ticks:
+        if abs(at_s * 1000 / MIN_REFRESH_MS - round(at_s * 1000 / MIN_REFRESH_MS)) > 1e-6:
             out.append(
-                f"schedule.steps[{i}].at_s: {at_s:g} is within one {REFRESH_MS} ms refresh "
-                f"of steps[{ticks[tick]}]: OpenSAND changes its delay once per refresh"
+                f"schedule.steps[{i}].at_s: {at_s:g} is not on OpenSAND's {MIN_REFRESH_MS} ms "
+                "grid: its delay changes once per refresh period"
             )
-        ticks[tick] = i
     return out
 
 
-def _tick(at_s: float) -> int:
-    return round(at_s * 1000 / REFRESH_MS)
+def refresh_ms(profile: LinkProfile) -> int:
+    """The longest refresh period (ms) with every step, and a loop's end, on a tick."""
+    schedule = profile.schedule
+    assert schedule is not None
+    times = [round(step.at_s * 1000) for step in schedule.steps]
+    if schedule.end is End.loop and schedule.length_s is not None:
+        times.append(round(schedule.length_s * 1000))
+    period = MAX_REFRESH_MS
+    for t in times:
+        period = math.gcd(period, t)
+    return max(period, MIN_REFRESH_MS)
 
 
 def gateway_delay_ms(idle_rtt_ms: float, rtt_overhead_ms: float) -> int:
@@ -94,18 +107,20 @@ def gateway_delay_ms(idle_rtt_ms: float, rtt_overhead_ms: float) -> int:
 
 
 def text(profile: LinkProfile, rtt_overhead_ms: float) -> str:
-    """The gateway's FileDelay file for the profile's schedule (checked by problems())."""
+    """The gateway's FileDelay file for the profile's schedule (checked by problems()),
+    in ticks of refresh_ms(profile)."""
     schedule = profile.schedule
     assert schedule is not None
+    tick_ms = refresh_ms(profile)
     steps = [
-        (_tick(at_s), gateway_delay_ms(fwd + ret, rtt_overhead_ms))
+        (round(at_s * 1000) // tick_ms, gateway_delay_ms(fwd + ret, rtt_overhead_ms))
         for (at_s, fwd, _), (_, ret, _) in zip(
             profile.in_force("forward"), profile.in_force("return"), strict=True
         )
     ]
     lines = [
         f"# Clarke: schedule {schedule.id} for OpenSAND's FileDelay at the gateway.",
-        f"# TICK ({REFRESH_MS} ms from the gateway's start) DELAY_MS; a step is the old",
+        f"# TICK ({tick_ms} ms from the gateway's start) DELAY_MS; a step is the old",
         "# value one tick before it and the new one at it (FileDelay interpolates).",
     ]
     entries: list[tuple[int, int]] = []
@@ -115,7 +130,7 @@ def text(profile: LinkProfile, rtt_overhead_ms: float) -> str:
         entries.append((tick, value))
     if schedule.end is End.loop:
         assert schedule.length_s is not None
-        last = math.floor(schedule.length_s * 1000 / REFRESH_MS) - 1
+        last = round(schedule.length_s * 1000) // tick_ms - 1
         if last > entries[-1][0]:
             entries.append((last, entries[-1][1]))
     else:

@@ -194,6 +194,7 @@ class Mapping:
     rows: list[Row] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     gateway_delay_file: str | None = None  # a schedule's FileDelay entries (delay_file.py)
+    delay_refresh_ms: int = 0  # their tick
 
 
 def delay_value_for(idle_rtt_ms: float) -> int:
@@ -397,14 +398,23 @@ def derive(profile: LinkProfile, source: str = "link profile") -> Mapping:
                 f"schedule {profile.schedule.id} (delays)",
                 f"{len(profile.schedule.steps)} steps",
                 "gw profile.xml: physical_layer/delay: FileDelay, gw/delay.txt; st: 0",
-                f"every {delay_file.REFRESH_MS} ms",
+                f"every {delay_file.refresh_ms(profile)} ms",
                 "the whole delay at the gateway (RTT = 2 x its value + "
                 f"{RTT_OVERHEAD_MS:g} ms), whose clock starts with it; delay_value in "
                 "whole ms, so the RTT moves in 2 ms steps",
             )
         )
     return Mapping(
-        delay, expected_rtt_ms(delay), bw, f_fifo, r_fifo, cra, rows, notes, schedule_file
+        delay,
+        expected_rtt_ms(delay),
+        bw,
+        f_fifo,
+        r_fifo,
+        cra,
+        rows,
+        notes,
+        schedule_file,
+        delay_file.refresh_ms(profile) if schedule_file else 0,
     )
 
 

@@ -16,7 +16,6 @@ from typing import Final
 
 from clarke import profiles
 from clarke.errors import ClarkeError
-from clarke.link.opensand import delay_file
 from clarke.link.opensand.mapping import (
     CLEAR_SKY_CN_DB,
     DECAP_BUFFER_LEN,
@@ -317,7 +316,7 @@ def _delay(role: str, m: Mapping, config_dir: Path) -> Node:
         [
             ("delay_type", "FileDelay"),
             ("file_path", str(config_dir / "gw" / DELAY_FILE)),
-            ("refresh_period", delay_file.REFRESH_MS),
+            ("refresh_period", m.delay_refresh_ms),
             ("loop", True),
         ],
     )
