@@ -105,4 +105,3 @@ def test_the_refresh_period_is_the_longest_that_keeps_every_step_on_a_tick() -> 
         data["length_s"] = length
         profile = square.model_copy(update={"schedule": Schedule.model_validate(data)})
         assert delay_file.refresh_ms(profile) == expected, times
-
