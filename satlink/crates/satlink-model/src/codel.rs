@@ -303,7 +303,10 @@ mod tests {
         for (k, w) in drops.windows(2).take(10).enumerate() {
             let want = 100.0 / ((k + 1) as f64).sqrt();
             let got = (w[1] - w[0]) as f64 / 1e6;
-            assert!((got - want).abs() <= 0.11, "gap {k}: {got} ms, want {want} ms");
+            assert!(
+                (got - want).abs() <= 0.11,
+                "gap {k}: {got} ms, want {want} ms"
+            );
         }
     }
 

@@ -388,11 +388,13 @@ impl DirConfig {
     }
 
     fn validate_discipline(&self, dir: &'static str) -> Result<(), ConfigError> {
-        let bad = |field, problem| Err(ConfigError::Discipline {
-            dir,
-            field,
-            problem,
-        });
+        let bad = |field, problem| {
+            Err(ConfigError::Discipline {
+                dir,
+                field,
+                problem,
+            })
+        };
         let (target_ms, interval_ms) = match self.discipline {
             Discipline::DropTail | Discipline::DropHead => return Ok(()),
             Discipline::Codel(c) => (c.target_ms, c.interval_ms),
@@ -552,9 +554,11 @@ mod tests {
         let again = LinkConfig::from_json(&serde_json::to_string(&c).unwrap()).unwrap();
         assert_eq!(again, c);
         // Drop-tail, the default, is not written out: old readers read the config.
-        assert!(!serde_json::to_string(&LinkConfig::from_json(r#"{"forward": {}, "return": {}}"#).unwrap())
-            .unwrap()
-            .contains("discipline"));
+        assert!(!serde_json::to_string(
+            &LinkConfig::from_json(r#"{"forward": {}, "return": {}}"#).unwrap()
+        )
+        .unwrap()
+        .contains("discipline"));
         let e = LinkConfig::from_json(
             r#"{"forward": {"discipline": {"codel": {"target_ms": 200}}}, "return": {}}"#,
         )

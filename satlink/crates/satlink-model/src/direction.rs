@@ -584,3 +584,7 @@ fn make_queue<T: Send + 'static>(cfg: &DirConfig, rate_bps: u64) -> Box<dyn Queu
 #[cfg(test)]
 #[path = "direction_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "direction_queue_tests.rs"]
+mod queue_tests;

@@ -100,7 +100,10 @@ impl<T> FqCodel<T> {
         let fattest = (0..self.flows.len())
             .max_by_key(|&i| self.flows[i].q.bytes())
             .expect("at least one flow queue");
-        let packet = self.flows[fattest].q.pop().expect("over the bound: not empty");
+        let packet = self.flows[fattest]
+            .q
+            .pop()
+            .expect("over the bound: not empty");
         self.bytes -= packet.len;
         self.packets -= 1;
         drops.push(Dropped {
@@ -318,7 +321,11 @@ mod tests {
             if let Some(p) = q.dequeue(t, &mut drops) {
                 if p.payload.0 == 2 {
                     // Behind at most the bulk packet its quantum still allowed.
-                    assert!(t - p.arrival <= 2 * MS, "sparse packet waited {}", t - p.arrival);
+                    assert!(
+                        t - p.arrival <= 2 * MS,
+                        "sparse packet waited {}",
+                        t - p.arrival
+                    );
                     sparse_sent += 1;
                 }
             }
@@ -342,7 +349,11 @@ mod tests {
         for step in 0..5000u64 {
             let t = step * 100_000;
             for f in 0..(step % 7) {
-                q.enqueue(t, pkt(f * 977 + step % 3, n, 200 + (n as usize % 1300), t), &mut drops);
+                q.enqueue(
+                    t,
+                    pkt(f * 977 + step % 3, n, 200 + (n as usize % 1300), t),
+                    &mut drops,
+                );
                 n += 1;
             }
             if let Some(p) = q.dequeue(t, &mut drops) {

@@ -25,8 +25,8 @@ pub use config::{
     CodelConfig, ConfigError, DirConfig, Discipline, FqCodelConfig, GilbertElliott, LinkConfig,
     LossConfig, QueueLimit, Way,
 };
-pub use flow::flow_hash;
 pub use direction::{Crossed, Departure, Direction, DirectionStats, DropCause, Drops, Event};
+pub use flow::flow_hash;
 pub use histogram::Histogram;
 pub use schedule::{End, Params, Schedule, ScheduleConfig};
 

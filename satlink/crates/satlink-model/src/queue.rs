@@ -346,7 +346,10 @@ pub(crate) mod tests {
         assert_eq!((q.len(), q.bytes()), (2, 2500));
         // Larger than the whole bound: refused at the tail, nothing else dropped.
         q.enqueue(0, pkt(3001, 0, 4), &mut drops);
-        assert_eq!(drops.last().map(|d| (d.packet.payload, d.cause)), Some((4, DropCause::QueueFull)));
+        assert_eq!(
+            drops.last().map(|d| (d.packet.payload, d.cause)),
+            Some((4, DropCause::QueueFull))
+        );
         assert_eq!(q.len(), 2);
     }
 }
