@@ -175,8 +175,22 @@ def test_fq_codel_drops_the_bulk_flow_and_spares_a_sparse_one(geo: ch.Chain) -> 
         time.sleep(0.5)
         geo.ask("terminal", {"cmd": "reset_stats"})
         blast = subprocess.Popen(
-            ["ip", "netns", "exec", geo.ns["client"], "iperf3", "-c", geo.addr(26), "-u",
-             "-b", "15M", "-l", "1400", "-t", "6"],  # fmt: skip
+            [
+                "ip",
+                "netns",
+                "exec",
+                geo.ns["client"],
+                "iperf3",
+                "-c",
+                geo.addr(26),
+                "-u",
+                "-b",
+                "15M",
+                "-l",
+                "1400",
+                "-t",
+                "6",
+            ],
             stdout=subprocess.DEVNULL,
         )
         time.sleep(2)  # the bulk flow's queue builds up
