@@ -19,25 +19,16 @@ from pydantic import Field, model_validator
 
 from clarke import paths, schema
 from clarke.errors import InputError, UnknownName
+from clarke.queues import Queue
 from clarke.schedules import Schedule
 from clarke.schedules import files as schedule_files
 from clarke.schedules.model import MAX_RATE_MBPS
 from clarke.schema import StrictModel, located_error
 
 # What satlink holds (satlink-model's config.rs): rates and queue sizes as unsigned 64-bit
-# integers, delays finite. The limits below keep every profile that validates within
-# them, so a profile is refused when read, never when the link starts.
+# integers, delays finite. The limits (here and in clarke.queues) keep every profile that
+# validates within them, so a profile is refused when read, never when the link starts.
 # MAX_RATE_MBPS (clarke.schedules.model): 1 Tb/s, far inside satlink's 2^64 - 1 b/s.
-MAX_QUEUE_BYTES = 10**12  # 1 TB, far inside its 2^64 - 1 bytes
-MAX_QUEUE_MS = 3_600_000.0  # an hour of the link's rate
-
-
-class QueueBytes(StrictModel):
-    bytes: int = Field(gt=0, le=MAX_QUEUE_BYTES)
-
-
-class QueueMs(StrictModel):
-    ms: float = Field(gt=0, le=MAX_QUEUE_MS, allow_inf_nan=False)
 
 
 class PacketLoss(StrictModel):
@@ -55,7 +46,7 @@ class Direction(StrictModel):
     uplink_delay_ms: float = Field(ge=0, le=10_000)
     downlink_delay_ms: float = Field(ge=0, le=10_000)
     framing_delay_ms: float = Field(default=0, ge=0, le=10_000)
-    queue: QueueBytes | QueueMs = QueueMs(ms=250)
+    queue: Queue = Queue()
     loss: PacketLoss | BitErrors | None = None
 
     @property
@@ -69,20 +60,19 @@ class Direction(StrictModel):
             loss = {"packet_rate": self.loss.packet_rate}
         elif isinstance(self.loss, BitErrors):
             loss = {"bit_error_rate": self.loss.bit_error_rate}
-        queue: dict[str, float] = (
-            {"bytes": self.queue.bytes}
-            if isinstance(self.queue, QueueBytes)
-            else {"ms": self.queue.ms}
-        )
-        return {
+        out: dict[str, Any] = {
             "rate_bps": round(self.rate_mbps * 1_000_000),
-            "queue": queue,
+            "queue": self.queue.bound().to_satlink(),
             "uplink_delay_ms": self.uplink_delay_ms,
             "downlink_delay_ms": self.downlink_delay_ms,
             "framing_delay_ms": self.framing_delay_ms,
             "loss": loss,
             "seed": seed,
         }
+        discipline = self.queue.satlink_discipline()
+        if discipline is not None:
+            out["discipline"] = discipline
+        return out
 
 
 class Tolerance(StrictModel):
@@ -108,6 +98,19 @@ class LinkProfile(StrictModel):
         if self.schedule is not None and self.schedule_file is not None:
             raise located_error(("schedule_file",), "give either schedule or schedule_file")
         return self
+
+    @model_validator(mode="after")
+    def _queue_bounds(self) -> LinkProfile:
+        """Each queue's bound given: the discipline's default, a bdp bound as ms of the
+        rate in force (bdp x the idle RTT; clarke.queues)."""
+        rtt = self.idle_rtt_ms
+        ways = {"forward": self.forward, "return_": self.return_}
+        resolved = {
+            k: d.model_copy(update={"queue": d.queue.resolved(rtt)}) for k, d in ways.items()
+        }
+        if all(resolved[k] == ways[k] for k in ways):
+            return self
+        return self.model_copy(update=resolved)
 
     @property
     def idle_rtt_ms(self) -> float:

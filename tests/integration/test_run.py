@@ -364,6 +364,12 @@ def test_loads_start_where_the_campaign_puts_them_in_the_link_schedule(tmp_path:
         delay = [r.metrics[f"link_delay_forward_{s}_ms"] for s in ("min", "mean", "max")]
         assert 15.5 < delay[0] <= delay[1] <= delay[2] < 16.5, delay  # 12 ms + two hops
         assert r.metrics["link_rate_forward_mean_mbps"] == 100
+        # The queueing delay the page's packets saw, and the queue's drops by cause.
+        p50, p99 = (r.metrics[f"queue_delay_forward_{s}_ms"] for s in ("p50", "p99"))
+        print(f"{r.run_id}: forward queue delay p50 {p50} ms, p99 {p99} ms")
+        assert 0 <= p50 <= p99, (p50, p99)
+        assert r.metrics["link_drops_forward_queue_full"] >= 0
+        assert "link_drops_forward_codel" in r.metrics
     report = tmp_path / "report.html"
     assert _clarke("report", str(_only_dir(results)), "--out", str(report)).returncode == 0
     page = report.read_text()

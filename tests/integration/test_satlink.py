@@ -156,6 +156,62 @@ def test_rate_queue_and_loss(geo: ch.Chain) -> None:
     assert 5 <= lost <= 40, lost
 
 
+def test_fq_codel_drops_the_bulk_flow_and_spares_a_sparse_one(geo: ch.Chain) -> None:
+    """The geo-fq-codel profile as satlink gets it: a UDP flow at 1.5 x the return rate
+    builds a standing queue that CoDel drops from, while pings (another flow) cross at
+    about the idle RTT."""
+    need(shutil.which("iperf3") is not None, "iperf3")
+    from clarke import profiles
+
+    cfg = profiles.read("geo-fq-codel").to_satlink_config()
+    for role in ("terminal", "satellite", "gateway"):
+        assert geo.ask(role, {"cmd": "set", "config": cfg})["ok"]
+    srv = subprocess.Popen(
+        ["ip", "netns", "exec", geo.ns["server"], "iperf3", "-s", "-1", "-B", geo.addr(26)],
+        stdout=subprocess.DEVNULL,
+    )
+    blast: subprocess.Popen[bytes] | None = None
+    try:
+        time.sleep(0.5)
+        geo.ask("terminal", {"cmd": "reset_stats"})
+        blast = subprocess.Popen(
+            [
+                "ip",
+                "netns",
+                "exec",
+                geo.ns["client"],
+                "iperf3",
+                "-c",
+                geo.addr(26),
+                "-u",
+                "-b",
+                "15M",
+                "-l",
+                "1400",
+                "-t",
+                "6",
+            ],
+            stdout=subprocess.DEVNULL,
+        )
+        time.sleep(2)  # the bulk flow's queue builds up
+        rtts = ch.ping(geo, 10)
+        blast.wait(30)
+        st = geo.ask("terminal", {"cmd": "stats"})
+    finally:
+        for p in (blast, srv):
+            if p is not None and p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                p.wait(5)
+    ret = st["return"]
+    print(f"pings {rtts}, queue delay {ret['queue_delay']}, drops {ret['drops']}")
+    assert ret["discipline"] == "fq_codel"
+    assert ret["drops"]["codel"] > 0 and ret["drops"]["queue_full"] == 0
+    # The bulk flow waits in a standing queue (a second or so by the end) ...
+    assert ret["queue_delay"]["p99_ms"] > 200, ret["queue_delay"]
+    # ... the pings do not (timers may wake 15-70 ms late: a wide margin).
+    assert len(rtts) >= 8 and statistics.median(rtts) < 530 + 100, rtts
+
+
 def test_schedule_steps_and_outage_on_time(geo: ch.Chain) -> None:
     """A schedule applied by `set`: RTT 50 ms, an outage from 1.5 s to 2.5 s (link
     time), then RTT 150 ms; only the pings the outage asked for are lost."""

@@ -16,7 +16,7 @@ from typing import Any
 from clarke import __version__, sh
 from clarke.errors import ClarkeError, EnvironmentProblem, ValidationFailed
 from clarke.place import Place, netns
-from clarke.profiles import BitErrors, Direction, LinkProfile, PacketLoss, QueueBytes
+from clarke.profiles import BitErrors, Direction, LinkProfile, PacketLoss
 from clarke.roles import (
     Implementation,
     RoleProcess,
@@ -65,10 +65,13 @@ def netem_args(d: Direction) -> list[str]:
     rate = d.rate_mbps or 1000
     if d.rate_mbps > 0:
         args += ["rate", f"{d.rate_mbps}mbit"]
-    if isinstance(d.queue, QueueBytes):
-        limit = max(1, d.queue.bytes // MTU_BYTES)
+    bound = d.queue.bound()
+    if bound.bytes is not None:
+        limit = max(1, bound.bytes // MTU_BYTES)
+    elif bound.packets is not None:
+        limit = bound.packets
     else:
-        limit = max(1, int(rate * 1e6 * d.queue.ms / 1000 / 8 / MTU_BYTES))
+        limit = max(1, int(rate * 1e6 * (bound.ms or 0) / 1000 / 8 / MTU_BYTES))
     # netem's limit also holds the packets in flight on the delay line.
     in_flight = int(rate * 1e6 * d.one_way_delay_ms / 1000 / 8 / MTU_BYTES)
     args += ["limit", str(limit + in_flight)]
@@ -176,15 +179,24 @@ class Netem(Implementation):
             raise EnvironmentProblem(f"the netem link is not available: {why}; {self.install}")
 
     def check_profile(self, profile: LinkProfile, source: str = "link profile") -> None:
-        """A netem qdisc holds one fixed configuration: a scheduled profile is refused."""
+        """A netem qdisc holds one fixed configuration: a scheduled profile is refused;
+        its queue is drop-tail (netem's own limit), so is any other discipline."""
+        problems = []
         if profile.scheduled:
-            raise ValidationFailed(
-                f"{source} (netem link)",
-                [
-                    "schedule: netem applies a fixed profile and cannot follow a link "
-                    "schedule (docs/schedules.md); use --link satlink"
-                ],
+            problems.append(
+                "schedule: netem applies a fixed profile and cannot follow a link "
+                "schedule (docs/schedules.md); use --link satlink"
             )
+        for name, d in (("forward", profile.forward), ("return", profile.return_)):
+            if d.queue.discipline != "drop_tail":
+                problems.append(
+                    f"{name}.queue.discipline: {d.queue.discipline} cannot be emulated: "
+                    "netem's queue is drop-tail only (its limit), and a codel or fq_codel "
+                    "qdisc would sit in front of netem's delay line, not of its rate; use "
+                    "--link satlink (docs/queues.md)"
+                )
+        if problems:
+            raise ValidationFailed(f"{source} (netem link)", problems)
 
     def start(self, place: Place) -> RoleProcess:
         if place.role != "satellite":

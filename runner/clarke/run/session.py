@@ -342,6 +342,7 @@ class Session:
             details["link_stats"] = {role: agents[role].stats() for role in LINK_ROLES}
         details["metrics"] |= link_overhead(details["link_stats"], entry["total_bytes"])
         details["metrics"] |= timeline.crossed_metrics(details["link_stats"])
+        details["metrics"] |= timeline.queue_metrics(details["link_stats"])
         origin = (result.raw or {}).get("timeOrigin")
         details["timeline"] = timeline.at_navigation(
             details["link_stats"],

@@ -34,6 +34,32 @@ def crossed_metrics(link_stats: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+QUEUE_DROP_CAUSES = ("queue_full", "queue_head", "codel", "fq_overflow")
+
+
+def queue_metrics(link_stats: dict[str, Any]) -> dict[str, float]:
+    """queue_delay_<dir>_{p50,p99}_ms: the sojourn time of the frames that left the
+    shaping station's queue during the load (satlink's `queue_delay` histogram, reset
+    before the load), and link_drops_<dir>_<cause> for the queue's drop causes
+    (docs/queues.md); nothing for a link that does not count them (OpenSAND, netem)."""
+    out: dict[str, float] = {}
+    for direction, role in SENDER.items():
+        shaped = (link_stats.get(role) or {}).get(direction) or {}
+        delay = shaped.get("queue_delay") or {}
+        if delay.get("count"):
+            for stat in ("p50", "p99"):
+                value = delay.get(f"{stat}_ms")
+                if isinstance(value, int | float):
+                    out[f"queue_delay_{direction}_{stat}_ms"] = float(value)
+        drops = shaped.get("drops")
+        if isinstance(drops, dict) and "queue_full" in drops:
+            for cause in QUEUE_DROP_CAUSES:
+                value = drops.get(cause, 0)
+                if isinstance(value, int | float):
+                    out[f"link_drops_{direction}_{cause}"] = float(value)
+    return out
+
+
 def at_navigation(
     link_stats: dict[str, Any],
     asked_unix_ms: float,

@@ -37,7 +37,7 @@ from typing import Final
 
 from clarke.errors import InputError, ValidationFailed
 from clarke.link.opensand import delay_file
-from clarke.profiles import BitErrors, Direction, LinkProfile, PacketLoss, QueueBytes
+from clarke.profiles import BitErrors, Direction, LinkProfile, PacketLoss
 
 OPENSAND_VERSION: Final = "8.2"
 
@@ -213,11 +213,14 @@ def forward_bandwidth_khz(rate_mbps: float) -> int:
 
 def fifo_packets(d: Direction) -> int:
     """The profile's queue as a FIFO capacity in 1500-byte packets."""
+    bound = d.queue.bound()
     size: float
-    if isinstance(d.queue, QueueBytes):
-        size = d.queue.bytes
+    if bound.packets is not None:
+        return max(1, min(FIFO_MAX_PACKETS, bound.packets))
+    if bound.bytes is not None:
+        size = bound.bytes
     else:
-        size = d.rate_mbps * 1e6 * d.queue.ms / 1000 / 8
+        size = d.rate_mbps * 1e6 * (bound.ms or 0) / 1000 / 8
     return max(1, min(FIFO_MAX_PACKETS, math.ceil(size / PACKET_BYTES)))
 
 
@@ -282,6 +285,12 @@ def derive(profile: LinkProfile, source: str = "link profile") -> Mapping:
         problem = _loss_problem(name, d)
         if problem:
             problems.append(problem)
+        if d.queue.discipline != "drop_tail":
+            problems.append(
+                f"{name}.queue.discipline: {d.queue.discipline} cannot be mapped: OpenSAND "
+                "8.2's only queue is its drop-tail FIFO (gw_fifos / st_fifos capacity); "
+                "use the satlink link for another discipline (docs/queues.md)"
+            )
 
     # A link that changes over time: its delays, through the gateway's FileDelay.
     problems += delay_file.problems(profile, RTT_OVERHEAD_RANGE_MS)
@@ -419,9 +428,7 @@ def derive(profile: LinkProfile, source: str = "link profile") -> Mapping:
 
 
 def _queue_text(d: Direction) -> str:
-    if isinstance(d.queue, QueueBytes):
-        return f"{d.queue.bytes} bytes"
-    return f"{d.queue.ms:g} ms"
+    return d.queue.bound().describe()
 
 
 def mapping_table(profile: LinkProfile, source: str = "link profile") -> str:

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::queue::Bound;
 use crate::schedule::ScheduleConfig;
 
 /// The whole link. forward = gateway -> terminal, return = terminal -> gateway.
@@ -41,9 +42,12 @@ pub struct DirConfig {
     /// Serialization rate in bit/s; 0 means unlimited (no serialization, no queueing).
     #[serde(default)]
     pub rate_bps: u64,
-    /// Drop-tail bound of the queue in front of the rate shaper.
+    /// Bound of the queue in front of the rate shaper.
     #[serde(default = "default_queue")]
     pub queue: QueueLimit,
+    /// How the queue drops and orders packets (default drop-tail).
+    #[serde(default, skip_serializing_if = "Discipline::is_drop_tail")]
+    pub discipline: Discipline,
     /// Ground station -> satellite, ms.
     #[serde(default)]
     pub uplink_delay_ms: f64,
@@ -64,12 +68,106 @@ pub struct DirConfig {
     pub max_frame_bytes: usize,
 }
 
-/// Drop-tail bound: `{"bytes": N}` or `{"ms": X}` (X ms of data at `rate_bps`).
+/// Queue bound: `{"bytes": N}`, `{"packets": N}` or `{"ms": X}` (X ms of data at the
+/// rate in force).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum QueueLimit {
     Bytes(u64),
+    Packets(u64),
     Ms(f64),
+}
+
+/// Queue discipline: `"drop_tail"`, `"drop_head"`, `{"codel": {...}}` or
+/// `{"fq_codel": {...}}` (src/queue.rs, codel.rs, fq_codel.rs).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Discipline {
+    /// Refuse an arriving packet that does not fit.
+    #[default]
+    DropTail,
+    /// Take the arriving packet, drop the oldest until the queue fits.
+    DropHead,
+    /// RFC 8289; tail drop at the bound.
+    Codel(CodelConfig),
+    /// RFC 8290; above the bound, drop from the flow with the most bytes.
+    FqCodel(FqCodelConfig),
+}
+
+impl Discipline {
+    pub fn is_drop_tail(&self) -> bool {
+        *self == Discipline::DropTail
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Discipline::DropTail => "drop_tail",
+            Discipline::DropHead => "drop_head",
+            Discipline::Codel(_) => "codel",
+            Discipline::FqCodel(_) => "fq_codel",
+        }
+    }
+}
+
+/// CoDel's parameters (RFC 8289 §4.2, §4.3 defaults).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CodelConfig {
+    /// Acceptable standing queue delay, ms (default 5).
+    #[serde(default = "default_target_ms")]
+    pub target_ms: f64,
+    /// Time the delay must stay above target before a drop, ms (default 100).
+    #[serde(default = "default_interval_ms")]
+    pub interval_ms: f64,
+}
+
+impl Default for CodelConfig {
+    fn default() -> Self {
+        CodelConfig {
+            target_ms: default_target_ms(),
+            interval_ms: default_interval_ms(),
+        }
+    }
+}
+
+/// FQ-CoDel's parameters (RFC 8290 §5.1 defaults).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FqCodelConfig {
+    #[serde(default = "default_target_ms")]
+    pub target_ms: f64,
+    #[serde(default = "default_interval_ms")]
+    pub interval_ms: f64,
+    /// Number of flow queues (default 1024).
+    #[serde(default = "default_flows")]
+    pub flows: u32,
+    /// Bytes a flow may send per round of the deficit round robin (default 1514).
+    #[serde(default = "default_quantum")]
+    pub quantum: u32,
+}
+
+impl Default for FqCodelConfig {
+    fn default() -> Self {
+        FqCodelConfig {
+            target_ms: default_target_ms(),
+            interval_ms: default_interval_ms(),
+            flows: default_flows(),
+            quantum: default_quantum(),
+        }
+    }
+}
+
+fn default_target_ms() -> f64 {
+    5.0
+}
+fn default_interval_ms() -> f64 {
+    100.0
+}
+fn default_flows() -> u32 {
+    1024
+}
+fn default_quantum() -> u32 {
+    1514
 }
 
 /// Loss model: `{"packet_rate": p}`, `{"bit_error_rate": ber}` or
@@ -158,6 +256,13 @@ pub enum ConfigError {
     /// The queue bound is zero, negative or not finite.
     #[error("{dir}.queue must be positive")]
     Queue { dir: &'static str },
+    /// A discipline's parameter is out of range.
+    #[error("{dir}.discipline.{field} {problem}")]
+    Discipline {
+        dir: &'static str,
+        field: &'static str,
+        problem: &'static str,
+    },
     /// A loss probability is outside [0, 1).
     #[error("{dir}.loss.{field} must be in [0, 1), got {value}")]
     Loss {
@@ -242,6 +347,7 @@ impl DirConfig {
         DirConfig {
             rate_bps: 0,
             queue: default_queue(),
+            discipline: Discipline::DropTail,
             uplink_delay_ms: 0.0,
             downlink_delay_ms: 0.0,
             framing_delay_ms: 0.0,
@@ -260,12 +366,15 @@ impl DirConfig {
             check_delay(dir, field, value)?;
         }
         match self.queue {
-            QueueLimit::Bytes(0) => return Err(ConfigError::Queue { dir }),
+            QueueLimit::Bytes(0) | QueueLimit::Packets(0) => {
+                return Err(ConfigError::Queue { dir })
+            }
             QueueLimit::Ms(ms) if !(ms > 0.0 && ms.is_finite()) => {
                 return Err(ConfigError::Queue { dir })
             }
             _ => {}
         }
+        self.validate_discipline(dir)?;
         if let Some(loss) = self.loss {
             loss.validate(dir)?;
         }
@@ -274,6 +383,39 @@ impl DirConfig {
                 dir,
                 value: self.max_frame_bytes,
             });
+        }
+        Ok(())
+    }
+
+    fn validate_discipline(&self, dir: &'static str) -> Result<(), ConfigError> {
+        let bad = |field, problem| {
+            Err(ConfigError::Discipline {
+                dir,
+                field,
+                problem,
+            })
+        };
+        let (target_ms, interval_ms) = match self.discipline {
+            Discipline::DropTail | Discipline::DropHead => return Ok(()),
+            Discipline::Codel(c) => (c.target_ms, c.interval_ms),
+            Discipline::FqCodel(f) => {
+                if !(1..=65536).contains(&f.flows) {
+                    return bad("flows", "must be between 1 and 65536");
+                }
+                if !(64..=1_048_576).contains(&f.quantum) {
+                    return bad("quantum", "must be between 64 and 1048576 bytes");
+                }
+                (f.target_ms, f.interval_ms)
+            }
+        };
+        if !(target_ms > 0.0 && target_ms <= 10_000.0) {
+            return bad("target_ms", "must be above 0 and at most 10000 ms");
+        }
+        if !(interval_ms > 0.0 && interval_ms <= 100_000.0) {
+            return bad("interval_ms", "must be above 0 and at most 100000 ms");
+        }
+        if target_ms > interval_ms {
+            return bad("target_ms", "must not exceed interval_ms");
         }
         Ok(())
     }
@@ -301,8 +443,20 @@ impl DirConfig {
     pub fn queue_limit_bytes_at(&self, rate_bps: u64) -> usize {
         match self.queue {
             QueueLimit::Bytes(b) => b as usize,
+            QueueLimit::Packets(_) => usize::MAX,
             QueueLimit::Ms(_) if rate_bps == 0 => usize::MAX,
             QueueLimit::Ms(ms) => ((rate_bps as f64) * ms / 8000.0).round() as usize,
+        }
+    }
+
+    /// The queue's bound at `rate_bps`, in bytes and packets.
+    pub fn queue_bound_at(&self, rate_bps: u64) -> Bound {
+        match self.queue {
+            QueueLimit::Packets(n) => Bound {
+                bytes: usize::MAX,
+                packets: n as usize,
+            },
+            _ => Bound::bytes(self.queue_limit_bytes_at(rate_bps)),
         }
     }
 }
@@ -356,9 +510,67 @@ mod tests {
         assert!(e.to_string().contains("unknown field `rate`"), "{e}");
         let e = LinkConfig::from_json(r#"{"forward": {}, "return": {}, "x": 1}"#).unwrap_err();
         assert!(e.to_string().contains("unknown field `x`"), "{e}");
-        let e = LinkConfig::from_json(r#"{"forward": {"queue": {"packets": 3}}, "return": {}}"#)
+        let e = LinkConfig::from_json(r#"{"forward": {"queue": {"frames": 3}}, "return": {}}"#)
             .unwrap_err();
-        assert!(e.to_string().contains("unknown variant `packets`"), "{e}");
+        assert!(e.to_string().contains("unknown variant `frames`"), "{e}");
+        let e = LinkConfig::from_json(
+            r#"{"forward": {"discipline": {"codel": {"target": 3}}}, "return": {}}"#,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("forward.discipline.codel.target: unknown field `target`"),
+            "{e}"
+        );
+        let e = LinkConfig::from_json(r#"{"forward": {"discipline": "red"}, "return": {}}"#)
+            .unwrap_err();
+        assert!(e.to_string().contains("unknown variant `red`"), "{e}");
+    }
+
+    #[test]
+    fn disciplines_parse_with_their_rfc_defaults() {
+        let c = LinkConfig::from_json(
+            r#"{"forward": {"discipline": {"fq_codel": {}}, "queue": {"packets": 10240}},
+                "return": {"discipline": "drop_head"}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            c.forward.discipline,
+            Discipline::FqCodel(FqCodelConfig::default())
+        );
+        assert_eq!(c.forward.queue_bound_at(10_000_000).packets, 10240);
+        assert_eq!(c.return_.discipline, Discipline::DropHead);
+        let c = LinkConfig::from_json(
+            r#"{"forward": {"discipline": {"codel": {"target_ms": 20}}}, "return": {}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            c.forward.discipline,
+            Discipline::Codel(CodelConfig {
+                target_ms: 20.0,
+                interval_ms: 100.0
+            })
+        );
+        let again = LinkConfig::from_json(&serde_json::to_string(&c).unwrap()).unwrap();
+        assert_eq!(again, c);
+        // Drop-tail, the default, is not written out: old readers read the config.
+        assert!(!serde_json::to_string(
+            &LinkConfig::from_json(r#"{"forward": {}, "return": {}}"#).unwrap()
+        )
+        .unwrap()
+        .contains("discipline"));
+        let e = LinkConfig::from_json(
+            r#"{"forward": {"discipline": {"codel": {"target_ms": 200}}}, "return": {}}"#,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "forward.discipline.target_ms must not exceed interval_ms"
+        );
+        assert!(
+            LinkConfig::from_json(r#"{"forward": {"queue": {"packets": 0}}, "return": {}}"#)
+                .is_err()
+        );
     }
 
     #[test]

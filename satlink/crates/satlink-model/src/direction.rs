@@ -1,4 +1,4 @@
-//! One direction of the link: drop-tail queue -> rate shaper -> loss -> delay line.
+//! One direction of the link: queue (its discipline) -> rate shaper -> loss -> delay line.
 //!
 //! Times are computed, not observed: a frame's serialization starts at
 //! `max(arrival, end of the previous frame's serialization)` and ends `8 len / rate`
@@ -10,23 +10,37 @@
 //! the rate and the outage at the start of its serialization, the delay and the loss at
 //! its end. A step therefore takes effect exactly at its time whenever the model is
 //! called, with nothing torn down.
+//!
+//! The queue's discipline dequeues at the computed start of serialization, not when the
+//! model happens to be called: CoDel's sojourn times and drops are the same whether
+//! the caller's timer woke up on time or late.
 
 use std::collections::VecDeque;
 
 use serde::Serialize;
 
-use crate::config::DirConfig;
+use crate::codel::{Codel, CodelParams};
+use crate::config::{DirConfig, Discipline};
+use crate::fq_codel::FqCodel;
 use crate::histogram::{Histogram, Summary};
 use crate::loss::LossState;
-use crate::queue::{DropTail, Packet, Queue};
+use crate::queue::{DropHead, DropTail, Dropped, Packet, Queue};
 use crate::schedule::{Params, Schedule};
 use crate::Nanos;
 
 /// Why a frame was dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DropCause {
-    /// The drop-tail queue was full.
+    /// The queue was full: the arriving frame was refused (drop-tail, and the tail
+    /// drop of drop-head and CoDel when even one frame does not fit).
     QueueFull,
+    /// Drop-head: dropped from the front to make room for a newer frame.
+    QueueHead,
+    /// CoDel (or FQ-CoDel's per-flow CoDel) dropped it at dequeue: its sojourn time
+    /// had stayed above target.
+    Codel,
+    /// FQ-CoDel above its bound: the head of the flow with the most bytes.
+    FqOverflow,
     /// The loss model (packet loss rate or bit error rate) lost it on the air.
     Loss,
     /// Longer than `max_frame_bytes`.
@@ -39,6 +53,9 @@ impl DropCause {
     pub fn as_str(self) -> &'static str {
         match self {
             DropCause::QueueFull => "queue_full",
+            DropCause::QueueHead => "queue_head",
+            DropCause::Codel => "codel",
+            DropCause::FqOverflow => "fq_overflow",
             DropCause::Loss => "loss",
             DropCause::Oversize => "oversize",
             DropCause::Outage => "outage",
@@ -50,6 +67,9 @@ impl DropCause {
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct Drops {
     pub queue_full: u64,
+    pub queue_head: u64,
+    pub codel: u64,
+    pub fq_overflow: u64,
     pub loss: u64,
     pub oversize: u64,
     pub io_error: u64,
@@ -60,6 +80,9 @@ impl Drops {
     pub fn count(&mut self, cause: DropCause) {
         match cause {
             DropCause::QueueFull => self.queue_full += 1,
+            DropCause::QueueHead => self.queue_head += 1,
+            DropCause::Codel => self.codel += 1,
+            DropCause::FqOverflow => self.fq_overflow += 1,
             DropCause::Loss => self.loss += 1,
             DropCause::Oversize => self.oversize += 1,
             DropCause::Outage => self.outage += 1,
@@ -209,6 +232,8 @@ pub struct Direction<T> {
     /// Link time 0 of the schedule.
     epoch: Nanos,
     queue: Box<dyn Queue<T>>,
+    /// What the queue dropped in the call in progress.
+    dropped: Vec<Dropped<T>>,
     /// End of the current (or last) serialization.
     link_free: Nanos,
     line: VecDeque<Departure<T>>,
@@ -227,7 +252,8 @@ impl<T: Send + 'static> Direction<T> {
             base: Params::of(&cfg),
             schedule: None,
             epoch: 0,
-            queue: Box::new(DropTail::new(cfg.queue_limit_bytes())),
+            queue: make_queue(&cfg, cfg.rate_bps),
+            dropped: Vec::new(),
             link_free: 0,
             line: VecDeque::new(),
             last_release: 0,
@@ -285,10 +311,21 @@ impl<T: Send + 'static> Direction<T> {
         self.base = Params::of(&cfg);
         self.schedule = schedule;
         self.epoch = now;
+        let new_discipline = cfg.discipline != self.cfg.discipline;
         self.cfg = cfg;
         let rate = self.params_at(now).rate_bps;
-        self.queue
-            .set_limit_bytes(self.cfg.queue_limit_bytes_at(rate));
+        if new_discipline {
+            // The waiting frames move to the new discipline in arrival order (a bound
+            // or a flow hash it applies may drop some).
+            let mut frames = self.queue.take_all();
+            self.queue = make_queue(&self.cfg, rate);
+            frames.sort_by_key(|p| p.arrival);
+            for p in frames {
+                self.queue.enqueue(p.arrival, p, &mut self.dropped);
+            }
+            self.count_dropped(now);
+        }
+        self.queue.set_bound(self.cfg.queue_bound_at(rate));
     }
 
     pub fn schedule(&self) -> Option<&Schedule> {
@@ -337,14 +374,29 @@ impl<T: Send + 'static> Direction<T> {
         payload: T,
         segmented: bool,
     ) -> Result<(), (T, DropCause)> {
+        self.enqueue_flow(now, len, payload, segmented, 0)
+    }
+
+    /// As [`Direction::enqueue_frame`], for a frame of flow `flow`
+    /// ([`crate::flow::flow_hash`] of its IP packet; FQ-CoDel queues by it). Err hands
+    /// back the arriving frame when it was refused; frames the discipline drops from
+    /// the queue instead (drop-head, CoDel, FQ-CoDel's overflow) are counted in the
+    /// stats and their payloads dropped.
+    pub fn enqueue_flow(
+        &mut self,
+        now: Nanos,
+        len: usize,
+        payload: T,
+        segmented: bool,
+        flow: u64,
+    ) -> Result<(), (T, DropCause)> {
         self.stats.frames_in += 1;
         self.stats.bytes_in += len as u64;
         self.advance(now);
         if self.schedule.is_some() {
             // A bound in ms follows the rate in force at arrival.
             let rate = self.params_at(now).rate_bps;
-            self.queue
-                .set_limit_bytes(self.cfg.queue_limit_bytes_at(rate));
+            self.queue.set_bound(self.cfg.queue_bound_at(rate));
         }
         if len > self.cfg.max_frame_bytes && !segmented {
             return Err(self.dropped(now, len, payload, DropCause::Oversize));
@@ -352,15 +404,37 @@ impl<T: Send + 'static> Direction<T> {
         let packet = Packet {
             len,
             arrival: now,
+            flow,
             payload,
         };
-        match self.queue.enqueue(packet) {
-            Ok(()) => {
+        let mut dropped = std::mem::take(&mut self.dropped);
+        self.queue.enqueue(now, packet, &mut dropped);
+        // Only the arriving frame is refused at the tail (QueueFull).
+        let refused = dropped
+            .iter()
+            .position(|d| d.cause == DropCause::QueueFull)
+            .map(|i| dropped.swap_remove(i));
+        self.dropped = dropped;
+        self.count_dropped(now);
+        match refused {
+            Some(d) => Err(self.dropped(now, len, d.packet.payload, DropCause::QueueFull)),
+            None => {
                 self.trace(Event::Enqueue { t: now, len });
                 self.advance(now);
                 Ok(())
             }
-            Err(p) => Err(self.dropped(now, len, p.payload, DropCause::QueueFull)),
+        }
+    }
+
+    /// Count and trace (at `t`) what the queue dropped; the payloads go.
+    fn count_dropped(&mut self, t: Nanos) {
+        for d in std::mem::take(&mut self.dropped) {
+            self.stats.drops.count(d.cause);
+            self.trace(Event::Drop {
+                t,
+                len: d.packet.len,
+                cause: d.cause,
+            });
         }
     }
 
@@ -374,12 +448,19 @@ impl<T: Send + 'static> Direction<T> {
     /// The rate and the outage in force at the start of serialization apply, the loss
     /// and the delay in force at its end.
     pub fn advance(&mut self, now: Nanos) {
-        while let Some(head) = self.queue.peek() {
-            let start = self.link_free.max(head.arrival);
+        while let Some(oldest) = self.queue.oldest_arrival() {
+            // Every waiting frame has arrived by then (frames are enqueued only after
+            // the model has advanced to their arrival).
+            let start = self.link_free.max(oldest);
             if start > now {
                 break;
             }
-            let p = self.queue.dequeue().expect("peeked");
+            let mut dropped = std::mem::take(&mut self.dropped);
+            let p = self.queue.dequeue(start, &mut dropped);
+            self.dropped = dropped;
+            self.count_dropped(start);
+            let Some(p) = p else { continue };
+            let start = start.max(p.arrival);
             let at_start = self.params_at(start);
             if at_start.outage {
                 // Never on the air: the link stays free for the next frame.
@@ -443,8 +524,12 @@ impl<T: Send + 'static> Direction<T> {
     /// When the next frame will be due (None when nothing is queued or in flight).
     pub fn next_deadline(&self) -> Option<Nanos> {
         let line = self.line.front().map(|d| self.key(d));
-        let queued = self.queue.peek().map(|p| {
-            let start = self.link_free.max(p.arrival);
+        let queued = self.queue.oldest_arrival().map(|oldest| {
+            let start = self.link_free.max(oldest);
+            let Some(p) = self.queue.peek() else {
+                // The discipline picks at the dequeue (FQ-CoDel): wake up then.
+                return start;
+            };
             let at_start = self.params_at(start);
             if at_start.outage {
                 // Dropped then: wake up to drop it and start the frames behind.
@@ -485,6 +570,21 @@ impl<T: Send + 'static> Direction<T> {
     }
 }
 
+/// The queue `cfg` asks for, bounded at `rate_bps`.
+fn make_queue<T: Send + 'static>(cfg: &DirConfig, rate_bps: u64) -> Box<dyn Queue<T>> {
+    let bound = cfg.queue_bound_at(rate_bps);
+    match &cfg.discipline {
+        Discipline::DropTail => Box::new(DropTail::new(bound)),
+        Discipline::DropHead => Box::new(DropHead::new(bound)),
+        Discipline::Codel(c) => Box::new(Codel::new(bound, CodelParams::of(c))),
+        Discipline::FqCodel(f) => Box::new(FqCodel::new(bound, f)),
+    }
+}
+
 #[cfg(test)]
 #[path = "direction_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "direction_queue_tests.rs"]
+mod queue_tests;

@@ -1,7 +1,8 @@
 //! satlink's link model, without I/O.
 //!
 //! One [`Direction`] models one direction of the satellite link as the sending ground
-//! station sees it: a drop-tail [`queue`] in front of a rate shaper (serialization at
+//! station sees it: a [`queue`] (drop-tail, drop-head, CoDel or FQ-CoDel) in front of a
+//! rate shaper (serialization at
 //! `rate_bps`), then the loss model, then a fixed delay line (uplink + downlink +
 //! framing). Nothing here reads a clock: every call takes `now` (nanoseconds on any
 //! monotonic clock), so the model is tested on a simulated clock with exact expected
@@ -9,16 +10,23 @@
 //! changes a direction's rate, delay, loss and outage at given link times; the model
 //! applies it at each frame's own event times.
 
+pub mod codel;
 pub mod config;
 pub mod direction;
+pub mod flow;
+pub mod fq_codel;
 pub mod histogram;
 pub mod loss;
 pub mod queue;
 pub mod rng;
 pub mod schedule;
 
-pub use config::{ConfigError, DirConfig, GilbertElliott, LinkConfig, LossConfig, QueueLimit, Way};
+pub use config::{
+    CodelConfig, ConfigError, DirConfig, Discipline, FqCodelConfig, GilbertElliott, LinkConfig,
+    LossConfig, QueueLimit, Way,
+};
 pub use direction::{Crossed, Departure, Direction, DirectionStats, DropCause, Drops, Event};
+pub use flow::flow_hash;
 pub use histogram::Histogram;
 pub use schedule::{End, Params, Schedule, ScheduleConfig};
 

@@ -94,7 +94,7 @@ impl Counters {
             "bytes_in": self.bytes_in.load(Relaxed),
             "frames_out": self.frames_out.load(Relaxed),
             "bytes_out": self.bytes_out.load(Relaxed),
-            "drops": {"queue_full": 0, "loss": 0,
+            "drops": {"queue_full": 0, "queue_head": 0, "codel": 0, "fq_overflow": 0, "loss": 0,
                       "oversize": self.oversize.load(Relaxed),
                       "io_error": self.io_error.load(Relaxed),
                       "outage": 0},
@@ -261,7 +261,8 @@ impl Station {
             buf.extend_from_slice(&[0; sys::DUE_HDR]); // the due time, set when sent
             buf.extend_from_slice(&scratch[..n]);
             let len = n - sys::VNET_HDR;
-            if let Err((buf, _)) = g.dir.enqueue_frame(now, len, buf, segmented) {
+            let flow = satlink_model::flow_hash(&scratch[sys::VNET_HDR..n]);
+            if let Err((buf, _)) = g.dir.enqueue_flow(now, len, buf, segmented, flow) {
                 g.free.push(buf);
             }
             self.release_due(&mut g, now);
@@ -503,6 +504,7 @@ impl Controlled for Station {
         let g = self.lock();
         let mut s = serde_json::to_value(g.dir.stats().to_json()).unwrap_or_default();
         s["drops"]["io_error"] = json!(g.io_errors);
+        s["discipline"] = json!(g.dir.config().discipline.name());
         s["queue_bytes"] = json!(g.dir.queue_bytes());
         s["queue_frames"] = json!(g.dir.queue_frames());
         s["in_flight_frames"] = json!(g.dir.in_flight_frames());
