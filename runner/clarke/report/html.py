@@ -96,7 +96,7 @@ def _connections(records: list[RunRecord]) -> str:
             s = c.metrics.get(m)
             row.append(_num(s.median, digits) if s else "-")
         rows.append(row)
-    head = ["profile", "http", "cc", "model", "size", "per server", "loads"]
+    head = ["profile", "http", "cc", "model", "size", "per server", "cross traffic", "loads"]
     head += [f"{label} (median)" for _, label, _ in CONNECTION_METRICS]
     return (
         "<p>Per cell, the medians over successful loads of: the connections that carried "
@@ -155,7 +155,7 @@ def build(results_dir: Path, family: str = DEFAULT_FAMILY) -> str:
                 else ["-"] * 3
             )
         rows.append(row)
-    head = ["profile", "http", "cc", "model", "size", "connections", "ok", "failed"]
+    head = ["profile", "http", "cc", "model", "size", "connections", "cross traffic", "ok", "failed"]
     for m in metrics:
         head += [f"{LABEL[m]} mean ms", "median", "95 % CI"]
     parts.append(_table(head, rows, 5))

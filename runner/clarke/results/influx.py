@@ -47,6 +47,7 @@ TAGS = (
     "page",
     "repetition",
     "connections",
+    "cross_traffic",
     "engine",
     "browser",
     "status",
