@@ -202,6 +202,7 @@ class CrossTrafficDriver:
         rates = start.rates_mbps(self.sample())
         asked = directions(run.spec)
         out = run.spec.describe() | {
+            "server": self.endpoints.address("xserver"),
             "achieved_mbps": {d: round(rates[d], 3) for d in asked},
             "during_s": round(time.monotonic() - start.at, 3),
             **run.started,
