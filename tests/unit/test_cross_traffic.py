@@ -11,8 +11,11 @@ from pathlib import Path
 import pytest
 
 from clarke.campaign.cross import CrossKind, CrossTraffic, Direction
+from clarke.compose.substrate import ComposeSubstrate
+from clarke.errors import InputError
 from clarke.place.procs import Proc
 from clarke.run import cross
+from clarke.run.session import Session
 
 
 def _spec(name: str, **kw: object) -> CrossTraffic:
@@ -125,3 +128,11 @@ def test_defaults_and_labels() -> None:
         CrossKind.udp_cbr, Direction.forward, 1, 1.0, "udp-cbr"
     )  # fmt: skip
     assert _spec("bulk-cubic", flows=2, direction="return").label == "bulk-cubic-f2-return"
+
+
+def test_the_compose_stack_refuses_cross_traffic_naming_why(tmp_path: Path) -> None:
+    """The session asks its substrate for the endpoints; compose has none."""
+    session = Session(ComposeSubstrate(tmp_path, tmp_path), [], engine="selenium")
+    session.ensure_cross(_spec("none"))  # nothing asked, nothing refused
+    with pytest.raises(InputError, match="only the netns substrate builds"):
+        session.ensure_cross(_spec("bulk-cubic"))
