@@ -14,11 +14,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from clarke.place import netns
+from clarke.campaign.cross import CrossTraffic
+from clarke.place import netns, procs
 from clarke.place.plan import parse_ns
 from clarke.results.journal import Journal
 from clarke.results.record import Status
+from clarke.run.cross import CrossTrafficDriver
 from clarke.testbed import lifecycle
+from clarke.testbed.cross import NetnsCrossEndpoints
+from clarke.testbed.state import Store
 from conftest import need
 
 pytestmark = [pytest.mark.root, pytest.mark.browser, pytest.mark.slow]
@@ -103,3 +107,28 @@ def test_cross_traffic_shares_the_link_with_verified_loads(
     # The generators went with the testbed (they ran against this testbed's xserver).
     iperf = subprocess.run(["pgrep", "-a", "iperf3"], capture_output=True, text=True).stdout
     assert f" {crossing['server']} " not in f"{iperf} ".replace("\n", " "), iperf
+
+
+def test_down_stops_cross_traffic_a_dead_runner_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runner starts the generators and dies without stopping them: they are in the
+    state file, and `down` stops them with the testbed."""
+    need(os.geteuid() == 0, "root (network namespaces)")
+    monkeypatch.setenv("CLARKE_STATE_DIR", str(tmp_path / "testbeds"))
+    store = Store()
+    try:
+        up = lifecycle.up(PROFILE, store=store)
+        endpoints = NetnsCrossEndpoints(up.plan, store, Path(up.state.run_dir))
+        driver = CrossTrafficDriver(endpoints)
+        driver.ensure(CrossTraffic.model_validate({"name": "bulk-cubic"}), PROFILE)
+        assert driver.running is not None
+        started = driver.running.procs
+        recorded = {p.pid for p in (store.read(up.plan.id) or up.state).processes}
+        assert {p.pid for p in started} <= recorded
+        assert all(procs.alive(p) for p in started)
+        # no driver.stop(): the runner is gone
+    finally:
+        lifecycle.down_all(store)
+    assert not any(procs.alive(p) for p in started)
+    assert not [n for n in netns.namespaces() if n in up.plan.namespaces.values()]
