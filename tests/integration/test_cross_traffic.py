@@ -1,6 +1,7 @@
 """Cross traffic for real (issue 17): a campaign on the netns testbed loads a page while
 cross traffic between xserver and xclient shares the 10 Mb/s link: a bulk Cubic flow
-forward, a BBR flow on the return link, UDP at 2 Mb/s each way, and rrul; each load is
+forward, a BBR flow on the return link, UDP at 2 Mb/s each way, rrul, and a second
+user fetching the same page again and again (web); each load is
 verified as every load is, its record carries the traffic's achieved rates, and nothing
 of the traffic or the testbed is left afterwards."""
 
@@ -51,6 +52,7 @@ def test_cross_traffic_shares_the_link_with_verified_loads(
                         {"name": "bulk-bbr", "direction": "return"},
                         {"name": "udp-cbr", "rate_mbps": 2, "direction": "both"},
                         "rrul",
+                        "web",
                     ],
                 },
                 "repetitions": 1,
@@ -67,7 +69,13 @@ def test_cross_traffic_shares_the_link_with_verified_loads(
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         (d,) = [p for p in (tmp_path / "results").iterdir() if p.is_dir()]
         records = {r.cross_traffic: r for r in Journal.in_dir(d).records()}
-        assert set(records) == {"bulk-cubic", "bulk-bbr-return", "udp-cbr-both-2mbps", "rrul"}
+        assert set(records) == {
+            "bulk-cubic",
+            "bulk-bbr-return",
+            "udp-cbr-both-2mbps",
+            "rrul",
+            "web",
+        }
         for r in records.values():
             assert r.status is Status.ok, (r.run_id, r.reason)
             assert r.metrics["app_bytes"] > 0  # the page, verified as every load is
@@ -98,6 +106,13 @@ def test_cross_traffic_shares_the_link_with_verified_loads(
         assert rrul.metrics["cross_forward_mbps"] > 0 and rrul.metrics["cross_return_mbps"] > 0
         # the latency probe under load: at least the idle RTT of 50 ms
         assert rrul.metrics["cross_ping_p50_ms"] >= 50 * 0.95, rrul.details["cross_traffic"]
+        web = records["web"]
+        assert web.details["cross_traffic"]["flows"] == 6
+        assert web.details["cross_traffic"]["cc"] == ["cubic"]
+        assert 0 < web.metrics["cross_forward_mbps"] <= 10 * 1538 / 1500
+        # The page's own server saw only the browser: web fetches from its own origin.
+        peers = [c["peer"] for c in web.details["server_connections"]]
+        assert peers and not [p for p in peers if p.startswith("198.19.")], peers
     finally:
         lifecycle.down_all()
     left = [n for n in netns.namespaces() if parse_ns(n) and netns.owner(n) is None]

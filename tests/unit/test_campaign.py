@@ -420,7 +420,7 @@ def test_cross_traffic_as_a_dimension(tmp_path: Path) -> None:
         ([{"name": "rrul", "flows": 2}], ["rrul takes no flows", "no parameters"]),
         ([{"name": "udp-cbr", "rate_mbps": -1}], ["rate_mbps", "greater than 0"]),
         ([{"name": "udp-cbr", "speed": 1}], ["speed: unknown field"]),
-        (["web"], ["web cross traffic is not built yet", "allowed: none, bulk-cubic"]),
+        ([{"name": "web", "direction": "return"}], ["web takes no direction", "flows"]),
         (
             ["bulk-cubic", {"name": "bulk-cubic", "flows": 1}],
             ["listed more than once: bulk-cubic"],

@@ -24,7 +24,7 @@ class CrossKind(StrEnum):
     bulk_bbr = "bulk-bbr"  # iperf3 TCP, BBR
     udp_cbr = "udp-cbr"  # iperf3 UDP at a constant bit rate
     rrul = "rrul"  # 4 TCP flows each way plus a latency probe (flent's definition)
-    web = "web"  # refused: see CrossTraffic._supported
+    web = "web"  # a second user: the cell's page fetched again and again (curl)
 
 
 class Direction(StrEnum):
@@ -35,6 +35,7 @@ class Direction(StrEnum):
 
 DEFAULT_UDP_RATE_MBPS: Final = 1.0
 RRUL_FLOWS: Final = 4  # per direction, as flent's rrul test defines it
+WEB_FLOWS: Final = 6  # parallel fetches: Firefox's connections per server
 
 
 class CrossTraffic(StrictModel):
@@ -48,18 +49,13 @@ class CrossTraffic(StrictModel):
     @model_validator(mode="after")
     def _supported(self) -> CrossTraffic:
         given = [k for k in ("flows", "direction", "rate_mbps") if getattr(self, k) is not None]
-        if self.name is CrossKind.web:
-            raise ValueError(
-                "web cross traffic is not built yet (its fetches would reach the origin "
-                "server and mix with the page's own server statistics); allowed: "
-                + ", ".join(k.value for k in CrossKind if k is not CrossKind.web)
-            )
         allowed = {
             CrossKind.none: (),
             CrossKind.bulk_cubic: ("flows", "direction"),
             CrossKind.bulk_bbr: ("flows", "direction"),
             CrossKind.udp_cbr: ("flows", "direction", "rate_mbps"),
             CrossKind.rrul: (),
+            CrossKind.web: ("flows",),
         }[self.name]
         extra = [k for k in given if k not in allowed]
         if extra:
@@ -78,13 +74,13 @@ class CrossTraffic(StrictModel):
     def n_flows(self) -> int:
         if self.name is CrossKind.rrul:
             return RRUL_FLOWS
-        return self.flows or 1
+        return self.flows or (WEB_FLOWS if self.name is CrossKind.web else 1)
 
     @property
     def way(self) -> Direction:
         if self.name is CrossKind.rrul:
             return Direction.both
-        return self.direction or Direction.forward
+        return self.direction or Direction.forward  # web: pages travel forward
 
     @property
     def rate(self) -> float | None:
@@ -98,7 +94,8 @@ class CrossTraffic(StrictModel):
         """The name plus every parameter that is not its default: the cell key and the
         run id's `-x` part (two entries differ in label exactly when they differ)."""
         parts = [self.name.value]
-        if self.flows not in (None, 1):
+        default_flows = CrossTraffic(name=self.name).n_flows
+        if self.flows is not None and self.flows != default_flows:
             parts.append(f"f{self.flows}")
         if self.direction not in (None, Direction.forward):
             parts.append(self.way.value)

@@ -8,6 +8,10 @@ compose stack has none and refuses).
     rrul                  iperf3 TCP, 4 streams each way (--bidir) plus ping every 0.2 s:
                           flent's rrul defined with iperf3, since flent's own runner needs
                           netperf, which Debian does not ship
+    web                   curl on xclient fetching the cell's page (its HTML and objects)
+                          again and again, `flows` at a time over HTTPS/1.1, from a second
+                          origin server on xserver (the testbed's pages and certificate),
+                          so the page's own server sees only the browser
 
 The iperf3 client runs on xclient and connects to the iperf3 server on xserver, as a
 user's host opens connections to a server; `forward` traffic (gateway side to terminal
@@ -28,12 +32,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol
 
-from clarke import sh
+from clarke import sh, tls
 from clarke.campaign.cross import CrossKind, CrossTraffic, Direction
 from clarke.errors import ClarkeError
 from clarke.place.procs import Proc, tail
 
 PORT: Final = 5201
+WEB_PORT: Final = 443
+WEB_CONTROL: Final = "127.0.0.1:7001"  # origin's control endpoint, xserver's own loopback
+WEB_LOOPS: Final = 99_999_999  # curl's URL glob: fetches the page this often at most
 DURATION_S: Final = 86_400  # iperf3's longest; stopped long before by the session
 START_TIMEOUT_S: Final = 30.0  # GEO: handshake and iperf3's exchange take a few RTTs
 SETTLE_MAX_S: Final = 20.0
@@ -41,7 +48,12 @@ WINDOW_S: Final = 1.0
 PING_INTERVAL_S: Final = 0.2
 DATA_BYTES: Final = 100_000  # a data connection has sent this much by the time it settled
 _PING_LINE = re.compile(r"^\[(\d+\.\d+)\].*time=([\d.]+) ms")
-_TCP: Final = {CrossKind.bulk_cubic: "cubic", CrossKind.bulk_bbr: "bbr", CrossKind.rrul: "cubic"}
+_TCP: Final = {
+    CrossKind.bulk_cubic: "cubic",
+    CrossKind.bulk_bbr: "bbr",
+    CrossKind.rrul: "cubic",
+    CrossKind.web: "cubic",  # origin's --tcp-cc
+}
 
 
 class CrossEndpoints(Protocol):
@@ -53,6 +65,10 @@ class CrossEndpoints(Protocol):
     def stop(self, started: Sequence[Proc]) -> None: ...
     def alive(self, proc: Proc) -> bool: ...
     def byte_counters(self, endpoint: str) -> tuple[int, int]: ...
+    @property
+    def pages_dir(self) -> Path: ...  # the testbed's built pages (web)
+    @property
+    def pki_dir(self) -> Path: ...  # the testbed's CA and server certificate (web)
 
 
 class CrossTrafficFailed(ClarkeError):
@@ -69,6 +85,18 @@ def iperf3_client_argv(spec: CrossTraffic, server: str) -> list[str]:
     else:
         argv += ["-C", _TCP[spec.name]]
     return argv
+
+
+def web_argv(spec: CrossTraffic, server: str, page_paths: Sequence[str], ca: Path) -> list[str]:
+    """curl fetching the page's files in turn, `flows` at a time, for ever (a URL glob
+    curl expands as it goes), everything to /dev/null."""
+    files = ",".join(p.lstrip("/") for p in page_paths)
+    return [
+        "curl", "--no-progress-meter", "--http1.1", "--cacert", str(ca),
+        "--resolve", f"{tls.DEFAULT_HOST}:{WEB_PORT}:{server}",
+        "--parallel", "--parallel-max", str(spec.n_flows), "--output", "/dev/null",
+        f"https://{tls.DEFAULT_HOST}/{{{files}}}?n=[1-{WEB_LOOPS}]",
+    ]  # fmt: skip
 
 
 def directions(spec: CrossTraffic) -> list[str]:
@@ -94,6 +122,7 @@ class Sample:
 class Running:
     spec: CrossTraffic
     profile: str
+    page: tuple[str, ...]
     procs: list[Proc]
     started: dict[str, Any] = field(default_factory=dict)
 
@@ -104,41 +133,67 @@ class CrossTrafficDriver:
         self.running: Running | None = None
 
     # --- start and stop ----------------------------------------------------------------
-    def ensure(self, spec: CrossTraffic, profile: str) -> None:
+    def ensure(self, spec: CrossTraffic, profile: str, page: Sequence[str] = ()) -> None:
         """`spec` running on `profile` (restarted when the profile changed: a warmed-up
-        flow belongs to the link it warmed up on); nothing running for `none`."""
+        flow belongs to the link it warmed up on); nothing running for `none`. `page`:
+        the paths of the cell's page, which web fetches."""
         now = self.running
-        same = now is not None and (now.spec, now.profile) == (spec, profile)
+        page = tuple(page) if spec.name is CrossKind.web else ()
+        same = now is not None and (now.spec, now.profile, now.page) == (spec, profile, page)
         if now is not None and same and all(self.endpoints.alive(p) for p in now.procs):
             return
         self.stop()
         if spec.active:
-            self.running = self._start(spec, profile)
+            self.running = self._start(spec, profile, page)
 
     def stop(self) -> None:
         now, self.running = self.running, None
         if now is not None:
             self.endpoints.stop(now.procs)
 
-    def _start(self, spec: CrossTraffic, profile: str) -> Running:
+    def _start(self, spec: CrossTraffic, profile: str, page: tuple[str, ...]) -> Running:
         ep = self.endpoints
         server = ep.address("xserver")
-        listen = ["iperf3", "-s", "-1", "-p", str(PORT), "-B", server]
-        run = Running(spec, profile, [ep.start("xserver", "cross-iperf3-server", listen)])
+        if spec.name is CrossKind.web:
+            if not page:
+                raise CrossTrafficFailed("web cross traffic needs the page a cell loads")
+            port, listen, name = WEB_PORT, self._web_server(server), "cross-origin"
+        else:
+            port, name = PORT, "cross-iperf3-server"
+            listen = ["iperf3", "-s", "-1", "-p", str(PORT), "-B", server]
+        run = Running(spec, profile, page, [ep.start("xserver", name, listen)])
         try:
-            _wait_listening(ep, PORT)
-            client = iperf3_client_argv(spec, server)
-            run.procs.append(ep.start("xclient", "cross-iperf3-client", client))
+            _wait_listening(ep, port)
+            if spec.name is CrossKind.web:
+                ca = tls.ensure_testbed_pki(ep.pki_dir).ca_cert
+                client, name = web_argv(spec, server, page, ca), "cross-curl"
+            else:
+                client, name = iperf3_client_argv(spec, server), "cross-iperf3-client"
+            run.procs.append(ep.start("xclient", name, client))
             if spec.name is CrossKind.rrul:
                 ping = ["ping", "-D", "-n", "-i", str(PING_INTERVAL_S), server]
                 run.procs.append(ep.start("xclient", "cross-ping", ping))
             run.started = self._confirm(run)
             if spec.name is not CrossKind.udp_cbr:
-                run.started["cc"] = _check_cc(ep, spec)
+                run.started["cc"] = _check_cc(ep, spec, port)
         except BaseException:
             ep.stop(run.procs)
             raise
         return run
+
+    def _web_server(self, address: str) -> list[str]:
+        """A second origin on xserver, serving the testbed's pages with its certificate."""
+        from clarke.server.origin import origin_binary  # only web needs it
+
+        binary = origin_binary()
+        if binary is None:
+            raise CrossTrafficFailed("web cross traffic needs origin (bash ci/build.sh)")
+        pki = tls.ensure_testbed_pki(self.endpoints.pki_dir)
+        return [
+            str(binary), "--root", str(self.endpoints.pages_dir),
+            "--listen", f"{address}:{WEB_PORT}", "--cert", str(pki.cert), "--key", str(pki.key),
+            "--control", WEB_CONTROL, "--tcp-cc", _TCP[CrossKind.web], "--no-alt-svc",
+        ]  # fmt: skip
 
     def _confirm(self, run: Running) -> dict[str, Any]:
         """Bytes moving in every asked direction, then until the rate stops growing."""
@@ -243,20 +298,22 @@ def _wait_listening(ep: CrossEndpoints, port: int, timeout: float = 10) -> None:
     raise CrossTrafficFailed(f"iperf3 on xserver does not listen on port {port}")
 
 
-def _check_cc(ep: CrossEndpoints, spec: CrossTraffic) -> list[str]:
+def _check_cc(ep: CrossEndpoints, spec: CrossTraffic, port: int = PORT) -> list[str]:
     """The congestion control of the flows' senders, read from the kernel (ss -ti, data
     connections only: iperf3's control connection carries a few bytes and keeps the
     default): a flow that runs another than asked fails the start, as a page load that
     fell back would."""
     want = _TCP[spec.name]
+    # web's connections all carry data; iperf3's control connection must not count
+    least = 1 if spec.name is CrossKind.web else DATA_BYTES
     senders = {"forward": ("xserver", "sport"), "return": ("xclient", "dport")}
     seen: set[str] = set()
     for d in directions(spec):
         endpoint, match = senders[d]
-        argv = ep.argv(endpoint, ["ss", "-tin", "state", "established", f"{match} = :{PORT}"])
+        argv = ep.argv(endpoint, ["ss", "-tin", "state", "established", f"{match} = :{port}"])
         for sock in _sockets(sh.run(argv, check=False).stdout):
             acked = re.search(r"bytes_acked:(\d+)", sock)
-            if acked and int(acked.group(1)) >= DATA_BYTES:
+            if acked and int(acked.group(1)) >= least:
                 seen |= {w for w in sock.split() if w in ("cubic", "bbr", "reno")}
     if seen != {want}:
         raise CrossTrafficFailed(

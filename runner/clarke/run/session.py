@@ -222,13 +222,16 @@ class Session:
     def ensure_cc(self, cc: str) -> Applied | None:
         return self._agents().ensure_cc(cc)
 
-    def ensure_cross(self, spec: CrossTraffic) -> None:
-        """`spec` crossing the link (started and confirmed running; nothing for none)."""
+    def ensure_cross(self, spec: CrossTraffic, page: str = "") -> None:
+        """`spec` crossing the link (started and confirmed running; nothing for none);
+        `page`: the cell's page (web cross traffic fetches it)."""
         if self.cross is None:
             if not spec.active:
                 return
             self.cross = cross.CrossTrafficDriver(self.substrate.cross_endpoints())
-        self.cross.ensure(spec, self.profile[0] if self.profile else "")
+        entry = self.pages.get(page) or {}
+        paths = [entry["path"], *(o["path"] for o in entry["objects"])] if entry else []
+        self.cross.ensure(spec, self.profile[0] if self.profile else "", paths)
 
     def stop_cross(self) -> None:
         if self.cross is not None:
@@ -269,7 +272,7 @@ class Session:
         aim = None
         if self.slot_phase is not None and schedule is not None and schedule.slot_s:
             aim = self.slot_phase.phase_s(schedule.slot_s, run.repetition, self.repetitions)
-        self.ensure_cross(run.cross)
+        self.ensure_cross(run.cross, run.page)
         return self.load_page(
             run.page,
             run.http,

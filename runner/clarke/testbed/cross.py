@@ -23,6 +23,14 @@ class NetnsCrossEndpoints:
     def __init__(self, plan: NetnsPlan, store: Store, run_dir: Path) -> None:
         self.plan, self.store, self.run_dir = plan, store, run_dir
 
+    @property
+    def pages_dir(self) -> Path:
+        return self.run_dir / "pages"
+
+    @property
+    def pki_dir(self) -> Path:
+        return self.run_dir / "pki"
+
     def address(self, endpoint: str) -> str:
         return self.plan.cross_lans[endpoint].address(endpoint)
 
