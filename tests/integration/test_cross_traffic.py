@@ -94,6 +94,9 @@ def test_cross_traffic_shares_the_link_with_verified_loads(
         # counts Ethernet headers too: 1538 bytes on the wire per 1500-byte packet).
         assert 0 < bulk.metrics["cross_forward_mbps"] <= 10 * 1538 / 1500, crossing
         assert "cross_return_mbps" not in bulk.metrics
+        # The link counted the flow too: no overhead figure pretends it was the page's.
+        assert bulk.metrics["link_bytes_forward"] > bulk.metrics["app_bytes"]
+        assert "link_overhead" not in bulk.metrics
         bbr = records["bulk-bbr-return"]
         assert bbr.details["cross_traffic"]["cc"] == ["bbr"]
         assert 0 < bbr.metrics["cross_return_mbps"] <= 10 * 1538 / 1500

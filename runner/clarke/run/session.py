@@ -362,7 +362,12 @@ class Session:
         with t.phase("link_stats"):
             asked_unix_ms = time.time() * 1000
             details["link_stats"] = {role: agents[role].stats() for role in LINK_ROLES}
-        details["metrics"] |= link_overhead(details["link_stats"], entry["total_bytes"])
+        overhead = link_overhead(details["link_stats"], entry["total_bytes"])
+        if crossing is not None:
+            # The link counted the cross traffic too: its bytes stay (link_bytes_*), but
+            # they are no overhead of the page's.
+            overhead = {k: v for k, v in overhead.items() if k.startswith("link_bytes_")}
+        details["metrics"] |= overhead
         details["metrics"] |= timeline.crossed_metrics(details["link_stats"])
         origin = (result.raw or {}).get("timeOrigin")
         details["timeline"] = timeline.at_navigation(
