@@ -172,7 +172,9 @@ def test_study_campaign_covers_table_4() -> None:
     # nothing beyond Table 4: 24 + 12 new (cubic) + 8 new (triangular) per profile
     assert len(cells) == 2 * 44
     assert len(plan.runs) == 3 * len(cells)
-    shared = next(r for r in plan.runs if r.cell == ("geo", "2", "bbr", "uniform", "1m", "6"))
+    shared = next(
+        r for r in plan.runs if r.cell == ("geo", "2", "bbr", "uniform", "1m", "6", "none")
+    )
     assert shared.scenarios == ("parallel-streams", "congestion-control", "page-structure")
     h1 = next(r for r in plan.runs if r.http == "1.1")
     assert h1.connections == 1
@@ -363,3 +365,76 @@ def test_slot_phase_needs_selenium_and_at_s_only_when_fixed(tmp_path: Path, run_
         assert code == 2 and said in err and "Traceback" not in err, err
     f.write_text(yaml.safe_dump({**GOOD, "slot_phase": {"mode": "fixed", "at_s": 3}}))
     assert run_cli("campaign", "validate", str(f))[0] == 0
+
+
+def test_cross_traffic_as_a_dimension(tmp_path: Path) -> None:
+    """A name alone takes its defaults; a mapping names its parameters; run ids carry the
+    label only when the axis is used; the cell carries it always."""
+    f = tmp_path / "x.yaml"
+    doc = _with("matrix.http", [2])
+    doc["repetitions"] = 1
+    doc["matrix"]["cross_traffic"] = [
+        "none",
+        "bulk-cubic",
+        {"name": "bulk-bbr", "flows": 2, "direction": "both"},
+        {"name": "udp-cbr", "rate_mbps": 2.5},
+        "rrul",
+    ]
+    f.write_text(yaml.safe_dump(doc))
+    plan = plan_file(f)
+    assert [r.run_id for r in plan.runs] == [
+        "lan-h2-bbr-uniform-100k-xnone-r1",
+        "lan-h2-bbr-uniform-100k-xbulk-cubic-r1",
+        "lan-h2-bbr-uniform-100k-xbulk-bbr-f2-both-r1",
+        "lan-h2-bbr-uniform-100k-xudp-cbr-2.5mbps-r1",
+        "lan-h2-bbr-uniform-100k-xrrul-r1",
+    ]
+    described = [r.to_dict()["cross"] for r in plan.runs]
+    assert described[1] == {
+        "name": "bulk-cubic",
+        "label": "bulk-cubic",
+        "flows": 1,
+        "direction": "forward",
+        "rate_mbps": None,
+    }
+    assert described[3]["rate_mbps"] == 2.5 and described[3]["direction"] == "forward"
+    assert (described[4]["flows"], described[4]["direction"]) == (4, "both")
+    assert [r.cell[-1] for r in plan.runs][:2] == ["none", "bulk-cubic"]
+    # Without the axis: no load has cross traffic and the ids stay as they were.
+    f.write_text(yaml.safe_dump(GOOD))
+    first = plan_file(f).runs[0]
+    assert (first.run_id, first.cross_traffic, first.cross.active) == (
+        "lan-h1-bbr-uniform-100k-r1",
+        "none",
+        False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("entries", "fragments"),
+    [
+        (["bulk-reno"], ["matrix.cross_traffic[0].name", "'none', 'bulk-cubic'", "'rrul'"]),
+        ([{"name": "bulk-cubic", "direction": "up"}], ["direction", "'forward', 'return'"]),
+        ([{"name": "bulk-cubic", "flows": 0}], ["flows", "greater than or equal to 1"]),
+        ([{"name": "bulk-cubic", "rate_mbps": 2}], ["bulk-cubic takes no rate_mbps"]),
+        ([{"name": "rrul", "flows": 2}], ["rrul takes no flows", "no parameters"]),
+        ([{"name": "udp-cbr", "rate_mbps": -1}], ["rate_mbps", "greater than 0"]),
+        ([{"name": "udp-cbr", "speed": 1}], ["speed: unknown field"]),
+        ([{"name": "web", "direction": "return"}], ["web takes no direction", "flows"]),
+        (
+            ["bulk-cubic", {"name": "bulk-cubic", "flows": 1}],
+            ["listed more than once: bulk-cubic"],
+        ),
+    ],
+)
+def test_cross_traffic_errors_name_the_field(
+    tmp_path: Path, run_cli, entries: list[object], fragments: list[str]
+) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "bad.yaml"
+    f.write_text(yaml.safe_dump(_with("matrix.cross_traffic", entries)))
+    code, _, err = run_cli("campaign", "validate", str(f))
+    assert code == 2, err
+    assert "matrix.cross_traffic" in err and str(f) in err, err
+    for fragment in fragments:
+        assert fragment in err, (fragment, err)
+    assert "Traceback" not in err

@@ -89,8 +89,10 @@ def test_the_report_with_either_family(tmp_path: Path, run_cli) -> None:  # type
                     r"<td>500k</td>(.*?)</tr>", pages["objects"])  # fmt: skip
     assert row is not None
     cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(1))
-    # ok, failed, then mean, median, CI for PLT, first object, largest object
-    first_median = float(cells[6].replace(",", ""))
+    # connections, cross traffic, ok, failed, then mean, median, CI for PLT, first object,
+    # largest object
+    assert cells[1] == "none"
+    first_median = float(cells[7].replace(",", ""))
     assert first_median == round(_cell_median("first_object_ms", "lan-h2-bbr-triangular-500k"))
     code, _, err = run_cli("report", str(RECORDED), "--metrics", "paint")
     assert code == 2 and "paint" in err and "w3c" in err and "objects" in err

@@ -468,11 +468,13 @@ def test_the_entity_gets_the_plan_addresses(tmp_path: Path) -> None:
         "OPENSAND_VERBOSE": "1",
         "OPENSAND_BR_ADDRESS": p.sat.cidr("gateway"),
         "OPENSAND_PEER_BR_ADDRESS": p.sat.address("terminal"),
-        "OPENSAND_REMOTE_LAN": str(p.st_lan.prefix),
+        # the client LAN and the cross-traffic LAN behind the terminal
+        "OPENSAND_REMOTE_LAN": f"{p.st_lan.prefix},{p.cross_lans['xclient'].prefix}",
         "OPENSAND_LAN_IFACE": "lan",
     }
     st = env_of("terminal")
-    assert st["OPENSAND_ROLE"] == "st" and st["OPENSAND_REMOTE_LAN"] == str(p.gw_lan.prefix)
+    assert st["OPENSAND_ROLE"] == "st"
+    assert st["OPENSAND_REMOTE_LAN"] == f"{p.gw_lan.prefix},{p.cross_lans['xserver'].prefix}"
     assert st["OPENSAND_PEER_BR_ADDRESS"] == p.sat.address("gateway")
     sat = env_of("satellite")
     assert sat["OPENSAND_EMU_IFACE"] == "br-emu" and "OPENSAND_BR_ADDRESS" not in sat

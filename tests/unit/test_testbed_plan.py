@@ -71,3 +71,25 @@ def test_to_dict_is_what_up_json_prints() -> None:
     assert d["namespaces"]["server"] == "clk3-server"  # type: ignore[index]
     assert d["addresses"]["server"] == "198.18.14.2"  # type: ignore[index]
     assert d["mgmt"]["runner"] == "198.19.3.1"  # type: ignore[index]
+
+
+def test_cross_traffic_lans_are_routed_through_the_link_and_clear_of_compose() -> None:
+    p = tp.plan(5)
+    x = p.cross_lans
+    assert (str(x["xclient"].prefix), str(x["xserver"].prefix)) == (
+        "198.19.69.0/25",
+        "198.19.69.128/25",
+    )
+    assert (x["xclient"].address("terminal"), x["xserver"].address("xserver")) == (
+        "198.19.69.1",
+        "198.19.69.130",
+    )
+    # Each link end routes the far LAN and the far cross LAN into the link.
+    assert p.remote_prefixes("terminal") == [str(p.gw_lan.prefix), "198.19.69.128/25"]
+    assert p.remote_prefixes("gateway") == [str(p.st_lan.prefix), "198.19.69.0/25"]
+    compose = tp.compose_plan()
+    assert compose.cross_lans is None
+    assert compose.remote_prefixes("terminal") == [str(compose.gw_lan.prefix)]
+    for i in range(tp.MAX_ID + 1):
+        for net in tp.plan(i).cross_lans.values():
+            assert not any(net.prefix.overlaps(c.prefix) for c in compose.docker_networks)

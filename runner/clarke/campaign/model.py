@@ -7,6 +7,7 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints, model_validator
 
+from clarke.campaign.cross import CrossTrafficEntry
 from clarke.schema import StrictModel
 from clarke.vocab import CongestionControl, Engine, HttpVersion
 
@@ -52,6 +53,8 @@ class Matrix(StrictModel):
     # Connections per server as a dimension (the connection studies [C], [K]); without
     # it, browser.connections_per_server decides per HTTP version.
     connections: Axis[ConnectionsPerServer] | None = None
+    # What else crosses the link during the load (campaign/cross.py); without it, nothing.
+    cross_traffic: Axis[CrossTrafficEntry] | None = None
 
 
 class Scenario(StrictModel):
@@ -199,6 +202,11 @@ class Campaign(StrictModel):
     def varies_connections(self) -> bool:
         """Whether a matrix has the connections axis (run ids then carry it)."""
         return any(m.connections for _, _, m in self.matrices())
+
+    @property
+    def varies_cross_traffic(self) -> bool:
+        """Whether a matrix has the cross_traffic axis (run ids then carry it)."""
+        return any(m.cross_traffic for _, _, m in self.matrices())
 
     def matrices(self) -> list[tuple[str, str, Matrix]]:
         """(scenario name, field path prefix, matrix) for each matrix in the file."""

@@ -1,12 +1,11 @@
 """From a campaign file to a plan: the ordered list of runs, with stable run ids.
 
 Order `listed`: link profile, then repetition, then HTTP version, congestion control,
-page model, size and connections per server, each in the order the file lists them (one
-repetition of every cell before the next repetition, so slow drifts spread over all
-cells). Order `shuffled`: the
-runs of each link profile in a random order drawn from `seed` (chosen and recorded when
-the file gives none). Runs that several scenarios share are run once and list every
-scenario they serve."""
+page model, size, connections per server and cross traffic, each in the order the file
+lists them (one repetition of every cell before the next repetition, so slow drifts
+spread over all cells). Order `shuffled`: the runs of each link profile in a random
+order drawn from `seed` (chosen and recorded when the file gives none). Runs that
+several scenarios share are run once and list every scenario they serve."""
 
 from __future__ import annotations
 
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from clarke import profiles, schema
+from clarke.campaign.cross import NO_CROSS_TRAFFIC, CrossTraffic
 from clarke.campaign.model import Campaign, Order
 from clarke.errors import InputError, ValidationFailed
 from clarke.pages.models import Registry, Units
@@ -35,20 +35,35 @@ class Run:
     repetition: int  # from 1
     connections: int
     scenarios: tuple[str, ...] = field(default=())
+    cross: CrossTraffic = NO_CROSS_TRAFFIC
+
+    @property
+    def cross_traffic(self) -> str:
+        return self.cross.label
 
     @property
     def page(self) -> str:
         return f"{self.model}-{self.size}"
 
     @property
-    def cell(self) -> tuple[str, str, str, str, str, str]:
+    def cell(self) -> tuple[str, ...]:
         """The matrix cell: what repetitions of the same run have in common
         (results.summary.CELL_KEYS, each as text)."""
-        return (self.profile, self.http, self.cc, self.model, self.size, str(self.connections))
+        return (
+            self.profile,
+            self.http,
+            self.cc,
+            self.model,
+            self.size,
+            str(self.connections),
+            self.cross_traffic,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["scenarios"] = list(self.scenarios)
+        d["cross"] = self.cross.describe()
+        d["cross_traffic"] = self.cross_traffic
         d["page"] = self.page
         return d
 
@@ -130,7 +145,7 @@ def read_campaign(path: Path) -> Campaign:
 
 
 def expand(c: Campaign, source: Path, seed: int | None = None) -> CampaignPlan:
-    Key = tuple[str, str, str, str, str, int]
+    Key = tuple[str, str, str, str, str, int, CrossTraffic]
     cells: dict[Key, list[str]] = {}
     for scenario, _, m in c.matrices():
         for profile in m.profiles:
@@ -140,8 +155,9 @@ def expand(c: Campaign, source: Path, seed: int | None = None) -> CampaignPlan:
                     for model in m.models:
                         for size in m.sizes:
                             for n in m.connections or [c.browser.connections_for(http)]:
-                                key = (profile, http, str(algorithm.value), model, size, n)
-                                cells.setdefault(key, []).append(scenario)
+                                for x in m.cross_traffic or [NO_CROSS_TRAFFIC]:
+                                    key = (profile, http, str(algorithm.value), model, size, n, x)
+                                    cells.setdefault(key, []).append(scenario)
     profile_order = list(dict.fromkeys(k[0] for k in cells))
     if c.order is Order.shuffled:
         seed = (
@@ -159,8 +175,9 @@ def expand(c: Campaign, source: Path, seed: int | None = None) -> CampaignPlan:
         if seed is not None:
             random.Random(f"{seed}:{profile}").shuffle(block)
         for rep, key in block:
-            prof, http, cc, model, size, n = key
+            prof, http, cc, model, size, n, x = key
             conns = f"-c{n}" if c.varies_connections else ""
+            conns += f"-x{x.label}" if c.varies_cross_traffic else ""
             runs.append(
                 Run(
                     index=len(runs),
@@ -173,6 +190,7 @@ def expand(c: Campaign, source: Path, seed: int | None = None) -> CampaignPlan:
                     repetition=rep,
                     connections=n,
                     scenarios=tuple(cells[key]),
+                    cross=x,
                 )
             )
     return CampaignPlan(c, source, seed, runs)

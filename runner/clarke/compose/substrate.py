@@ -13,11 +13,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
 from clarke import sh
 from clarke.agent import auth
 from clarke.agent.agents import Applied
-from clarke.errors import EnvironmentProblem
+from clarke.errors import EnvironmentProblem, InputError
 from clarke.place import procs
 from clarke.place.plan import ComposePlan, compose_plan
 
@@ -88,6 +89,13 @@ class ComposeSubstrate:
 
     def at_client(self, argv: list[str]) -> list[str]:
         return argv
+
+    def cross_endpoints(self) -> NoReturn:
+        raise InputError(
+            "cross traffic needs endpoints behind the terminal and the gateway (xclient, "
+            "xserver), which only the netns substrate builds; the compose stack has no "
+            "such containers yet: run campaigns with cross_traffic on netns"
+        )
 
     def note_profile(self, name: str, sha256: str) -> None:
         """No state file: the link containers are the only record."""

@@ -118,9 +118,11 @@ class NetemStation:
                 if not self.wired:
                     plan = self.place.plan
                     peer = "gateway" if self.role == "terminal" else "terminal"
-                    remote = plan.remote_lan(self.role).prefix
                     via = plan.emu.address(peer)
-                    netns.batch(self.place.ns, [f"route replace {remote} via {via}"])
+                    netns.batch(
+                        self.place.ns,
+                        [f"route replace {p} via {via}" for p in plan.remote_prefixes(self.role)],
+                    )
                     self._tc("replace", d)
                     self.wired = True
                 else:

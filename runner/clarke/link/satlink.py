@@ -136,14 +136,14 @@ class SatlinkStation:
                 f"{log} ends:\n{procs.tail(log)}"
             )
         if self.role != "satellite":
-            # The TUN device gets the link end's address; the remote LAN goes into it.
+            # The TUN device gets the link end's address; the remote LANs go into it.
             plan = self.place.plan
             netns.batch(
                 self.place.ns,
                 [
                     f"addr replace {plan.sat.cidr(self.role)} dev {IF_SAT}",
                     f"link set {IF_SAT} up",
-                    f"route replace {plan.remote_lan(self.role).prefix} dev {IF_SAT}",
+                    *(f"route replace {p} dev {IF_SAT}" for p in plan.remote_prefixes(self.role)),
                 ],
             )
 

@@ -13,13 +13,19 @@ Testbed id N (0..63) owns four /24s of 198.18.0.0/16 and one /24 of 198.19.0.0/1
     sat      198.18.(4N+3).0/24  the emulated link's L3 ends: terminal .1, gateway .2
     mgmt     198.19.N.0/24       runner (root namespace) .1, client .2, terminal .3,
                                  satellite .4, gateway .5, server .6
+    xst-lan  198.19.(64+N).0/25    cross traffic behind the terminal: terminal .1, xclient .2
+    xgw-lan  198.19.(64+N).128/25  cross traffic behind the gateway: gateway .129, xserver .130
 
 The compose substrate (docker-compose.yml) has one testbed per Compose project, on
 fixed networks 198.19.128.0/24 .. 198.19.133.0/24 (ComposePlan below; the compose file
 repeats these addresses and a test checks that they agree). 198.19.64.0 .. 198.19.127.0
-and 198.19.134.0 and above stay free (other tests use 198.19.240.0/20 and
-198.19.250.0/24).
-Namespaces are `clk<N>-<role>` plus `clk<N>-mgmt`, which holds the management bridge;
+are the netns testbeds' cross-traffic LANs; 198.19.134.0 and above stay free (other
+tests use 198.19.240.0/20 and 198.19.250.0/24).
+Namespaces are `clk<N>-<role>` plus `clk<N>-mgmt`, which holds the management bridge,
+and `clk<N>-xclient` / `clk<N>-xserver`, the cross-traffic endpoints (no agent: the
+runner starts their generators in them, run/cross.py); each sits on its own LAN
+(interface `xlan` at both ends), so the browser's LAN and the capture taken on it
+carry only the page load;
 the runner reaches it through one veth, `clk<N>-mgmt`, in the root namespace. No
 namespace has a default route: client and server each have one route, to the other's
 LAN, through the link; mgmt carries only its own /24."""
@@ -40,7 +46,7 @@ PREFIX: Final = "clk"
 # Namespaces whose name matches this belong to a Clarke testbed (the sweep of
 # `down --all` relies on it; other tools' prefixes such as `clarket-` never match).
 NAME_RE: Final = re.compile(
-    rf"^{PREFIX}(\d{{1,2}})-(client|terminal|satellite|gateway|server|mgmt)$"
+    rf"^{PREFIX}(\d{{1,2}})-(client|terminal|satellite|gateway|server|mgmt|xclient|xserver)$"
 )
 
 # Interface names inside the namespaces (identical in every testbed: each lives in its
@@ -49,6 +55,9 @@ IF_LAN: Final = "lan"  # client, server: their LAN; terminal, gateway: towards i
 IF_EMU: Final = "emu"  # terminal, gateway: the emulation network
 IF_SAT: Final = "sat0"  # terminal, gateway: satlink's TUN device
 IF_MGMT: Final = "mgmt"  # every role: the management network
+IF_XLAN: Final = "xlan"  # terminal, gateway and the cross endpoints: the cross LANs
+# The cross-traffic endpoints and the link end each sits behind.
+CROSS_PLACES: Final = {"xclient": "terminal", "xserver": "gateway"}
 BRIDGE_EMU: Final = "br-emu"  # in the satellite namespace
 BRIDGE_MGMT: Final = "br-mgmt"  # in the mgmt namespace
 SAT_EMU_PORTS: Final = {"terminal": "emu-st", "gateway": "emu-gw"}  # bridge ports
@@ -66,6 +75,8 @@ _LAN_ST: Final = {"terminal": 1, "client": 2}
 _EMU: Final = {"terminal": 1, "satellite": 2, "gateway": 3}
 _LAN_GW: Final = {"gateway": 1, "server": 2}
 _SAT: Final = {"terminal": 1, "gateway": 2}
+_XLAN_ST: Final = {"terminal": 1, "xclient": 2}
+_XLAN_GW: Final = {"gateway": 1, "xserver": 2}
 _COMPOSE_MGMT: Final = {**MGMT_HOSTS, "influxdb": 7, "grafana": 8}
 
 
@@ -129,6 +140,21 @@ class Addresses(ABC):
             "server": self.gw_lan.address("server"),
         }
 
+    @property
+    def cross_lans(self) -> dict[str, Network] | None:
+        """The cross-traffic LANs by endpoint (xclient, xserver), where the substrate has
+        them (netns); None where it has not (compose)."""
+        return None
+
+    def remote_prefixes(self, role: str) -> list[str]:
+        """What a link end (terminal, gateway) routes into the link: the LAN at the other
+        end and, where there are cross-traffic LANs, the one at the other end."""
+        prefixes = [str(self.remote_lan(role).prefix)]
+        if self.cross_lans:
+            far = "xserver" if role in ("client", "terminal") else "xclient"
+            prefixes.append(str(self.cross_lans[far].prefix))
+        return prefixes
+
     def agent_url(self, role: str) -> str:
         return f"http://{self.mgmt.address(role)}:{AGENT_PORT}"
 
@@ -163,7 +189,7 @@ class NetnsPlan(Addresses):
 
     @property
     def namespaces(self) -> dict[str, str]:
-        return {role: self.ns(role) for role in (*ROLES, "mgmt")}
+        return {role: self.ns(role) for role in (*ROLES, "mgmt", *CROSS_PLACES)}
 
     @property
     def root_mgmt_link(self) -> str:
@@ -194,6 +220,21 @@ class NetnsPlan(Addresses):
     def mgmt(self) -> Network:
         prefix = ipaddress.IPv4Network(f"198.19.{self.id}.0/24")
         return Network("mgmt", prefix, {"runner": MGMT_HOST, **MGMT_HOSTS})
+
+    @property
+    def cross_lans(self) -> dict[str, Network]:
+        return {
+            "xclient": Network(
+                "xst-lan", ipaddress.IPv4Network(f"198.19.{64 + self.id}.0/25"), _XLAN_ST
+            ),
+            "xserver": Network(
+                "xgw-lan", ipaddress.IPv4Network(f"198.19.{64 + self.id}.128/25"), _XLAN_GW
+            ),
+        }
+
+    @property
+    def networks(self) -> list[Network]:
+        return [*super().networks, *self.cross_lans.values()]
 
     # --- what others need ----------------------------------------------------------
     @property

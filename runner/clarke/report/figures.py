@@ -147,7 +147,11 @@ def study_figures(cells: list[CellSummary], family: str = DEFAULT_FAMILY) -> lis
     pair = f"{LABEL[first]} and {LABEL[largest]}"
 
     def h(c: CellSummary) -> str:
-        return HTTP_LABEL.get(c.cell[1], c.cell[1])
+        """The HTTP version, and the cross traffic beside the load where there was some
+        (cells that differ only in it are separate series)."""
+        label = HTTP_LABEL.get(c.cell[1], c.cell[1])
+        crossing = c.cell[6] if len(c.cell) > 6 else "none"
+        return label if crossing == "none" else f"{label} + {crossing}"
 
     candidates = [
         lines(

@@ -26,6 +26,10 @@ pre{background:#f7f7f7;padding:1em;overflow:auto}.failed{color:#a00}
 """
 
 
+# The cell's cross traffic (a label, not a number) in the per-cell tables.
+CROSS_COLUMN = 6
+
+
 def _e(v: Any) -> str:
     return html.escape(str(v))
 
@@ -34,12 +38,15 @@ def _num(v: float, digits: int = 0) -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:,.{digits}f}"
 
 
-def _table(head: list[str], rows: list[list[str]], numeric_from: int = 99) -> str:
+def _table(
+    head: list[str], rows: list[list[str]], numeric_from: int = 99, text: tuple[int, ...] = ()
+) -> str:
+    """Columns from `numeric_from` on are numbers, but those listed in `text`."""
     th = "".join(f"<th>{_e(h)}</th>" for h in head)
     body = "".join(
         "<tr>"
         + "".join(
-            f'<td class="n">{c}</td>' if i >= numeric_from else f"<td>{c}</td>"
+            f'<td class="n">{c}</td>' if i >= numeric_from and i not in text else f"<td>{c}</td>"
             for i, c in enumerate(r)
         )
         + "</tr>"
@@ -96,14 +103,14 @@ def _connections(records: list[RunRecord]) -> str:
             s = c.metrics.get(m)
             row.append(_num(s.median, digits) if s else "-")
         rows.append(row)
-    head = ["profile", "http", "cc", "model", "size", "per server", "loads"]
+    head = ["profile", "http", "cc", "model", "size", "per server", "cross traffic", "loads"]
     head += [f"{label} (median)" for _, label, _ in CONNECTION_METRICS]
     return (
         "<p>Per cell, the medians over successful loads of: the connections that carried "
         "requests, the most open and the most requests outstanding at once, and the "
         "connections' summed idle time (open, nothing in flight). One row per connection "
         "is in the journal (details.per_connection) and InfluxDB (`connection`); "
-        "docs/metrics.md defines each.</p>" + _table(head, rows, 5)
+        "docs/metrics.md defines each.</p>" + _table(head, rows, 5, text=(CROSS_COLUMN,))
     )
 
 
@@ -155,10 +162,20 @@ def build(results_dir: Path, family: str = DEFAULT_FAMILY) -> str:
                 else ["-"] * 3
             )
         rows.append(row)
-    head = ["profile", "http", "cc", "model", "size", "connections", "ok", "failed"]
+    head = [
+        "profile",
+        "http",
+        "cc",
+        "model",
+        "size",
+        "connections",
+        "cross traffic",
+        "ok",
+        "failed",
+    ]
     for m in metrics:
         head += [f"{LABEL[m]} mean ms", "median", "95 % CI"]
-    parts.append(_table(head, rows, 5))
+    parts.append(_table(head, rows, 5, text=(CROSS_COLUMN,)))
     parts += ["<h2>Protocol overhead</h2>", _overhead(final)]
     parts += ["<h2>Connections</h2>", _connections(records)]
     parts += [

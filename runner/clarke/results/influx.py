@@ -48,6 +48,7 @@ TAGS = (
     "page",
     "repetition",
     "connections",
+    "cross_traffic",
     "engine",
     "browser",
     "status",

@@ -53,6 +53,9 @@ class RunRecord(BaseModel):
     page: str
     repetition: int
     connections: int
+    # The cross traffic's label (campaign/cross.py); its parameters and achieved rates are
+    # in details["cross_traffic"], the rates also in metrics (cross_*_mbps).
+    cross_traffic: str = "none"
     engine: str
     browser: str
     browser_version: str = ""

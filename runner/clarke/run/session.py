@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from clarke import profiles, tls
 from clarke.agent.agents import Agents, Applied, LinkStopped
 from clarke.browser.load import ExpectedObject, LoadRequest, LoadResult, is_http
+from clarke.campaign.cross import CrossTraffic
 from clarke.campaign.model import SlotPhase
 from clarke.campaign.plan import Run
 from clarke.errors import ClarkeError, InputError
@@ -36,7 +37,7 @@ from clarke.place.plan import Addresses
 from clarke.results.connections import connection_rows
 from clarke.results.record import Status
 from clarke.roles import profile_digest
-from clarke.run import captures, linkcheck, timeline
+from clarke.run import captures, cross, linkcheck, timeline
 from clarke.run.captures import CapturePolicy
 from clarke.run.verdicts import link_overhead, link_verdict, server_verdict
 from clarke.schedules import Schedule
@@ -68,6 +69,7 @@ class Substrate(Protocol):
     def agent_token(self) -> str: ...  # what every agent request carries (agent/auth.py)
     def at_client(self, argv: list[str]) -> list[str]: ...
     def note_profile(self, name: str, sha256: str) -> None: ...
+    def cross_endpoints(self) -> cross.CrossEndpoints: ...  # InputError where it has none
     def close(self) -> None: ...
 
 
@@ -117,6 +119,7 @@ class Session:
         self.agents: Agents | None = None
         self.profile: tuple[str, str] | None = None  # (name, sha256) the link should run
         self._counting_role: dict[str, str] = {}  # direction -> the link role counting it
+        self.cross: cross.CrossTrafficDriver | None = None  # once a load asks for some
 
     # --- lifecycle -------------------------------------------------------------------
     def start(self, profile: str) -> Session:
@@ -175,6 +178,12 @@ class Session:
             )
 
     def close(self) -> None:
+        try:
+            self.stop_cross()
+        finally:
+            self._close_roles()
+
+    def _close_roles(self) -> None:
         if self.agents is not None:
             self.agents.close()
             self.agents = None
@@ -214,6 +223,21 @@ class Session:
 
     def ensure_cc(self, cc: str) -> Applied | None:
         return self._agents().ensure_cc(cc)
+
+    def ensure_cross(self, spec: CrossTraffic, page: str = "") -> None:
+        """`spec` crossing the link (started and confirmed running; nothing for none);
+        `page`: the cell's page (web cross traffic fetches it)."""
+        if self.cross is None:
+            if not spec.active:
+                return
+            self.cross = cross.CrossTrafficDriver(self.substrate.cross_endpoints())
+        entry = self.pages.get(page) or {}
+        paths = [entry["path"], *(o["path"] for o in entry["objects"])] if entry else []
+        self.cross.ensure(spec, self.profile[0] if self.profile else "", paths)
+
+    def stop_cross(self) -> None:
+        if self.cross is not None:
+            self.cross.stop()
 
     def quic_offers(self, cc: str) -> bool:
         offered = self._agents().quic_offered()
@@ -255,6 +279,7 @@ class Session:
                 self.repetitions,
                 self.positions.get(run.index, (0, 1)),
             )
+        self.ensure_cross(run.cross, run.page)
         return self.load_page(
             run.page,
             run.http,
@@ -316,6 +341,7 @@ class Session:
                 )
             details["aimed_slot_phase_s"] = slot_phase_s
         link_capture: dict[str, Any] | None = None
+        crossing = self.cross.before_load() if self.cross else None
         try:
             with t.phase("client"):
                 raw = agents["client"].load(
@@ -329,6 +355,9 @@ class Session:
                 with t.phase("capture_stop"):
                     link_capture = self._stop_capture()
         result = LoadResult.model_validate(raw)
+        cross_failure = ""
+        if crossing is not None and self.cross is not None:
+            details["cross_traffic"], cross_failure = self.cross.after_load(crossing)
         with t.phase("link_after"):
             failure = self._link_failure()  # LinkStopped when the link died during the load
         with t.phase("server_stats"):
@@ -340,7 +369,12 @@ class Session:
         with t.phase("link_stats"):
             asked_unix_ms = time.time() * 1000
             details["link_stats"] = {role: agents[role].stats() for role in LINK_ROLES}
-        details["metrics"] |= link_overhead(details["link_stats"], entry["total_bytes"])
+        overhead = link_overhead(details["link_stats"], entry["total_bytes"])
+        if crossing is not None:
+            # The link counted the cross traffic too: its bytes stay (link_bytes_*), but
+            # they are no overhead of the page's.
+            overhead = {k: v for k, v in overhead.items() if k.startswith("link_bytes_")}
+        details["metrics"] |= overhead
         details["metrics"] |= timeline.crossed_metrics(details["link_stats"])
         details["metrics"] |= timeline.queue_metrics(details["link_stats"])
         origin = (result.raw or {}).get("timeOrigin")
@@ -357,7 +391,8 @@ class Session:
             details["server_connections"], result.raw or {}
         )
         details["metrics"] |= concurrency
-        failure = failure or details.get("failure", "")
+        details["metrics"] |= cross.metrics_of(details.get("cross_traffic") or {})
+        failure = failure or details.get("failure", "") or cross_failure
         if result.status is Status.ok and failure:
             result = result.model_copy(update={"status": Status.failed, "reason": failure})
         if capture:
@@ -470,6 +505,7 @@ class Session:
         in force), measured; a record for meta.json."""
         self.ensure_profile(profile_name)
         prof = profiles.read(profile_name)
+        self.stop_cross()  # the link is measured alone
         report = self.measure_link(profile_name, **LINK_CHECKS[level])
         ping = report.ping
         fwd, ret = report.throughput.get("forward", {}), report.throughput.get("return", {})

@@ -14,9 +14,11 @@ from clarke.place import netns, procs
 from clarke.place.plan import (
     BRIDGE_EMU,
     BRIDGE_MGMT,
+    CROSS_PLACES,
     IF_EMU,
     IF_LAN,
     IF_MGMT,
+    IF_XLAN,
     ROLES,
     SAT_EMU_PORTS,
     NetnsPlan,
@@ -69,9 +71,9 @@ def build(tb: Builder) -> None:
     if note:
         tb.state.host_changes.append(note)
         tb.save()
-    for role in (*ROLES, "mgmt"):
+    for role in (*ROLES, "mgmt", *CROSS_PLACES):
         tb.namespace(role)
-    for role in (*ROLES, "mgmt"):
+    for role in (*ROLES, "mgmt", *CROSS_PLACES):
         ns = p.ns(role)
         netns.batch(ns, ["link set lo up"])
         forwarding = "1" if role in ("terminal", "gateway") else "0"
@@ -150,10 +152,34 @@ def build(tb: Builder) -> None:
             p.ns(role), [f"addr add {p.emu.cidr(role)} dev {IF_EMU}", f"link set {IF_EMU} up"]
         )
 
+    build_cross_endpoints(p)
+
     # The client's names, and no TCP state carried from one load to the next.
     write_client_names(p)
-    for role in ("client", "server"):
+    for role in ("client", "server", *CROSS_PLACES):
         netns.sysctls(p.ns(role), {"net.ipv4.tcp_no_metrics_save": "1"})
+
+
+def build_cross_endpoints(p: NetnsPlan) -> None:
+    """The cross-traffic endpoints: xclient behind the terminal, xserver behind the
+    gateway, each on its own LAN (`xlan`), so that what they send shares the link but
+    not the browser's LAN, host stack or the capture taken at the terminal's `lan`. The
+    link implementations route the far cross LAN into the link (Addresses.remote_prefixes);
+    each endpoint has one route, to the other's LAN, through its link end. Two namespaces
+    and two veths: cheap enough to build with every testbed."""
+    assert p.cross_lans is not None
+    routes = {"xclient": p.cross_lans["xserver"], "xserver": p.cross_lans["xclient"]}
+    for endpoint, link_end in CROSS_PLACES.items():
+        lan = p.cross_lans[endpoint]
+        netns.veth(p.ns(endpoint), IF_XLAN, p.ns(link_end), IF_XLAN)
+        for member in (endpoint, link_end):
+            netns.batch(
+                p.ns(member),
+                [f"addr add {lan.cidr(member)} dev {IF_XLAN}", f"link set {IF_XLAN} up"],
+            )
+        netns.batch(
+            p.ns(endpoint), [f"route add {routes[endpoint].prefix} via {lan.address(link_end)}"]
+        )
 
 
 def netns_etc(plan: NetnsPlan, role: str = "client") -> Path:

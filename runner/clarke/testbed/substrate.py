@@ -11,6 +11,7 @@ from clarke.errors import InputError
 from clarke.place import netns
 from clarke.place.plan import NetnsPlan
 from clarke.testbed import lifecycle
+from clarke.testbed.cross import NetnsCrossEndpoints
 from clarke.testbed.state import Store
 
 
@@ -69,6 +70,11 @@ class NetnsSubstrate:
     def at_client(self, argv: list[str]) -> list[str]:
         assert self.plan is not None
         return netns.exec_argv(self.plan.ns("client"), argv)
+
+    def cross_endpoints(self) -> NetnsCrossEndpoints:
+        """The cross-traffic endpoints (built with every netns testbed)."""
+        assert self.plan is not None
+        return NetnsCrossEndpoints(self.plan, self.store, self.run_dir)
 
     def note_profile(self, name: str, sha256: str) -> None:
         """The state file follows every apply."""

@@ -282,7 +282,7 @@ class OpenSandRole:
             end = LinkEnd(
                 br_address=plan.sat.cidr(role),
                 peer_br_address=plan.sat.address(peer),
-                remote_lans=(str(plan.remote_lan(role).prefix),),
+                remote_lans=tuple(plan.remote_prefixes(role)),
                 lan_iface=place.iface("st-lan" if role == "terminal" else "gw-lan"),
             )
         env = os.environ
