@@ -52,6 +52,10 @@ class Matrix(StrictModel):
     # Connections per server as a dimension (the connection studies [C], [K]); without
     # it, browser.connections_per_server decides per HTTP version.
     connections: Axis[ConnectionsPerServer] | None = None
+    # A performance-enhancing proxy at terminal and gateway as a dimension: "none" or a
+    # PEP of the registry (checked there: clarke.registry.check_names); without it,
+    # every run is without one.
+    pep: Axis[Name] | None = None
 
 
 class Scenario(StrictModel):
@@ -191,6 +195,11 @@ class Campaign(StrictModel):
     def varies_connections(self) -> bool:
         """Whether a matrix has the connections axis (run ids then carry it)."""
         return any(m.connections for _, _, m in self.matrices())
+
+    @property
+    def varies_pep(self) -> bool:
+        """Whether a matrix has the pep axis (run ids then carry it)."""
+        return any(m.pep for _, _, m in self.matrices())
 
     def matrices(self) -> list[tuple[str, str, Matrix]]:
         """(scenario name, field path prefix, matrix) for each matrix in the file."""

@@ -47,6 +47,7 @@ TAGS = (
     "page",
     "repetition",
     "connections",
+    "pep",
     "engine",
     "browser",
     "status",

@@ -53,6 +53,7 @@ class RunRecord(BaseModel):
     page: str
     repetition: int
     connections: int
+    pep: str = "none"  # the PEP at terminal and gateway (docs/peps.md)
     engine: str
     browser: str
     browser_version: str = ""

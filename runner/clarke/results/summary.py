@@ -17,8 +17,9 @@ from clarke.results.record import RunRecord, Status
 METRICS = FAMILIES[DEFAULT_FAMILY]
 # Both families' metrics, as the per-cell statistics InfluxDB receives.
 ALL_FAMILY_METRICS = tuple(dict.fromkeys(m for ms in FAMILIES.values() for m in ms))
-# A cell's coordinates, each as text: `connections` is the connections per server.
-CELL_KEYS = ("profile", "http", "cc", "model", "size", "connections")
+# A cell's coordinates, each as text: `connections` is the connections per server,
+# `pep` the performance-enhancing proxy (none without one).
+CELL_KEYS = ("profile", "http", "cc", "model", "size", "connections", "pep")
 
 
 def cell_of(r: RunRecord) -> tuple[str, ...]:

@@ -133,6 +133,7 @@ def to_record(
         page=run.page,
         repetition=run.repetition,
         connections=run.connections,
+        pep=run.pep,
         engine=result.engine or ctx.engine,
         browser=result.browser,
         browser_version=result.browser_version,
