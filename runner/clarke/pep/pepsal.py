@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import shutil
 import time
 from pathlib import Path
@@ -24,6 +25,10 @@ from clarke.roles import Implementation, RoleProcess
 from clarke.vocab import PEP_ROLES
 
 PEPSAL_PORT = 7012
+# PEPsal 2.x sets its open-file limit to this hard limit at start and exits when it may
+# not (a hard limit below it and no CAP_SYS_RESOURCE, as in many containers).
+PEPSAL_NOFILE = 1 << 20
+CAP_SYS_RESOURCE = 24
 START_TIMEOUT_S = 10.0
 INSTALL = (
     "install PEPsal: the Debian 12 package pepsal_2.0.2_amd64.deb from CNES's net4sat "
@@ -40,6 +45,19 @@ def pepsal_binary() -> Path | None:
         return Path(env) if Path(env).is_file() else None
     found = shutil.which("pepsal")
     return Path(found) if found else None
+
+
+def may_raise_nofile() -> bool:
+    """Whether PEPsal may set its open-file hard limit to PEPSAL_NOFILE here."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard == resource.RLIM_INFINITY or hard >= PEPSAL_NOFILE:
+        return True
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return False
+    caps = next((ln.split()[1] for ln in status.splitlines() if ln.startswith("CapEff:")), "0")
+    return bool(int(caps, 16) >> CAP_SYS_RESOURCE & 1)
 
 
 def parse_log(text: str) -> list[dict[str, str]]:
@@ -134,6 +152,13 @@ class Pepsal(Implementation):
     def check_environment(self) -> None:
         if pepsal_binary() is None:
             raise EnvironmentProblem(f"PEPsal is not installed: {INSTALL}")
+        if not may_raise_nofile():
+            raise EnvironmentProblem(
+                f"PEPsal 2.x raises its open-file hard limit to {PEPSAL_NOFILE} at start, which "
+                f"this host forbids (hard limit {resource.getrlimit(resource.RLIMIT_NOFILE)[1]}, "
+                "no CAP_SYS_RESOURCE): run it where root may raise the limit (`ulimit -Hn "
+                f"{PEPSAL_NOFILE}` works), e.g. outside a restricted container"
+            )
 
     def start(self, place: Place) -> RoleProcess:
         self.check_environment()
