@@ -57,6 +57,8 @@ def test_splittcp_splits_h2_the_server_sees_the_gateway(session: Session) -> Non
     # link; the gateway took exactly those and connected to the server.
     assert terminal["accepted"] == terminal["relayed"] == gw["accepted"] == gw["relayed"]
     assert terminal["accepted"] >= len(conns)
+    # The kernel's own count of what the interception handed the proxies agrees.
+    assert terminal["intercepted_syns"] == gw["intercepted_syns"] == terminal["accepted"]
     assert {c["accepted_from"].rsplit(":", 1)[0] for c in terminal["connections"]} == {client}
     assert {c["accepted_from"] for c in gw["connections"]} == {
         c["relayed_from"] for c in terminal["connections"]

@@ -184,22 +184,25 @@ def test_quic_must_pass_untouched() -> None:
 
 def test_a_transparent_pep_is_judged_by_its_own_counts() -> None:
     """pepsal connects from the client's address: the server sees the client, and the
-    proxies' tables must list the connections."""
+    interception at each station must have handed it the connections (its syn table
+    may already have dropped them)."""
     stations = {
-        "terminal": _station("pepsal", 1, CLIENT, CLIENT),
-        "gateway": _station("pepsal", 1, CLIENT, CLIENT),
+        r: {"pep": "pepsal", "accepted": 2, "connections": []} for r in ("terminal", "gateway")
     }
-    assert pep_verdict("pepsal", "2", [_conn(CLIENT)], stations, P) == ""
-    stations["terminal"] = _station("pepsal", 0, CLIENT, CLIENT)
-    assert "TCP was not split" in pep_verdict("pepsal", "2", [_conn(CLIENT)], stations, P)
+    assert pep_verdict("pepsal", "2", [_conn(CLIENT)] * 2, stations, P) == ""
+    stations["gateway"]["accepted"] = 1
+    why = pep_verdict("pepsal", "2", [_conn(CLIENT)] * 2, stations, P)
+    assert "TCP was not split" in why and "1 at the gateway" in why
 
 
 def test_pepsal_syn_table_dump() -> None:
     text = (
-        "=== [Tue Nov 25 05:00:00 2026 ===\n[0] Proxy 198.18.20.2:40000 <-> 198.18.22.2:443\n"
+        "=== [Tue Nov 25 05:00:00 2026 ===\n"
+        "[1] Proxy 0:0:0:0:0:ffff:c612:1402:40000 <-> 0:0:0:0:0:ffff:c612:1602:443\n"
         "    Status: PST_CLOSED\n=== [Tue Nov 25 05:00:10 2026 ===\n"
-        "[0] Proxy 198.18.20.2:40002 <-> 198.18.22.2:443\n    Status: PST_OPEN\n"
-        "    SYN received: now\n[1] Proxy 198.18.20.2:40004 <-> 198.18.22.2:443\n"
+        "[1] Proxy 0:0:0:0:0:ffff:c612:1402:40002 <-> 0:0:0:0:0:ffff:c612:1602:443\n"
+        "    Status: PST_OPEN\n    SYN received: Tue Nov 25 05:00:09 2026\n"
+        "[2] Proxy 0:0:0:0:0:ffff:c612:1402:40004 <-> 0:0:0:0:0:ffff:c612:1602:443\n"
         "    Status: PST_PENDING\n"
     )
     assert parse_log(text) == [

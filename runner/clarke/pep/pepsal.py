@@ -1,8 +1,9 @@
 """PEPsal (CNES's PEPSal 2.x, a split-TCP PEP for satellite links), at a station where it
 is installed: `pepsal -p PEPSAL_PORT` takes what TPROXY intercepts (tproxy.py) and
 connects onwards transparently, from the client's own address, so the server sees the
-client. What it split is in its syn-table log (-l): every proxied connection, its two
-ends and its state, dumped periodically; the stats here read it.
+client. What it split is counted by the interception itself (the SYNs TPROXY handed
+it: `accepted`); its syn-table log (-l), dumped every few seconds, lists the proxied
+connections still open (`connections`, informative: closed ones leave the table).
 
 Getting it: the Debian 12 package pepsal_2.0.2_amd64.deb from CNES's net4sat packages
 (`apt install ./pepsal_2.0.2_amd64.deb`), or a build from its sources; $CLARKE_PEPSAL
@@ -10,6 +11,7 @@ names the binary where it is not on PATH (docs/peps.md)."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import resource
@@ -35,8 +37,9 @@ INSTALL = (
     "packages (apt install ./pepsal_2.0.2_amd64.deb), or set CLARKE_PEPSAL to its binary "
     "(docs/peps.md)"
 )
-# One proxied connection in the syn-table dump: "[n] Proxy A:p <-> B:q" then its status.
-PROXY_RE = re.compile(r"Proxy\s+([\d.]+):(\d+)\s+<->\s+([\d.]+):(\d+)\s+Status:\s*(\w+)", re.S)
+# One proxied connection in the syn-table dump: "[n] Proxy A:p <-> B:q" then its status;
+# addresses as PEPsal 2.x prints them (IPv6 notation, IPv4 as ::ffff:a.b.c.d in hex).
+PROXY_RE = re.compile(r"Proxy\s+(\S+):(\d+)\s+<->\s+(\S+):(\d+)\s+Status:\s*(\w+)")
 
 
 def pepsal_binary() -> Path | None:
@@ -65,9 +68,20 @@ def parse_log(text: str) -> list[dict[str, str]]:
     with each dump; a dump starts with '=== [')."""
     last = text.rsplit("=== [", 1)[-1]
     return [
-        {"accepted_from": f"{a}:{p}", "destination": f"{b}:{q}", "status": status}
+        {"accepted_from": f"{_ip(a)}:{p}", "destination": f"{_ip(b)}:{q}", "status": status}
         for a, p, b, q, status in PROXY_RE.findall(last)
     ]
+
+
+def _ip(text: str) -> str:
+    """An address as Clarke writes it: IPv4 dotted, also when PEPsal printed it mapped."""
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return text
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return str(address)
 
 
 class PepsalProcess:
@@ -126,11 +140,16 @@ class PepsalProcess:
             return []
 
     def stats(self) -> dict[str, Any]:
-        """The connections of its last dump that were not there at the last reset."""
+        """accepted: the connections TPROXY handed it since the last reset; connections:
+        those of its last dump that were not there at the last reset."""
+        if self.settings is None:
+            return {}
         conns = [c for c in self._connections() if c["accepted_from"] not in self._seen]
-        return {"accepted": len(conns), "relayed": len(conns), "connections": conns}
+        syns = tproxy.intercepted_syns(self.place)
+        return {"accepted": syns or 0, "intercepted_syns": syns, "connections": conns}
 
     def reset_stats(self) -> dict[str, Any]:
+        tproxy.reset_counters(self.place)
         self._seen = {c["accepted_from"] for c in self._connections()}
         return {"ok": True}
 

@@ -96,11 +96,15 @@ class SplitTcpProcess:
     def stats(self) -> dict[str, Any]:
         if self.settings is None:
             return {}
-        return ask(self.control, {"cmd": "stats"})
+        return {
+            **ask(self.control, {"cmd": "stats"}),
+            "intercepted_syns": tproxy.intercepted_syns(self.place),
+        }
 
     def reset_stats(self) -> dict[str, Any]:
         if self.settings is None:
             return {"ok": True}
+        tproxy.reset_counters(self.place)
         return ask(self.control, {"cmd": "reset_stats"})
 
     def problem(self) -> str | None:

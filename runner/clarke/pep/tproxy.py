@@ -17,11 +17,12 @@ from clarke.errors import EnvironmentProblem
 from clarke.place import Place
 
 CHAIN = "CLARKE_PEP"
+SYN_COMMENT = "clarke-pep-syn"  # the rule that counts intercepted connections
 MARK = "0x1c1/0xffff"  # as fwmark: ip rule's and TPROXY's
 TABLE = "1011"
 
 
-def _rule(place: Place, port: int) -> list[str]:
+def _where(place: Place) -> list[str]:
     gw_lan = str(place.plan.gw_lan.prefix)
     if place.role == "terminal":
         where = ["-i", place.iface("st-lan")]
@@ -29,10 +30,7 @@ def _rule(place: Place, port: int) -> list[str]:
         where = ["!", "-i", place.iface("gw-lan")]
     else:
         raise EnvironmentProblem(f"a PEP runs at the terminal or the gateway, not the {place.role}")
-    return [
-        *where, "-p", "tcp", "-d", gw_lan,
-        "-j", "TPROXY", "--on-port", str(port), "--tproxy-mark", MARK,
-    ]  # fmt: skip
+    return [*where, "-p", "tcp", "-d", gw_lan]
 
 
 def install(place: Place, port: int) -> None:
@@ -47,7 +45,12 @@ def install(place: Place, port: int) -> None:
         sh.run([*ipt, "-A", CHAIN, "-p", "tcp", "-m", "socket", "--transparent",
                 "-j", "MARK", "--set-xmark", MARK])  # fmt: skip
         sh.run([*ipt, "-A", CHAIN, "-m", "mark", "--mark", MARK, "-j", "ACCEPT"])
-        sh.run([*ipt, "-A", CHAIN, *_rule(place, port)])
+        # Every connection intercepted, counted by its SYN whatever the PEP: a count of
+        # the kernel's own that does not depend on the PEP's (clarke.pep.pepsal).
+        sh.run([*ipt, "-A", CHAIN, *_where(place), "--syn",
+                "-m", "comment", "--comment", SYN_COMMENT])  # fmt: skip
+        sh.run([*ipt, "-A", CHAIN, *_where(place),
+                "-j", "TPROXY", "--on-port", str(port), "--tproxy-mark", MARK])  # fmt: skip
         sh.run([*ipt, "-A", "PREROUTING", "-j", CHAIN])
         sh.run([*place.ip(), "rule", "add", "fwmark", MARK, "lookup", TABLE])
         sh.run([*place.ip(), "route", "add", "local", "0.0.0.0/0", "dev", "lo", "table", TABLE])
@@ -70,6 +73,20 @@ def remove(place: Place) -> None:
         [*place.ip(), "route", "flush", "table", TABLE],
     ):
         sh.run(argv, check=False)
+
+
+def intercepted_syns(place: Place) -> int | None:
+    """SYNs handed to the PEP since the last reset_counters (None: no interception)."""
+    ipt = place.argv(["iptables", "-w", "-t", "mangle"])
+    listing = sh.run([*ipt, "-L", CHAIN, "-v", "-x", "-n"], check=False)
+    for line in listing.stdout.splitlines():
+        if SYN_COMMENT in line and line.split()[0].isdigit():
+            return int(line.split()[0])
+    return None
+
+
+def reset_counters(place: Place) -> None:
+    sh.run([*place.argv(["iptables", "-w", "-t", "mangle"]), "-Z", CHAIN], check=False)
 
 
 def installed(place: Place) -> bool:

@@ -7,8 +7,9 @@ How a load proves the split (docs/peps.md):
   (the gateway's proxy connects non-transparently); the terminal's proxy intercepted
   connections from the client, the gateway's intercepted as many as the terminal's
   relayed, and none failed.
-- pepsal: transparent both ways, so the server sees the client; its syn-table logs
-  must list the load's connections at the terminal and at the gateway.
+- pepsal: transparent both ways, so the server sees the client; the interception at
+  the terminal and at the gateway must each have handed it at least as many
+  connections (SYNs, counted by iptables) as the server saw.
 - QUIC (HTTP/3) is never intercepted: its connections at the server come from the
   client's address, whatever PEP runs.
 - no PEP: every connection at the server comes from the client's address."""
@@ -87,15 +88,16 @@ def pep_verdict(
             f"TCP was not split: the server saw {len(server_connections)} connection(s), the "
             f"PEP intercepted {accepted_t} at the terminal and {accepted_g} at the gateway"
         )
-    from_client = [
-        c for c in terminal.get("connections", []) if _host(c.get("accepted_from")) == client
-    ]
-    if len(from_client) < len(server_connections):
-        return (
-            f"TCP was not split: the terminal's PEP took {len(from_client)} connection(s) from "
-            f"the client {client}, the server saw {len(server_connections)}"
-        )
     if pep in NON_TRANSPARENT:
+        # Its rows are complete (closed connections stay listed until the next reset).
+        from_client = [
+            c for c in terminal.get("connections", []) if _host(c.get("accepted_from")) == client
+        ]
+        if len(from_client) < len(server_connections):
+            return (
+                f"TCP was not split: the terminal's PEP took {len(from_client)} connection(s) "
+                f"from the client {client}, the server saw {len(server_connections)}"
+            )
         if accepted_g != int(terminal.get("relayed", 0)):
             return (
                 f"the gateway's PEP took {accepted_g} connection(s), the terminal's relayed "
