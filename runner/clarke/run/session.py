@@ -230,6 +230,8 @@ class Session:
                 f"PEP {name}: PEPs run on the netns substrate only (the compose images carry "
                 "no PEP; docs/peps.md)"
             )
+        if name == PEP_NONE and not self._has_pep_routes():
+            return None  # compose: no PEP to stop
         profile = profiles.read(self.profile[0]) if self.profile else None
         if profile is None:
             raise ClarkeError("a PEP is configured for the link profile in force: none yet")
