@@ -217,3 +217,26 @@ def test_pepsal_syn_table_dump() -> None:
             "status": "PST_PENDING",
         },
     ]
+
+
+def test_a_pep_campaign_on_compose_is_refused_before_anything_runs(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    code, _, err = run_cli(
+        "run", "campaigns/pep-geo.yaml", "--substrate", "compose", "--results", str(tmp_path / "r")
+    )
+    assert code == 2 and "PEPs run on the netns substrate only" in err, err
+    assert not (tmp_path / "r").exists()
+
+
+def test_the_console_summary_shows_the_pep() -> None:
+    from rich.console import Console
+
+    from clarke.results.summary import CellSummary, MetricStats
+    from clarke.run.console import print_summary
+
+    cell = CellSummary(
+        ("geo", "2", "cubic", "uniform", "1m", "6", "splittcp"), 3, 0,
+        {"plt_ms": MetricStats(3, 5000.0, 5000.0, 4900.0, 5100.0)},
+    )  # fmt: skip
+    console = Console(width=200, record=True)
+    print_summary([cell], "t", console)
+    assert "splittcp" in console.export_text()
