@@ -240,3 +240,13 @@ def test_the_console_summary_shows_the_pep() -> None:
     console = Console(width=200, record=True)
     print_summary([cell], "t", console)
     assert "splittcp" in console.export_text()
+
+
+def test_a_server_that_names_no_peers_leaves_the_peps_own_counts() -> None:
+    anonymous = [{"requests": 3}]
+    none = {r: {"pep": "none"} for r in ("terminal", "gateway")}
+    assert pep_verdict("none", "2", anonymous, none, P) == ""
+    assert pep_verdict("splittcp", "2", anonymous, _split(), P) == ""
+    stations = _split()
+    stations["terminal"] = _station("splittcp", 0, CLIENT, TERMINAL_SAT)
+    assert "TCP was not split" in pep_verdict("splittcp", "2", anonymous, stations, P)
