@@ -237,6 +237,13 @@ def load(
             f"  protocols: {protos}; server cc: {', '.join(details.get('server_cc') or ['-'])}; "
             f"LCP element: {result.lcp_element}"
         )
+        stations = (details.get("pep") or {}).get("stations") or {}
+        if pep != PEP_NONE and stations:
+            counts = ", ".join(
+                f"{role} {s.get('accepted', '-')} intercepted, {s.get('relayed', '-')} relayed"
+                for role, s in stations.items()
+            )
+            click.echo(f"  PEP {pep}: {counts}")
         if "overhead" in m:
             click.echo(
                 f"  wire bytes: {m['wire_bytes']:,.0f}, overhead {100 * m['overhead']:.1f} %"
