@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds Clarke's Rust parts (satlink, origin) in release mode from their lock files.
+# Builds Clarke's Rust parts (satlink and splittcp, origin) in release mode from their lock files.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for crate_dir in satlink origin; do

@@ -69,7 +69,9 @@ def plan(file: Path, seed: int | None, as_json: bool) -> None:
         click.echo(
             f"{r.index:>5}  {r.run_id:<40} profile={r.profile} http={r.http} cc={r.cc} "
             f"page={r.page} rep={r.repetition} conns={r.connections} "
-            f"cross={r.cross_traffic} scenarios={','.join(r.scenarios)}"
+            f"cross={r.cross_traffic} "
+            + (f"pep={r.pep} " if p.campaign.varies_pep else "")
+            + f"scenarios={','.join(r.scenarios)}"
         )
     per_profile = Counter(r.profile for r in p.runs)
     order = p.campaign.order.value + (f" (seed {p.seed})" if p.seed is not None else "")

@@ -17,7 +17,7 @@ from clarke.results.record import Status
 from clarke.run.captures import CaptureMode, CapturePolicy, check_substrate
 from clarke.run.session import Session
 from clarke.testbed.substrate import NetnsSubstrate
-from clarke.vocab import CONGESTION_CONTROLS, ENGINES, HTTP_VERSIONS, HttpVersion
+from clarke.vocab import CONGESTION_CONTROLS, ENGINES, HTTP_VERSIONS, PEP_NONE, HttpVersion
 
 
 def _page_help() -> str:
@@ -108,6 +108,14 @@ def parse_prefs(items: tuple[str, ...]) -> dict[str, bool | int]:
     + registry.help_text("server"),
 )
 @click.option(
+    "--pep",
+    type=click.Choice((PEP_NONE, *registry.names("pep"))),
+    default=PEP_NONE,
+    show_default=True,
+    help="A performance-enhancing proxy at terminal and gateway, verified (docs/peps.md). "
+    + registry.help_text("pep"),
+)
+@click.option(
     "--capture",
     "capture_dir",
     type=click.Path(path_type=Path, file_okay=False),
@@ -135,6 +143,7 @@ def load(
     prefs: tuple[str, ...],
     link: str | None,
     server: str | None,
+    pep: str,
     capture_dir: Path | None,
     capture_max_mb: int,
     as_json: bool,
@@ -153,6 +162,8 @@ def load(
     else:
         profiles.read(profile)
     Firefox(firefox).check_environment()
+    if pep != PEP_NONE:
+        registry.get("pep", pep).check_environment()
     if testbed_id is not None and NetnsSubstrate().store.read(testbed_id) is None:
         raise InputError(
             f"there is no testbed {testbed_id} (clarke testbed status; bring one up with "
@@ -172,7 +183,10 @@ def load(
     with session.start(profile) as s:
         s.ensure_profile(profile)
         s.ensure_cc(cc)
-        result, details = s.load_page(page, http, cc, conns, overrides, capture_label="load")
+        s.ensure_pep(pep, cc)
+        result, details = s.load_page(
+            page, http, cc, conns, overrides, capture_label="load", pep=pep
+        )
         implementations, applied = s.implementations, [a.to_dict() for a in s.applied]
     wall_ms = (time.monotonic() - started) * 1000
     m = {**result.metrics, **{k: v for k, v in details["metrics"].items() if v is not None}}
@@ -191,6 +205,7 @@ def load(
         "cc": cc,
         "page": page,
         "connections": conns,
+        "pep": details.get("pep"),
         "plt_ms": m.get("plt_ms"),
         "fcp_ms": m.get("fcp_ms"),
         "lcp_ms": m.get("lcp_ms"),
@@ -213,6 +228,7 @@ def load(
         click.echo(
             f"  {page} over {profile}, HTTP/{http}, {cc}, {conns} connection(s), "
             f"{engine}, Firefox {result.browser_version}"
+            + (f", PEP {pep}" if pep != PEP_NONE else "")
         )
         for key in ("plt_ms", "fcp_ms", "lcp_ms", "ttfb_ms"):
             v = m.get(key)
@@ -221,6 +237,13 @@ def load(
             f"  protocols: {protos}; server cc: {', '.join(details.get('server_cc') or ['-'])}; "
             f"LCP element: {result.lcp_element}"
         )
+        stations = (details.get("pep") or {}).get("stations") or {}
+        if pep != PEP_NONE and stations:
+            counts = ", ".join(
+                f"{role} {s.get('accepted', '-')} intercepted, {s.get('relayed', '-')} relayed"
+                for role, s in stations.items()
+            )
+            click.echo(f"  PEP {pep}: {counts}")
         if "overhead" in m:
             click.echo(
                 f"  wire bytes: {m['wire_bytes']:,.0f}, overhead {100 * m['overhead']:.1f} %"

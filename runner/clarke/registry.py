@@ -9,6 +9,8 @@ campaign's `implementations:`), and so does their help.
     server  origin          server                        (the default)
     server  openlitespeed   server
     client  firefox         client                        (the default)
+    pep     splittcp        terminal, gateway             (none unless asked for)
+    pep     pepsal          terminal, gateway
 
 Adding an implementation: one module with an `Implementation` subclass
 (clarke.roles), and one line below."""
@@ -24,6 +26,8 @@ from clarke.errors import InputError, UnknownName, ValidationFailed
 from clarke.link.netem import Netem
 from clarke.link.opensand import OpenSand
 from clarke.link.satlink import Satlink
+from clarke.pep.pepsal import Pepsal
+from clarke.pep.splittcp import SplitTcp
 from clarke.profiles import LinkProfile
 from clarke.roles import KINDS, Implementation
 from clarke.server.openlitespeed import OpenLiteSpeed
@@ -37,7 +41,10 @@ IMPLEMENTATIONS: Final[tuple[Implementation, ...]] = (
     Origin(),
     OpenLiteSpeed(),
     Firefox(),
+    SplitTcp(),
+    Pepsal(),
 )
+# No default PEP: a testbed runs without one unless a load asks (vocab.PEP_NONE).
 DEFAULTS: Final = {"link": "satlink", "server": "origin", "client": "firefox"}
 
 
@@ -49,11 +56,11 @@ def get(kind: str, name: str | None = None) -> Implementation:
     """The implementation `name` of a kind (its default when None)."""
     if kind not in KINDS:
         raise UnknownName("kind of implementation", kind, list(KINDS))
-    wanted = name or DEFAULTS[kind]
+    wanted = name or DEFAULTS.get(kind)
     for impl in IMPLEMENTATIONS:
         if impl.kind == kind and impl.name == wanted:
             return impl
-    raise UnknownName(f"{kind} implementation", wanted, list(names(kind)))
+    raise UnknownName(f"{kind} implementation", str(wanted), list(names(kind)))
 
 
 def for_role(role: str, name: str | None = None) -> Implementation:
@@ -63,7 +70,7 @@ def for_role(role: str, name: str | None = None) -> Implementation:
 def help_text(kind: str) -> str:
     """`name: summary` of every implementation of a kind, for --help."""
     return "; ".join(
-        f"{i.name}: {i.summary}" + (" (default)" if i.name == DEFAULTS[kind] else "")
+        f"{i.name}: {i.summary}" + (" (default)" if i.name == DEFAULTS.get(kind) else "")
         for i in IMPLEMENTATIONS
         if i.kind == kind
     )
@@ -100,7 +107,8 @@ def campaign_choices(
 
 
 def check_names(campaign: Campaign, source: str) -> None:
-    """Every name under the campaign's `implementations:` is one the registry has."""
+    """Every name under the campaign's `implementations:`, and every PEP of its
+    matrices, is one the registry has."""
     problems: list[str] = []
     for kind in ("link", "server"):
         for name in getattr(campaign.implementations, kind) or []:
@@ -108,6 +116,13 @@ def check_names(campaign: Campaign, source: str) -> None:
                 problems.append(
                     f"implementations.{kind}: unknown {kind} implementation {name!r}; "
                     f"allowed: {', '.join(names(kind))}"
+                )
+    peps = ("none", *names("pep"))
+    for _, prefix, m in campaign.matrices():
+        for i, name in enumerate(m.pep or []):
+            if name not in peps:
+                problems.append(
+                    f"{prefix}.pep[{i}]: unknown PEP {name!r}; allowed: {', '.join(peps)}"
                 )
     if problems:
         raise ValidationFailed(source, problems)

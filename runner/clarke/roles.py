@@ -1,7 +1,9 @@
 """The contract every role implementation keeps, whatever fills the role and wherever it
 runs. An implementation (clarke.registry lists them) is one object per (kind, name):
 
-    kind     link (terminal, satellite, gateway), server or client
+    kind     link (terminal, satellite, gateway), server, client, or pep (a
+             performance-enhancing proxy at terminal and gateway, hosted by those
+             roles' agents beside the link: clarke.pep)
     check_environment()      what it needs is installed; EnvironmentProblem (exit 3)
                              naming the implementation and how to install it
     check_profile(profile)   links: InputError naming each profile field it cannot
@@ -39,7 +41,7 @@ from clarke.place import Place
 from clarke.profiles import LinkProfile
 from clarke.schema import problems_of
 
-KINDS = ("link", "server", "client")
+KINDS = ("link", "server", "client", "pep")
 
 
 class RoleProcess(Protocol):
@@ -58,7 +60,7 @@ class RoleProcess(Protocol):
 class Implementation(ABC):
     """One registry entry. Subclasses set the class attributes and `start`."""
 
-    kind: str  # link | server | client
+    kind: str  # link | server | client | pep
     name: str
     summary: str  # one line, for --help
     install: str  # how to get it, for EnvironmentProblem

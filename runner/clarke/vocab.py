@@ -8,6 +8,9 @@ clarke.registry).
     Engine              selenium | browsertime
     Browser             firefox
     Substrate           netns | compose
+    PEP_NONE            none: no performance-enhancing proxy (pep implementations:
+                        clarke.registry)
+    PEP_ROLES           terminal, gateway: where a PEP runs
     roles               client, terminal, satellite, gateway, server
     link roles          terminal, satellite, gateway; started satellite, gateway, terminal
     directions          forward (gateway -> terminal), return (terminal -> gateway)
@@ -82,6 +85,10 @@ LINK_ROLES: Final = ("terminal", "satellite", "gateway")
 # (OpenSAND needs it; the others do not mind).
 LINK_START_ORDER: Final = ("satellite", "gateway", "terminal")
 DIRECTIONS: Final = ("forward", "return")
+# A performance-enhancing proxy (PEP) runs at both ends of the satellite hop; "none"
+# is the campaign's and `clarke load --pep`'s name for running without one.
+PEP_NONE: Final = "none"
+PEP_ROLES: Final = ("terminal", "gateway")
 # Which station puts each direction onto the link, and which one receives it there.
 SENDER: Final = {"forward": "gateway", "return": "terminal"}
 RECEIVER: Final = {"forward": "terminal", "return": "gateway"}

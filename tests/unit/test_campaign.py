@@ -173,7 +173,7 @@ def test_study_campaign_covers_table_4() -> None:
     assert len(cells) == 2 * 44
     assert len(plan.runs) == 3 * len(cells)
     shared = next(
-        r for r in plan.runs if r.cell == ("geo", "2", "bbr", "uniform", "1m", "6", "none")
+        r for r in plan.runs if r.cell == ("geo", "2", "bbr", "uniform", "1m", "6", "none", "none")
     )
     assert shared.scenarios == ("parallel-streams", "congestion-control", "page-structure")
     h1 = next(r for r in plan.runs if r.http == "1.1")
@@ -399,7 +399,7 @@ def test_cross_traffic_as_a_dimension(tmp_path: Path) -> None:
     }
     assert described[3]["rate_mbps"] == 2.5 and described[3]["direction"] == "forward"
     assert (described[4]["flows"], described[4]["direction"]) == (4, "both")
-    assert [r.cell[-1] for r in plan.runs][:2] == ["none", "bulk-cubic"]
+    assert [r.cell[6] for r in plan.runs][:2] == ["none", "bulk-cubic"]
     # Without the axis: no load has cross traffic and the ids stay as they were.
     f.write_text(yaml.safe_dump(GOOD))
     first = plan_file(f).runs[0]

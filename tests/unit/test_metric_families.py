@@ -86,12 +86,13 @@ def test_the_report_with_either_family(tmp_path: Path, run_cli) -> None:  # type
     assert "first object mean ms" in pages["objects"] and "FCP mean" not in pages["objects"]
     # The per-cell table's median for one cell, against the journal's own timings.
     row = re.search(r"<tr><td>lan</td><td>2</td><td>bbr</td><td>triangular</td>"
-                    r"<td>500k</td>(.*?)</tr>", pages["objects"])  # fmt: skip
+                    r"<td>500k</td><td>none</td><td>none</td>(.*?)</tr>",
+                    pages["objects"])  # fmt: skip
     assert row is not None
     cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(1))
-    # connections, cross traffic, ok, failed, then mean, median, CI for PLT, first object,
-    # largest object
-    assert cells[1] == "none"
+    # after cross traffic and PEP (none, none): connections, ok, failed, then mean, median,
+    # CI for PLT, first object, largest object
+    assert cells[0] == "6"
     first_median = float(cells[7].replace(",", ""))
     assert first_median == round(_cell_median("first_object_ms", "lan-h2-bbr-triangular-500k"))
     code, _, err = run_cli("report", str(RECORDED), "--metrics", "paint")

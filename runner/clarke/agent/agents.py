@@ -17,7 +17,7 @@ from clarke.errors import ClarkeError, EnvironmentProblem
 from clarke.place.plan import Addresses
 from clarke.profiles import LinkProfile
 from clarke.roles import link_config, profile_digest
-from clarke.vocab import LINK_ROLES, LINK_START_ORDER, CongestionControl
+from clarke.vocab import LINK_ROLES, LINK_START_ORDER, PEP_ROLES, CongestionControl
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ class Applied:
     """One change made to the testbed: what, to which value, on which roles, when, and
     how long it took."""
 
-    what: str  # profile | cc
+    what: str  # profile | cc | pep
     value: str
     sha256: str | None
     roles: tuple[str, ...]
@@ -168,6 +168,24 @@ class Agents:
             ", ".join(applied),
             done.seconds,
         )
+        return done
+
+    # --- the stations' PEP ----------------------------------------------------------------
+    def ensure_pep(self, body: dict[str, Any]) -> Applied | None:
+        """Make terminal and gateway run the PEP `body` names (agent/pep_slot.py), each
+        only when it does not already."""
+        started, t0 = dt.datetime.now(dt.UTC), time.monotonic()
+        applied = tuple(
+            role for role in PEP_ROLES if self[role].pep_configure(body).get("applied", True)
+        )
+        if not applied:
+            return None
+        done = Applied(
+            "pep", str(body.get("name")), None, applied, started.isoformat(),
+            round(time.monotonic() - t0, 3),
+        )  # fmt: skip
+        self.applied.append(done)
+        log.warning("applied PEP %s to %s (%s)", body.get("name"), ", ".join(applied), body)
         return done
 
     # --- the server ----------------------------------------------------------------------

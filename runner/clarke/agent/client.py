@@ -81,5 +81,17 @@ class AgentClient:
         """The packets (base64) and tcpdump's counts; up to the cap, so give it time."""
         return self._call("POST", "/capture/stop", {}, timeout=120)
 
+    def pep_state(self) -> dict[str, Any]:
+        return self._call("GET", "/pep/state")
+
+    def pep_configure(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self._call("POST", "/pep/config", body, timeout=60)
+
+    def pep_stats(self) -> dict[str, Any]:
+        return self._call("GET", "/pep/stats")
+
+    def pep_reset_stats(self) -> dict[str, Any]:
+        return self._call("POST", "/pep/stats/reset")
+
     def close(self) -> None:
         self._http.close()

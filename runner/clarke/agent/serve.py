@@ -25,6 +25,7 @@ from pathlib import Path
 
 from clarke import profiles, registry
 from clarke.agent import auth
+from clarke.agent.pep_slot import PepSlot
 from clarke.agent.server import check_listen_address
 from clarke.agent.server import serve as serve_agent
 from clarke.browser.client import Firefox
@@ -34,7 +35,7 @@ from clarke.place.capture import PacketCapture
 from clarke.place.plan import AGENT_PORT, compose_plan
 from clarke.place.plan import plan as netns_plan
 from clarke.roles import RoleProcess, link_config
-from clarke.vocab import LINK_ROLES, Substrate
+from clarke.vocab import LINK_ROLES, PEP_ROLES, Substrate
 
 log = logging.getLogger(__name__)
 CAPTURE_ROLE, CAPTURE_NETWORK = "terminal", "st-lan"
@@ -102,6 +103,8 @@ def serve_role(
     # The terminal captures on request: its interface to the client's LAN carries every
     # packet that crosses the satellite hop, whatever emulates the link.
     capture = PacketCapture(place, CAPTURE_NETWORK) if place.role == CAPTURE_ROLE else None
+    # The stations host a PEP beside the link (none until a load asks for one).
+    pep = PepSlot(place) if place.role in PEP_ROLES else None
     try:
         process = impl.start(place)
         if profile and place.role in LINK_ROLES:
@@ -109,17 +112,21 @@ def serve_role(
         threading.Thread(
             target=serve_agent,
             args=(process, mgmt, AGENT_PORT, token),
-            kwargs={"capture": capture},
+            kwargs={"capture": capture, "pep": pep},
             daemon=True,
         ).start()
         log.warning("%s (%s) ready; agent on %s:%d", place.role, impl.name, mgmt, AGENT_PORT)
         while not stopping.wait(0.5):
+            # A PEP that stops says so in its state (loads asking for it fail); the
+            # link goes on.
             gone = process.problem()
             if gone:
                 log.error("%s: %s; stopping", place.role, gone)
                 return 1
         return 0
     finally:
+        if pep is not None:
+            pep.stop()
         if capture is not None:
             with contextlib.suppress(ClarkeError):
                 capture.close()

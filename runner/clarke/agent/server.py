@@ -12,7 +12,9 @@ What it takes from a caller, in this order, before any role code runs:
   without waiting: a change already in progress makes the next one answer 409.
 A link agent built with a PacketCapture also takes `POST /capture/start` {"max_bytes"}
 and `POST /capture/stop` (the packets, base64, with tcpdump's counts): a capture runs
-beside loads and changes, one at a time.
+beside loads and changes, one at a time. A station's agent built with a PepSlot takes
+`GET /pep/state`, `GET /pep/stats`, `POST /pep/config` and `POST /pep/stats/reset`
+(its performance-enhancing proxy; a change takes the agent's lock like /config).
 Bad input is a 4xx naming what is wrong; a 5xx is a failing implementation (502) or a
 bug in the agent (500)."""
 
@@ -50,6 +52,22 @@ ROUTES = {
     ("POST", "/load"),
 }
 CAPTURE_ROUTES = {("POST", "/capture/start"), ("POST", "/capture/stop")}
+# A station's agent (terminal, gateway) built with a PepSlot: its PEP (agent/pep_slot.py).
+PEP_ROUTES = {
+    ("GET", "/pep/state"),
+    ("GET", "/pep/stats"),
+    ("POST", "/pep/config"),
+    ("POST", "/pep/stats/reset"),
+}
+
+
+class PepHost(Protocol):
+    """A station's PEP (agent/pep_slot.py)."""
+
+    def state(self) -> dict[str, Any]: ...
+    def configure(self, body: dict[str, Any]) -> dict[str, Any]: ...
+    def stats(self) -> dict[str, Any]: ...
+    def reset_stats(self) -> dict[str, Any]: ...
 
 
 @runtime_checkable
@@ -101,12 +119,16 @@ def json_object(data: bytes) -> dict[str, Any]:
 
 
 def make_handler(
-    role: RoleProcess, token: str, capture: PacketCapture | None = None
+    role: RoleProcess,
+    token: str,
+    capture: PacketCapture | None = None,
+    pep: PepHost | None = None,
 ) -> type[BaseHTTPRequestHandler]:
     if not auth.TOKEN_RE.match(token):
         raise InputError("an agent needs a token of at least 128 bits (clarke.agent.auth)")
     lock = threading.Lock()  # one configuration change or page load at a time
     routes = ROUTES | (CAPTURE_ROUTES if capture is not None else set())
+    routes |= PEP_ROUTES if pep is not None else set()
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "clarke-agent"
@@ -218,7 +240,10 @@ def make_handler(
                     self._read_done()
                     raise
                 self._read_done()
-                if method == "GET":
+                if method == "GET" and url.path.startswith("/pep/"):
+                    assert pep is not None
+                    self._reply(200, pep.state() if url.path == "/pep/state" else pep.stats())
+                elif method == "GET":
                     get = {"/health": role.health, "/state": role.state, "/stats": role.stats}
                     answer = get[url.path]()
                     if not full:
@@ -250,6 +275,9 @@ def make_handler(
             try:
                 if path == "/config":
                     return role.configure(body)
+                if path.startswith("/pep/"):
+                    assert pep is not None
+                    return pep.configure(body) if path == "/pep/config" else pep.reset_stats()
                 if path == "/stats/reset":
                     return role.reset_stats()
                 assert isinstance(role, Loader)
@@ -315,9 +343,10 @@ def serve(
     token: str,
     ready: threading.Event | None = None,
     capture: PacketCapture | None = None,
+    pep: PepHost | None = None,
 ) -> None:
     check_listen_address(host)
-    httpd = ThreadingHTTPServer((host, port), make_handler(role, token, capture))
+    httpd = ThreadingHTTPServer((host, port), make_handler(role, token, capture, pep))
     log.info("%s agent (%s) on %s:%d", role.role, role.implementation, host, port)
     if ready:
         ready.set()

@@ -55,6 +55,10 @@ class Matrix(StrictModel):
     connections: Axis[ConnectionsPerServer] | None = None
     # What else crosses the link during the load (campaign/cross.py); without it, nothing.
     cross_traffic: Axis[CrossTrafficEntry] | None = None
+    # A performance-enhancing proxy at terminal and gateway as a dimension: "none" or a
+    # PEP of the registry (checked there: clarke.registry.check_names); without it,
+    # every run is without one.
+    pep: Axis[Name] | None = None
 
 
 class Scenario(StrictModel):
@@ -207,6 +211,11 @@ class Campaign(StrictModel):
     def varies_cross_traffic(self) -> bool:
         """Whether a matrix has the cross_traffic axis (run ids then carry it)."""
         return any(m.cross_traffic for _, _, m in self.matrices())
+
+    @property
+    def varies_pep(self) -> bool:
+        """Whether a matrix has the pep axis (run ids then carry it)."""
+        return any(m.pep for _, _, m in self.matrices())
 
     def matrices(self) -> list[tuple[str, str, Matrix]]:
         """(scenario name, field path prefix, matrix) for each matrix in the file."""

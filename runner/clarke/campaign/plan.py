@@ -1,8 +1,8 @@
 """From a campaign file to a plan: the ordered list of runs, with stable run ids.
 
 Order `listed`: link profile, then repetition, then HTTP version, congestion control,
-page model, size, connections per server and cross traffic, each in the order the file
-lists them (one repetition of every cell before the next repetition, so slow drifts
+page model, size, connections per server, cross traffic and PEP, each in the order the
+file lists them (one repetition of every cell before the next repetition, so slow drifts
 spread over all cells). Order `shuffled`: the runs of each link profile in a random
 order drawn from `seed` (chosen and recorded when the file gives none). Runs that
 several scenarios share are run once and list every scenario they serve."""
@@ -20,7 +20,7 @@ from clarke.campaign.cross import NO_CROSS_TRAFFIC, CrossTraffic
 from clarke.campaign.model import Campaign, Order
 from clarke.errors import InputError, ValidationFailed
 from clarke.pages.models import Registry, Units
-from clarke.vocab import HttpVersion
+from clarke.vocab import PEP_NONE, HttpVersion
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,7 @@ class Run:
     connections: int
     scenarios: tuple[str, ...] = field(default=())
     cross: CrossTraffic = NO_CROSS_TRAFFIC
+    pep: str = PEP_NONE  # the PEP at terminal and gateway (vocab.PEP_NONE: none)
 
     @property
     def cross_traffic(self) -> str:
@@ -57,6 +58,7 @@ class Run:
             self.size,
             str(self.connections),
             self.cross_traffic,
+            self.pep,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -145,7 +147,7 @@ def read_campaign(path: Path) -> Campaign:
 
 
 def expand(c: Campaign, source: Path, seed: int | None = None) -> CampaignPlan:
-    Key = tuple[str, str, str, str, str, int, CrossTraffic]
+    Key = tuple[str, str, str, str, str, int, CrossTraffic, str]
     cells: dict[Key, list[str]] = {}
     for scenario, _, m in c.matrices():
         for profile in m.profiles:
@@ -156,8 +158,18 @@ def expand(c: Campaign, source: Path, seed: int | None = None) -> CampaignPlan:
                         for size in m.sizes:
                             for n in m.connections or [c.browser.connections_for(http)]:
                                 for x in m.cross_traffic or [NO_CROSS_TRAFFIC]:
-                                    key = (profile, http, str(algorithm.value), model, size, n, x)
-                                    cells.setdefault(key, []).append(scenario)
+                                    for pep in m.pep or [PEP_NONE]:
+                                        key = (
+                                            profile,
+                                            http,
+                                            str(algorithm.value),
+                                            model,
+                                            size,
+                                            n,
+                                            x,
+                                            pep,
+                                        )
+                                        cells.setdefault(key, []).append(scenario)
     profile_order = list(dict.fromkeys(k[0] for k in cells))
     if c.order is Order.shuffled:
         seed = (
@@ -175,9 +187,10 @@ def expand(c: Campaign, source: Path, seed: int | None = None) -> CampaignPlan:
         if seed is not None:
             random.Random(f"{seed}:{profile}").shuffle(block)
         for rep, key in block:
-            prof, http, cc, model, size, n, x = key
+            prof, http, cc, model, size, n, x, pep = key
             conns = f"-c{n}" if c.varies_connections else ""
             conns += f"-x{x.label}" if c.varies_cross_traffic else ""
+            conns += f"-{pep}" if c.varies_pep else ""
             runs.append(
                 Run(
                     index=len(runs),
@@ -191,6 +204,7 @@ def expand(c: Campaign, source: Path, seed: int | None = None) -> CampaignPlan:
                     connections=n,
                     scenarios=tuple(cells[key]),
                     cross=x,
+                    pep=pep,
                 )
             )
     return CampaignPlan(c, source, seed, runs)

@@ -147,11 +147,12 @@ def study_figures(cells: list[CellSummary], family: str = DEFAULT_FAMILY) -> lis
     pair = f"{LABEL[first]} and {LABEL[largest]}"
 
     def h(c: CellSummary) -> str:
-        """The HTTP version, and the cross traffic beside the load where there was some
-        (cells that differ only in it are separate series)."""
+        """The HTTP version, and the cross traffic beside the load and the PEP where
+        there was one (cells that differ only in them are separate series)."""
         label = HTTP_LABEL.get(c.cell[1], c.cell[1])
-        crossing = c.cell[6] if len(c.cell) > 6 else "none"
-        return label if crossing == "none" else f"{label} + {crossing}"
+        crossing, pep = (*c.cell[6:8], "none", "none")[:2]
+        label = label if crossing == "none" else f"{label} + {crossing}"
+        return label if pep == "none" else f"{label}, PEP {pep}"
 
     candidates = [
         lines(

@@ -26,10 +26,6 @@ pre{background:#f7f7f7;padding:1em;overflow:auto}.failed{color:#a00}
 """
 
 
-# The cell's cross traffic (a label, not a number) in the per-cell tables.
-CROSS_COLUMN = 6
-
-
 def _e(v: Any) -> str:
     return html.escape(str(v))
 
@@ -90,6 +86,12 @@ CONNECTION_METRICS = (
 )
 
 
+def _coordinates(cell: tuple[str, ...]) -> tuple[str, ...]:
+    """A cell's coordinates as the tables show them: the text ones (cross traffic and
+    PEP last of them), then the connections per server, where the numbers start."""
+    return (*cell[:5], *cell[6:], cell[5])
+
+
 def _connections(records: list[RunRecord]) -> str:
     """Per cell, the medians of the loads' connection metrics (docs/metrics.md,
     Connections); the rows per connection are in the journal and in InfluxDB."""
@@ -98,19 +100,20 @@ def _connections(records: list[RunRecord]) -> str:
         return "<p>No load in these results carries per-connection rows.</p>"
     rows = []
     for c in cells:
-        row = [_e(x) for x in c.cell] + [str(c.ok)]
+        row = [_e(x) for x in _coordinates(c.cell)] + [str(c.ok)]
         for m, _, digits in CONNECTION_METRICS:
             s = c.metrics.get(m)
             row.append(_num(s.median, digits) if s else "-")
         rows.append(row)
-    head = ["profile", "http", "cc", "model", "size", "per server", "cross traffic", "loads"]
+    head = ["profile", "http", "cc", "model", "size", "cross traffic", "pep", "per server"]
+    head += ["loads"]
     head += [f"{label} (median)" for _, label, _ in CONNECTION_METRICS]
     return (
         "<p>Per cell, the medians over successful loads of: the connections that carried "
         "requests, the most open and the most requests outstanding at once, and the "
         "connections' summed idle time (open, nothing in flight). One row per connection "
         "is in the journal (details.per_connection) and InfluxDB (`connection`); "
-        "docs/metrics.md defines each.</p>" + _table(head, rows, 5, text=(CROSS_COLUMN,))
+        "docs/metrics.md defines each.</p>" + _table(head, rows, 7)
     )
 
 
@@ -147,7 +150,7 @@ def build(results_dir: Path, family: str = DEFAULT_FAMILY) -> str:
     ]
     rows = []
     for c in cells:
-        row = [_e(x) for x in c.cell] + [str(c.ok), str(c.failed)]
+        row = [_e(x) for x in _coordinates(c.cell)] + [str(c.ok), str(c.failed)]
         for m in metrics:
             s = c.metrics.get(m)
             row += (
@@ -162,20 +165,11 @@ def build(results_dir: Path, family: str = DEFAULT_FAMILY) -> str:
                 else ["-"] * 3
             )
         rows.append(row)
-    head = [
-        "profile",
-        "http",
-        "cc",
-        "model",
-        "size",
-        "connections",
-        "cross traffic",
-        "ok",
-        "failed",
-    ]
+    head = ["profile", "http", "cc", "model", "size", "cross traffic", "pep", "connections"]
+    head += ["ok", "failed"]
     for m in metrics:
         head += [f"{LABEL[m]} mean ms", "median", "95 % CI"]
-    parts.append(_table(head, rows, 5, text=(CROSS_COLUMN,)))
+    parts.append(_table(head, rows, 7))
     parts += ["<h2>Protocol overhead</h2>", _overhead(final)]
     parts += ["<h2>Connections</h2>", _connections(records)]
     parts += [

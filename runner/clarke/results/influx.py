@@ -49,6 +49,7 @@ TAGS = (
     "repetition",
     "connections",
     "cross_traffic",
+    "pep",
     "engine",
     "browser",
     "status",

@@ -56,6 +56,7 @@ class RunRecord(BaseModel):
     # The cross traffic's label (campaign/cross.py); its parameters and achieved rates are
     # in details["cross_traffic"], the rates also in metrics (cross_*_mbps).
     cross_traffic: str = "none"
+    pep: str = "none"  # the PEP at terminal and gateway (docs/peps.md)
     engine: str
     browser: str
     browser_version: str = ""

@@ -45,7 +45,7 @@ from clarke.run.loop import Outcome, RecordContext, TestbedGone, execute, finish
 from clarke.run.schedule import LinkCheck, schedule
 from clarke.run.session import Session, Substrate
 from clarke.testbed.substrate import NetnsSubstrate
-from clarke.vocab import SUBSTRATES, Engine
+from clarke.vocab import PEP_NONE, SUBSTRATES, Engine
 
 log = logging.getLogger(__name__)
 
@@ -91,10 +91,18 @@ def preflight(
     link_impl, server_impl = registry.campaign_choices(c, str(source), link, server)
     names = sorted({r.profile for r in runs})
     registry.check_profiles(link_impl, [(n, profiles.read(n)) for n in names])
+    peps = sorted({r.pep for r in runs} - {PEP_NONE})
+    if peps and substrate != "netns":
+        raise InputError(
+            f"{source}: pep {', '.join(peps)}: PEPs run on the netns substrate only (the "
+            "compose images carry no PEP; docs/peps.md)"
+        )
     if substrate == "netns":
         netns.require_root_and_tun()
         link_impl.check_environment()
         server_impl.check_environment()
+        for pep in peps:
+            registry.get("pep", pep).check_environment()
     check_browser(c)
     return link_impl.name, server_impl.name
 

@@ -29,15 +29,15 @@ def _fmt(v: float) -> str:
 
 def table(cells: list[CellSummary], title: str) -> Table:
     t = Table(title=title, show_lines=False)
-    for col in ("profile", "http", "cc", "page", "conns", "cross", "ok", "failed"):
+    for col in ("profile", "http", "cc", "page", "conns", "cross", "pep", "ok", "failed"):
         t.add_column(col, justify="right" if col in ("conns", "ok", "failed") else "left")
     for m in METRICS:
         t.add_column(f"{m[:-3].upper()} mean ms", justify="right")
         t.add_column("median", justify="right")
         t.add_column("95 % CI", justify="right")
     for c in cells:
-        profile, http, cc, model, size, connections, crossing = c.cell
-        row = [profile, http, cc, f"{model}-{size}", connections, crossing]
+        profile, http, cc, model, size, connections, crossing, pep = c.cell
+        row = [profile, http, cc, f"{model}-{size}", connections, crossing, pep]
         row += [str(c.ok), str(c.failed)]
         for m in METRICS:
             s = c.metrics.get(m)

@@ -134,6 +134,7 @@ def to_record(
         repetition=run.repetition,
         connections=run.connections,
         cross_traffic=run.cross_traffic,
+        pep=run.pep,
         engine=result.engine or ctx.engine,
         browser=result.browser,
         browser_version=result.browser_version,

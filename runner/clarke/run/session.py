@@ -39,10 +39,19 @@ from clarke.results.record import Status
 from clarke.roles import profile_digest
 from clarke.run import captures, cross, linkcheck, timeline
 from clarke.run.captures import CapturePolicy
+from clarke.run.pep import pep_body, pep_metrics, pep_verdict
 from clarke.run.verdicts import link_overhead, link_verdict, server_verdict
 from clarke.schedules import Schedule
 from clarke.timing import Phases
-from clarke.vocab import HTTP_VERSIONS, LINK_ROLES, ROLES, CongestionControl, HttpVersion
+from clarke.vocab import (
+    HTTP_VERSIONS,
+    LINK_ROLES,
+    PEP_NONE,
+    PEP_ROLES,
+    ROLES,
+    CongestionControl,
+    HttpVersion,
+)
 
 HOST = tls.DEFAULT_HOST
 # How long before an aimed navigation the browser is asked for: it takes 2 s to start on
@@ -239,6 +248,21 @@ class Session:
         if self.cross is not None:
             self.cross.stop()
 
+    def ensure_pep(self, name: str, cc: str) -> Applied | None:
+        """Terminal and gateway run PEP `name` (vocab.PEP_NONE: none), its satellite
+        hop on `cc` with buffers for the link profile in force (run/pep.py)."""
+        if name != PEP_NONE and self.substrate.name != "netns":
+            raise InputError(
+                f"PEP {name}: PEPs run on the netns substrate only (the compose images carry "
+                "no PEP; docs/peps.md)"
+            )
+        if name == PEP_NONE and not self._has_pep_routes():
+            return None  # compose: no PEP to stop
+        profile = profiles.read(self.profile[0]) if self.profile else None
+        if profile is None:
+            raise ClarkeError("a PEP is configured for the link profile in force: none yet")
+        return self._agents().ensure_pep(pep_body(name, cc, profile))
+
     def quic_offers(self, cc: str) -> bool:
         offered = self._agents().quic_offered()
         return offered is None or CongestionControl(cc).quic in offered
@@ -280,6 +304,7 @@ class Session:
                 self.positions.get(run.index, (0, 1)),
             )
         self.ensure_cross(run.cross, run.page)
+        self.ensure_pep(run.pep, run.cc)
         return self.load_page(
             run.page,
             run.http,
@@ -287,6 +312,7 @@ class Session:
             run.connections,
             capture_label=f"{run.run_id}-a{attempt}",
             slot_phase_s=aim,
+            pep=run.pep,
         )
 
     def _link_failure(self) -> str:
@@ -306,11 +332,13 @@ class Session:
         prefs: Mapping[str, bool | int] | None = None,
         capture_label: str = "load",
         slot_phase_s: float | None = None,
+        pep: str = PEP_NONE,
     ) -> tuple[LoadResult, dict[str, Any]]:
         """One verified load; with the session's capture policy, the load's capture is
-        written under `capture_label` (details["capture"] says what was kept)."""
+        written under `capture_label` (details["capture"] says what was kept). `pep`:
+        the PEP the stations must run (ensure_pep puts it in force), verified."""
         agents = self._agents()
-        details: dict[str, Any] = {"substrate": self.substrate.name}
+        details: dict[str, Any] = {"substrate": self.substrate.name, "pep": {"name": pep}}
         if self.profile is not None:
             details["link"] = {"profile": self.profile[0], "profile_sha256": self.profile[1]}
         if HttpVersion(http) is HttpVersion.h3 and not self.quic_offers(cc):
@@ -331,6 +359,9 @@ class Session:
             agents["server"].reset_stats()
             for role in LINK_ROLES:
                 agents[role].reset_stats()
+            if self._has_pep_routes():
+                for role in PEP_ROLES:
+                    agents[role].pep_reset_stats()
         if capture:
             with t.phase("capture_start"):
                 agents[captures.AT_ROLE].capture_start(capture.max_bytes)
@@ -387,6 +418,17 @@ class Session:
         details["metrics"] |= {
             k: v for k, v in details["timeline"].items() if k in ("link_time_s", "slot_phase_s")
         }
+        if self._has_pep_routes():
+            with t.phase("pep_stats"):
+                stations = {role: agents[role].pep_stats() for role in PEP_ROLES}
+            details["pep"]["stations"] = stations
+            details["metrics"] |= pep_metrics(stations) if pep != PEP_NONE else {}
+            assert self.plan is not None
+            details["failure"] = details.get("failure") or pep_verdict(
+                pep, http, details["server_connections"], stations, self.plan
+            )
+        elif pep != PEP_NONE:
+            details["failure"] = details.get("failure") or f"PEP {pep}: the stations host no PEP"
         details["per_connection"], concurrency = connection_rows(
             details["server_connections"], result.raw or {}
         )
@@ -409,6 +451,11 @@ class Session:
         # The client's own phases are inside "client"; the rest is the agent's round trip.
         details["phases_ms"] = {"runner": t.ms, "client": result.phases_ms}
         return result.model_copy(update={"captured": None}), details
+
+    def _has_pep_routes(self) -> bool:
+        """Whether the stations' agents host a PEP (netns: yes; compose: an older image
+        may not, and then runs without one)."""
+        return self.substrate.name == "netns"
 
     def _navigate_at(self, phase_s: float) -> float | None:
         """The wall-clock time (Unix ms) of the first link time at `phase_s` into a slot
@@ -504,6 +551,8 @@ class Session:
         """The link check of a campaign: `profile_name` on the link (applied if it is not
         in force), measured; a record for meta.json."""
         self.ensure_profile(profile_name)
+        if self._has_pep_routes():
+            self.ensure_pep(PEP_NONE, "cubic")  # the link's own figures: TCP not split
         prof = profiles.read(profile_name)
         self.stop_cross()  # the link is measured alone
         report = self.measure_link(profile_name, **LINK_CHECKS[level])

@@ -1,0 +1,80 @@
+"""The PEP a station's agent hosts beside its link (terminal and gateway): which PEP
+implementation runs there (clarke.registry, kind `pep`), or none. The agent's
+/pep/config, /pep/state, /pep/stats and /pep/stats/reset reach it.
+
+POST /pep/config {"name": NAME | "none", ...settings (clarke.pep)} is idempotent: the
+same name and settings are a no-op; another name stops the running PEP first. PEPs run
+on the netns substrate only: the compose images do not carry one (docs/peps.md)."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any
+
+from clarke import registry
+from clarke.errors import ClarkeError, InputError
+from clarke.place import Place
+from clarke.roles import RoleProcess
+from clarke.vocab import PEP_NONE, PEP_ROLES, Substrate
+
+
+def pep_names() -> tuple[str, ...]:
+    """What `name` takes: none, then the registry's PEPs."""
+    return (PEP_NONE, *registry.names("pep"))
+
+
+class PepSlot:
+    def __init__(self, place: Place) -> None:
+        if place.role not in PEP_ROLES:
+            raise ClarkeError(f"PEPs run at {' and '.join(PEP_ROLES)}, not at the {place.role}")
+        self.place = place
+        self.process: RoleProcess | None = None
+        self.name = PEP_NONE
+        self._lock = threading.Lock()
+
+    def state(self) -> dict[str, Any]:
+        if self.process is None:
+            return {"pep": PEP_NONE, "running": True}
+        return self.process.state()
+
+    def configure(self, body: dict[str, Any]) -> dict[str, Any]:
+        name = body.get("name", PEP_NONE)
+        if name not in pep_names():
+            raise InputError(f"name: unknown PEP {name!r}; allowed: {', '.join(pep_names())}")
+        settings = {k: v for k, v in body.items() if k != "name"}
+        if name != PEP_NONE and self.place.substrate != Substrate.netns.value:
+            raise InputError(
+                f"PEP {name}: PEPs run on the netns substrate only (the compose images carry "
+                "no PEP); use --substrate netns, or pep: none"
+            )
+        with self._lock:
+            if name == self.name and self.process is None:
+                return {"applied": False, "state": self.state()}
+            if name == self.name and self.process is not None:
+                return self.process.configure(settings)
+            self.stop()
+            if name != PEP_NONE:
+                process = registry.get("pep", name).start(self.place)
+                try:
+                    process.configure(settings)
+                except BaseException:
+                    process.stop()
+                    raise
+                self.process, self.name = process, name
+            return {"applied": True, "state": self.state()}
+
+    def stats(self) -> dict[str, Any]:
+        return {"pep": self.name, **(self.process.stats() if self.process else {})}
+
+    def reset_stats(self) -> dict[str, Any]:
+        return self.process.reset_stats() if self.process else {"ok": True}
+
+    def problem(self) -> str | None:
+        return self.process.problem() if self.process else None
+
+    def stop(self) -> None:
+        if self.process is not None:
+            with contextlib.suppress(ClarkeError):
+                self.process.stop()
+        self.process, self.name = None, PEP_NONE

@@ -1,0 +1,44 @@
+"""One JSON line each way on a PEP's Unix control socket (splittcp speaks satlink's
+control protocol: {"cmd": "health" | "stats" | "reset_stats"})."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+from clarke.errors import ClarkeError, InputError
+
+
+def ask(control_socket: Path, request: dict[str, Any]) -> dict[str, Any]:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(10)
+        try:
+            s.connect(str(control_socket))
+            s.sendall(json.dumps(request).encode() + b"\n")
+            buf = b""
+            while not buf.endswith(b"\n"):
+                chunk = s.recv(1 << 20)
+                if not chunk:
+                    break
+                buf += chunk
+        except OSError as e:
+            raise ClarkeError(f"PEP control socket {control_socket}: {e}") from None
+    try:
+        reply = json.loads(buf or b"{}")
+    except ValueError:
+        raise ClarkeError(f"PEP control socket {control_socket}: not JSON: {buf[:200]!r}") from None
+    if isinstance(reply, dict) and reply.get("error"):
+        raise InputError(f"the PEP refused {request.get('cmd')}: {reply['error']}")
+    return reply if isinstance(reply, dict) else {}
+
+
+def answers(control_socket: Path) -> bool:
+    if not control_socket.exists():
+        return False
+    try:
+        ask(control_socket, {"cmd": "health"})
+    except ClarkeError:
+        return False
+    return True
