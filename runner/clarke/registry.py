@@ -9,6 +9,7 @@ campaign's `implementations:`), and so does their help.
     server  origin          server                        (the default)
     server  openlitespeed   server
     client  firefox         client                        (the default)
+    client  chromium        client
 
 Adding an implementation: one module with an `Implementation` subclass
 (clarke.roles), and one line below."""
@@ -18,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
-from clarke.browser.client import Firefox
+from clarke.browser.client import Chromium, Firefox
 from clarke.campaign.model import Campaign
 from clarke.errors import InputError, UnknownName, ValidationFailed
 from clarke.link.netem import Netem
@@ -37,6 +38,7 @@ IMPLEMENTATIONS: Final[tuple[Implementation, ...]] = (
     Origin(),
     OpenLiteSpeed(),
     Firefox(),
+    Chromium(),
 )
 DEFAULTS: Final = {"link": "satlink", "server": "origin", "client": "firefox"}
 

@@ -1,7 +1,7 @@
 """From a campaign file to a plan: the ordered list of runs, with stable run ids.
 
 Order `listed`: link profile, then repetition, then HTTP version, congestion control,
-page model, size and connections per server, each in the order the file lists them (one
+page model, size, connections per server and browser, each in the order the file lists them (one
 repetition of every cell before the next repetition, so slow drifts spread over all
 cells). Order `shuffled`: the
 runs of each link profile in a random order drawn from `seed` (chosen and recorded when
@@ -20,7 +20,7 @@ from clarke import profiles, schema
 from clarke.campaign.model import Campaign, Order
 from clarke.errors import InputError, ValidationFailed
 from clarke.pages.models import Registry, Units
-from clarke.vocab import HttpVersion
+from clarke.vocab import Browser, HttpVersion
 
 
 @dataclass(frozen=True)
@@ -35,16 +35,25 @@ class Run:
     repetition: int  # from 1
     connections: int
     scenarios: tuple[str, ...] = field(default=())
+    browser: str = "firefox"
 
     @property
     def page(self) -> str:
         return f"{self.model}-{self.size}"
 
     @property
-    def cell(self) -> tuple[str, str, str, str, str, str]:
+    def cell(self) -> tuple[str, str, str, str, str, str, str]:
         """The matrix cell: what repetitions of the same run have in common
         (results.summary.CELL_KEYS, each as text)."""
-        return (self.profile, self.http, self.cc, self.model, self.size, str(self.connections))
+        return (
+            self.profile,
+            self.http,
+            self.cc,
+            self.model,
+            self.size,
+            str(self.connections),
+            self.browser,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -130,7 +139,7 @@ def read_campaign(path: Path) -> Campaign:
 
 
 def expand(c: Campaign, source: Path, seed: int | None = None) -> CampaignPlan:
-    Key = tuple[str, str, str, str, str, int]
+    Key = tuple[str, str, str, str, str, int, str]
     cells: dict[Key, list[str]] = {}
     for scenario, _, m in c.matrices():
         for profile in m.profiles:
@@ -140,8 +149,9 @@ def expand(c: Campaign, source: Path, seed: int | None = None) -> CampaignPlan:
                     for model in m.models:
                         for size in m.sizes:
                             for n in m.connections or [c.browser.connections_for(http)]:
-                                key = (profile, http, str(algorithm.value), model, size, n)
-                                cells.setdefault(key, []).append(scenario)
+                                for b in m.browser or [Browser.firefox]:
+                                    key = (profile, http, algorithm.value, model, size, n, b.value)
+                                    cells.setdefault(key, []).append(scenario)
     profile_order = list(dict.fromkeys(k[0] for k in cells))
     if c.order is Order.shuffled:
         seed = (
@@ -159,8 +169,9 @@ def expand(c: Campaign, source: Path, seed: int | None = None) -> CampaignPlan:
         if seed is not None:
             random.Random(f"{seed}:{profile}").shuffle(block)
         for rep, key in block:
-            prof, http, cc, model, size, n = key
+            prof, http, cc, model, size, n, browser = key
             conns = f"-c{n}" if c.varies_connections else ""
+            conns += f"-{browser}" if c.varies_browser else ""
             runs.append(
                 Run(
                     index=len(runs),
@@ -173,6 +184,7 @@ def expand(c: Campaign, source: Path, seed: int | None = None) -> CampaignPlan:
                     repetition=rep,
                     connections=n,
                     scenarios=tuple(cells[key]),
+                    browser=browser,
                 )
             )
     return CampaignPlan(c, source, seed, runs)

@@ -18,7 +18,7 @@ METRICS = FAMILIES[DEFAULT_FAMILY]
 # Both families' metrics, as the per-cell statistics InfluxDB receives.
 ALL_FAMILY_METRICS = tuple(dict.fromkeys(m for ms in FAMILIES.values() for m in ms))
 # A cell's coordinates, each as text: `connections` is the connections per server.
-CELL_KEYS = ("profile", "http", "cc", "model", "size", "connections")
+CELL_KEYS = ("profile", "http", "cc", "model", "size", "connections", "browser")
 
 
 def cell_of(r: RunRecord) -> tuple[str, ...]:

@@ -151,6 +151,11 @@ def to_record(
             "wall_ms": result.wall_ms,
             **details,
             "resources": (result.raw or {}).get("resources", []),
+            # Chromium's NetLog: its own QUIC congestion control (what it sends) and the
+            # addresses it reached; the server's congestion control is server_cc.
+            **(
+                {"browser_netlog": result.raw["netlog"]} if (result.raw or {}).get("netlog") else {}
+            ),
         },
     )
 

@@ -24,12 +24,22 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Protocol
 
+from pydantic import ValidationError
+
 from clarke import profiles, tls
 from clarke.agent.agents import Agents, Applied, LinkStopped
-from clarke.browser.load import ExpectedObject, LoadRequest, LoadResult, is_http
+from clarke.browser.load import (
+    BrowserName,
+    ExpectedObject,
+    Http,
+    LoadRequest,
+    LoadResult,
+    is_browser,
+    is_http,
+)
 from clarke.campaign.model import SlotPhase
 from clarke.campaign.plan import Run
-from clarke.errors import ClarkeError, InputError
+from clarke.errors import ClarkeError, InputError, UnknownName, ValidationFailed
 from clarke.pages import build as page_build
 from clarke.pages.models import Registry, Units
 from clarke.place.plan import Addresses
@@ -40,8 +50,9 @@ from clarke.run import captures, linkcheck, timeline
 from clarke.run.captures import CapturePolicy
 from clarke.run.verdicts import link_overhead, link_verdict, server_verdict
 from clarke.schedules import Schedule
+from clarke.schema import problems_of
 from clarke.timing import Phases
-from clarke.vocab import HTTP_VERSIONS, LINK_ROLES, ROLES, CongestionControl, HttpVersion
+from clarke.vocab import BROWSERS, HTTP_VERSIONS, LINK_ROLES, ROLES, CongestionControl, HttpVersion
 
 HOST = tls.DEFAULT_HOST
 # How long before an aimed navigation the browser is asked for: it takes 2 s to start on
@@ -98,6 +109,7 @@ class Session:
         capture: CapturePolicy | None = None,
         slot_phase: SlotPhase | None = None,
         repetitions: int = 1,
+        browser: str = "firefox",
     ) -> None:
         """`roles_only`: no pages, no client (the link and the server only); `capture`:
         which loads keep a capture, where (run/captures.py)."""
@@ -105,6 +117,7 @@ class Session:
         self.page_names = page_names
         self.registry, self.units = registry or Registry.default(), units
         self.engine, self.firefox, self.window = engine, firefox, window
+        self.browser = browser  # a load's browser when its run names none
         self.timeout_s = timeout_s
         self.roles_only = roles_only
         self.capture = capture
@@ -225,13 +238,32 @@ class Session:
         connections: int,
         prefs: Mapping[str, bool | int] | None = None,
         capture_max_bytes: int = 0,
+        browser: str | None = None,
     ) -> LoadRequest:
         if not is_http(http):
             raise InputError(f"{http!r} is not an HTTP version ({', '.join(HTTP_VERSIONS)})")
+        browser = browser or self.browser
+        if not is_browser(browser):
+            raise UnknownName("browser", browser, list(BROWSERS))
         entry = self.pages[page]
+        try:
+            return self._request(entry, http, browser, connections, prefs, capture_max_bytes)
+        except ValidationError as e:  # what the browser cannot honour, named
+            raise ValidationFailed("load request", problems_of(e)) from None
+
+    def _request(
+        self,
+        entry: dict[str, Any],
+        http: Http,
+        browser: BrowserName,
+        connections: int,
+        prefs: Mapping[str, bool | int] | None,
+        capture_max_bytes: int,
+    ) -> LoadRequest:
         return LoadRequest(
             url=f"https://{HOST}/{entry['path']}",
             http=http,
+            browser=browser,
             connections=connections,
             window=self.window,
             timeout_s=self.timeout_s,
@@ -255,6 +287,7 @@ class Session:
             run.connections,
             capture_label=f"{run.run_id}-a{attempt}",
             slot_phase_s=aim,
+            browser=run.browser,
         )
 
     def _link_failure(self) -> str:
@@ -274,10 +307,13 @@ class Session:
         prefs: Mapping[str, bool | int] | None = None,
         capture_label: str = "load",
         slot_phase_s: float | None = None,
+        browser: str | None = None,
     ) -> tuple[LoadResult, dict[str, Any]]:
         """One verified load; with the session's capture policy, the load's capture is
-        written under `capture_label` (details["capture"] says what was kept)."""
+        written under `capture_label` (details["capture"] says what was kept); `browser`:
+        the session's when None."""
         agents = self._agents()
+        browser = browser or self.browser
         details: dict[str, Any] = {"substrate": self.substrate.name}
         if self.profile is not None:
             details["link"] = {"profile": self.profile[0], "profile_sha256": self.profile[1]}
@@ -287,14 +323,16 @@ class Session:
                 f"the server ({self.implementations.get('server')}) has no "
                 f"{CongestionControl(cc).quic} for QUIC (it offers {offered}): not loaded"
             )
-            return LoadResult.failed(self.engine, reason), details
+            return LoadResult.failed(self.engine, reason, browser=browser), details
         t = Phases()
         with t.phase("link_before"):
             failure = self._link_failure()
         if failure:
-            return LoadResult.failed(self.engine, failure), details
+            return LoadResult.failed(self.engine, failure, browser=browser), details
         capture = self.capture if self.capture and self.capture.active else None
-        req = self.request(page, http, connections, prefs, capture.max_bytes if capture else 0)
+        req = self.request(
+            page, http, connections, prefs, capture.max_bytes if capture else 0, browser
+        )
         with t.phase("reset_stats"):
             agents["server"].reset_stats()
             for role in LINK_ROLES:
