@@ -248,6 +248,8 @@ def _path_of(url: str) -> str:
 def judge(req: LoadRequest, raw: dict[str, Any]) -> tuple[Status, str, dict[str, str], str | None]:
     """(status, reason, protocol per URL, LCP element) for a load's raw entries."""
     nav = raw.get("navigation")
+    if raw.get("errorPage"):
+        return Status.failed, f"the browser showed its error page: {raw['errorPage']}", {}, None
     if not nav or not _num(nav, "loadEventStart"):
         return Status.failed, "the page did not finish loading (no load event)", {}, None
     protocols = {nav.get("name", req.url): nav.get("nextHopProtocol", "")}

@@ -146,8 +146,12 @@ def study_figures(cells: list[CellSummary], family: str = DEFAULT_FAMILY) -> lis
     _, first, largest = FAMILIES[family]
     pair = f"{LABEL[first]} and {LABEL[largest]}"
 
+    several_browsers = len({c.cell[6] for c in cells}) > 1
+
     def h(c: CellSummary) -> str:
-        return HTTP_LABEL.get(c.cell[1], c.cell[1])
+        """The HTTP version; with more than one browser, the browser too (one line each)."""
+        label = HTTP_LABEL.get(c.cell[1], c.cell[1])
+        return f"{label} {c.cell[6]}" if several_browsers else label
 
     candidates = [
         lines(
