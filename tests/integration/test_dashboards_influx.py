@@ -142,8 +142,9 @@ def test_every_panel_returns_rows(filled: str) -> None:
         new, connection_rows = _panels_on(sink, CONNECTIONS, window)
     print("\n" + "\n".join(old + new))
     assert len(old) == len(new) >= 12
-    # Two drill-down panels (per connection, per load), each for All runs and one run.
-    assert len(connection_rows) == 4 and all(rows > 0 for rows in connection_rows)
+    # Two drill-down panels (per connection, per load), each for All runs and one run,
+    # and for All browsers and one.
+    assert len(connection_rows) == 8 and all(rows > 0 for rows in connection_rows)
     assert old_connection_rows == [0, 0, 0, 0]
 
 

@@ -136,7 +136,8 @@ def to_record(
         engine=result.engine or ctx.engine,
         browser=result.browser,
         browser_version=result.browser_version,
-        implementations=implementations,
+        # The client agent serves every browser: the load's is the client's implementation.
+        implementations={**implementations, "client": result.browser},
         versions=versions,
         git_rev=ctx.git_rev,
         shard=ctx.shard,
