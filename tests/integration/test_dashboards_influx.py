@@ -145,7 +145,7 @@ def test_every_panel_returns_rows(filled: str) -> None:
     # Two drill-down panels (per connection, per load), each for All runs and one run,
     # and for All browsers and one.
     assert len(connection_rows) == 8 and all(rows > 0 for rows in connection_rows)
-    assert old_connection_rows == [0, 0, 0, 0]
+    assert old_connection_rows == [0] * 8
 
 
 def test_recorded_campaign_is_complete() -> None:
