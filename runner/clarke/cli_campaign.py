@@ -68,7 +68,7 @@ def plan(file: Path, seed: int | None, as_json: bool) -> None:
     for r in p.runs:
         click.echo(
             f"{r.index:>5}  {r.run_id:<40} profile={r.profile} http={r.http} cc={r.cc} "
-            f"page={r.page} rep={r.repetition} conns={r.connections} "
+            f"page={r.page} rep={r.repetition} conns={r.connections} browser={r.browser} "
             f"scenarios={','.join(r.scenarios)}"
         )
     per_profile = Counter(r.profile for r in p.runs)

@@ -126,3 +126,15 @@ def test_a_chromium_request_asks_only_what_chromium_can_do() -> None:
         LoadRequest(url=URL, http="2", browser="chromium", prefs={"network.http.x": 1})
     with pytest.raises(ValidationError, match="'firefox' or 'chromium'"):
         LoadRequest.model_validate({"url": URL, "http": "2", "browser": "safari"})
+
+
+def test_the_docs_list_every_switch_and_disabled_feature() -> None:
+    text = Path("docs/browsers.md").read_text()
+    for s in chromium.BASE:
+        if s.name != "disable-features":
+            assert f"`--{s.name}" in text, s.name
+    for name, _ in chromium.DISABLED_FEATURES:
+        assert name in text, name
+    for version in ("1.1", "2", "3"):
+        for s in chromium.http_version(version, "www.clarke.test", 443):
+            assert f"`{s.arg}`" in text, s.arg
