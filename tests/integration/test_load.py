@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -221,3 +222,22 @@ def test_chromium_on_the_command_line_refuses_what_it_cannot_honour(run_cli) -> 
     assert code == 2 and "--connections" in err and "Chromium opens 6" in err, err
     code, _, err = run_cli("load", "--browser", "chromium", "--pref", "network.http.x=1")
     assert code == 2 and "--pref" in err and "Chromium takes none" in err, err
+
+
+def test_chromium_capture_decrypts_with_its_key_log(session: Session, tmp_path: Path) -> None:
+    """SSLKEYLOGFILE works for Chromium's QUIC too: tshark finds the page's 9 requests in
+    the link's pcap; there is no qlog (Firefox-only)."""
+    from capture_check import decrypted_requests
+    from clarke.run.captures import CaptureMode, CapturePolicy
+
+    session.engine = "selenium"
+    session.capture = CapturePolicy(CaptureMode.all, tmp_path, 20_000_000, flat=True)
+    try:
+        result, details = session.load_page(PAGE, "3", "bbr", 6, browser="chromium")
+    finally:
+        session.capture = None
+    assert result.status is Status.ok, result.reason
+    assert sorted(details["capture"]["files"]) == ["keys.log", "link.pcap"], details["capture"]
+    assert session.plan is not None
+    client = session.plan.addresses["client"]
+    assert decrypted_requests(tmp_path / "link.pcap", tmp_path / "keys.log", "3", client) == 9
