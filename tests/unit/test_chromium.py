@@ -138,3 +138,27 @@ def test_the_docs_list_every_switch_and_disabled_feature() -> None:
     for version in ("1.1", "2", "3"):
         for s in chromium.http_version(version, "www.clarke.test", 443):
             assert f"`{s.arg}`" in text, s.arg
+
+
+def test_the_console_summary_has_a_browser_column_only_with_several_browsers() -> None:
+    from rich.console import Console
+
+    from clarke.results.summary import summarise
+    from clarke.run.console import table
+    from helpers import record
+
+    firefox = [record(i) for i in range(2)]
+    both = firefox + [
+        r.model_copy(update={"browser": "chromium", "run_id": r.run_id + "-chromium"})
+        for r in firefox
+    ]
+
+    def text(records: list) -> str:  # type: ignore[type-arg]
+        console = Console(width=300, record=True)
+        console.print(table(summarise(records), "t"))
+        return console.export_text()
+
+    assert "browser" not in text(firefox) and "chromium" not in text(firefox)
+    lines = text(both).splitlines()
+    assert "browser" in lines[2] and sum("chromium" in line for line in lines) == 1
+    assert sum("firefox" in line for line in lines) == 1

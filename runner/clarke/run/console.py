@@ -28,16 +28,20 @@ def _fmt(v: float) -> str:
 
 
 def table(cells: list[CellSummary], title: str) -> Table:
+    """One row per cell; a browser column when the cells have more than one browser."""
+    browsers = len({c.cell[6] for c in cells}) > 1
     t = Table(title=title, show_lines=False)
-    for col in ("profile", "http", "cc", "page", "conns", "ok", "failed"):
+    columns = ("profile", "http", "cc", "page", *(["browser"] if browsers else []), "conns")
+    for col in (*columns, "ok", "failed"):
         t.add_column(col, justify="right" if col in ("conns", "ok", "failed") else "left")
     for m in METRICS:
         t.add_column(f"{m[:-3].upper()} mean ms", justify="right")
         t.add_column("median", justify="right")
         t.add_column("95 % CI", justify="right")
     for c in cells:
-        profile, http, cc, model, size, connections = c.cell
-        row = [profile, http, cc, f"{model}-{size}", connections, str(c.ok), str(c.failed)]
+        profile, http, cc, model, size, connections, browser = c.cell
+        row = [profile, http, cc, f"{model}-{size}", *([browser] if browsers else [])]
+        row += [connections, str(c.ok), str(c.failed)]
         for m in METRICS:
             s = c.metrics.get(m)
             if s is None:
