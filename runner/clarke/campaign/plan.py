@@ -1,12 +1,11 @@
 """From a campaign file to a plan: the ordered list of runs, with stable run ids.
 
 Order `listed`: link profile, then repetition, then HTTP version, congestion control,
-page model, size, connections per server and browser, each in the order the file lists them (one
-repetition of every cell before the next repetition, so slow drifts spread over all
-cells). Order `shuffled`: the
-runs of each link profile in a random order drawn from `seed` (chosen and recorded when
-the file gives none). Runs that several scenarios share are run once and list every
-scenario they serve."""
+page model, size, connections per server and browser, each in the order the file lists
+them (one repetition of every cell before the next repetition, so slow drifts spread
+over all cells). Order `shuffled`: the runs of each link profile in a random order drawn
+from `seed` (chosen and recorded when the file gives none). Runs that several scenarios
+share are run once and list every scenario they serve."""
 
 from __future__ import annotations
 
