@@ -284,7 +284,8 @@ def link_health() -> dict[str, Any]:
     return dashboard(
         "clarke-link",
         "Clarke: link health",
-        "The link as measured before the first and after the last run, against its profile, and the emulator's counters.",
+        "The link as measured before the first and after the last run, against its profile, "
+        "the emulator's counters, and a scheduled link's delay and rate over time.",
         [CAMPAIGN_VAR],
         [
             panel("table", "Link checks: measured against profile", checks, h=8, unit="none"),
@@ -295,8 +296,50 @@ def link_health() -> dict[str, Any]:
                 h=8,
                 unit="none",
             ),
+            link_over_time("one_way_delay_ms", "delay", "ms", "one-way delay"),
+            link_over_time("rate_mbps", "rate", "Mbits", "rate"),
         ],
     )
+
+
+def link_over_time(field: str, metric: str, unit: str, what: str) -> dict[str, Any]:
+    """A scheduled link's `what` over the campaign's time (link_schedule points, a step
+    line per direction) with each load drawn as a point: the mean it crossed."""
+    schedule = (
+        f'SELECT "{field}" FROM "link_schedule" WHERE {ONE_CAMPAIGN} AND $timeFilter '
+        'GROUP BY "profile", "direction"'
+    )
+    loads = (
+        f'SELECT "link_{metric}_forward_mean_{"ms" if unit == "ms" else "mbps"}" '
+        f'AS "load: forward mean crossed" FROM "page_load" WHERE {ONE_CAMPAIGN} '
+        "AND \"status\" = 'ok' "
+        'AND $timeFilter GROUP BY "profile", "http"'
+    )
+    p = panel(
+        "timeseries",
+        f"Scheduled link: {what} over time, with the loads",
+        schedule,
+        fmt="time_series",
+        unit=unit,
+        h=10,
+        overrides=[
+            {
+                "matcher": {"id": "byRegexp", "options": ".*load: .*"},
+                "properties": [
+                    {"id": "custom.drawStyle", "value": "points"},
+                    {"id": "custom.pointSize", "value": 7},
+                ],
+            }
+        ],
+        description=f"The {what} the link's schedule held in each direction (a step "
+        "line, from the profile's schedule anchored at each load's navigation start: "
+        "docs/schedules.md), and every verified load as a point at its start: the mean "
+        f"forward {what} its packets crossed, from satlink's counters. Empty for profiles "
+        "without a schedule.",
+    )
+    p["fieldConfig"]["defaults"]["custom"] = {"lineInterpolation": "stepAfter"}
+    p["targets"].append({**p["targets"][0], "refId": "B", "query": loads})
+    return p
 
 
 def nightly() -> dict[str, Any]:

@@ -15,6 +15,8 @@ BASE = dt.datetime(2026, 11, 22, 12, 0, 0, tzinfo=dt.UTC)
 # Recorded campaigns: recorded-lan predates per-connection rows; recorded-connections has them.
 RECORDED_LAN = Path("tests/data/recorded-lan")
 RECORDED_CONNECTIONS = Path("tests/data/recorded-connections")
+# recorded-schedule: loads on a scheduled profile, each with its navigation's wall time.
+RECORDED_SCHEDULE = Path("tests/data/recorded-schedule")
 
 
 def reads_connections(query: str) -> bool:

@@ -220,6 +220,12 @@ def _wrap(items: list[str], width: int = 84) -> list[str]:
 @click.option("--margin-db", type=click.FloatRange(min=0), default=0.0, show_default=True)
 @click.option("--direction", type=click.Choice(["forward", "return"]), default="forward")
 @click.option("--end", type=click.Choice([e.value for e in End]), default="loop", show_default=True)
+@click.option(
+    "--slot-s", type=click.FloatRange(min=0, min_open=True),
+    help="The schedule's slot_s: a campaign's slot_phase places loads in it and the report "
+    "draws PLT against it. With the loop's length, each load's phase is its place in the "
+    "fade.",
+)  # fmt: skip
 @ID_OPTION
 @OUT_OPTION
 def rain_fade(
@@ -235,6 +241,7 @@ def rain_fade(
     margin_db: float,
     direction: str,
     end: str,
+    slot_s: float | None,
     schedule_id: str | None,
     out: Path,
 ) -> None:
@@ -261,13 +268,14 @@ def rain_fade(
         ]
     sched = _made(
         "the attenuation series",
-        lambda: rainfade.schedule(series, link_, direction, End(end), length, schedule_id),
+        lambda: rainfade.schedule(series, link_, direction, End(end), length, schedule_id, slot_s),
     )
     header = [
         "Rain fade through DVB-S2 ACM: clarke link schedule rain-fade",
         *source,
         f"  --symbol-rate-mbaud {symbol_rate_mbaud:g} --clear-sky-esn0-db "
-        f"{clear_sky_esn0_db:g} --margin-db {margin_db:g} --direction {direction} --end {end}",
+        f"{clear_sky_esn0_db:g} --margin-db {margin_db:g} --direction {direction} --end {end}"
+        + (f" --slot-s {slot_s:g}" if slot_s else ""),
         "Es/N0 = clear sky - attenuation - margin -> the most efficient MODCOD of ETSI EN",
         "302 307-1 V1.4.1 Table 13 (ideal Es/N0, normal FECFRAME) -> rate = symbol rate x",
         "spectral efficiency; below QPSK 1/4: outage.",

@@ -2,13 +2,17 @@
 against a real InfluxDB filled from two recorded campaigns and returns rows:
 tests/data/recorded-lan (44 loads, recorded before loads had per-connection rows) and
 tests/data/recorded-connections (6 loads over HTTP/1.1, /2 and /3, each with its
-per-connection rows and concurrency metrics). The drill-down's connection panels return
-exactly the recorded rows of the selected runs, and none for the older campaign. The
+per-connection rows and concurrency metrics) and tests/data/recorded-schedule (6 loads on
+the schedule-check profile's square wave of delay). The drill-down's connection panels
+return exactly the recorded rows of the selected runs, and none for the older campaigns;
+the link health dashboard's link-over-time panels return the schedule's points and one
+point per verified load for recorded-schedule, and nothing for the unscheduled ones. The
 nightly panels read recorded-lan pushed as a `nightly` campaign and as a baseline."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +23,12 @@ from clarke.results.influx import InfluxSink, campaign_points, cell_summary_poin
 from clarke.results.journal import Journal
 from clarke.results.record import RunRecord, Status
 from grafana_expand import dashboard_query
-from helpers import RECORDED_CONNECTIONS, RECORDED_LAN, reads_connections
+from helpers import RECORDED_CONNECTIONS, RECORDED_LAN, RECORDED_SCHEDULE, reads_connections
 
 pytestmark = pytest.mark.influx
 RECORDED = RECORDED_LAN
 CONNECTIONS = RECORDED_CONNECTIONS
+SCHEDULE = RECORDED_SCHEDULE
 
 
 def _records(directory: Path) -> list[RunRecord]:
@@ -35,7 +40,7 @@ def filled(influxd: str, tmp_path_factory: pytest.TempPathFactory) -> str:
     url = f"{influxd}/dashboards"
     with InfluxSink.from_url(url) as sink:
         sink.ensure_database()
-        for directory in (RECORDED, CONNECTIONS):
+        for directory in (RECORDED, CONNECTIONS, SCHEDULE):
             meta, journal = store.open_existing(directory)
             records = list(journal.records())
             sink.write(records)
@@ -64,6 +69,12 @@ def expected_rows(query: str, records: list[RunRecord], run: str | None) -> int 
         return sum(len(r.details.get("per_connection") or []) for r in chosen)
     if '"max_concurrent_connections"' in query:
         return sum("max_concurrent_connections" in r.metrics for r in chosen)
+    if 'FROM "link_schedule"' in query:
+        anchored = any("navigation_unix_ms" in (r.details.get("timeline") or {}) for r in records)
+        return None if anchored else 0
+    crossed = re.search(r'"(link_(delay|rate)_forward_mean_\w+)"', query)
+    if crossed:
+        return sum(r.status is Status.ok and crossed.group(1) in r.metrics for r in records)
     return None
 
 
@@ -135,13 +146,18 @@ def test_every_panel_returns_rows(filled: str) -> None:
     """Each panel with each recorded campaign selected; the time range covers both
     campaigns (the dashboards' own "now-…" would miss old records). The connection panels
     must return rows for recorded-connections. Prints the rows per panel and choice."""
-    times = [r.timestamp_ns // 1_000_000 for d in (RECORDED, CONNECTIONS) for r in _records(d)]
+    recorded = (RECORDED, CONNECTIONS, SCHEDULE)
+    times = [r.timestamp_ns // 1_000_000 for d in recorded for r in _records(d)]
     window = (min(times) - 3_600_000, max(times) + 3_600_000)
     with InfluxSink.from_url(filled) as sink:
         old, old_connection_rows = _panels_on(sink, RECORDED, window)
         new, connection_rows = _panels_on(sink, CONNECTIONS, window)
-    print("\n" + "\n".join(old + new))
-    assert len(old) == len(new) >= 12
+        scheduled, _ = _panels_on(sink, SCHEDULE, window)
+    print("\n" + "\n".join(old + new + scheduled))
+    assert len(old) == len(new) == len(scheduled) >= 14
+    # Two panels, each with the schedule and the loads as its two queries.
+    over_time = [line for line in scheduled if "over time, with the loads" in line]
+    assert len(over_time) == 4 and all(not line.endswith("[0]") for line in over_time)
     # Two drill-down panels (per connection, per load), each for All runs and one run,
     # and for All browsers and one.
     assert len(connection_rows) == 8 and all(rows > 0 for rows in connection_rows)

@@ -158,9 +158,10 @@ def test_synthetic_rectangular_fade(run_cli, tmp_path: Path) -> None:  # type: i
     code, _, err = run_cli("link", "schedule", "rain-fade", "--depth-db", "7", "--duration-s",
                            "30", "--fade-start-s", "10", "--shape", "rectangle",
                            "--symbol-rate-mbaud", "1", "--clear-sky-esn0-db", "12",
-                           "--out", str(out))  # fmt: skip
+                           "--slot-s", "100", "--out", str(out))  # fmt: skip
     assert code == 0, err
     s = files.read(out)
+    assert s.slot_s == 100 and "--slot-s 100" in out.read_text()
     assert [(st.at_s, st.forward.rate_mbps) for st in s.steps] == [  # type: ignore[union-attr]
         (0, 3.300184), (10, 1.587196), (40, 3.300184)
     ]  # fmt: skip

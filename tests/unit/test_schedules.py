@@ -230,6 +230,9 @@ def test_shipped_scheduled_profiles_load() -> None:
     geo = profiles.read("geo-rain-fade")
     assert geo.sources and geo.schedule is not None
     assert all(st.return_ is None for st in geo.schedule.steps)  # the fade is forward only
+    assert (
+        geo.schedule.slot_s == geo.schedule.length_s == 420
+    )  # a load's phase: its place in the fade
     rates = [st.forward.rate_mbps for st in geo.schedule.steps if st.forward]
     assert max(r for r in rates if r) == pytest.approx(3e6 * 3.300184 / 1e6)  # 16APSK 5/6
     assert min(r for r in rates if r) == pytest.approx(3e6 * 0.988858 / 1e6)  # QPSK 1/2 at 2 dB
@@ -239,8 +242,9 @@ def test_other_links_refuse_a_scheduled_profile(run_cli) -> None:  # type: ignor
     leo = profiles.read("leo-starlink")
     with pytest.raises(ValidationFailed, match=r"\(netem link\).*schedule: netem"):
         registry.get("link", "netem").check_profile(leo, "link profile 'leo-starlink'")
-    with pytest.raises(ValidationFailed, match=r"schedule: the opensand link .*later step"):
-        registry.get("link", "opensand").check_profile(leo, "link profile 'leo-starlink'")
+    fade = profiles.read("geo-rain-fade")
+    with pytest.raises(ValidationFailed, match=r"forward\.rate_mbps: OpenSAND follows .* delays"):
+        registry.get("link", "opensand").check_profile(fade, "link profile 'geo-rain-fade'")
     registry.get("link", "satlink").check_profile(leo)
     code, _, err = run_cli(
         "load", "--profile", "geo-rain-fade", "--link", "netem", "--http", "2", "--cc", "cubic"

@@ -143,6 +143,7 @@ class Implementations(StrictModel):
 class PhaseMode(StrEnum):
     fixed = "fixed"  # every load navigates at slot phase at_s
     spread = "spread"  # a cell's repetitions spread evenly over the slot
+    sweep = "sweep"  # a profile's loads, in plan order, each at the next of evenly spaced phases
 
 
 class SlotPhase(StrictModel):
@@ -158,10 +159,17 @@ class SlotPhase(StrictModel):
             raise ValueError("at_s is given with mode fixed, and only then")
         return self
 
-    def phase_s(self, slot_s: float, repetition: int, repetitions: int) -> float:
+    def phase_s(
+        self, slot_s: float, repetition: int, repetitions: int, position: tuple[int, int] = (0, 1)
+    ) -> float:
+        """The phase a load aims at: `position` is (k, n), the load's place among the n
+        runs of its profile in the plan (sweep only)."""
         if self.mode is PhaseMode.fixed:
             assert self.at_s is not None
             return self.at_s % slot_s
+        if self.mode is PhaseMode.sweep:
+            k, n = position
+            return slot_s * (k + 0.5) / n
         return slot_s * (repetition - 0.5) / repetitions
 
 

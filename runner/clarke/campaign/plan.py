@@ -191,3 +191,13 @@ def expand(c: Campaign, source: Path, seed: int | None = None) -> CampaignPlan:
 
 def plan_file(path: Path, seed: int | None = None) -> CampaignPlan:
     return expand(read_campaign(path), path, seed)
+
+
+def positions_per_profile(runs: list[Run]) -> dict[int, tuple[int, int]]:
+    """Each run's (k, n): its place among the n runs of its profile, in plan order. From
+    the whole plan, so that a shard or a resumed campaign aims every load where the
+    whole campaign would (slot_phase sweep)."""
+    by_profile: dict[str, list[int]] = {}
+    for r in runs:
+        by_profile.setdefault(r.profile, []).append(r.index)
+    return {i: (k, len(idx)) for idx in by_profile.values() for k, i in enumerate(idx)}

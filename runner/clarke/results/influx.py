@@ -22,6 +22,7 @@ import httpx
 from influxdb_client import Point, WritePrecision
 
 from clarke.errors import InputError, SinkError
+from clarke.results.link_timeline import link_schedule_points
 from clarke.results.metric_families import number
 from clarke.results.record import RunRecord
 from clarke.results.summary import ALL_FAMILY_METRICS, CELL_KEYS, summarise
@@ -311,6 +312,7 @@ def campaign_points(meta: dict[str, Any], records: list[RunRecord]) -> list[Poin
         cell_summary_points(records, start_ns)
         + link_stats_points(records)
         + connection_points(records)
+        + link_schedule_points(records)
     )
     for i, check in enumerate(meta.get("link", []) or []):
         stamp = check.get("time_ns") or start_ns + i

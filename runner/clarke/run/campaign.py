@@ -23,7 +23,13 @@ from clarke import __version__, gitinfo, profiles, registry, schema
 from clarke.browser import browsertime_engine
 from clarke.browser.client import Firefox
 from clarke.campaign.model import Campaign
-from clarke.campaign.plan import CampaignPlan, Run, page_registry, plan_file
+from clarke.campaign.plan import (
+    CampaignPlan,
+    Run,
+    page_registry,
+    plan_file,
+    positions_per_profile,
+)
 from clarke.compose.substrate import ComposeSubstrate
 from clarke.errors import ClarkeError, InputError, UnknownName
 from clarke.pages.models import Units
@@ -288,6 +294,7 @@ def _run_in(
         capture=capture,
         slot_phase=c.slot_phase,
         repetitions=c.repetitions,
+        positions=positions_per_profile(plan.runs),
     )
     ctx = RecordContext(c.name, cid, c.browser.engine.value, gitinfo.revision(), shard_label)
     outcome = Outcome()

@@ -109,6 +109,7 @@ class Session:
         capture: CapturePolicy | None = None,
         slot_phase: SlotPhase | None = None,
         repetitions: int = 1,
+        positions: dict[int, tuple[int, int]] | None = None,
         browser: str = "firefox",
     ) -> None:
         """`roles_only`: no pages, no client (the link and the server only); `capture`:
@@ -122,6 +123,7 @@ class Session:
         self.roles_only = roles_only
         self.capture = capture
         self.slot_phase, self.repetitions = slot_phase, repetitions
+        self.positions = positions or {}  # run index -> (k, n) in its profile: sweep
         self._schedules: dict[str, Schedule | None] = {}
         self.pages: dict[str, Any] = {}
         self.plan: Addresses | None = None
@@ -279,7 +281,12 @@ class Session:
         schedule = self._schedule()
         aim = None
         if self.slot_phase is not None and schedule is not None and schedule.slot_s:
-            aim = self.slot_phase.phase_s(schedule.slot_s, run.repetition, self.repetitions)
+            aim = self.slot_phase.phase_s(
+                schedule.slot_s,
+                run.repetition,
+                self.repetitions,
+                self.positions.get(run.index, (0, 1)),
+            )
         return self.load_page(
             run.page,
             run.http,

@@ -54,6 +54,7 @@ def at_navigation(
     if schedule.length_s:
         at_nav_ms %= schedule.length_s * 1000
     out["link_time_s"] = at_nav_ms / 1000
+    out["navigation_unix_ms"] = time_origin_unix_ms  # the anchor of results/link_timeline.py
     if schedule.slot_s:
         out["slot_phase_s"] = (at_nav_ms / 1000) % schedule.slot_s
     return out

@@ -152,6 +152,7 @@ def schedule(
     end: End,
     length_s: float | None,
     schedule_id: str | None = None,
+    slot_s: float | None = None,
 ) -> Schedule:
     """One step wherever the MODCOD changes (and at 0). Before the series' first time the
     sky is clear."""
@@ -176,6 +177,7 @@ def schedule(
         id=schedule_id,
         end=end,
         length_s=length_s if end is End.loop else None,
+        slot_s=slot_s,
         steps=steps,
     )
 

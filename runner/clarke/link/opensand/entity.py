@@ -320,7 +320,9 @@ class OpenSandRole:
     def _generate(self, profile: LinkProfile, name: str) -> dict[str, str]:
         """This entity's files; InputError (naming the field) for what OpenSAND cannot
         emulate, before anything is touched."""
-        files = xml.generate(profile, self.entities, f"link profile {name!r}")
+        files = xml.generate(
+            profile, self.entities, f"link profile {name!r}", self.config_dir.resolve()
+        )
         prefix = f"{self.entity}/"
         return {rel: text for rel, text in files.items() if rel.startswith(prefix)}
 

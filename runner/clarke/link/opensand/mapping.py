@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from clarke.errors import InputError, ValidationFailed
+from clarke.link.opensand import delay_file
 from clarke.profiles import BitErrors, Direction, LinkProfile, PacketLoss, QueueBytes
 
 OPENSAND_VERSION: Final = "8.2"
@@ -192,6 +193,7 @@ class Mapping:
     cra_kbps: int
     rows: list[Row] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    gateway_delay_file: str | None = None  # a schedule's FileDelay entries (delay_file.py)
 
 
 def delay_value_for(idle_rtt_ms: float) -> int:
@@ -280,13 +282,8 @@ def derive(profile: LinkProfile, source: str = "link profile") -> Mapping:
         if problem:
             problems.append(problem)
 
-    # A link that changes over time.
-    if profile.scheduled:
-        problems.append(
-            "schedule: the opensand link cannot follow a link schedule yet (mapping a "
-            "schedule onto OpenSAND's delay and attenuation files is a later step); use "
-            "--link satlink"
-        )
+    # A link that changes over time: its delays, through the gateway's FileDelay.
+    problems += delay_file.problems(profile, RTT_OVERHEAD_RANGE_MS)
 
     if problems:
         raise ValidationFailed(f"{source} (opensand link)", problems)
@@ -392,7 +389,23 @@ def derive(profile: LinkProfile, source: str = "link profile") -> Mapping:
             f"return.rate_mbps {ret.rate_mbps:g} is above the 15-19 Mb/s return measured "
             "at most on a 2-core machine (CPU-bound)."
         )
-    return Mapping(delay, expected_rtt_ms(delay), bw, f_fifo, r_fifo, cra, rows, notes)
+    schedule_file = None
+    if profile.schedule is not None:
+        schedule_file = delay_file.text(profile, RTT_OVERHEAD_MS)
+        rows.append(
+            Row(
+                f"schedule {profile.schedule.id} (delays)",
+                f"{len(profile.schedule.steps)} steps",
+                "gw profile.xml: physical_layer/delay: FileDelay, gw/delay.txt; st: 0",
+                f"every {delay_file.REFRESH_MS} ms",
+                "the whole delay at the gateway (RTT = 2 x its value + "
+                f"{RTT_OVERHEAD_MS:g} ms), whose clock starts with it; delay_value in "
+                "whole ms, so the RTT moves in 2 ms steps",
+            )
+        )
+    return Mapping(
+        delay, expected_rtt_ms(delay), bw, f_fifo, r_fifo, cra, rows, notes, schedule_file
+    )
 
 
 def _queue_text(d: Direction) -> str:

@@ -16,6 +16,7 @@ from typing import Final
 
 from clarke import profiles
 from clarke.errors import ClarkeError
+from clarke.link.opensand import delay_file
 from clarke.link.opensand.mapping import (
     CLEAR_SKY_CN_DB,
     DECAP_BUFFER_LEN,
@@ -38,6 +39,9 @@ from clarke.link.opensand.mapping import (
     mapping_table,
 )
 from clarke.profiles import LinkProfile
+
+DELAY_FILE: Final = "delay.txt"  # a schedule's FileDelay entries, beside gw/profile.xml
+DEFAULT_CONFIG_DIR: Final = Path("/etc/opensand")  # opensand/entrypoint.sh's default
 
 # --- XML ---------------------------------------------------------------------------------
 
@@ -301,7 +305,25 @@ def _fifos(be_capacity: int, access_type: str) -> list[Node]:
     )
 
 
-def _physical_layer(m: Mapping) -> Node:
+def _delay(role: str, m: Mapping, config_dir: Path) -> Node:
+    """A constant delay_value at GW and ST; with a schedule, the gateway follows its
+    FileDelay file and the terminal adds none (delay_file.py says why)."""
+    if m.gateway_delay_file is None:
+        return ("delay", [("delay_type", "ConstantDelay"), ("delay_value", m.delay_value_ms)])
+    if role != "gw":
+        return ("delay", [("delay_type", "ConstantDelay"), ("delay_value", 0)])
+    return (
+        "delay",
+        [
+            ("delay_type", "FileDelay"),
+            ("file_path", str(config_dir / "gw" / DELAY_FILE)),
+            ("refresh_period", delay_file.REFRESH_MS),
+            ("loop", True),
+        ],
+    )
+
+
+def _physical_layer(role: str, m: Mapping, config_dir: Path) -> Node:
     attenuation: list[Node] = [
         ("clear_sky", CLEAR_SKY_CN_DB),
         ("attenuation_type", "Ideal"),
@@ -310,7 +332,7 @@ def _physical_layer(m: Mapping) -> Node:
     return (
         "physical_layer",
         [
-            ("delay", [("delay_type", "ConstantDelay"), ("delay_value", m.delay_value_ms)]),
+            _delay(role, m, config_dir),
             ("minimal_condition", [("minimal_condition_type", "ACM-Loop")]),
             ("error_insertion", [("error_insertion_type", "Gate")]),
             ("uplink_attenuation", attenuation),
@@ -319,7 +341,7 @@ def _physical_layer(m: Mapping) -> Node:
     )
 
 
-def _profile(role: str, m: Mapping) -> ET.ElementTree[ET.Element]:
+def _profile(role: str, m: Mapping, config_dir: Path) -> ET.ElementTree[ET.Element]:
     network: list[Node] = [
         (
             "qos_classes",
@@ -377,15 +399,20 @@ def _profile(role: str, m: Mapping) -> ET.ElementTree[ET.Element]:
             ),
             ("access", access),
             *extra,
-            _physical_layer(m),
+            _physical_layer(role, m, config_dir),
         ]
     )
 
 
 def generate(
-    profile: LinkProfile, entities: Entities, source: str = "link profile"
+    profile: LinkProfile,
+    entities: Entities,
+    source: str = "link profile",
+    config_dir: Path = DEFAULT_CONFIG_DIR,
 ) -> dict[str, str]:
-    """All files for all three entities: {"gw/profile.xml": XML text, ...}."""
+    """All files for all three entities: {"gw/profile.xml": XML text, ...}; with a
+    schedule also gw/delay.txt, which the gateway's profile names by its path under
+    `config_dir` (where the files will be read)."""
     m = derive(profile, source)
     out: dict[str, str] = {}
     for role in ROLES:
@@ -394,9 +421,11 @@ def generate(
             "topology.xml": _topology(m, entities),
         }
         if role != "sat":
-            trees["profile.xml"] = _profile(role, m)
+            trees["profile.xml"] = _profile(role, m, config_dir)
         for name in FILES[role]:
             out[f"{role}/{name}"] = _serialise(trees[name])
+    if m.gateway_delay_file is not None:
+        out[f"gw/{DELAY_FILE}"] = m.gateway_delay_file
     return out
 
 
@@ -404,7 +433,7 @@ def write(
     profile: LinkProfile, entities: Entities, directory: Path, source: str = "link profile"
 ) -> list[Path]:
     """Write gw/, st/ and sat/ with their XML files (and MAPPING.md) under `directory`."""
-    files = generate(profile, entities, source)
+    files = generate(profile, entities, source, directory.resolve())
     written: list[Path] = []
     for rel, text in files.items():
         path = directory / rel
