@@ -14,8 +14,10 @@ from clarke.results.influx import CONNECTION_FIELDS
 DATASOURCE = {"type": "influxdb", "uid": "clarke-influxdb"}
 SCHEMA_VERSION = 39
 HERE = Path(__file__).resolve().parent
-CELL = '"profile", "http", "cc", "page"'
-CAMPAIGN = '"campaign_id" =~ /^$campaign$/'
+CELL = '"profile", "http", "cc", "page", "browser"'
+ONE_CAMPAIGN = '"campaign_id" =~ /^$campaign$/'
+# Loads of one browser, or of all (records without a browser tag match "All" too).
+CAMPAIGN = ONE_CAMPAIGN + ' AND "browser" =~ /^$browser$/'
 
 
 def query_var(name: str, label: str, query: str, *, include_all: bool = False) -> dict[str, Any]:
@@ -55,6 +57,12 @@ CAMPAIGN_VAR = query_var(
     "campaign", "campaign", 'SHOW TAG VALUES FROM "page_load" WITH KEY = "campaign_id"'
 )
 METRIC_VAR = custom_var("metric", "metric", ["plt_ms", "fcp_ms", "lcp_ms"])
+BROWSER_VAR = query_var(
+    "browser",
+    "browser",
+    'SHOW TAG VALUES FROM "page_load" WITH KEY = "browser" WHERE "campaign_id" =~ /^$campaign$/',
+    include_all=True,
+)
 
 
 def panel(
@@ -160,7 +168,7 @@ def overview() -> dict[str, Any]:
         "clarke-campaign",
         "Clarke: campaign overview",
         "PLT, FCP and LCP per matrix cell (HTTP version x congestion control x page), mean with 95 % CI.",
-        [CAMPAIGN_VAR, METRIC_VAR],
+        [CAMPAIGN_VAR, METRIC_VAR, BROWSER_VAR],
         [
             panel("table", "$metric per cell: mean, 95 % CI (Student t), median, n", summary, h=10),
             panel(
@@ -183,7 +191,7 @@ def overview() -> dict[str, Any]:
                 "timeseries",
                 "$metric of every successful load, in campaign order",
                 f'SELECT "$metric" FROM "page_load" WHERE {CAMPAIGN} AND "status" = \'ok\' '
-                f'GROUP BY "http", "page"',
+                f'GROUP BY "http", "page", "browser"',
                 fmt="time_series",
                 h=10,
                 options={
@@ -211,13 +219,13 @@ def drilldown() -> dict[str, Any]:
         "Clarke: run drill-down",
         "Every page-load attempt of a campaign, its status and the reason a load failed "
         "verification; per load, its connections and how many carried requests at once.",
-        [CAMPAIGN_VAR, run_var],
+        [CAMPAIGN_VAR, BROWSER_VAR, run_var],
         [
             panel(
                 "table",
                 "Every attempt",
                 f'SELECT {fields} FROM "page_load" WHERE {CAMPAIGN} '
-                f'AND "run_id" =~ /^$run$/ GROUP BY "run_id", "status", "profile", "http", "cc", "page", "engine"',
+                f'AND "run_id" =~ /^$run$/ GROUP BY "run_id", "status", "profile", "http", "cc", "page", "engine", "browser"',
                 h=14,
             ),
             panel(
@@ -266,12 +274,12 @@ def link_health() -> dict[str, Any]:
         'last("rtt_stdev_ms") AS "rtt stdev", last("forward_mbps") AS "forward Mb/s", '
         'last("forward_expected_mbps") AS "forward expected", last("return_mbps") AS "return Mb/s", '
         'last("return_expected_mbps") AS "return expected", last("passed") AS "passed" '
-        f'FROM "link_check" WHERE {CAMPAIGN} GROUP BY "profile", "phase", "backend"'
+        f'FROM "link_check" WHERE {ONE_CAMPAIGN} GROUP BY "profile", "phase", "backend"'
     )
     counters = (
         'SELECT sum("frames") AS "frames", sum("drops_queue") AS "queue drops", '
         'sum("drops_loss") AS "loss drops", mean("queue_delay_mean_ms") AS "queue delay mean ms" '
-        f'FROM "link_stats" WHERE {CAMPAIGN} GROUP BY "profile", "direction"'
+        f'FROM "link_stats" WHERE {ONE_CAMPAIGN} GROUP BY "profile", "direction"'
     )
     return dashboard(
         "clarke-link",
@@ -298,12 +306,13 @@ def link_over_time(field: str, metric: str, unit: str, what: str) -> dict[str, A
     """A scheduled link's `what` over the campaign's time (link_schedule points, a step
     line per direction) with each load drawn as a point: the mean it crossed."""
     schedule = (
-        f'SELECT "{field}" FROM "link_schedule" WHERE {CAMPAIGN} AND $timeFilter '
+        f'SELECT "{field}" FROM "link_schedule" WHERE {ONE_CAMPAIGN} AND $timeFilter '
         'GROUP BY "profile", "direction"'
     )
     loads = (
         f'SELECT "link_{metric}_forward_mean_{"ms" if unit == "ms" else "mbps"}" '
-        f'AS "load: forward mean crossed" FROM "page_load" WHERE {CAMPAIGN} AND "status" = \'ok\' '
+        f'AS "load: forward mean crossed" FROM "page_load" WHERE {ONE_CAMPAIGN} '
+        "AND \"status\" = 'ok' "
         'AND $timeFilter GROUP BY "profile", "http"'
     )
     p = panel(
@@ -345,7 +354,8 @@ def nightly() -> dict[str, Any]:
 
     where = (
         '"campaign" = \'nightly\' AND "metric" =~ /^$metric$/ AND "profile" =~ /^$profile$/ '
-        'AND "http" =~ /^$http$/ AND "cc" =~ /^$cc$/ AND "page" =~ /^$page$/'
+        'AND "http" =~ /^$http$/ AND "cc" =~ /^$cc$/ AND "page" =~ /^$page$/ '
+        'AND "browser" =~ /^$browser$/'
     )
     trend = (
         'SELECT mean("mean") AS "mean", mean("ci_low") AS "ci_low", mean("ci_high") AS "ci_high" '
@@ -361,7 +371,10 @@ def nightly() -> dict[str, Any]:
         "clarke-nightly",
         "Clarke: nightly trends",
         "Each metric per cell, night after night, with its 95 % CI band and the baseline the nightly compares with.",
-        [METRIC_VAR, tag_var("profile"), tag_var("http"), tag_var("cc"), tag_var("page")],
+        [
+            METRIC_VAR,
+            *(tag_var(key) for key in ("profile", "http", "cc", "page", "browser")),
+        ],
         [
             panel(
                 "timeseries",

@@ -68,7 +68,7 @@ def plan(file: Path, seed: int | None, as_json: bool) -> None:
     for r in p.runs:
         click.echo(
             f"{r.index:>5}  {r.run_id:<40} profile={r.profile} http={r.http} cc={r.cc} "
-            f"page={r.page} rep={r.repetition} conns={r.connections} "
+            f"page={r.page} rep={r.repetition} conns={r.connections} browser={r.browser} "
             f"cross={r.cross_traffic} "
             + (f"pep={r.pep} " if p.campaign.varies_pep else "")
             + f"scenarios={','.join(r.scenarios)}"

@@ -10,6 +10,7 @@ import click
 
 from clarke import profiles, registry
 from clarke.browser.client import Firefox
+from clarke.browser.load import CHROMIUM_CONNECTIONS
 from clarke.browser.prefs import check_override
 from clarke.errors import InputError
 from clarke.pages.models import Registry
@@ -26,6 +27,17 @@ def _page_help() -> str:
     except FileNotFoundError:
         models = "see pages/"
     return f"<model>-<size>, as built by `clarke pages build`; models: {models}."
+
+
+def _what_chromium_honours(connections: int | None, prefs: tuple[str, ...]) -> None:
+    if connections is not None and connections != CHROMIUM_CONNECTIONS:
+        raise click.BadParameter(
+            f"{connections}: Chromium opens {CHROMIUM_CONNECTIONS} connections per server "
+            "and has no setting for it",
+            param_hint="--connections",
+        )
+    if prefs:
+        raise click.BadParameter("Firefox preferences; Chromium takes none", param_hint="--pref")
 
 
 def parse_prefs(items: tuple[str, ...]) -> dict[str, bool | int]:
@@ -76,9 +88,17 @@ def parse_prefs(items: tuple[str, ...]) -> dict[str, bool | int]:
     show_default=True,
 )
 @click.option(
+    "--browser",
+    type=click.Choice(registry.names("client")),
+    default="firefox",
+    show_default=True,
+    help=registry.help_text("client"),
+)
+@click.option(
     "--connections",
     type=click.IntRange(1, 256),
-    help="Connections per server (default: 1 for HTTP/1.1 as in the study, else 6).",
+    help="Connections per server (default: 1 for HTTP/1.1 as in the study, else 6; "
+    "Chromium: 6, fixed).",
 )
 @click.option("--firefox", help="Firefox binary: firefox-nightly, firefox, firefox-esr or a path.")
 @click.option(
@@ -137,6 +157,7 @@ def load(
     cc: str,
     page: str,
     engine: str,
+    browser: str,
     connections: int | None,
     firefox: str | None,
     testbed_id: int | None,
@@ -148,7 +169,7 @@ def load(
     capture_max_mb: int,
     as_json: bool,
 ) -> None:
-    """Load one page once in Firefox over an emulated link, verify it (protocol of every
+    """Load one page once in a browser over an emulated link, verify it (protocol of every
     resource, the server's congestion control, the LCP element) and print the metrics.
 
     Without --testbed it brings a testbed up for the load and tears it down after; with
@@ -161,7 +182,11 @@ def load(
         link_impl.check_profile(profiles.read(profile), f"link profile {profile!r}")
     else:
         profiles.read(profile)
-    Firefox(firefox).check_environment()
+    if browser == "firefox":
+        Firefox(firefox).check_environment()
+    else:
+        registry.get("client", browser).check_environment()
+        _what_chromium_honours(connections, prefs)
     if pep != PEP_NONE:
         registry.get("pep", pep).check_environment()
     if testbed_id is not None and NetnsSubstrate().store.read(testbed_id) is None:
@@ -176,10 +201,14 @@ def load(
         if capture_dir.exists() and any(capture_dir.iterdir()):
             raise InputError(f"--capture {capture_dir}: the directory is not empty")
         capture = CapturePolicy(CaptureMode.all, capture_dir, capture_max_mb * 1_000_000, flat=True)
-    conns = connections or HttpVersion(http).default_connections
+    conns = connections or (
+        CHROMIUM_CONNECTIONS if browser == "chromium" else HttpVersion(http).default_connections
+    )
     started = time.monotonic()
     substrate = NetnsSubstrate(testbed_id, link, server, firefox=firefox)
-    session = Session(substrate, [page], engine=engine, firefox=firefox, capture=capture)
+    session = Session(
+        substrate, [page], engine=engine, firefox=firefox, capture=capture, browser=browser
+    )
     with session.start(profile) as s:
         s.ensure_profile(profile)
         s.ensure_cc(cc)
@@ -214,6 +243,8 @@ def load(
         "protocols": result.protocols,
         "lcp_element": result.lcp_element,
         "server_cc": details.get("server_cc"),
+        # Chromium's QUIC stack chooses its own congestion control for what it sends.
+        "client_quic_cc": (result.raw.get("netlog") or {}).get("quic_cc", []),
         "server_connections": details.get("server_connections"),
         "per_connection": details.get("per_connection"),
         "capture": details.get("capture"),
@@ -227,7 +258,7 @@ def load(
         click.echo(f"{out['status']}{': ' + result.reason if result.reason else ''}")
         click.echo(
             f"  {page} over {profile}, HTTP/{http}, {cc}, {conns} connection(s), "
-            f"{engine}, Firefox {result.browser_version}"
+            f"{engine}, {result.browser.capitalize()} {result.browser_version}"
             + (f", PEP {pep}" if pep != PEP_NONE else "")
         )
         for key in ("plt_ms", "fcp_ms", "lcp_ms", "ttfb_ms"):
@@ -237,6 +268,8 @@ def load(
             f"  protocols: {protos}; server cc: {', '.join(details.get('server_cc') or ['-'])}; "
             f"LCP element: {result.lcp_element}"
         )
+        if out["client_quic_cc"]:
+            click.echo(f"  the browser's own QUIC cc: {', '.join(out['client_quic_cc'])}")
         stations = (details.get("pep") or {}).get("stations") or {}
         if pep != PEP_NONE and stations:
             counts = ", ".join(

@@ -11,6 +11,7 @@ campaign's `implementations:`), and so does their help.
     client  firefox         client                        (the default)
     pep     splittcp        terminal, gateway             (none unless asked for)
     pep     pepsal          terminal, gateway
+    client  chromium        client
 
 Adding an implementation: one module with an `Implementation` subclass
 (clarke.roles), and one line below."""
@@ -20,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
-from clarke.browser.client import Firefox
+from clarke.browser.client import Chromium, Firefox
 from clarke.campaign.model import Campaign
 from clarke.errors import InputError, UnknownName, ValidationFailed
 from clarke.link.netem import Netem
@@ -43,6 +44,7 @@ IMPLEMENTATIONS: Final[tuple[Implementation, ...]] = (
     Firefox(),
     SplitTcp(),
     Pepsal(),
+    Chromium(),
 )
 # No default PEP: a testbed runs without one unless a load asks (vocab.PEP_NONE).
 DEFAULTS: Final = {"link": "satlink", "server": "origin", "client": "firefox"}

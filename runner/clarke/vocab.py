@@ -6,7 +6,7 @@ clarke.registry).
     HttpVersion         1.1 | 2 | 3         run ids: h1 h2 h3; Firefox: http/1.1 h2 h3
     CongestionControl   cubic | bbr | reno  QUIC stacks: cubic bbr newreno
     Engine              selenium | browsertime
-    Browser             firefox
+    Browser             firefox | chromium  run ids: -firefox -chromium (with a browser axis)
     Substrate           netns | compose
     PEP_NONE            none: no performance-enhancing proxy (pep implementations:
                         clarke.registry)
@@ -66,6 +66,7 @@ class Engine(StrEnum):
 
 class Browser(StrEnum):
     firefox = "firefox"
+    chromium = "chromium"
 
 
 class Substrate(StrEnum):
@@ -76,6 +77,7 @@ class Substrate(StrEnum):
 HTTP_VERSIONS: Final = tuple(v.value for v in HttpVersion)
 CONGESTION_CONTROLS: Final = tuple(c.value for c in CongestionControl)
 ENGINES: Final = tuple(e.value for e in Engine)
+BROWSERS: Final = tuple(b.value for b in Browser)
 SUBSTRATES: Final = tuple(s.value for s in Substrate)
 
 ROLES: Final = ("client", "terminal", "satellite", "gateway", "server")

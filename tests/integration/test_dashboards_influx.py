@@ -158,9 +158,10 @@ def test_every_panel_returns_rows(filled: str) -> None:
     # Two panels, each with the schedule and the loads as its two queries.
     over_time = [line for line in scheduled if "over time, with the loads" in line]
     assert len(over_time) == 4 and all(not line.endswith("[0]") for line in over_time)
-    # Two drill-down panels (per connection, per load), each for All runs and one run.
-    assert len(connection_rows) == 4 and all(rows > 0 for rows in connection_rows)
-    assert old_connection_rows == [0, 0, 0, 0]
+    # Two drill-down panels (per connection, per load), each for All runs and one run,
+    # and for All browsers and one.
+    assert len(connection_rows) == 8 and all(rows > 0 for rows in connection_rows)
+    assert old_connection_rows == [0] * 8
 
 
 def test_recorded_campaign_is_complete() -> None:

@@ -173,7 +173,9 @@ def test_study_campaign_covers_table_4() -> None:
     assert len(cells) == 2 * 44
     assert len(plan.runs) == 3 * len(cells)
     shared = next(
-        r for r in plan.runs if r.cell == ("geo", "2", "bbr", "uniform", "1m", "6", "none", "none")
+        r
+        for r in plan.runs
+        if r.cell == ("geo", "2", "bbr", "uniform", "1m", "6", "none", "none", "firefox")
     )
     assert shared.scenarios == ("parallel-streams", "congestion-control", "page-structure")
     h1 = next(r for r in plan.runs if r.http == "1.1")
@@ -437,4 +439,57 @@ def test_cross_traffic_errors_name_the_field(
     assert "matrix.cross_traffic" in err and str(f) in err, err
     for fragment in fragments:
         assert fragment in err, (fragment, err)
+
+
+def test_the_browser_as_a_dimension(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "c.yaml"
+    doc = _with("matrix.browser", ["firefox", "chromium"])
+    doc["matrix"]["http"] = [2]
+    f.write_text(yaml.safe_dump(doc))
+    plan = plan_file(f)
+    assert [r.run_id for r in plan.runs] == [
+        "lan-h2-bbr-uniform-100k-firefox-r1",
+        "lan-h2-bbr-uniform-100k-chromium-r1",
+        "lan-h2-bbr-uniform-100k-firefox-r2",
+        "lan-h2-bbr-uniform-100k-chromium-r2",
+    ]
+    assert [r.browser for r in plan.runs] == ["firefox", "chromium"] * 2
+    assert {r.cell[-1] for r in plan.runs} == {"firefox", "chromium"}
+    # Without the axis, ids stay as they were and every load is Firefox's.
+    f.write_text(yaml.safe_dump(GOOD))
+    first = plan_file(f).runs[0]
+    assert (first.run_id, first.browser) == ("lan-h1-bbr-uniform-100k-r1", "firefox")
+
+
+@pytest.mark.parametrize(
+    ("change", "fields"),
+    [
+        (  # the study's 1 connection for HTTP/1.1: Chromium has 6, fixed
+            {"browser": {"connections_per_server": {1.1: 1, 2: 6, 3: 6}}},
+            ["browser.connections_per_server: 1 for HTTP/1.1", "Chromium opens 6 connections"],
+        ),
+        (
+            {"matrix.connections": [1, 6]},
+            ["matrix.connections: [1] with browser chromium", "no setting for it"],
+        ),
+        ({"matrix.browser": ["chromium", "safari"]}, ["matrix.browser", "'firefox' or"]),
+    ],
+)
+def test_what_chromium_cannot_honour_is_refused_before_anything_runs(
+    tmp_path: Path,
+    run_cli,  # type: ignore[no-untyped-def]
+    change: dict[str, object],
+    fields: list[str],
+) -> None:
+    doc = _with("matrix.browser", ["firefox", "chromium"])
+    for path, value in change.items():
+        *parents, last = path.split(".")
+        node = doc
+        for p in parents:
+            node = node[p]
+        node[last] = value
+    f = tmp_path / "c.yaml"
+    f.write_text(yaml.safe_dump(doc))
+    code, _, err = run_cli("campaign", "validate", str(f))
+    assert code == 2 and all(x in err for x in fields), err
     assert "Traceback" not in err

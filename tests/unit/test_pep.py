@@ -52,7 +52,7 @@ def test_the_pep_axis_names_runs_and_cells(tmp_path: Path) -> None:
         "geo-h3-cubic-uniform-1m-splittcp-r1",
     ]
     assert [r.pep for r in runs] == ["none", "splittcp", "none", "splittcp"]
-    assert len({r.cell for r in runs}) == 4 and runs[1].cell[-1] == "splittcp"
+    assert len({r.cell for r in runs}) == 4 and runs[1].cell[7] == "splittcp"
     # Without the axis, run ids are as they always were, and no run has a PEP.
     runs = plan_file(_write(tmp_path)).runs
     assert [r.run_id for r in runs] == [
@@ -234,7 +234,7 @@ def test_the_console_summary_shows_the_pep() -> None:
     from clarke.run.console import print_summary
 
     cell = CellSummary(
-        ("geo", "2", "cubic", "uniform", "1m", "6", "none", "splittcp"), 3, 0,
+        ("geo", "2", "cubic", "uniform", "1m", "6", "none", "splittcp", "firefox"), 3, 0,
         {"plt_ms": MetricStats(3, 5000.0, 5000.0, 4900.0, 5100.0)},
     )  # fmt: skip
     console = Console(width=200, record=True)

@@ -66,7 +66,7 @@ def test_the_registry_names_every_implementation_once() -> None:
     assert registry.get("link").name == "satlink"  # the default
     assert registry.names("link") == ("satlink", "opensand", "netem")
     assert registry.names("server") == ("origin", "openlitespeed")
-    assert registry.names("client") == ("firefox",)
+    assert registry.names("client") == ("firefox", "chromium")
     assert registry.for_role("gateway", "netem").name == "netem"
     with pytest.raises(UnknownName, match="allowed: satlink, opensand, netem"):
         registry.get("link", "tbf")

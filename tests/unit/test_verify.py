@@ -89,6 +89,11 @@ def _mutate(fn) -> dict:  # type: ignore[no-untyped-def]
             "object uniform-100k/o2.jpg: 99 bytes received, 12500 expected",
         ),
         ("2", _mutate(lambda r: r.update(fcp=None)), "no first-contentful-paint entry"),
+        (  # Chromium's error page is a page with a load event and paints of its own
+            "3",
+            _mutate(lambda r: r.update(errorPage="ERR_QUIC_HANDSHAKE_FAILED")),
+            "the browser showed its error page: ERR_QUIC_HANDSHAKE_FAILED",
+        ),
         ("2", _mutate(lambda r: r.update(lcp=None)), "no largest-contentful-paint entry"),
         (
             "2",

@@ -107,7 +107,7 @@ class Agents:
         }
 
     def versions(self) -> dict[str, str]:
-        """clarke_<role> for every role; the browser's version; <implementation>_<role>
+        """clarke_<role> for every role; each installed browser's version; <implementation>_<role>
         for the link roles and <implementation> for the server."""
         out: dict[str, str] = {}
         for role, agent in self.clients.items():
@@ -115,7 +115,9 @@ class Agents:
             out[f"clarke_{role}"] = str(h.get("clarke", ""))
             impl = str(h.get("implementation", ""))
             if role == "client":
-                out["firefox"] = str(h.get("firefox_version", ""))
+                for browser in ("firefox", "chromium"):
+                    if h.get(f"{browser}_version"):
+                        out[browser] = str(h[f"{browser}_version"])
                 continue
             version = str((h.get(impl) or {}).get("version", ""))
             out[impl if role == "server" else f"{impl}_{role}"] = version

@@ -1,7 +1,9 @@
 """The Browsertime engine: Browsertime 26.3.2 (npm, pinned in runner/browsertime/)
 drives Firefox with the same geckodriver and the same preferences as the Selenium
-engine; results come from browsertime.json and its HAR, normalised to the raw shape
-that load.judge and load.metrics_of read."""
+engine, or Chromium (`-b chrome`) with the same chromedriver and switches (Browsertime
+adds its own defaults before them: its lib/chrome/settings/chromeDesktopOptions.js);
+results come from browsertime.json and its HAR, normalised to the raw shape that
+load.judge and load.metrics_of read."""
 
 from __future__ import annotations
 
@@ -14,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from clarke import paths, sh
-from clarke.browser import firefox
+from clarke.browser import chromium, firefox
 from clarke.browser import prefs as firefox_prefs
 from clarke.browser.capture import BrowserCapture
-from clarke.browser.load import BrowserSetup, LoadRequest, LoadResult, judged
+from clarke.browser.load import BrowserSetup, LoadRequest, LoadResult, judged, with_netlog
 from clarke.errors import EnvironmentProblem
 from clarke.timing import Phases
 
@@ -104,6 +106,12 @@ def normalise(result: dict[str, Any], har: dict[str, Any], url: str) -> dict[str
 
 def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> LoadResult:
     """Load `req` with the agent's `setup` (browser binary, CA, server name)."""
+    if req.navigate_at_unix_ms is not None:
+        return LoadResult.failed(
+            NAME, "Browsertime navigates as soon as its browser is up: no navigate_at_unix_ms"
+        )
+    if req.browser == "chromium":
+        return _load_chromium(req, setup, workdir)
     binary = firefox.find_firefox(setup.firefox)
     prefs = firefox_prefs.layered(
         req.http,
@@ -113,10 +121,6 @@ def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> 
         req.prefs,
         capture=req.capture_max_bytes > 0,
     )
-    if req.navigate_at_unix_ms is not None:
-        return LoadResult.failed(
-            NAME, "Browsertime navigates as soon as its browser is up: no navigate_at_unix_ms"
-        )
     phases = Phases()
     with phases.phase("profile"):
         template = firefox.make_profile(setup.ca_cert, prefs, workdir)
@@ -125,7 +129,7 @@ def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> 
     try:
         # Browsertime starts, loads, settles and exits Firefox in one process: one phase.
         with phases.phase("browsertime"):
-            result = _run(req, binary, template, out, capture)
+            result = _run(req, _firefox_args(binary, template), out, capture, firefox_binary=binary)
         if capture is not None:
             with phases.phase("capture"):
                 files = capture.collect(req.capture_max_bytes)
@@ -139,22 +143,81 @@ def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> 
     return result.model_copy(update={"phases_ms": phases.ms})
 
 
-def _run(
-    req: LoadRequest, binary: str, template: Path, out: Path, capture: BrowserCapture | None
-) -> LoadResult:
-    argv = [
-        str(find_browsertime()),
+def _load_chromium(req: LoadRequest, setup: BrowserSetup, workdir: Path | None) -> LoadResult:
+    binary = chromium.find_chromium(setup.chromium)
+    phases = Phases()
+    with phases.phase("profile"):
+        profile = chromium.make_profile(workdir)
+    netlog = profile / chromium.NETLOG
+    switches = chromium.switches(
+        req.http,
+        setup.server_port,
+        user_data_dir=profile / "data",
+        window=req.window,
+        host=setup.server_name,
+        address=setup.server_address,
+        ca_spki=chromium.spki_sha256(setup.ca_cert) if setup.ca_cert else None,
+        netlog=netlog,
+    )
+    browser_args = [
+        "-b",
+        "chrome",
+        "--chrome.binaryPath",
+        binary,
+        "--chrome.chromedriverPath",
+        chromium.find_chromedriver(),
+        # One argument each, in the NAME=VALUE form: a separate value starting with
+        # "--" would be read as one of Browsertime's own options.
+        *(f"--chrome.args={s}" for s in switches),
+    ]
+    out = Path(tempfile.mkdtemp(prefix="clarke-browsertime-", dir=workdir))
+    capture = BrowserCapture(workdir) if req.capture_max_bytes else None
+    try:
+        with phases.phase("browsertime"):
+            result = _run(req, browser_args, out, capture, chromium_binary=binary)
+        with phases.phase("netlog"):
+            result = with_netlog(result, chromium.netlog_summary(netlog), req.url)
+        if capture is not None:
+            with phases.phase("capture"):
+                files = capture.collect(req.capture_max_bytes)
+            result = result.model_copy(update={"captured": files})
+    finally:
+        with phases.phase("cleanup"):
+            shutil.rmtree(profile, ignore_errors=True)
+            shutil.rmtree(out, ignore_errors=True)
+            if capture is not None:
+                capture.remove()
+    return result.model_copy(update={"phases_ms": phases.ms, "browser": "chromium"})
+
+
+def _firefox_args(binary: str, template: Path) -> list[str]:
+    return [
         "-b",
         "firefox",
-        "--headless",
-        "-n",
-        "1",
         "--firefox.binaryPath",
         binary,
         "--firefox.geckodriverPath",
         firefox.find_geckodriver(),
         "--firefox.profileTemplate",
         str(template),
+    ]
+
+
+def _run(
+    req: LoadRequest,
+    browser_args: list[str],
+    out: Path,
+    capture: BrowserCapture | None,
+    *,
+    firefox_binary: str | None = None,
+    chromium_binary: str | None = None,
+) -> LoadResult:
+    argv = [
+        str(find_browsertime()),
+        *browser_args,
+        "--headless",
+        "-n",
+        "1",
         "--visualMetrics",
         "false",
         "--video",
@@ -198,10 +261,12 @@ def _run(
                 wall_ms=wall,
             )
         raw = normalise(result, json.loads(har_file.read_text()), req.url)
-        # Browsertime reports no build id: the one beside the binary it was given.
-        version = firefox.with_build(
-            str(result["info"]["browser"].get("version", "")), firefox.build_id(binary)
-        )
+        version = str(result["info"]["browser"].get("version", ""))
+        if firefox_binary:
+            # Browsertime reports no build id: the one beside the binary it was given.
+            version = firefox.with_build(version, firefox.build_id(firefox_binary))
+        elif chromium_binary and not version:
+            version = chromium.version(chromium_binary)
         return judged(req, raw, NAME, version, wall)
     except subprocess.TimeoutExpired:
         return LoadResult.failed(NAME, "browsertime timed out")

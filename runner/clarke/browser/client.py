@@ -1,14 +1,19 @@
 """The client role: a browser that loads one page per request, inside the client's
-place, with the engine the request names (browser/engines). The browser binary, the
-testbed CA and the server's name are fixed when the role starts (BrowserSetup); a
-request carries values only (browser/load.py)."""
+place, with the browser and engine the request names (browser/engines). The browser
+binaries, the testbed CA and the server's name are fixed when the role starts
+(BrowserSetup); a request carries values only (browser/load.py).
+
+Both browsers are implementations of the client role (registry: firefox, chromium); a
+client agent serves loads in every browser installed in its place, so that a campaign
+can interleave browsers on one testbed (`browser: [firefox, chromium]`). The one it was
+started as is its default, and the one it checks for at start."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from clarke import __version__
-from clarke.browser import browsertime_engine, firefox, selenium_engine
+from clarke.browser import browsertime_engine, chromium, firefox, selenium_engine
 from clarke.browser.load import BrowserSetup, LoadRequest, LoadResult
 from clarke.errors import ClarkeError, UnknownName
 from clarke.place import Place
@@ -21,18 +26,26 @@ LOADERS = {Engine.selenium: selenium_engine.load, Engine.browsertime: browsertim
 
 
 class BrowserClient:
-    """Firefox: every load a new browser process with a new profile."""
+    """Every load a new browser process with a new profile."""
 
     role = "client"
-    implementation = "firefox"
 
-    def __init__(self, place: Place, binary: str | None = None) -> None:
+    def __init__(
+        self,
+        place: Place,
+        binary: str | None = None,
+        implementation: str = "firefox",
+        chromium_binary: str | None = None,
+    ) -> None:
         self.place = place
+        self.implementation = implementation
         self.setup = BrowserSetup(
             firefox=binary,
+            chromium=chromium_binary,
             ca_cert=place.pki_dir / "ca.pem",
             server_name=DEFAULT_HOST,
             server_port=HTTPS_PORT,
+            server_address=place.plan.addresses.get("server"),
         )
         self.loads = 0
 
@@ -44,13 +57,17 @@ class BrowserClient:
         }
         try:
             binary = firefox.find_firefox(self.setup.firefox)
-            return out | {
-                "ready": True,
-                "firefox": binary,
-                "firefox_version": firefox.version(binary),
-            }
+            out |= {"firefox": binary, "firefox_version": firefox.version(binary)}
         except ClarkeError as e:
-            return out | {"ready": False, "error": str(e)}
+            out["firefox_error"] = str(e)
+        try:
+            binary = chromium.find_chromium(self.setup.chromium)
+            chromium.find_chromedriver()
+            out |= {"chromium": binary, "chromium_version": chromium.version(binary)}
+        except ClarkeError as e:
+            out["chromium_error"] = str(e)
+        error = out.get(f"{self.implementation}_error")
+        return out | ({"ready": False, "error": error} if error else {"ready": True})
 
     def state(self) -> dict[str, Any]:
         return {}
@@ -81,7 +98,7 @@ class BrowserClient:
             result = LOADERS[Engine(engine)](req, self.setup)
         except ClarkeError as e:
             result = LoadResult.failed(engine, f"{e.kind}: {e}")
-        return result.model_dump(mode="json")
+        return result.model_copy(update={"browser": req.browser}).model_dump(mode="json")
 
 
 class Firefox(Implementation):
@@ -99,3 +116,23 @@ class Firefox(Implementation):
 
     def start(self, place: Place) -> RoleProcess:
         return BrowserClient(place, self.binary)
+
+
+class Chromium(Implementation):
+    kind = "client"
+    name = "chromium"
+    summary = (
+        "Chromium with chromedriver, by Selenium or Browsertime (6 connections per server "
+        "for HTTP/1.1, fixed)"
+    )
+    install = "install the Debian packages chromium and chromium-driver (ci/setup.sh does)"
+
+    def __init__(self, binary: str | None = None) -> None:
+        self.binary = binary
+
+    def check_environment(self) -> None:
+        chromium.find_chromium(self.binary)
+        chromium.find_chromedriver()
+
+    def start(self, place: Place) -> RoleProcess:
+        return BrowserClient(place, implementation=self.name, chromium_binary=self.binary)

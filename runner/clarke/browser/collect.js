@@ -12,11 +12,21 @@ try {
 } catch (e) {
   lcp = { error: String(e) };
 }
+// A browser's own error page instead of the page (Chromium: chrome-error:, with the
+// net error's name on it; Firefox: about:neterror?e=...).
+function errorPage() {
+  if (location.protocol === "chrome-error:") {
+    const code = document.querySelector(".error-code");
+    return (code && code.textContent.trim()) || "chrome-error";
+  }
+  return location.protocol === "about:" ? document.documentURI : null;
+}
 function finish() {
   const nav = performance.getEntriesByType("navigation")[0];
   const fcp = performance.getEntriesByType("paint").find((p) => p.name === "first-contentful-paint");
   done({
     timeOrigin: performance.timeOrigin,
+    errorPage: errorPage(),
     navigation: nav ? nav.toJSON() : null,
     fcp: fcp ? fcp.startTime : null,
     lcp: lcp && !lcp.error ? {

@@ -59,9 +59,13 @@ class BrowserSetup(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     firefox: str | None = None  # a name on PATH or a path; None: firefox.CANDIDATES
+    chromium: str | None = None  # a name on PATH or a path; None: chromium.CANDIDATES
     ca_cert: Path | None = None  # PEM; trusted in every load's new profile
     server_name: str
     server_port: int = Field(default=443, ge=1, le=65535)
+    # The server's address in the client's network: Chromium maps the server's name to
+    # it itself (its resolver does not rely on the hosts file alone).
+    server_address: str | None = None
 
 
 class ExpectedObject(BaseModel):
@@ -93,11 +97,19 @@ def check_url(url: str, setup: BrowserSetup | None) -> str:
 
 
 Http = Literal["1.1", "2", "3"]  # clarke.vocab.HttpVersion's values
+BrowserName = Literal["firefox", "chromium"]  # clarke.vocab.Browser's values
+# Chromium opens at most 6 connections per host for HTTP/1.1 and has no setting for it.
+CHROMIUM_CONNECTIONS = 6
 
 
 def is_http(version: str) -> TypeGuard[Http]:
     """Whether `version` is one LoadRequest.http takes."""
     return version in get_args(Http)
+
+
+def is_browser(name: str) -> TypeGuard[BrowserName]:
+    """Whether `name` is a browser LoadRequest.browser takes."""
+    return name in get_args(BrowserName)
 
 
 class LoadRequest(BaseModel):
@@ -108,6 +120,7 @@ class LoadRequest(BaseModel):
 
     url: Annotated[StrictStr, Field(max_length=2048)]
     http: Http
+    browser: BrowserName = "firefox"
     connections: Annotated[StrictInt, Field(ge=1, le=256)] = 6
     window: tuple[Pixels, Pixels] = (1366, 768)
     timeout_s: Annotated[float, Field(strict=True, gt=0, le=3600)] = 180.0
@@ -140,6 +153,18 @@ class LoadRequest(BaseModel):
                 if key in data:
                     raise ValueError(f"{key}: not accepted in a load request: {why}")
         return data
+
+    @model_validator(mode="after")
+    def _what_chromium_honours(self) -> LoadRequest:
+        if self.browser == "chromium":
+            if self.connections != CHROMIUM_CONNECTIONS:
+                raise ValueError(
+                    f"connections: Chromium opens {CHROMIUM_CONNECTIONS} connections per "
+                    f"server and has no setting for it, not {self.connections}"
+                )
+            if self.prefs:
+                raise ValueError("prefs: Firefox preferences; Chromium takes none")
+        return self
 
     @field_validator("url")
     @classmethod
@@ -223,6 +248,8 @@ def _path_of(url: str) -> str:
 def judge(req: LoadRequest, raw: dict[str, Any]) -> tuple[Status, str, dict[str, str], str | None]:
     """(status, reason, protocol per URL, LCP element) for a load's raw entries."""
     nav = raw.get("navigation")
+    if raw.get("errorPage"):
+        return Status.failed, f"the browser showed its error page: {raw['errorPage']}", {}, None
     if not nav or not _num(nav, "loadEventStart"):
         return Status.failed, "the page did not finish loading (no load event)", {}, None
     protocols = {nav.get("name", req.url): nav.get("nextHopProtocol", "")}
@@ -279,6 +306,7 @@ def judged(
         status=status,
         reason=reason,
         engine=engine,
+        browser=req.browser,
         browser_version=version,
         metrics=metrics_of(raw),
         protocols=protocols,
@@ -286,3 +314,26 @@ def judged(
         wall_ms=wall_ms,
         raw=raw,
     )
+
+
+def with_netlog(result: LoadResult, summary: dict[str, Any], url: str) -> LoadResult:
+    """A Chromium load's result with what its NetLog says (chromium.netlog_summary):
+    kept in raw["netlog"]; a load that connected elsewhere than the server fails."""
+    if not summary:
+        return result
+    update: dict[str, Any] = {"raw": {**result.raw, "netlog": summary}}
+    reason = elsewhere(summary.get("reached") or [], url)
+    if result.status is Status.ok and reason:
+        update |= {"status": Status.failed, "reason": reason}
+    return result.model_copy(update=update)
+
+
+def elsewhere(reached: list[str], url: str) -> str:
+    """Why a load whose browser connected to `reached` (address:port) crossed the link
+    with more than the page, or "" when every connection went to the page's port."""
+    port = urlsplit(url).port or 443
+    others = [a for a in reached if not a.endswith(f":{port}")]
+    servers = {a for a in reached if a.endswith(f":{port}")}
+    if others or len(servers) > 1:
+        return f"the browser connected elsewhere than the server: {', '.join(reached)}"
+    return ""

@@ -9,6 +9,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints, 
 
 from clarke.campaign.cross import CrossTrafficEntry
 from clarke.schema import StrictModel
+from clarke.vocab import Browser as BrowserName
 from clarke.vocab import CongestionControl, Engine, HttpVersion
 
 
@@ -42,6 +43,8 @@ Axis = Annotated[list[T], Field(min_length=1), BeforeValidator(_listify), AfterV
 
 
 ConnectionsPerServer = Annotated[int, Field(ge=1, le=256)]
+# Chromium's fixed limit for HTTP/1.1 (browser/load.py's CHROMIUM_CONNECTIONS).
+CHROMIUM_CONNECTIONS_PER_SERVER = 6
 
 
 class Matrix(StrictModel):
@@ -59,6 +62,8 @@ class Matrix(StrictModel):
     # PEP of the registry (checked there: clarke.registry.check_names); without it,
     # every run is without one.
     pep: Axis[Name] | None = None
+    # The browser as a dimension; without it, every load is Firefox's.
+    browser: Axis[BrowserName] | None = None
 
 
 class Scenario(StrictModel):
@@ -201,6 +206,37 @@ class Campaign(StrictModel):
                 "its browser is up)"
             )
         return self
+
+    @model_validator(mode="after")
+    def _what_chromium_honours(self) -> Campaign:
+        problems = [p for _, prefix, m in self.matrices() for p in self._chromium(prefix, m)]
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def _chromium(self, prefix: str, m: Matrix) -> list[str]:
+        """What Chromium, in a matrix's browser axis, cannot do as asked."""
+        if BrowserName.chromium not in (m.browser or []):
+            return []
+        fixed = CHROMIUM_CONNECTIONS_PER_SERVER
+        why = f"Chromium opens {fixed} connections per server and has no setting for it"
+        if m.connections:
+            wrong = [n for n in m.connections if n != fixed]
+            return [f"{prefix}.connections: {wrong} with browser chromium: {why}"] if wrong else []
+        out = []
+        for http in m.http:
+            n = self.browser.connections_for(http.value)
+            if n != fixed:
+                out.append(
+                    f"browser.connections_per_server: {n} for HTTP/{http.value} with "
+                    f"{prefix}.browser chromium: {why} (give {fixed})"
+                )
+        return out
+
+    @property
+    def varies_browser(self) -> bool:
+        """Whether a matrix has the browser axis (run ids then carry it)."""
+        return any(m.browser for _, _, m in self.matrices())
 
     @property
     def varies_connections(self) -> bool:

@@ -1,10 +1,10 @@
 """From a campaign file to a plan: the ordered list of runs, with stable run ids.
 
 Order `listed`: link profile, then repetition, then HTTP version, congestion control,
-page model, size, connections per server, cross traffic and PEP, each in the order the
-file lists them (one repetition of every cell before the next repetition, so slow drifts
-spread over all cells). Order `shuffled`: the runs of each link profile in a random
-order drawn from `seed` (chosen and recorded when the file gives none). Runs that
+page model, size, connections per server, cross traffic, PEP and browser, each in the
+order the file lists them (one repetition of every cell before the next repetition, so
+slow drifts spread over all cells). Order `shuffled`: the runs of each link profile in a
+random order drawn from `seed` (chosen and recorded when the file gives none). Runs that
 several scenarios share are run once and list every scenario they serve."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from clarke.campaign.cross import NO_CROSS_TRAFFIC, CrossTraffic
 from clarke.campaign.model import Campaign, Order
 from clarke.errors import InputError, ValidationFailed
 from clarke.pages.models import Registry, Units
-from clarke.vocab import PEP_NONE, HttpVersion
+from clarke.vocab import PEP_NONE, Browser, HttpVersion
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,7 @@ class Run:
     scenarios: tuple[str, ...] = field(default=())
     cross: CrossTraffic = NO_CROSS_TRAFFIC
     pep: str = PEP_NONE  # the PEP at terminal and gateway (vocab.PEP_NONE: none)
+    browser: str = "firefox"
 
     @property
     def cross_traffic(self) -> str:
@@ -59,6 +60,7 @@ class Run:
             str(self.connections),
             self.cross_traffic,
             self.pep,
+            self.browser,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -147,7 +149,7 @@ def read_campaign(path: Path) -> Campaign:
 
 
 def expand(c: Campaign, source: Path, seed: int | None = None) -> CampaignPlan:
-    Key = tuple[str, str, str, str, str, int, CrossTraffic, str]
+    Key = tuple[str, str, str, str, str, int, CrossTraffic, str, str]
     cells: dict[Key, list[str]] = {}
     for scenario, _, m in c.matrices():
         for profile in m.profiles:
@@ -159,17 +161,19 @@ def expand(c: Campaign, source: Path, seed: int | None = None) -> CampaignPlan:
                             for n in m.connections or [c.browser.connections_for(http)]:
                                 for x in m.cross_traffic or [NO_CROSS_TRAFFIC]:
                                     for pep in m.pep or [PEP_NONE]:
-                                        key = (
-                                            profile,
-                                            http,
-                                            str(algorithm.value),
-                                            model,
-                                            size,
-                                            n,
-                                            x,
-                                            pep,
-                                        )
-                                        cells.setdefault(key, []).append(scenario)
+                                        for b in m.browser or [Browser.firefox]:
+                                            key = (
+                                                profile,
+                                                http,
+                                                str(algorithm.value),
+                                                model,
+                                                size,
+                                                n,
+                                                x,
+                                                pep,
+                                                b.value,
+                                            )
+                                            cells.setdefault(key, []).append(scenario)
     profile_order = list(dict.fromkeys(k[0] for k in cells))
     if c.order is Order.shuffled:
         seed = (
@@ -187,10 +191,11 @@ def expand(c: Campaign, source: Path, seed: int | None = None) -> CampaignPlan:
         if seed is not None:
             random.Random(f"{seed}:{profile}").shuffle(block)
         for rep, key in block:
-            prof, http, cc, model, size, n, x, pep = key
+            prof, http, cc, model, size, n, x, pep, browser = key
             conns = f"-c{n}" if c.varies_connections else ""
             conns += f"-x{x.label}" if c.varies_cross_traffic else ""
             conns += f"-{pep}" if c.varies_pep else ""
+            conns += f"-{browser}" if c.varies_browser else ""
             runs.append(
                 Run(
                     index=len(runs),
@@ -205,6 +210,7 @@ def expand(c: Campaign, source: Path, seed: int | None = None) -> CampaignPlan:
                     scenarios=tuple(cells[key]),
                     cross=x,
                     pep=pep,
+                    browser=browser,
                 )
             )
     return CampaignPlan(c, source, seed, runs)

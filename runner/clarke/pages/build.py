@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from clarke.pages import jpeg, layout
-from clarke.pages.models import PageSpec, Units
+from clarke.pages.models import PageSpec, Registry, Units
 
 MANIFEST = "manifest.json"
 MANIFEST_VERSION = 1
@@ -117,3 +117,12 @@ def build(
     path = out / MANIFEST
     _write(path, (json.dumps(manifest, indent=2) + "\n").encode())
     return path
+
+
+def build_named(
+    out: Path, page_names: list[str], registry: Registry, units: Units
+) -> dict[str, dict[str, object]]:
+    """Build the named pages (a session's) into `out`; the manifest entries by name."""
+    specs = [registry.page_by_name(n, units) for n in dict.fromkeys(page_names)]
+    manifest = json.loads(build(specs, out, units).read_text())
+    return {p["name"]: p for p in manifest["pages"]}

@@ -146,13 +146,17 @@ def study_figures(cells: list[CellSummary], family: str = DEFAULT_FAMILY) -> lis
     _, first, largest = FAMILIES[family]
     pair = f"{LABEL[first]} and {LABEL[largest]}"
 
+    several_browsers = len({c.cell[6] for c in cells}) > 1
+
     def h(c: CellSummary) -> str:
-        """The HTTP version, and the cross traffic beside the load and the PEP where
-        there was one (cells that differ only in them are separate series)."""
+        """The HTTP version; the cross traffic beside the load and the PEP where there was
+        one; with more than one browser, the browser too (cells that differ only in them
+        are separate series)."""
         label = HTTP_LABEL.get(c.cell[1], c.cell[1])
-        crossing, pep = (*c.cell[6:8], "none", "none")[:2]
+        crossing, pep, browser = c.cell[6:9]
         label = label if crossing == "none" else f"{label} + {crossing}"
-        return label if pep == "none" else f"{label}, PEP {pep}"
+        label = label if pep == "none" else f"{label}, PEP {pep}"
+        return f"{label} {browser}" if several_browsers else label
 
     candidates = [
         lines(

@@ -14,7 +14,7 @@ from clarke.report.timeline import timeline_figures
 from clarke.results import store
 from clarke.results.metric_families import DEFAULT_FAMILY, DESCRIPTION, FAMILIES, LABEL
 from clarke.results.record import RunRecord, Status
-from clarke.results.summary import final_attempts, summarise
+from clarke.results.summary import CELL_KEYS, final_attempts, summarise
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em}
@@ -86,10 +86,23 @@ CONNECTION_METRICS = (
 )
 
 
-def _coordinates(cell: tuple[str, ...]) -> tuple[str, ...]:
-    """A cell's coordinates as the tables show them: the text ones (cross traffic and
-    PEP last of them), then the connections per server, where the numbers start."""
-    return (*cell[:5], *cell[6:], cell[5])
+def _coordinates(cell: tuple[str, ...], browsers: bool) -> list[str]:
+    """A cell's coordinates for a table: the text ones first (the browser only when the
+    results hold more than one), then the connections per server, where numbers start."""
+    named = dict(zip(CELL_KEYS, cell, strict=True))
+    keys = [k for k in CELL_KEYS if k not in ("connections", "browser")]
+    keys += ["browser", "connections"] if browsers else ["connections"]
+    return [_e(named[k]) for k in keys]
+
+
+def _heads(browsers: bool) -> list[str]:
+    """The text columns of _coordinates(), in its order."""
+    head = ["profile", "http", "cc", "model", "size", "cross traffic", "pep"]
+    return head + (["browser"] if browsers else [])
+
+
+def _several_browsers(records: list[RunRecord]) -> bool:
+    return len({r.browser for r in records}) > 1
 
 
 def _connections(records: list[RunRecord]) -> str:
@@ -98,22 +111,22 @@ def _connections(records: list[RunRecord]) -> str:
     cells = [c for c in summarise(records, tuple(m for m, _, _ in CONNECTION_METRICS)) if c.metrics]
     if not cells:
         return "<p>No load in these results carries per-connection rows.</p>"
+    browsers = _several_browsers(records)
     rows = []
     for c in cells:
-        row = [_e(x) for x in _coordinates(c.cell)] + [str(c.ok)]
+        row = [*_coordinates(c.cell, browsers), str(c.ok)]
         for m, _, digits in CONNECTION_METRICS:
             s = c.metrics.get(m)
             row.append(_num(s.median, digits) if s else "-")
         rows.append(row)
-    head = ["profile", "http", "cc", "model", "size", "cross traffic", "pep", "per server"]
-    head += ["loads"]
+    head = [*_heads(browsers), "per server", "loads"]
     head += [f"{label} (median)" for _, label, _ in CONNECTION_METRICS]
     return (
         "<p>Per cell, the medians over successful loads of: the connections that carried "
         "requests, the most open and the most requests outstanding at once, and the "
         "connections' summed idle time (open, nothing in flight). One row per connection "
         "is in the journal (details.per_connection) and InfluxDB (`connection`); "
-        "docs/metrics.md defines each.</p>" + _table(head, rows, 7)
+        "docs/metrics.md defines each.</p>" + _table(head, rows, len(_heads(browsers)))
     )
 
 
@@ -148,9 +161,10 @@ def build(results_dir: Path, family: str = DEFAULT_FAMILY) -> str:
         or "<p>No cell has the data for the study's figures.</p>",
         "<h2>Summary per cell</h2>",
     ]
+    browsers = _several_browsers(records)
     rows = []
     for c in cells:
-        row = [_e(x) for x in _coordinates(c.cell)] + [str(c.ok), str(c.failed)]
+        row = [*_coordinates(c.cell, browsers), str(c.ok), str(c.failed)]
         for m in metrics:
             s = c.metrics.get(m)
             row += (
@@ -165,11 +179,10 @@ def build(results_dir: Path, family: str = DEFAULT_FAMILY) -> str:
                 else ["-"] * 3
             )
         rows.append(row)
-    head = ["profile", "http", "cc", "model", "size", "cross traffic", "pep", "connections"]
-    head += ["ok", "failed"]
+    head = [*_heads(browsers), "connections", "ok", "failed"]
     for m in metrics:
         head += [f"{LABEL[m]} mean ms", "median", "95 % CI"]
-    parts.append(_table(head, rows, 7))
+    parts.append(_table(head, rows, len(_heads(browsers))))
     parts += ["<h2>Protocol overhead</h2>", _overhead(final)]
     parts += ["<h2>Connections</h2>", _connections(records)]
     parts += [

@@ -293,7 +293,7 @@ def connection_points(records: list[RunRecord]) -> list[Point]:
         for row in r.details.get("per_connection") or []:
             p = Point("connection").tag("campaign", r.campaign).tag("campaign_id", r.campaign_id)
             p = p.tag("run_id", r.run_id).tag("attempt", str(r.attempt))
-            for tag in ("profile", "http", "cc", "page"):
+            for tag in ("profile", "http", "cc", "page", "browser"):
                 p = p.tag(tag, str(getattr(r, tag)))
             p = p.tag("conn_id", str(row.get("id"))).tag("protocol", str(row.get("protocol")))
             for key in CONNECTION_FIELDS:

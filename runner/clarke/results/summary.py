@@ -19,8 +19,18 @@ METRICS = FAMILIES[DEFAULT_FAMILY]
 ALL_FAMILY_METRICS = tuple(dict.fromkeys(m for ms in FAMILIES.values() for m in ms))
 # A cell's coordinates, each as text: `connections` is the connections per server,
 # `cross_traffic` the label of what else crossed the link (campaign/cross.py), `pep` the
-# performance-enhancing proxy (none without one).
-CELL_KEYS = ("profile", "http", "cc", "model", "size", "connections", "cross_traffic", "pep")
+# performance-enhancing proxy (none without one), `browser` the client's browser.
+CELL_KEYS = (
+    "profile",
+    "http",
+    "cc",
+    "model",
+    "size",
+    "connections",
+    "cross_traffic",
+    "pep",
+    "browser",
+)
 
 
 def cell_of(r: RunRecord) -> tuple[str, ...]:

@@ -45,7 +45,7 @@ from clarke.run.loop import Outcome, RecordContext, TestbedGone, execute, finish
 from clarke.run.schedule import LinkCheck, schedule
 from clarke.run.session import Session, Substrate
 from clarke.testbed.substrate import NetnsSubstrate
-from clarke.vocab import PEP_NONE, SUBSTRATES, Engine
+from clarke.vocab import PEP_NONE, SUBSTRATES, Browser, Engine
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +108,12 @@ def preflight(
 
 
 def check_browser(c: Campaign) -> None:
-    """The campaign's browser and engine, installed here (exit 3)."""
-    Firefox(c.browser.binary).check_environment()
+    """The campaign's browsers and engine, installed here (exit 3)."""
+    wanted = {b.value for _, _, m in c.matrices() for b in m.browser or [Browser.firefox]}
+    if "firefox" in wanted:
+        Firefox(c.browser.binary).check_environment()
+    if "chromium" in wanted:
+        registry.get("client", "chromium").check_environment()
     if c.browser.engine is Engine.browsertime:
         browsertime_engine.find_browsertime()
 

@@ -138,7 +138,8 @@ def to_record(
         engine=result.engine or ctx.engine,
         browser=result.browser,
         browser_version=result.browser_version,
-        implementations=implementations,
+        # The client agent serves every browser: the load's is the client's implementation.
+        implementations={**implementations, "client": result.browser},
         versions=versions,
         git_rev=ctx.git_rev,
         shard=ctx.shard,
@@ -153,6 +154,11 @@ def to_record(
             "wall_ms": result.wall_ms,
             **details,
             "resources": (result.raw or {}).get("resources", []),
+            # Chromium's NetLog: its own QUIC congestion control (what it sends) and the
+            # addresses it reached; the server's congestion control is server_cc.
+            **(
+                {"browser_netlog": result.raw["netlog"]} if (result.raw or {}).get("netlog") else {}
+            ),
         },
     )
 

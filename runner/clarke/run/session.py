@@ -15,7 +15,6 @@ reason; `check_link` measures the link against its profile.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import shutil
 import time
@@ -24,13 +23,23 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Protocol
 
+from pydantic import ValidationError
+
 from clarke import profiles, tls
 from clarke.agent.agents import Agents, Applied, LinkStopped
-from clarke.browser.load import ExpectedObject, LoadRequest, LoadResult, is_http
+from clarke.browser.load import (
+    BrowserName,
+    ExpectedObject,
+    Http,
+    LoadRequest,
+    LoadResult,
+    is_browser,
+    is_http,
+)
 from clarke.campaign.cross import CrossTraffic
 from clarke.campaign.model import SlotPhase
 from clarke.campaign.plan import Run
-from clarke.errors import ClarkeError, InputError
+from clarke.errors import ClarkeError, InputError, UnknownName, ValidationFailed
 from clarke.pages import build as page_build
 from clarke.pages.models import Registry, Units
 from clarke.place.plan import Addresses
@@ -42,8 +51,10 @@ from clarke.run.captures import CapturePolicy
 from clarke.run.pep import pep_body, pep_metrics, pep_verdict
 from clarke.run.verdicts import link_overhead, link_verdict, server_verdict
 from clarke.schedules import Schedule
+from clarke.schema import problems_of
 from clarke.timing import Phases
 from clarke.vocab import (
+    BROWSERS,
     HTTP_VERSIONS,
     LINK_ROLES,
     PEP_NONE,
@@ -82,15 +93,6 @@ class Substrate(Protocol):
     def close(self) -> None: ...
 
 
-def build_pages(
-    out: Path, page_names: list[str], registry: Registry, units: Units
-) -> dict[str, Any]:
-    """Build the pages a session serves; returns the manifest entries by page name."""
-    specs = [registry.page_by_name(n, units) for n in dict.fromkeys(page_names)]
-    manifest = json.loads(page_build.build(specs, out, units).read_text())
-    return {p["name"]: p for p in manifest["pages"]}
-
-
 class Session:
     """`start()` brings the roles up, `close()` always undoes it."""
 
@@ -110,6 +112,7 @@ class Session:
         slot_phase: SlotPhase | None = None,
         repetitions: int = 1,
         positions: dict[int, tuple[int, int]] | None = None,
+        browser: str = "firefox",
     ) -> None:
         """`roles_only`: no pages, no client (the link and the server only); `capture`:
         which loads keep a capture, where (run/captures.py)."""
@@ -117,6 +120,7 @@ class Session:
         self.page_names = page_names
         self.registry, self.units = registry or Registry.default(), units
         self.engine, self.firefox, self.window = engine, firefox, window
+        self.browser = browser  # a load's browser when its run names none
         self.timeout_s = timeout_s
         self.roles_only = roles_only
         self.capture = capture
@@ -142,7 +146,7 @@ class Session:
                 self._check_browser()
                 self._check_server_delays()
             if not self.roles_only:
-                self.pages = build_pages(
+                self.pages = page_build.build_named(
                     self.substrate.pages_dir, self.page_names, self.registry, self.units
                 )
             view = self.agents.link()
@@ -256,8 +260,8 @@ class Session:
                 f"PEP {name}: PEPs run on the netns substrate only (the compose images carry "
                 "no PEP; docs/peps.md)"
             )
-        if name == PEP_NONE and not self._has_pep_routes():
-            return None  # compose: no PEP to stop
+        if name == PEP_NONE and self.substrate.name != "netns":
+            return None  # compose: the stations' agents host no PEP, none to stop
         profile = profiles.read(self.profile[0]) if self.profile else None
         if profile is None:
             raise ClarkeError("a PEP is configured for the link profile in force: none yet")
@@ -275,13 +279,32 @@ class Session:
         connections: int,
         prefs: Mapping[str, bool | int] | None = None,
         capture_max_bytes: int = 0,
+        browser: str | None = None,
     ) -> LoadRequest:
         if not is_http(http):
             raise InputError(f"{http!r} is not an HTTP version ({', '.join(HTTP_VERSIONS)})")
+        browser = browser or self.browser
+        if not is_browser(browser):
+            raise UnknownName("browser", browser, list(BROWSERS))
         entry = self.pages[page]
+        try:
+            return self._request(entry, http, browser, connections, prefs, capture_max_bytes)
+        except ValidationError as e:  # what the browser cannot honour, named
+            raise ValidationFailed("load request", problems_of(e)) from None
+
+    def _request(
+        self,
+        entry: dict[str, Any],
+        http: Http,
+        browser: BrowserName,
+        connections: int,
+        prefs: Mapping[str, bool | int] | None,
+        capture_max_bytes: int,
+    ) -> LoadRequest:
         return LoadRequest(
             url=f"https://{HOST}/{entry['path']}",
             http=http,
+            browser=browser,
             connections=connections,
             window=self.window,
             timeout_s=self.timeout_s,
@@ -313,6 +336,7 @@ class Session:
             capture_label=f"{run.run_id}-a{attempt}",
             slot_phase_s=aim,
             pep=run.pep,
+            browser=run.browser,
         )
 
     def _link_failure(self) -> str:
@@ -333,11 +357,14 @@ class Session:
         capture_label: str = "load",
         slot_phase_s: float | None = None,
         pep: str = PEP_NONE,
+        browser: str | None = None,
     ) -> tuple[LoadResult, dict[str, Any]]:
         """One verified load; with the session's capture policy, the load's capture is
         written under `capture_label` (details["capture"] says what was kept). `pep`:
-        the PEP the stations must run (ensure_pep puts it in force), verified."""
+        the PEP the stations must run (ensure_pep puts it in force), verified; `browser`:
+        the session's when None."""
         agents = self._agents()
+        browser = browser or self.browser
         details: dict[str, Any] = {"substrate": self.substrate.name, "pep": {"name": pep}}
         if self.profile is not None:
             details["link"] = {"profile": self.profile[0], "profile_sha256": self.profile[1]}
@@ -347,19 +374,21 @@ class Session:
                 f"the server ({self.implementations.get('server')}) has no "
                 f"{CongestionControl(cc).quic} for QUIC (it offers {offered}): not loaded"
             )
-            return LoadResult.failed(self.engine, reason), details
+            return LoadResult.failed(self.engine, reason, browser=browser), details
         t = Phases()
         with t.phase("link_before"):
             failure = self._link_failure()
         if failure:
-            return LoadResult.failed(self.engine, failure), details
+            return LoadResult.failed(self.engine, failure, browser=browser), details
         capture = self.capture if self.capture and self.capture.active else None
-        req = self.request(page, http, connections, prefs, capture.max_bytes if capture else 0)
+        req = self.request(
+            page, http, connections, prefs, capture.max_bytes if capture else 0, browser
+        )
         with t.phase("reset_stats"):
             agents["server"].reset_stats()
             for role in LINK_ROLES:
                 agents[role].reset_stats()
-            if self._has_pep_routes():
+            if self.substrate.name == "netns":
                 for role in PEP_ROLES:
                     agents[role].pep_reset_stats()
         if capture:
@@ -418,7 +447,7 @@ class Session:
         details["metrics"] |= {
             k: v for k, v in details["timeline"].items() if k in ("link_time_s", "slot_phase_s")
         }
-        if self._has_pep_routes():
+        if self.substrate.name == "netns":
             with t.phase("pep_stats"):
                 stations = {role: agents[role].pep_stats() for role in PEP_ROLES}
             details["pep"]["stations"] = stations
@@ -452,26 +481,12 @@ class Session:
         details["phases_ms"] = {"runner": t.ms, "client": result.phases_ms}
         return result.model_copy(update={"captured": None}), details
 
-    def _has_pep_routes(self) -> bool:
-        """Whether the stations' agents host a PEP (netns: yes; compose: an older image
-        may not, and then runs without one)."""
-        return self.substrate.name == "netns"
-
     def _navigate_at(self, phase_s: float) -> float | None:
         """The wall-clock time (Unix ms) of the first link time at `phase_s` into a slot
         that leaves the browser NAVIGATION_LEAD_S to start; None without a link clock."""
-        schedule = self._schedule()
         asked = time.time() * 1000
         state = (self._agents()["gateway"].stats().get("forward") or {}).get("schedule") or {}
-        link_ms = state.get("link_time_ms")
-        if schedule is None or not schedule.slot_s or not isinstance(link_ms, int | float):
-            return None
-        slot_ms, phase_ms = schedule.slot_s * 1000, phase_s * 1000
-        earliest = link_ms + NAVIGATION_LEAD_S * 1000
-        target = (earliest - phase_ms) // slot_ms * slot_ms + phase_ms
-        if target < earliest:
-            target += slot_ms
-        return asked + (target - link_ms)
+        return timeline.navigate_at(self._schedule(), state, asked, phase_s, NAVIGATION_LEAD_S)
 
     def _schedule(self) -> Schedule | None:
         """The schedule of the profile in force, if it has one."""
@@ -551,7 +566,7 @@ class Session:
         """The link check of a campaign: `profile_name` on the link (applied if it is not
         in force), measured; a record for meta.json."""
         self.ensure_profile(profile_name)
-        if self._has_pep_routes():
+        if self.substrate.name == "netns":
             self.ensure_pep(PEP_NONE, "cubic")  # the link's own figures: TCP not split
         prof = profiles.read(profile_name)
         self.stop_cross()  # the link is measured alone
@@ -582,4 +597,4 @@ class Session:
         }
 
 
-__all__ = ["LINK_CHECKS", "LinkStopped", "Session", "Substrate", "build_pages"]
+__all__ = ["LINK_CHECKS", "LinkStopped", "Session", "Substrate"]

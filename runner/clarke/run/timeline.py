@@ -84,3 +84,24 @@ def at_navigation(
     if schedule.slot_s:
         out["slot_phase_s"] = (at_nav_ms / 1000) % schedule.slot_s
     return out
+
+
+def navigate_at(
+    schedule: Schedule | None,
+    state: dict[str, Any],
+    asked_unix_ms: float,
+    phase_s: float,
+    lead_s: float,
+) -> float | None:
+    """The wall-clock time (Unix ms) of the first link time at `phase_s` into a slot
+    that leaves the browser `lead_s` to start, from the gateway's schedule `state` read
+    at `asked_unix_ms`; None without a slotted schedule or a link clock."""
+    link_ms = state.get("link_time_ms")
+    if schedule is None or not schedule.slot_s or not isinstance(link_ms, int | float):
+        return None
+    slot_ms, phase_ms = schedule.slot_s * 1000, phase_s * 1000
+    earliest = link_ms + lead_s * 1000
+    target = (earliest - phase_ms) // slot_ms * slot_ms + phase_ms
+    if target < earliest:
+        target += slot_ms
+    return asked_unix_ms + (target - link_ms)
