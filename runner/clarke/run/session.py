@@ -395,10 +395,11 @@ class Session:
             with t.phase("capture_start"):
                 agents[captures.AT_ROLE].capture_start(capture.max_bytes)
         if slot_phase_s is not None:
-            with t.phase("aim"):
-                req = req.model_copy(
-                    update={"navigate_at_unix_ms": self._navigate_at(slot_phase_s)}
-                )
+            with t.phase("aim"):  # the client waits briefly (browser start): the rest here
+                at = self._navigate_at(slot_phase_s)
+                if at is not None:
+                    time.sleep(max(0.0, at / 1000 - time.time() - NAVIGATION_LEAD_S - 5))
+                req = req.model_copy(update={"navigate_at_unix_ms": at})
             details["aimed_slot_phase_s"] = slot_phase_s
         link_capture: dict[str, Any] | None = None
         crossing = self.cross.before_load() if self.cross else None
@@ -482,8 +483,7 @@ class Session:
         return result.model_copy(update={"captured": None}), details
 
     def _navigate_at(self, phase_s: float) -> float | None:
-        """The wall-clock time (Unix ms) of the first link time at `phase_s` into a slot
-        that leaves the browser NAVIGATION_LEAD_S to start; None without a link clock."""
+        """When to navigate (Unix ms): run/timeline.navigate_at."""
         asked = time.time() * 1000
         state = (self._agents()["gateway"].stats().get("forward") or {}).get("schedule") or {}
         return timeline.navigate_at(self._schedule(), state, asked, phase_s, NAVIGATION_LEAD_S)
