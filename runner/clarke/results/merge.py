@@ -127,6 +127,16 @@ def check(shards: list[Shard]) -> None:
         )
 
 
+def _same_runs(recorded: list[dict[str, Any]], expanded: list[dict[str, Any]]) -> bool:
+    """A shard's plan.json runs against the campaign's expansion, on the fields the shard
+    recorded: a plan written before an axis existed (cross traffic, PEP, browser) lacks
+    its key, and its run ids, which carry every axis a campaign uses, say it was not
+    used."""
+    return len(recorded) == len(expanded) and all(
+        r == {k: e.get(k) for k in r} for r, e in zip(recorded, expanded, strict=True)
+    )
+
+
 def merge(dirs: list[Path], out: Path) -> Merged:
     if not dirs:
         raise InputError("no shard directories given")
@@ -147,7 +157,7 @@ def merge(dirs: list[Path], out: Path) -> Merged:
     for s in shards:
         label = _parse_label(s)
         want = [r for r in full if label is None or r["index"] % label[1] == label[0] - 1]
-        if s.plan.get("runs") != want:
+        if not _same_runs(s.plan.get("runs") or [], want):
             raise InputError(
                 f"{s.path}: its plan is not shard {s.label or '-'} of the campaign's plan "
                 "(run with another Clarke version or plan order?)"
@@ -197,13 +207,15 @@ def merge(dirs: list[Path], out: Path) -> Merged:
     }
     if len(finished) == len(shards):
         meta["finished_at"] = max(finished)
+    recorded = {r["index"]: r for s in shards for r in s.plan.get("runs") or []}
     merged_plan = {
         "campaign": first.plan.get("campaign"),
         "order": first.plan.get("order"),
         "seed": first.plan.get("seed"),
         "count": len(full),
         "shard": "",
-        "runs": full,
+        # The runs as the shards recorded them (the expansion only for a missing shard's).
+        "runs": [recorded.get(r["index"], r) for r in full],
     }
     d = store.create(out.parent, out.name, campaign_file, merged_plan, meta)
     with Journal.in_dir(d) as journal:
