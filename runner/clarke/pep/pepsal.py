@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from clarke.errors import EnvironmentProblem
-from clarke.pep import parse_settings, tproxy
+from clarke.pep import tproxy
+from clarke.pep.process import TproxyPepProcess
 from clarke.place import Place, procs
 from clarke.roles import Implementation, RoleProcess
 from clarke.vocab import PEP_ROLES
@@ -84,17 +85,16 @@ def _ip(text: str) -> str:
     return str(address)
 
 
-class PepsalProcess:
+class PepsalProcess(TproxyPepProcess):
     implementation = "pepsal"
 
     def __init__(self, place: Place, binary: Path) -> None:
-        self.place, self.binary, self.role = place, binary, place.role
-        self.children = procs.Children()
+        super().__init__(place, binary)
         self.log = place.run_dir / "pepsal-syntab.log"
-        self.settings: dict[str, Any] | None = None
         self._seen: set[str] = set()  # connections counted before the last reset
 
     def _start(self, settings: dict[str, Any]) -> None:
+        # PEPsal sizes its buffers itself: hop_buffer_bytes is kept as asked, not applied.
         place = self.place
         place.run_dir.mkdir(parents=True, exist_ok=True)
         self.log.unlink(missing_ok=True)
@@ -109,29 +109,6 @@ class PepsalProcess:
             raise EnvironmentProblem(f"pepsal exited during start-up ({popen.returncode}): {tail}")
         tproxy.install(place, PEPSAL_PORT)
         self.settings = settings
-
-    def health(self) -> dict[str, Any]:
-        return {"implementation": self.implementation, "running": self.settings is not None}
-
-    def state(self) -> dict[str, Any]:
-        return {
-            "pep": self.implementation,
-            "running": self.problem() is None,
-            **(self.settings or {}),
-        }
-
-    def configure(self, body: dict[str, Any]) -> dict[str, Any]:
-        settings = parse_settings(body)
-        # PEPsal sizes its buffers itself: the setting is kept as asked, not applied.
-        if settings == self.settings and self.problem() is None:
-            return {"applied": False, "state": self.state()}
-        self.stop()
-        try:
-            self._start(settings)
-        except BaseException:
-            self.stop()
-            raise
-        return {"applied": True, "state": self.state()}
 
     def _connections(self) -> list[dict[str, str]]:
         try:
@@ -152,14 +129,6 @@ class PepsalProcess:
         tproxy.reset_counters(self.place)
         self._seen = {c["accepted_from"] for c in self._connections()}
         return {"ok": True}
-
-    def problem(self) -> str | None:
-        return self.children.exited()
-
-    def stop(self) -> None:
-        tproxy.remove(self.place)
-        self.children.stop()
-        self.settings = None
 
 
 class Pepsal(Implementation):

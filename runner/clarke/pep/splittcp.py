@@ -14,8 +14,9 @@ from typing import Any
 
 from clarke import paths
 from clarke.errors import ClarkeError, EnvironmentProblem
-from clarke.pep import parse_settings, tproxy
+from clarke.pep import tproxy
 from clarke.pep.control import answers, ask
+from clarke.pep.process import TproxyPepProcess
 from clarke.place import Place, procs
 from clarke.roles import Implementation, RoleProcess
 
@@ -38,14 +39,12 @@ def splittcp_binary() -> Path | None:
     return Path(found) if found else None
 
 
-class SplitTcpProcess:
+class SplitTcpProcess(TproxyPepProcess):
     implementation = "splittcp"
 
     def __init__(self, place: Place, binary: Path) -> None:
-        self.place, self.binary, self.role = place, binary, place.role
-        self.children = procs.Children()
+        super().__init__(place, binary)
         self.control = place.run_dir / "splittcp.sock"
-        self.settings: dict[str, Any] | None = None
 
     def _start(self, settings: dict[str, Any]) -> None:
         place = self.place
@@ -68,31 +67,6 @@ class SplitTcpProcess:
         tproxy.install(place, PEP_PORT)
         self.settings = settings
 
-    # --- the contract --------------------------------------------------------------------
-    def health(self) -> dict[str, Any]:
-        return {"implementation": self.implementation, "running": self.settings is not None}
-
-    def state(self) -> dict[str, Any]:
-        return {
-            "pep": self.implementation,
-            "running": self.problem() is None,
-            **(self.settings or {}),
-        }
-
-    def configure(self, body: dict[str, Any]) -> dict[str, Any]:
-        """Start splittcp with these settings, or restart it when they differ (between
-        loads: no connection is cut that a load needs)."""
-        settings = parse_settings(body)
-        if settings == self.settings and self.problem() is None:
-            return {"applied": False, "state": self.state()}
-        self.stop()
-        try:
-            self._start(settings)
-        except BaseException:
-            self.stop()
-            raise
-        return {"applied": True, "state": self.state()}
-
     def stats(self) -> dict[str, Any]:
         if self.settings is None:
             return {}
@@ -107,13 +81,8 @@ class SplitTcpProcess:
         tproxy.reset_counters(self.place)
         return ask(self.control, {"cmd": "reset_stats"})
 
-    def problem(self) -> str | None:
-        return self.children.exited()
-
     def stop(self) -> None:
-        tproxy.remove(self.place)
-        self.children.stop()
-        self.settings = None
+        super().stop()
         self.control.unlink(missing_ok=True)
 
 
