@@ -56,7 +56,10 @@ CONF
   say "InfluxDB keeps running for Grafana and later pushes; stop it with: kill \$(cat build/influxdb/influxd.pid)"
 fi
 
-uv run clarke run campaigns/demo.yaml --influx "${INFLUX_URL}/clarke" --results results
+# The demo is a first look: the quick link check (10 pings, 5 s of iperf3 each way) is
+# enough to show the link is the profile's; campaigns meant for results keep the full one.
+uv run clarke run campaigns/demo.yaml --influx "${INFLUX_URL}/clarke" --results results \
+  --link-check quick
 latest=$(ls -1dt results/demo-* | head -n 1)
 uv run clarke report "$latest"
 say "results: $latest (journal.jsonl, report.html); InfluxDB: ${INFLUX_URL}, database clarke"
