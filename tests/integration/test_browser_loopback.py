@@ -14,7 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from clarke.browser import browsertime_engine, selenium_engine
+from clarke.browser import (
+    browsertime_engine,
+    firefox,
+    prestart,
+    profile_template,
+    selenium_engine,
+)
 from clarke.browser.load import BrowserSetup, ExpectedObject, LoadRequest
 from clarke.pages.build import build
 from clarke.pages.models import Registry, Units
@@ -105,6 +111,21 @@ def test_load_over_http11_is_verified_with_every_metric(engine, site, http11: in
     assert set(result.protocols.values()) == {"http/1.1"} and len(result.protocols) == 9
     assert result.lcp_element == f"{PAGE}/o5.jpg"
     assert result.browser_version
+    assert result.profile == "template", result.profile
+
+
+def test_loads_never_write_into_the_profile_template(site, http11: int) -> None:  # type: ignore[no-untyped-def]
+    """The template Firefox made for this process holds only the kept files, and a load
+    (in a copy of it) changes none of them."""
+    binary = firefox.find_firefox()
+    template = profile_template.TEMPLATES.get(binary)
+    assert template is not None, profile_template.TEMPLATES.errors
+    assert {p.name for p in template.iterdir()} <= set(profile_template.TEMPLATE_FILES)
+    assert (template / "startupCache").is_dir()
+    before = {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in template.rglob("*")}
+    result = selenium_engine.load(_request(site[1], http11), _setup(http11))
+    assert result.status is Status.ok, result.reason
+    assert {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in template.rglob("*")} == before
 
 
 @pytest.mark.parametrize("engine", ENGINES, ids=[e.NAME for e in ENGINES])
@@ -117,3 +138,24 @@ def test_protocol_mismatch_is_a_failed_load_with_reason(engine, site, http10: in
     result = engine.load(_request(site[1], http10), _setup(http10))
     assert result.status is Status.failed
     assert result.reason == "asked for http/1.1, fell back to http/1.0: 9 of 9 resources"
+
+
+def test_the_next_load_takes_the_browser_started_for_it(site, http11: int) -> None:  # type: ignore[no-untyped-def]
+    """Three Selenium loads: the first announces the second's settings, so the second
+    takes a Firefox started while the first ended; the second announces other settings
+    than the third asks for, so the third starts its own. Every load is verified and
+    navigates only once its browser is quiet."""
+    req = _request(site[1], http11)
+    same = req.settings()
+    other = same.model_copy(update={"connections": 2})
+    first = selenium_engine.load(req.model_copy(update={"next_load": same}), _setup(http11))
+    second = selenium_engine.load(req.model_copy(update={"next_load": other}), _setup(http11))
+    third = selenium_engine.load(req, _setup(http11))
+    for result in (first, second, third):
+        assert result.status is Status.ok, result.reason
+        assert "quiet_wait" in result.phases_ms
+    assert "browser_start" in first.phases_ms and "start_next" in first.phases_ms
+    assert "browser_start" not in second.phases_ms
+    assert "ahead_browser_start" in second.phases_ms and second.profile == "template"
+    assert "browser_start" in third.phases_ms and "ahead_browser_start" not in third.phases_ms
+    assert prestart.SPARES.take(same) == (None, "")  # nothing left running

@@ -64,7 +64,9 @@ class FakeSession:
         self.events.append(f"{phase} {profile}")
         return {"phase": phase, "profile": profile, "passed": True}
 
-    def load(self, run: Run, attempt: int) -> tuple[LoadResult, dict[str, Any]]:
+    def load(
+        self, run: Run, attempt: int, next_run: Run | None = None
+    ) -> tuple[LoadResult, dict[str, Any]]:
         assert self.profile == run.profile and self.cc == run.cc
         what = (self.script.get(run.run_id) or ["ok"]).pop(0)
         self.events.append(f"load {run.run_id} {what}")

@@ -122,8 +122,7 @@ def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> 
         capture=req.capture_max_bytes > 0,
     )
     phases = Phases()
-    with phases.phase("profile"):
-        template = firefox.make_profile(setup.ca_cert, prefs, workdir)
+    template, made_from = firefox.profile_for_load(binary, setup.ca_cert, prefs, workdir, phases)
     out = Path(tempfile.mkdtemp(prefix="clarke-browsertime-", dir=workdir))
     capture = BrowserCapture(workdir) if req.capture_max_bytes else None
     try:
@@ -140,7 +139,7 @@ def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> 
             shutil.rmtree(out, ignore_errors=True)
             if capture is not None:
                 capture.remove()
-    return result.model_copy(update={"phases_ms": phases.ms})
+    return result.model_copy(update={"phases_ms": phases.ms, "profile": made_from})
 
 
 def _load_chromium(req: LoadRequest, setup: BrowserSetup, workdir: Path | None) -> LoadResult:

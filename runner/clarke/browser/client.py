@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from clarke import __version__
-from clarke.browser import browsertime_engine, chromium, firefox, selenium_engine
+from clarke.browser import browsertime_engine, chromium, firefox, prestart, selenium_engine
 from clarke.browser.load import BrowserSetup, LoadRequest, LoadResult
 from clarke.errors import ClarkeError, UnknownName
 from clarke.place import Place
@@ -85,7 +85,7 @@ class BrowserClient:
         return None
 
     def stop(self) -> None:
-        pass
+        prestart.SPARES.discard()
 
     def load(self, body: dict[str, Any], engine: str) -> dict[str, Any]:
         """One page load; InputError (nothing started) for an unknown engine or a body
@@ -94,6 +94,8 @@ class BrowserClient:
             raise UnknownName("engine", engine, list(ENGINES))
         req = LoadRequest.for_agent(body, self.setup)
         self.loads += 1
+        if engine != Engine.selenium:
+            prestart.SPARES.discard()  # only Selenium's loads start a browser ahead
         try:
             result = LOADERS[Engine(engine)](req, self.setup)
         except ClarkeError as e:

@@ -10,7 +10,9 @@ from pathlib import Path
 
 from clarke import sh
 from clarke.browser import prefs as firefox_prefs
+from clarke.browser import profile_template
 from clarke.errors import EnvironmentProblem
+from clarke.timing import Phases
 
 CANDIDATES = ("firefox-nightly", "firefox", "firefox-esr")
 CA_NICKNAME = "Clarke testbed CA"
@@ -83,14 +85,39 @@ def build_id(binary: str) -> str:
 
 
 def make_profile(
-    ca_cert: Path | None, prefs: dict[str, firefox_prefs.PrefValue], parent: Path | None = None
+    ca_cert: Path | None,
+    prefs: dict[str, firefox_prefs.PrefValue],
+    parent: Path | None = None,
+    template: Path | None = None,
 ) -> Path:
-    """A new, empty profile: an NSS database trusting only the testbed CA (besides
-    Firefox's built-in roots) and a user.js with the load's preferences."""
+    """A new profile: Firefox's start-up caches from `template` (profile_template.py:
+    nothing a page or a connection writes), an NSS database trusting only the testbed CA
+    (besides Firefox's built-in roots) and a user.js with the load's preferences."""
     profile = Path(tempfile.mkdtemp(prefix="clarke-profile-", dir=parent))
+    if template is not None:
+        profile_template.seed(profile, template)
     if ca_cert is not None:
         db = f"sql:{profile}"
         sh.run(["certutil", "-N", "-d", db, "--empty-password"])
         sh.run(["certutil", "-A", "-d", db, "-n", CA_NICKNAME, "-t", "C,,", "-i", str(ca_cert)])
     (profile / "user.js").write_text(firefox_prefs.user_js(prefs))
     return profile
+
+
+def profile_for_load(
+    binary: str,
+    ca_cert: Path | None,
+    prefs: dict[str, firefox_prefs.PrefValue],
+    parent: Path | None,
+    phases: Phases,
+) -> tuple[Path, str]:
+    """A load's new profile, seeded from the client's template for `binary` where there
+    is one (made on the first load: phase profile_template), and what it was made from:
+    "template", or "empty: <why>" (LoadResult.profile)."""
+    with phases.phase("profile_template"):
+        template = profile_template.TEMPLATES.get(binary, parent)
+    with phases.phase("profile"):
+        profile = make_profile(ca_cert, prefs, parent, template)
+    if template is not None:
+        return profile, "template"
+    return profile, f"empty: {profile_template.TEMPLATES.errors.get(binary, 'no template')}"

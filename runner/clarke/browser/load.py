@@ -112,50 +112,24 @@ def is_browser(name: str) -> TypeGuard[BrowserName]:
     return name in get_args(BrowserName)
 
 
-class LoadRequest(BaseModel):
-    """POST /load's body. Validated against the agent's setup with
-    `LoadRequest.for_agent`; unknown fields are refused."""
+class BrowserSettings(BaseModel):
+    """What a load asks of its browser before it starts: two loads with equal settings
+    can use browsers started alike (browser/prestart.py)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    url: Annotated[StrictStr, Field(max_length=2048)]
     http: Http
     browser: BrowserName = "firefox"
     connections: Annotated[StrictInt, Field(ge=1, le=256)] = 6
     window: tuple[Pixels, Pixels] = (1366, 768)
-    timeout_s: Annotated[float, Field(strict=True, gt=0, le=3600)] = 180.0
-    settle_ms: Annotated[StrictInt, Field(ge=0, le=60_000)] = 250
-    expected_objects: Annotated[list[ExpectedObject], Field(max_length=10_000)] = Field(
-        default_factory=list
-    )
-    lcp_candidates: Annotated[
-        list[Annotated[StrictStr, Field(max_length=1024)]], Field(max_length=10_000)
-    ] = Field(default_factory=list)
     # Overrides of Firefox preferences, prefs.OVERRIDABLE_PREFIXES only (no strings: no
     # file, no URL, no program).
     prefs: Annotated[dict[str, StrictBool | StrictInt], Field(max_length=64)] = Field(
         default_factory=dict
     )
-    # Bytes of key log and qlog files to send back (browser/capture.py); 0: no capture.
-    capture_max_bytes: Annotated[StrictInt, Field(ge=0, le=512_000_000)] = 0
-    # Navigate at this wall-clock time (Unix ms), once the browser is up, so that the
-    # load starts at a chosen point of the link's schedule; at once when it has passed.
-    # The client waits at most MAX_NAVIGATION_WAIT_S.
-    navigate_at_unix_ms: Annotated[float, Field(strict=False, gt=0, allow_inf_nan=False)] | None = (
-        None
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_paths(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            for key, why in NOT_IN_A_REQUEST.items():
-                if key in data:
-                    raise ValueError(f"{key}: not accepted in a load request: {why}")
-        return data
 
     @model_validator(mode="after")
-    def _what_chromium_honours(self) -> LoadRequest:
+    def _what_chromium_honours(self) -> BrowserSettings:
         if self.browser == "chromium":
             if self.connections != CHROMIUM_CONNECTIONS:
                 raise ValueError(
@@ -166,18 +140,57 @@ class LoadRequest(BaseModel):
                 raise ValueError("prefs: Firefox preferences; Chromium takes none")
         return self
 
-    @field_validator("url")
-    @classmethod
-    def _url(cls, url: str, info: ValidationInfo) -> str:
-        setup = (info.context or {}).get("setup")
-        return check_url(url, setup if isinstance(setup, BrowserSetup) else None)
-
     @field_validator("prefs")
     @classmethod
     def _prefs(cls, prefs: dict[str, bool | int]) -> dict[str, bool | int]:
         for name, value in prefs.items():
             firefox_prefs.check_override(name, value)
         return prefs
+
+
+class LoadRequest(BrowserSettings):
+    """POST /load's body. Validated against the agent's setup with
+    `LoadRequest.for_agent`; unknown fields are refused."""
+
+    url: Annotated[StrictStr, Field(max_length=2048)]
+    timeout_s: Annotated[float, Field(strict=True, gt=0, le=3600)] = 180.0
+    settle_ms: Annotated[StrictInt, Field(ge=0, le=60_000)] = 250
+    expected_objects: Annotated[list[ExpectedObject], Field(max_length=10_000)] = Field(
+        default_factory=list
+    )
+    lcp_candidates: Annotated[
+        list[Annotated[StrictStr, Field(max_length=1024)]], Field(max_length=10_000)
+    ] = Field(default_factory=list)
+    # Bytes of key log and qlog files to send back (browser/capture.py); 0: no capture.
+    capture_max_bytes: Annotated[StrictInt, Field(ge=0, le=512_000_000)] = 0
+    # Navigate at this wall-clock time (Unix ms), once the browser is up, so that the
+    # load starts at a chosen point of the link's schedule; at once when it has passed.
+    # The client waits at most MAX_NAVIGATION_WAIT_S.
+    navigate_at_unix_ms: Annotated[float, Field(strict=False, gt=0, allow_inf_nan=False)] | None = (
+        None
+    )
+    # What the runner's next load will ask of its browser, if it knows: the client may
+    # start that browser once this load's page is measured (browser/prestart.py).
+    next_load: BrowserSettings | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_paths(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key, why in NOT_IN_A_REQUEST.items():
+                if key in data:
+                    raise ValueError(f"{key}: not accepted in a load request: {why}")
+        return data
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, url: str, info: ValidationInfo) -> str:
+        setup = (info.context or {}).get("setup")
+        return check_url(url, setup if isinstance(setup, BrowserSetup) else None)
+
+    def settings(self) -> BrowserSettings:
+        """What this load asks of its browser (BrowserSettings' fields)."""
+        return BrowserSettings(**{k: getattr(self, k) for k in BrowserSettings.model_fields})
 
     @classmethod
     def for_agent(cls, body: object, setup: BrowserSetup) -> LoadRequest:
@@ -202,6 +215,9 @@ class LoadResult(BaseModel):
     raw: dict[str, Any] = Field(default_factory=dict)
     captured: CapturedFiles | None = None  # with a request's capture_max_bytes
     phases_ms: dict[str, float] = Field(default_factory=dict)  # where the client's time went
+    # Firefox's profile: "template" (start-up caches copied in: browser/profile_template.py)
+    # or "empty: <why not>"; "" for Chromium, whose profile is always empty.
+    profile: str = ""
 
     @classmethod
     def failed(cls, engine: str, reason: str, **kw: Any) -> LoadResult:

@@ -4,19 +4,20 @@ client's network namespace (see the client role's agent: browser/client.py)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import time
 from collections.abc import Callable
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
 
-from clarke.browser import chromium, firefox
+from clarke.browser import chromium, firefox, prestart
 from clarke.browser import prefs as firefox_prefs
 from clarke.browser.capture import BrowserCapture
 from clarke.browser.load import (
     MAX_NAVIGATION_WAIT_S,
+    BrowserSettings,
     BrowserSetup,
     LoadRequest,
     LoadResult,
@@ -26,6 +27,7 @@ from clarke.browser.load import (
 from clarke.timing import Phases
 
 NAME = "selenium"
+log = logging.getLogger(__name__)
 COLLECT_JS = files("clarke.browser").joinpath("collect.js").read_text()
 
 
@@ -35,23 +37,74 @@ def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> 
     # be set before selenium is imported, hence the imports here.
     os.environ["SE_OFFLINE"] = "true"
     if req.browser == "chromium":
+        prestart.SPARES.discard()
         return _load_chromium(req, setup, workdir)
+    from selenium.common.exceptions import WebDriverException
+
+    phases = Phases()
+    capture = BrowserCapture(workdir) if req.capture_max_bytes else None
+    started = time.monotonic()
+    # A capture's browser starts with the capture's environment: never one started ahead.
+    with phases.phase("browser_start_wait"):
+        ahead, why_not = (None, "") if capture else prestart.SPARES.take(req.settings())
+    if capture:
+        prestart.SPARES.discard()
+    try:
+        if ahead is not None:
+            browser = ahead
+            phases.ms |= {f"ahead_{name}": ms for name, ms in ahead.phases_ms.items()}
+        else:
+            try:
+                browser = _start_firefox(req, setup, workdir, phases, capture)
+            except WebDriverException as e:
+                return LoadResult.failed(NAME, f"could not start Firefox: {e.msg or e}".strip())
+
+        def start_next() -> None:
+            nxt = req.next_load
+            if nxt is not None and nxt.browser == "firefox" and not capture:
+                prestart.SPARES.prepare(
+                    nxt, lambda: _start_firefox(nxt, setup, workdir, Phases(), None)
+                )
+
+        try:
+            result = _drive(req, browser, started, phases, start_next)
+        finally:
+            with phases.phase("cleanup"):
+                shutil.rmtree(browser.profile, ignore_errors=True)
+        if capture is not None:
+            with phases.phase("capture"):
+                files = capture.collect(req.capture_max_bytes)
+            result = result.model_copy(update={"captured": files})
+    finally:
+        if capture is not None:
+            capture.remove()
+    if why_not:
+        log.info("Firefox started on demand: %s", why_not)
+    return result.model_copy(update={"phases_ms": phases.ms, "profile": browser.made_from})
+
+
+def _start_firefox(
+    settings: BrowserSettings,
+    setup: BrowserSetup,
+    workdir: Path | None,
+    phases: Phases,
+    capture: BrowserCapture | None,
+) -> prestart.Started:
+    """Firefox with a new profile for `settings`, up and ready to navigate."""
+    from selenium import webdriver
     from selenium.webdriver.firefox.options import Options
     from selenium.webdriver.firefox.service import Service
 
-    phases = Phases()
     binary = firefox.find_firefox(setup.firefox)
     prefs = firefox_prefs.layered(
-        req.http,
+        settings.http,
         setup.server_name,
         setup.server_port,
-        req.connections,
-        req.prefs,
-        capture=req.capture_max_bytes > 0,
+        settings.connections,
+        settings.prefs,
+        capture=capture is not None,
     )
-    with phases.phase("profile"):
-        profile = firefox.make_profile(setup.ca_cert, prefs, workdir)
-    capture = BrowserCapture(workdir) if req.capture_max_bytes else None
+    profile, made_from = firefox.profile_for_load(binary, setup.ca_cert, prefs, workdir, phases)
     opts = Options()
     opts.binary_location = binary
     for arg in (
@@ -59,8 +112,8 @@ def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> 
         "-no-remote",
         "-profile",
         str(profile),
-        f"--width={req.window[0]}",
-        f"--height={req.window[1]}",
+        f"--width={settings.window[0]}",
+        f"--height={settings.window[1]}",
     ):
         opts.add_argument(arg)
     service = Service(
@@ -68,22 +121,22 @@ def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> 
         log_output=str(profile / "geckodriver.log"),
         env=capture.env() if capture else None,
     )
-    started = time.monotonic()
     try:
-        result = _drive(req, _firefox_starter(opts, service), started, phases)
-        if capture is not None:
-            with phases.phase("capture"):
-                files = capture.collect(req.capture_max_bytes)
-            result = result.model_copy(update={"captured": files})
-    finally:
-        with phases.phase("cleanup"):
-            shutil.rmtree(profile, ignore_errors=True)
-            if capture is not None:
-                capture.remove()
-    return result.model_copy(update={"phases_ms": phases.ms})
+        with phases.phase("browser_start"):
+            driver = webdriver.Firefox(options=opts, service=service)
+    except BaseException:
+        shutil.rmtree(profile, ignore_errors=True)
+        raise
+    version = firefox.with_build(
+        str(driver.capabilities.get("browserVersion", "")),
+        str(driver.capabilities.get("moz:buildID", "")),
+    )
+    return prestart.Started(driver, profile, made_from, version, dict(phases.ms))
 
 
 def _load_chromium(req: LoadRequest, setup: BrowserSetup, workdir: Path | None) -> LoadResult:
+    from selenium import webdriver
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.chrome.options import Options
     from selenium.webdriver.chrome.service import Service
 
@@ -113,7 +166,14 @@ def _load_chromium(req: LoadRequest, setup: BrowserSetup, workdir: Path | None) 
     )
     started = time.monotonic()
     try:
-        result = _drive(req, _chromium_starter(opts, service), started, phases)
+        try:
+            with phases.phase("browser_start"):
+                driver = webdriver.Chrome(options=opts, service=service)
+        except WebDriverException as e:
+            return LoadResult.failed(NAME, f"could not start Chromium: {e.msg or e}".strip())
+        version = str(driver.capabilities.get("browserVersion", ""))
+        browser = prestart.Started(driver, profile, "", version)
+        result = _drive(req, browser, started, phases, lambda: None, label="Chromium")
         with phases.phase("netlog"):
             result = with_netlog(result, chromium.netlog_summary(netlog), req.url)
         if capture is not None:
@@ -128,44 +188,26 @@ def _load_chromium(req: LoadRequest, setup: BrowserSetup, workdir: Path | None) 
     return result.model_copy(update={"phases_ms": phases.ms, "browser": "chromium"})
 
 
-Starter = tuple[str, Callable[[], Any], Callable[[Any], str]]
-
-
-def _firefox_starter(opts: Any, service: Any) -> Starter:
-    from selenium import webdriver
-
-    def version(driver: Any) -> str:
-        return firefox.with_build(
-            str(driver.capabilities.get("browserVersion", "")),
-            str(driver.capabilities.get("moz:buildID", "")),
-        )
-
-    return "Firefox", lambda: webdriver.Firefox(options=opts, service=service), version
-
-
-def _chromium_starter(opts: Any, service: Any) -> Starter:
-    from selenium import webdriver
-
-    def version(driver: Any) -> str:
-        return str(driver.capabilities.get("browserVersion", ""))
-
-    return "Chromium", lambda: webdriver.Chrome(options=opts, service=service), version
-
-
-def _drive(req: LoadRequest, starter: Starter, started: float, phases: Phases) -> LoadResult:
-    """Start the browser, load, collect the entries, quit (Firefox writes its qlog
-    files, Chromium its NetLog, as they close)."""
+def _drive(
+    req: LoadRequest,
+    browser: prestart.Started,
+    started: float,
+    phases: Phases,
+    measured: Callable[[], None],
+    label: str = "Firefox",
+) -> LoadResult:
+    """Wait until the browser is quiet, load, collect the entries, call `measured` (the
+    page is measured: the next browser may start), quit (Firefox writes its qlog files,
+    Chromium its NetLog, as they close)."""
     from selenium.common.exceptions import WebDriverException
     from urllib3.exceptions import HTTPError as DriverConnectionError
 
-    label, start, version_of = starter
-    driver = None
+    driver, version = browser.driver, browser.version
     try:
-        with phases.phase("browser_start"):
-            driver = start()
-            driver.set_page_load_timeout(req.timeout_s)
-            driver.set_script_timeout(60)
-        version = version_of(driver)
+        driver.set_page_load_timeout(req.timeout_s)
+        driver.set_script_timeout(60)
+        with phases.phase("quiet_wait"):
+            prestart.wait_quiet(driver.service.process.pid)
         if req.navigate_at_unix_ms is not None:
             wait_s = req.navigate_at_unix_ms / 1000 - time.time()
             if wait_s > 0:
@@ -191,11 +233,10 @@ def _drive(req: LoadRequest, starter: Starter, started: float, phases: Phases) -
                 browser_version=version,
                 wall_ms=(time.monotonic() - started) * 1000,
             )
+        with phases.phase("start_next"):
+            measured()
         with phases.phase("judge"):
             return judged(req, raw, NAME, version, (time.monotonic() - started) * 1000)
-    except WebDriverException as e:
-        return LoadResult.failed(NAME, f"could not start {label}: {e.msg or e}".strip())
     finally:
-        if driver is not None:
-            with phases.phase("browser_exit"):
-                driver.quit()
+        with phases.phase("browser_exit"):
+            driver.quit()

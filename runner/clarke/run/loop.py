@@ -35,7 +35,9 @@ class Session(Protocol):
     def implementations(self) -> dict[str, str]: ...
     def ensure_profile(self, name: str) -> object: ...
     def ensure_cc(self, cc: str) -> object: ...
-    def load(self, run: Run, attempt: int) -> tuple[LoadResult, dict[str, Any]]: ...
+    def load(
+        self, run: Run, attempt: int, next_run: Run | None = None
+    ) -> tuple[LoadResult, dict[str, Any]]: ...
     def check_link(self, profile: str, phase: str, level: str) -> dict[str, Any]: ...
     def versions(self) -> dict[str, str]: ...
 
@@ -183,7 +185,7 @@ def execute(
     _, attempts, spent = finished(journal, retries)
     versions = session.versions()
     testbed_failures = 0
-    for step in steps:
+    for index, step in enumerate(steps):
         if isinstance(step, LinkCheck):
             watch.checking(step)
             try:
@@ -196,6 +198,10 @@ def execute(
             watch.checked(step, check)
             continue
         run = step
+        # The next step, if it is a load: its browser may start while this one ends. Not
+        # before a link check, which measures the link with the client quiet.
+        after = steps[index + 1] if index + 1 < len(steps) else None
+        next_run = after if isinstance(after, Run) else None
         while True:
             attempt = attempts.get(run.run_id, 0) + 1
             attempts[run.run_id] = attempt
@@ -204,7 +210,7 @@ def execute(
             try:
                 session.ensure_profile(run.profile)
                 session.ensure_cc(run.cc)
-                result, details = session.load(run, attempt)
+                result, details = session.load(run, attempt, next_run)
             except ClarkeError as e:
                 # The testbed itself failed: record it; it does not use up a retry.
                 result = LoadResult.failed(ctx.engine, f"{e.kind}: {e}")

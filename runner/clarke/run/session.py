@@ -28,9 +28,7 @@ from pydantic import ValidationError
 from clarke import profiles, tls
 from clarke.agent.agents import Agents, Applied, LinkStopped
 from clarke.browser.load import (
-    BrowserName,
     ExpectedObject,
-    Http,
     LoadRequest,
     LoadResult,
     is_browser,
@@ -288,35 +286,28 @@ class Session:
             raise UnknownName("browser", browser, list(BROWSERS))
         entry = self.pages[page]
         try:
-            return self._request(entry, http, browser, connections, prefs, capture_max_bytes)
+            return LoadRequest(
+                url=f"https://{HOST}/{entry['path']}",
+                http=http,
+                browser=browser,
+                connections=connections,
+                window=self.window,
+                timeout_s=self.timeout_s,
+                expected_objects=[
+                    ExpectedObject(path=o["path"], bytes=o["bytes"]) for o in entry["objects"]
+                ],
+                lcp_candidates=entry["lcp_candidates"],
+                prefs=dict(prefs or {}),
+                capture_max_bytes=capture_max_bytes,
+            )
         except ValidationError as e:  # what the browser cannot honour, named
             raise ValidationFailed("load request", problems_of(e)) from None
 
-    def _request(
-        self,
-        entry: dict[str, Any],
-        http: Http,
-        browser: BrowserName,
-        connections: int,
-        prefs: Mapping[str, bool | int] | None,
-        capture_max_bytes: int,
-    ) -> LoadRequest:
-        return LoadRequest(
-            url=f"https://{HOST}/{entry['path']}",
-            http=http,
-            browser=browser,
-            connections=connections,
-            window=self.window,
-            timeout_s=self.timeout_s,
-            expected_objects=[
-                ExpectedObject(path=o["path"], bytes=o["bytes"]) for o in entry["objects"]
-            ],
-            lcp_candidates=entry["lcp_candidates"],
-            prefs=dict(prefs or {}),
-            capture_max_bytes=capture_max_bytes,
-        )
-
-    def load(self, run: Run, attempt: int = 1) -> tuple[LoadResult, dict[str, Any]]:
+    def load(
+        self, run: Run, attempt: int = 1, next_run: Run | None = None
+    ) -> tuple[LoadResult, dict[str, Any]]:
+        """`run`'s load; `next_run`, the load that comes next, lets the client start its
+        browser ahead (browser/prestart.py)."""
         schedule = self._schedule()
         aim = None
         if self.slot_phase is not None and schedule is not None and schedule.slot_s:
@@ -337,6 +328,7 @@ class Session:
             slot_phase_s=aim,
             pep=run.pep,
             browser=run.browser,
+            next_run=next_run,
         )
 
     def _link_failure(self) -> str:
@@ -358,6 +350,7 @@ class Session:
         slot_phase_s: float | None = None,
         pep: str = PEP_NONE,
         browser: str | None = None,
+        next_run: Run | None = None,
     ) -> tuple[LoadResult, dict[str, Any]]:
         """One verified load; with the session's capture policy, the load's capture is
         written under `capture_label` (details["capture"] says what was kept). `pep`:
@@ -384,6 +377,11 @@ class Session:
         req = self.request(
             page, http, connections, prefs, capture.max_bytes if capture else 0, browser
         )
+        if next_run is not None and not capture:
+            nxt = self.request(
+                next_run.page, next_run.http, next_run.connections, prefs, 0, next_run.browser
+            )
+            req = req.model_copy(update={"next_load": nxt.settings()})
         with t.phase("reset_stats"):
             agents["server"].reset_stats()
             for role in LINK_ROLES:
@@ -480,6 +478,8 @@ class Session:
                 )
         # The client's own phases are inside "client"; the rest is the agent's round trip.
         details["phases_ms"] = {"runner": t.ms, "client": result.phases_ms}
+        if result.profile:
+            details["browser_profile"] = result.profile
         return result.model_copy(update={"captured": None}), details
 
     def _navigate_at(self, phase_s: float) -> float | None:
