@@ -28,6 +28,16 @@ def test_a_load_splits_into_the_client_the_agent_and_the_runner() -> None:
     assert "runner.client" not in got and got["runner.server_stats"] == 8
 
 
+def test_a_browser_started_ahead_is_not_inside_the_agents_round_trip() -> None:
+    phases = {
+        "client": {"browser_start_wait": 300.0, "navigation": 700.0, "ahead_browser_start": 900.0},
+        "runner": {"client": 1100.0},
+    }
+    got = breakdown(phases, plt=500.0, wall=1100.0)
+    assert got["client.agent"] == pytest.approx(1100 - 1000)
+    assert got["client.ahead_browser_start"] == 900
+
+
 def test_spread_is_the_median_and_the_outer_deciles() -> None:
     assert spread([5.0, 1.0, 3.0]) == {"median_ms": 3.0, "p10_ms": 1.0, "p90_ms": 5.0}
     s = spread([float(v) for v in range(1, 101)])

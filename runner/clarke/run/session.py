@@ -306,8 +306,7 @@ class Session:
     def load(
         self, run: Run, attempt: int = 1, next_run: Run | None = None
     ) -> tuple[LoadResult, dict[str, Any]]:
-        """`run`'s load; `next_run`, the load that comes next, lets the client start its
-        browser ahead (browser/prestart.py)."""
+        """`run`'s load; the client may start `next_run`'s browser ahead (prestart)."""
         schedule = self._schedule()
         aim = None
         if self.slot_phase is not None and schedule is not None and schedule.slot_s:
@@ -328,7 +327,11 @@ class Session:
             slot_phase_s=aim,
             pep=run.pep,
             browser=run.browser,
-            next_run=next_run,
+            next_load=None
+            if next_run is None
+            else self.request(
+                next_run.page, next_run.http, next_run.connections, None, 0, next_run.browser
+            ),
         )
 
     def _link_failure(self) -> str:
@@ -350,7 +353,7 @@ class Session:
         slot_phase_s: float | None = None,
         pep: str = PEP_NONE,
         browser: str | None = None,
-        next_run: Run | None = None,
+        next_load: LoadRequest | None = None,
     ) -> tuple[LoadResult, dict[str, Any]]:
         """One verified load; with the session's capture policy, the load's capture is
         written under `capture_label` (details["capture"] says what was kept). `pep`:
@@ -377,11 +380,8 @@ class Session:
         req = self.request(
             page, http, connections, prefs, capture.max_bytes if capture else 0, browser
         )
-        if next_run is not None and not capture:
-            nxt = self.request(
-                next_run.page, next_run.http, next_run.connections, prefs, 0, next_run.browser
-            )
-            req = req.model_copy(update={"next_load": nxt.settings()})
+        if next_load is not None and not capture:
+            req = req.model_copy(update={"next_load": next_load.settings()})
         with t.phase("reset_stats"):
             agents["server"].reset_stats()
             for role in LINK_ROLES:
