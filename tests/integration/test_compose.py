@@ -238,6 +238,28 @@ def test_testbed_check_inside_the_stack(stack: Stack) -> None:
     }
 
 
+def test_both_browsers_inside_the_stack(stack: Stack, tmp_path: Path) -> None:
+    """Firefox and Chromium from the offline client image, each loading over HTTP/3
+    through the stack's link (campaigns/smoke-browsers.yaml): both verified, each
+    record naming its browser and version."""
+    results = tmp_path / "browsers"
+    results.mkdir()
+    run = _compose(
+        "run", "--rm", "--no-deps", "client", "clarke", "serve", "client", "--",
+        "clarke", "run", "campaigns/smoke-browsers.yaml", "--results=/results",
+        "--campaign-id=smoke-browsers-compose", "--link-check=quick",
+        env={**stack.env, "RESULTS_DIR": str(results)}, timeout=900,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    records = {r.browser: r for r in _records(results)}
+    assert set(records) == {"firefox", "chromium"}
+    for browser, r in records.items():
+        assert r.status is Status.ok, (browser, r.reason)
+        assert r.http == "3" and r.browser_version, (browser, r.http, r.browser_version)
+    # Chromium's own QUIC congestion control, from its NetLog (docs/browsers.md)
+    assert records["chromium"].details["browser_netlog"]["quic_cc"]
+
+
 def test_down_leaves_nothing(stack: Stack) -> None:
     down = _compose("down", "-v", "--remove-orphans", env=stack.env, timeout=300)
     assert down.returncode == 0, down.stderr
