@@ -63,7 +63,7 @@ def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> 
             nxt = req.next_load
             if nxt is not None and nxt.browser == "firefox" and not capture:
                 prestart.SPARES.prepare(
-                    nxt, lambda: _start_firefox(nxt, setup, workdir, Phases(), None)
+                    nxt, lambda: _start_firefox(nxt, setup, workdir, Phases(), None, quiet=True)
                 )
 
         try:
@@ -89,8 +89,11 @@ def _start_firefox(
     workdir: Path | None,
     phases: Phases,
     capture: BrowserCapture | None,
+    quiet: bool = False,
 ) -> prestart.Started:
-    """Firefox with a new profile for `settings`, up and ready to navigate."""
+    """Firefox with a new profile for `settings`, up and ready to navigate; `quiet`: and
+    its processes quiet (a browser started ahead waits for that in the background, so
+    the load that takes it mostly finds it quiet)."""
     from selenium import webdriver
     from selenium.webdriver.firefox.options import Options
     from selenium.webdriver.firefox.service import Service
@@ -131,6 +134,9 @@ def _start_firefox(
         str(driver.capabilities.get("browserVersion", "")),
         str(driver.capabilities.get("moz:buildID", "")),
     )
+    if quiet:
+        with phases.phase("quiet_wait"):
+            prestart.wait_quiet(driver.service.process.pid)
     return prestart.Started(driver, profile, made_from, version, dict(phases.ms))
 
 
