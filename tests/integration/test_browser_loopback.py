@@ -157,5 +157,6 @@ def test_the_next_load_takes_the_browser_started_for_it(site, http11: int) -> No
     assert "browser_start" in first.phases_ms and "start_next" in first.phases_ms
     assert "browser_start" not in second.phases_ms
     assert "ahead_browser_start" in second.phases_ms and second.profile == "template"
+    assert "ahead_quiet_wait" in second.phases_ms
     assert "browser_start" in third.phases_ms and "ahead_browser_start" not in third.phases_ms
     assert prestart.SPARES.take(same) == (None, "")  # nothing left running
