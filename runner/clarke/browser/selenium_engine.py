@@ -210,8 +210,6 @@ def _drive(
 
     driver, version = browser.driver, browser.version
     try:
-        driver.set_page_load_timeout(req.timeout_s)
-        driver.set_script_timeout(60)
         with phases.phase("quiet_wait"):
             prestart.wait_quiet(driver.service.process.pid)
         if req.navigate_at_unix_ms is not None:
@@ -220,6 +218,8 @@ def _drive(
                 with phases.phase("wait_to_navigate"):
                     time.sleep(min(wait_s, MAX_NAVIGATION_WAIT_S))
         try:
+            driver.set_page_load_timeout(req.timeout_s)
+            driver.set_script_timeout(60)
             with phases.phase("navigation"):
                 driver.get(req.url)
             with phases.phase("settle_collect"):
