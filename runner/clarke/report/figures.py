@@ -141,12 +141,45 @@ def bars(
     return Figure(key, title, caption, _svg(fig))
 
 
+def per_profile(
+    cells: list[CellSummary],
+    *,
+    key: str,
+    title: str,
+    caption: str,
+    metric: str,
+    series: Callable[[CellSummary], str],
+) -> Figure | None:
+    """One panel, one axis: metric (s) per link profile (a queue, a link), one bar per
+    series, so that queues, cross traffic and PEPs compare at a glance."""
+    chosen = [c for c in cells if metric in c.metrics]
+    profiles = _profiles(chosen)
+    if not profiles:
+        return None
+    labels = sorted({series(c) for c in chosen})
+    width = 0.8 / max(1, len(labels))
+    fig, ax = plt.subplots(figsize=(max(5.2, 1.6 * len(profiles) * max(1, len(labels) / 2)), 4))
+    for i, label in enumerate(labels):
+        by_profile = {c.cell[0]: c.metrics[metric] for c in chosen if series(c) == label}
+        xs = [j + i * width for j, p in enumerate(profiles) if p in by_profile]
+        stats = [by_profile[p] for p in profiles if p in by_profile]
+        ax.bar(xs, [s.mean / 1000 for s in stats], width, yerr=_errbars(stats), capsize=2,
+               label=label)  # fmt: skip
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(profiles))], profiles)
+    ax.set_ylabel(f"{LABEL.get(metric, metric)} (s), mean and 95 % CI")
+    ax.set_ylim(bottom=0)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(title)
+    return Figure(key, title, caption, _svg(fig))
+
+
 def study_figures(cells: list[CellSummary], family: str = DEFAULT_FAMILY) -> list[Figure]:
     """The study's figures, the paint-like ones drawn with `family`'s metrics."""
     _, first, largest = FAMILIES[family]
     pair = f"{LABEL[first]} and {LABEL[largest]}"
 
-    several_browsers = len({c.cell[6] for c in cells}) > 1
+    several_browsers = len({c.cell[8] for c in cells}) > 1
 
     def h(c: CellSummary) -> str:
         """The HTTP version; the cross traffic beside the load and the PEP where there was
@@ -158,7 +191,20 @@ def study_figures(cells: list[CellSummary], family: str = DEFAULT_FAMILY) -> lis
         label = label if pep == "none" else f"{label}, PEP {pep}"
         return f"{label} {browser}" if several_browsers else label
 
+    # Cross traffic or a PEP: every cell's PLT on one axis, per link (queue) and series.
+    bottleneck = any(c.cell[6] != "none" or c.cell[7] != "none" for c in cells)
     candidates = [
+        per_profile(
+            cells,
+            key="plt-bottleneck",
+            metric="plt_ms",
+            title="PLT per link and queue, with the cross traffic and the PEP",
+            caption="Effect of the bottleneck: the link's queue, what else crosses it, and a "
+            "performance-enhancing proxy (docs/queues.md, docs/peps.md).",
+            series=lambda c: f"{h(c)}, {c.cell[2]}",
+        )
+        if bottleneck
+        else None,
         lines(
             cells,
             key="plt-size-structure",
@@ -168,7 +214,9 @@ def study_figures(cells: list[CellSummary], family: str = DEFAULT_FAMILY) -> lis
             select=lambda c: c.cell[3] in ("single", "uniform") and c.cell[2] == "bbr",
             series=lambda c: f"{h(c)}, {c.cell[3]}",
         ),
-        bars(
+        None
+        if len({c.cell[2] for c in cells}) < 2  # one congestion control: nothing to compare
+        else bars(
             cells,
             key="cc",
             metrics=("plt_ms",),
