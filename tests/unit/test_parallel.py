@@ -6,20 +6,28 @@ merge of lanes and the cross-testbed check on recorded loads (tests/data/recorde
 
 from __future__ import annotations
 
+import io
 import json
 import math
+import signal
+import subprocess
+import sys
+import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 import yaml
+from rich.console import Console
 
 from clarke.campaign.plan import ShardBy, plan_file
 from clarke.results import store
 from clarke.results.journal import Journal
 from clarke.results.record import RunRecord
+from clarke.run import parallel
 from clarke.run.parallel import (
     STATE_FILE,
+    Lane,
     ParallelState,
     child_argv,
     cpu_sets,
@@ -241,3 +249,18 @@ def test_cells_with_too_few_loads_show_medians_unjudged(tmp_path: Path, run_cli)
     assert all(r.median_testbed > 0 and r.ratio > 0 for r in check.rows)
     assert warnings(check) == []
     assert json.loads(json.dumps(check.to_json()))["rows"][0]["p_holm"] is None
+
+
+def test_a_child_that_ignores_sigterm_is_killed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(parallel, "STOP_TIMEOUT_S", 1.0)
+    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
+    polite = "import time; time.sleep(60)"
+    lanes = [Lane(i, [0], tmp_path / str(i), tmp_path / f"{i}.log") for i in (1, 2)]
+    for lane, code in zip(lanes, (stubborn, polite), strict=True):
+        lane.proc = subprocess.Popen([sys.executable, "-c", code])
+    time.sleep(1.0)  # both past their start-up, the stubborn one ignoring SIGTERM
+    parallel._stop(lanes, Console(file=io.StringIO()))
+    assert [lane.killed for lane in lanes] == [True, False]
+    assert lanes[0].exit_code == -signal.SIGKILL and lanes[1].exit_code == -signal.SIGTERM
