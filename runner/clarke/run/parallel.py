@@ -458,7 +458,8 @@ def print_parallel_outcome(outcome: ParallelOutcome, console: Console) -> None:
     if outcome.interrupted:
         console.print(
             "[yellow]interrupted: every testbed torn down; continue with clarke run "
-            f"{outcome.campaign_file} --parallel {count} --resume {outcome.parts}[/]"
+            f"{outcome.campaign_file} --parallel {count} --resume {outcome.parts}[/]",
+            soft_wrap=True,  # one line, whatever the width: it is copied to resume
         )
         return
     if outcome.merged is None:
@@ -489,7 +490,8 @@ def print_parallel_outcome(outcome: ParallelOutcome, console: Console) -> None:
     if outcome.failed_lanes:
         console.print(
             f"[red]a testbed did not finish: clarke run {outcome.campaign_file} --parallel "
-            f"{count} --resume {outcome.parts}[/]"
+            f"{count} --resume {outcome.parts}[/]",
+            soft_wrap=True,
         )
 
 
