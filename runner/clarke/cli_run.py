@@ -44,7 +44,9 @@ from clarke.vocab import SUBSTRATES
     type=int,
     help="netns: run the campaign on this many testbeds at once, each on its own CPU set "
     "(shared when the host has fewer cores), each cell's repetitions spread over them, "
-    "merged into one results directory with a check that the testbeds agree.",
+    "merged into one results directory <id>/ with a check that the testbeds agree; each "
+    "testbed's own directory and log are in <id>.testbeds/, which --resume takes. "
+    "docs/running.md.",
 )
 @click.option(
     "--campaign-id", help="Campaign id (default: <name>-<UTC time>); give every shard the same one."

@@ -245,6 +245,13 @@ def run_parallel(
             f"[yellow]--parallel {count} on {len(state.cpus[0])} CPUs: fewer CPUs than "
             "testbeds, so the testbeds share every CPU (their loads compete)[/]"
         )
+    elif min(len(cpus) for cpus in state.cpus) < 2:
+        console.print(
+            f"[yellow]--parallel {count}: a testbed gets one CPU; measured on a 2-core host, "
+            "browsers started about twice as slowly and some loads were slower than on one "
+            "testbed (docs/running.md): compare with a run on one testbed before trusting "
+            "the figures[/]"
+        )
     console.print(
         f"[bold]{c.name}[/]: {len(plan.runs)} runs on {count} testbeds in parallel -> "
         f"{parts.parent / state.merged} (each testbed's log: {parts}/testbed<i>.log)"
