@@ -60,6 +60,20 @@ def _ours() -> list[str]:
     return [ns for ns in netns.namespaces() if netns.owner(ns) == owner]
 
 
+def _cpus_per_testbed() -> dict[str, set[tuple[int, ...]]]:
+    """testbed (clk<id>) -> the CPU sets its namespaces' processes may run on."""
+    out: dict[str, set[tuple[int, ...]]] = {}
+    for ns in _ours():
+        pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True)
+        for pid in pids.stdout.split():
+            try:
+                cpus = tuple(sorted(os.sched_getaffinity(int(pid))))
+            except (ProcessLookupError, PermissionError):
+                continue  # ended meanwhile
+            out.setdefault(ns.partition("-")[0], set()).add(cpus)
+    return out
+
+
 def _clarke_run(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "clarke", "run", *args],
@@ -76,11 +90,13 @@ def test_two_testbeds_stopped_resumed_and_merged(tmp_path: Path) -> None:
     parts = results / "par-t.testbeds"
     common = ["--parallel", "2", "--link-check", "quick", "--results", str(results)]
     proc = _clarke_run(str(campaign), *common, "--campaign-id", "par-t")
+    cpus: dict[str, set[tuple[int, ...]]] = {}
     try:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline and proc.poll() is None:
             journals = list(parts.glob("*/journal.jsonl"))
             if any(j.stat().st_size for j in journals):
+                cpus = _cpus_per_testbed()
                 break
             time.sleep(0.5)
         proc.send_signal(signal.SIGTERM)
@@ -90,6 +106,11 @@ def test_two_testbeds_stopped_resumed_and_merged(tmp_path: Path) -> None:
             proc.kill()
             proc.wait()
     assert proc.returncode == 130, out[-4000:]
+    # Every process of a testbed on its testbed's CPU set; on 2 or more CPUs, one each.
+    assert len(cpus) == 2 and all(len(sets) == 1 for sets in cpus.values()), cpus
+    if len(os.sched_getaffinity(0)) >= 2:
+        first, second = (next(iter(sets)) for sets in cpus.values())
+        assert not set(first) & set(second), cpus
     assert f"--parallel 2 --resume {parts}" in out
     assert _ours() == [] and Store().ids() == []  # both testbeds torn down
     assert not (results / "par-t").exists()  # merged only when the campaign is whole

@@ -247,10 +247,9 @@ def run_parallel(
         )
     elif min(len(cpus) for cpus in state.cpus) < 2:
         console.print(
-            f"[yellow]--parallel {count}: a testbed gets one CPU; measured on a 2-core host, "
-            "browsers started about twice as slowly and some loads were slower than on one "
-            "testbed (docs/running.md): compare with a run on one testbed before trusting "
-            "the figures[/]"
+            f"[yellow]--parallel {count}: a testbed gets one CPU; on a 2-core host some loads "
+            "were measurably slower than on one testbed (docs/running.md): compare with a run "
+            "on one testbed before trusting the figures[/]"
         )
     console.print(
         f"[bold]{c.name}[/]: {len(plan.runs)} runs on {count} testbeds in parallel -> "
