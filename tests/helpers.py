@@ -7,6 +7,9 @@ import datetime as dt
 import json
 from pathlib import Path
 
+from clarke import schema
+from clarke.campaign.model import Campaign
+from clarke.campaign.plan import ShardBy, expand, shard_numbers
 from clarke.results import store
 from clarke.results.journal import Journal
 from clarke.results.record import RunRecord, Status
@@ -60,30 +63,38 @@ def record(
     )
 
 
-def split_results(src: Path, base: Path, count: int) -> list[Path]:
-    """Shard directories of `src` as `clarke run --shard i/count` writes them."""
+def split_results(src: Path, base: Path, count: int, by: str = "index") -> list[Path]:
+    """Shard directories of `src` as `clarke run --shard i/count --shard-by BY` writes
+    them; with `by` repetition each record also names a testbed (netns-<i>), as the
+    lanes of `clarke run --parallel` do."""
     meta, journal = store.open_existing(src)
     plan = json.loads((src / store.PLAN).read_text())
     records = list(journal.records())
     cid = meta["campaign_id"]
+    campaign_file = src / store.CAMPAIGN_COPY
+    runs = expand(schema.read(Campaign, campaign_file), campaign_file, plan.get("seed")).runs
+    number = shard_numbers(runs, count, ShardBy(by))
+    assignment = {} if by == "index" else {"shard_by": by}
     out = []
     for i in range(1, count + 1):
         label = f"{i}/{count}"
         d = store.create(
             base,
             f"{cid}-shard{i}of{count}",
-            src / store.CAMPAIGN_COPY,
+            campaign_file,
             {
                 **plan,
                 "shard": label,
-                "runs": [r for r in plan["runs"] if r["index"] % count == i - 1],
+                **assignment,
+                "runs": [r for r in plan["runs"] if number[r["index"]] == i],
             },
-            {**meta, "shard": label},
+            {**meta, "shard": label, **assignment},
         )
+        testbed = {"testbed": f"netns-{i}"} if by != "index" else {}
         with Journal.in_dir(d) as j:
             for r in records:
-                if r.run_index % count == i - 1:
-                    j.append(r.model_copy(update={"shard": label}))
+                if number[r.run_index] == i:
+                    j.append(r.model_copy(update={"shard": label, **testbed}))
         out.append(d)
     return out
 

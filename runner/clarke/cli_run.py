@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 from pathlib import Path
@@ -10,7 +11,9 @@ import click
 from rich.console import Console
 
 from clarke import registry
+from clarke.campaign.plan import ShardBy
 from clarke.errors import InputError
+from clarke.results import store
 from clarke.vocab import SUBSTRATES
 
 
@@ -30,6 +33,21 @@ from clarke.vocab import SUBSTRATES
     "are not repeated.",
 )
 @click.option("--shard", help="Run only the i-th of N disjoint slices of the plan, e.g. 2/4.")
+@click.option(
+    "--shard-by",
+    type=click.Choice([b.value for b in ShardBy]),
+    help="How --shard slices the plan: index (default: every N-th run of the plan) or "
+    "repetition (each cell's repetitions spread over the N slices).",
+)
+@click.option(
+    "--parallel",
+    type=int,
+    help="netns: run the campaign on this many testbeds at once, each on its own CPU set "
+    "(shared when the host has fewer cores), each cell's repetitions spread over them, "
+    "merged into one results directory <id>/ with a check that the testbeds agree; each "
+    "testbed's own directory and log are in <id>.testbeds/, which --resume takes. "
+    "docs/running.md.",
+)
 @click.option(
     "--campaign-id", help="Campaign id (default: <name>-<UTC time>); give every shard the same one."
 )
@@ -98,6 +116,8 @@ def run(
     influx_url: str | None,
     resume: Path | None,
     shard: str | None,
+    shard_by: str | None,
+    parallel: int | None,
     campaign_id: str | None,
     results_base: Path,
     testbed_id: int | None,
@@ -111,15 +131,28 @@ def run(
     """Run CAMPAIGN_FILE on a testbed: every run of its plan (or of one shard), each
     verified and recorded in the journal and InfluxDB, then a summary per matrix cell.
 
-    Ctrl-C abandons the current load, tears the testbed down and says how to resume.
-    Exits 1 when no run got a successful load, 2 on bad input, 3 when a part is
-    missing (checked before anything runs)."""
+    Ctrl-C abandons the current load, tears the testbed down (every testbed, with
+    --parallel) and says how to resume. Exits 1 when no run got a successful load, 2 on
+    bad input, 3 when a part is missing (checked before anything runs)."""
     # Here, not at the top: the summaries' statistics (scipy) take a second to import,
     # which every other command (and every role's agent) would pay.
     from clarke.run.campaign import none_succeeded, print_outcome, run_campaign
     from clarke.run.captures import CaptureMode
 
     console = Console(stderr=False, width=200)
+    check_parallel_options(parallel, shard, shard_by, resume, testbed_id, substrate, capture)
+    if parallel is not None and parallel > 1:
+        if _several_implementations(campaign_file, None, link, server):
+            raise InputError(
+                f"--parallel {parallel}: the campaign lists several implementations; pin "
+                "one with --link and --server (a campaign on several implementations runs "
+                "each on a new testbed in turn)"
+            )
+        _run_parallel(
+            campaign_file, parallel, influx_url, resume, campaign_id, results_base,
+            link_check, link, server, console,
+        )  # fmt: skip
+        return
     if _several_implementations(campaign_file, resume, link, server):
         if shard or testbed_id is not None or substrate != "netns" or capture != "none":
             raise InputError(
@@ -151,6 +184,7 @@ def run(
             server=server,
             capture=CaptureMode(capture),
             capture_max_bytes=capture_max_mb * 1_000_000,
+            shard_by=ShardBy(shard_by or ShardBy.run_index.value),
         )
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -160,6 +194,87 @@ def run(
     if outcome.aborted:
         sys.exit(1)
     if none_succeeded(runs, records):
+        console.print("[red]no run got a successful load[/]")
+        sys.exit(1)
+
+
+def check_parallel_options(
+    parallel: int | None,
+    shard: str | None,
+    shard_by: str | None,
+    resume: Path | None,
+    testbed_id: int | None,
+    substrate: str,
+    capture: str,
+) -> None:
+    """What --parallel (and --shard-by) cannot be combined with: exit 2, naming the
+    options, before anything is read or started."""
+    from clarke.run.parallel import is_parallel_dir
+
+    if shard_by is not None and not shard:
+        raise InputError(f"--shard-by {shard_by} slices the plan for --shard; give --shard i/N")
+    if parallel is None or parallel == 1:
+        if resume is not None and is_parallel_dir(resume):
+            raise InputError(
+                f"--resume {resume}: it was run with --parallel; resume it with --parallel "
+                "and the same number of testbeds"
+            )
+        return
+    if parallel < 1:
+        raise InputError(f"--parallel {parallel}: the number of testbeds must be 1 or more")
+    clashes = [
+        ("--shard", shard is not None),
+        ("--testbed", testbed_id is not None),
+        ("--substrate compose", substrate != "netns"),
+        ("--capture", capture != "none"),
+    ]
+    named = [name for name, given in clashes if given]
+    if named:
+        raise InputError(
+            f"--parallel {parallel} cannot be combined with {', '.join(named)}: it slices the "
+            "plan itself (by repetition) and brings up its own netns testbeds"
+            + (", and keeps no captures" if capture != "none" else "")
+        )
+
+
+def _run_parallel(
+    campaign_file: Path,
+    count: int,
+    influx_url: str | None,
+    resume: Path | None,
+    campaign_id: str | None,
+    results_base: Path,
+    link_check: str,
+    link: str | None,
+    server: str | None,
+    console: Console,
+) -> None:
+    from clarke.run.parallel import print_parallel_outcome, run_parallel
+
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        outcome = run_parallel(
+            campaign_file,
+            count,
+            influx_url=influx_url,
+            resume=resume,
+            results_base=results_base,
+            campaign_id=campaign_id,
+            link_check=link_check,
+            link=link,
+            server=server,
+            console=console,
+        )
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    print_parallel_outcome(outcome, console)
+    if outcome.interrupted:
+        sys.exit(130)
+    if outcome.failed_lanes or outcome.merged is None:
+        sys.exit(1)
+    meta = store.read_meta(outcome.merged)
+    planned = len(json.loads((outcome.merged / store.PLAN).read_text())["runs"])
+    if len(meta.get("missing_runs") or []) == planned:
         console.print("[red]no run got a successful load[/]")
         sys.exit(1)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 import secrets
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,28 @@ class Run:
         return d
 
 
+class ShardBy(StrEnum):
+    """How `--shard i/N` slices a plan.
+
+    index: every N-th run of the plan, from the i-th (machines that should each finish a
+    whole part of the plan; a cell may land on one shard only). repetition: by each run's
+    repetition, shifted by its cell's place among the plan's cells, so that a cell with N
+    or more repetitions has runs on every shard and the shards' sizes differ by at most
+    one run per cell (`clarke run --parallel`, whose testbeds must be comparable)."""
+
+    run_index = "index"
+    repetition = "repetition"
+
+
+def shard_numbers(runs: list[Run], count: int, by: ShardBy = ShardBy.run_index) -> dict[int, int]:
+    """Each run's shard (1..count), by its index in the plan. `repetition`: the cells are
+    numbered in sorted order, not plan order, so a shuffled plan assigns the same way."""
+    if by is ShardBy.run_index:
+        return {r.index: r.index % count + 1 for r in runs}
+    cell_number = {cell: k for k, cell in enumerate(sorted({r.cell for r in runs}))}
+    return {r.index: (r.repetition - 1 + cell_number[r.cell]) % count + 1 for r in runs}
+
+
 @dataclass(frozen=True)
 class CampaignPlan:
     campaign: Campaign
@@ -79,11 +102,12 @@ class CampaignPlan:
     seed: int | None
     runs: list[Run]
 
-    def shard(self, index: int, count: int) -> list[Run]:
+    def shard(self, index: int, count: int, by: ShardBy = ShardBy.run_index) -> list[Run]:
         """The index-th (from 1) of `count` disjoint slices; together they are the plan."""
         if not 1 <= index <= count:
             raise InputError(f"shard {index}/{count}: the index must be between 1 and {count}")
-        return [r for r in self.runs if r.index % count == index - 1]
+        numbers = shard_numbers(self.runs, count, by)
+        return [r for r in self.runs if numbers[r.index] == index]
 
 
 def _check_names(c: Campaign, source: Path, registry: Registry) -> None:

@@ -30,6 +30,7 @@ DIMENSIONS = (
     "browser_version",
     "git_rev",
     "shard",
+    "testbed",
     "started_at",
     "finished_at",
     "status",

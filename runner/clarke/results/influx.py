@@ -55,6 +55,7 @@ TAGS = (
     "status",
     "git_rev",
     "shard",
+    "testbed",
 )
 
 

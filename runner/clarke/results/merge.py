@@ -21,7 +21,7 @@ from typing import Any
 
 from clarke import schema
 from clarke.campaign.model import Campaign
-from clarke.campaign.plan import expand
+from clarke.campaign.plan import ShardBy, expand
 from clarke.errors import InputError
 from clarke.results import store
 from clarke.results.journal import Journal
@@ -39,6 +39,11 @@ class Shard:
     @property
     def label(self) -> str:
         return str(self.meta.get("shard", "") or "")
+
+    @property
+    def shard_by(self) -> str:
+        """How the plan was sliced (campaign.plan.ShardBy); index when not recorded."""
+        return str(self.meta.get("shard_by") or ShardBy.run_index.value)
 
 
 @dataclass
@@ -93,6 +98,13 @@ def check(shards: list[Shard]) -> None:
     _same(shards, "plan seeds", lambda s: s.plan.get("seed"))
     _same(shards, "plan sizes", lambda s: s.plan.get("count"))
     _same(shards, "shard counts", lambda s: (_parse_label(s) or (0, 1))[1])
+    _same(shards, "shard assignments (--shard-by)", lambda s: s.shard_by)
+    known = [b.value for b in ShardBy]
+    for s in shards:
+        if s.shard_by not in known:
+            raise InputError(
+                f"{s.path}: meta.json shard_by {s.shard_by!r}: expected one of {', '.join(known)}"
+            )
     for s in shards:
         bad = {r.campaign_id for r in s.records} - {s.meta.get("campaign_id")}
         if bad:
@@ -156,7 +168,9 @@ def merge(dirs: list[Path], out: Path) -> Merged:
     full_by_id = {r["run_id"]: r for r in full}
     for s in shards:
         label = _parse_label(s)
-        want = [r for r in full if label is None or r["index"] % label[1] == label[0] - 1]
+        want = [
+            r.to_dict() for r in (plan.shard(*label, ShardBy(s.shard_by)) if label else plan.runs)
+        ]
         if not _same_runs(s.plan.get("runs") or [], want):
             raise InputError(
                 f"{s.path}: its plan is not shard {s.label or '-'} of the campaign's plan "
@@ -189,6 +203,7 @@ def merge(dirs: list[Path], out: Path) -> Merged:
         "git_rev": revs[0] if len(revs) == 1 else ",".join(revs),
         "clarke": first.meta.get("clarke"),
         "seed": first.plan.get("seed"),
+        **({"shard_by": first.shard_by} if first.shard_by != ShardBy.run_index.value else {}),
         "link": link,
         "merged_from": [
             {
@@ -197,6 +212,7 @@ def merge(dirs: list[Path], out: Path) -> Merged:
                 "started_at": s.meta.get("started_at"),
                 "finished_at": s.meta.get("finished_at"),
                 "git_rev": s.meta.get("git_rev"),
+                "testbeds": s.meta.get("testbeds") or [],
                 "runs": len(s.plan.get("runs", [])),
                 "records": len(s.records),
             }

@@ -64,6 +64,9 @@ class RunRecord(BaseModel):
     versions: dict[str, str] = Field(default_factory=dict)
     git_rev: str = "unknown"
     shard: str = ""
+    # The testbed that ran the load: netns-<id>, or compose; empty in records written
+    # before it was recorded.
+    testbed: str = ""
     started_at: dt.datetime
     finished_at: dt.datetime
     status: Status

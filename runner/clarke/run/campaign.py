@@ -26,6 +26,7 @@ from clarke.campaign.model import Campaign
 from clarke.campaign.plan import (
     CampaignPlan,
     Run,
+    ShardBy,
     page_registry,
     plan_file,
     positions_per_profile,
@@ -184,13 +185,19 @@ def run_campaign(
     server: str | None = None,
     capture: CaptureMode = CaptureMode.none,
     capture_max_bytes: int = DEFAULT_MAX_MB * 1_000_000,
+    shard_by: ShardBy = ShardBy.run_index,
 ) -> tuple[Path, Outcome, list[RunRecord], list[Run]]:
     captures.check_substrate(capture, substrate)
     plan = plan_file(campaign_file)
     c = plan.campaign
     sharding = parse_shard(shard)
-    runs: list[Run] = plan.shard(*sharding) if sharding else plan.runs
+    runs: list[Run] = plan.shard(*sharding, shard_by) if sharding else plan.runs
     shard_label = f"{sharding[0]}/{sharding[1]}" if sharding else ""
+    # Recorded only for a sharded plan and only when not the default, so that the files
+    # of every other run stay as they were.
+    assignment = (
+        {"shard_by": shard_by.value} if sharding and shard_by is not ShardBy.run_index else {}
+    )
     # The implementations asked for (options, else the campaign): an attached testbed
     # must have them; unnamed ones take the registry's defaults on a new testbed.
     wanted_link, wanted_server = c.implementations.combinations(link, server)[0]
@@ -206,6 +213,11 @@ def run_campaign(
             raise InputError(
                 f"{resume} holds campaign {meta.get('campaign')!r} shard "
                 f"{meta.get('shard') or '-'}, not {c.name!r} shard {shard_label or '-'}"
+            )
+        if sharding and meta.get("shard_by", ShardBy.run_index.value) != shard_by.value:
+            raise InputError(
+                f"{resume} was sharded by {meta.get('shard_by', 'index')}, not by "
+                f"{shard_by.value} (--shard-by)"
             )
         difference = campaign_difference(resume / store.CAMPAIGN_COPY, campaign_file)
         if difference:
@@ -229,12 +241,14 @@ def run_campaign(
                 "seed": plan.seed,
                 "count": len(plan.runs),
                 "shard": shard_label,
+                **assignment,
                 "runs": [r.to_dict() for r in runs],
             },
             {
                 "campaign": c.name,
                 "campaign_id": cid,
                 "shard": shard_label,
+                **assignment,
                 "started_at": dt.datetime.now(dt.UTC).isoformat(),
                 "git_rev": gitinfo.revision(),
                 "clarke": __version__,
@@ -304,11 +318,18 @@ def _run_in(
         repetitions=c.repetitions,
         positions=positions_per_profile(plan.runs),
     )
-    ctx = RecordContext(c.name, cid, c.browser.engine.value, gitinfo.revision(), shard_label)
     outcome = Outcome()
     keeper: MetaKeeper | None = None
     try:
         session.start(first or (runs[0].profile if runs else c.matrices()[0][2].profiles[0]))
+        testbed = testbed_label(sub)
+        ctx = RecordContext(
+            c.name, cid, c.browser.engine.value, gitinfo.revision(), shard_label, testbed
+        )
+        # Every testbed this directory was run on, one per invocation (a resume may get
+        # another one): `clarke run --parallel` tears down a child's testbed from here
+        # when the child could not.
+        store.update_meta(results_dir, testbeds=[*(meta.get("testbeds") or []), testbed])
         for kind, name in wanted.items():
             if name is not None and session.implementations[kind] != name:
                 raise InputError(
@@ -348,6 +369,14 @@ def _run_in(
             console.print(f"[yellow]summary points not written: {e}[/]")
         sink.close()
     return results_dir, outcome, records, runs
+
+
+def testbed_label(sub: Substrate) -> str:
+    """What each record names as the testbed that ran it: `netns-<id>` (its namespaces
+    are clk<id>-*), or the substrate's name (compose: there is one)."""
+    if isinstance(sub, NetnsSubstrate) and sub.plan is not None:
+        return f"netns-{sub.plan.id}"
+    return sub.name
 
 
 def campaign_difference(stored: Path, given: Path) -> str:

@@ -156,6 +156,26 @@ def compare_records(
     base, cur = cell_samples(baseline), cell_samples(current)
     problems = [f"cell {'/'.join(c)} is in the baseline only" for c in base if c not in cur]
     problems += [f"cell {'/'.join(c)} is in the current results only" for c in cur if c not in base]
+    out, too_few = compare_cells(base, cur, threshold=threshold, alpha=alpha, seed=seed)
+    problems += too_few
+    if problems:
+        raise InputError("unusable input:\n  " + "\n  ".join(problems))
+    if not out:
+        raise InputError("unusable input: no cell has successful loads in both results")
+    return Comparison(names.pop(), threshold, alpha, out, software_changes(baseline, current))
+
+
+def compare_cells(
+    base: dict[tuple[str, ...], dict[str, list[float]]],
+    cur: dict[tuple[str, ...], dict[str, list[float]]],
+    *,
+    threshold: float = 0.10,
+    alpha: float = 0.05,
+    seed: int = 0,
+) -> tuple[list[MetricComparison], list[str]]:
+    """Every (cell, metric) that both sides have with MIN_SAMPLES successful loads or more,
+    judged; and one line for each that has fewer on a side (not judged)."""
+    problems: list[str] = []
     rows = []
     for cell in base:
         if cell not in cur:
@@ -170,10 +190,6 @@ def compare_records(
                 continue
             p = float(stats.mannwhitneyu(b, a, alternative="two-sided").pvalue)
             rows.append((cell, m, a, b, p, median_ratio_ci(a, b, seed)))
-    if problems:
-        raise InputError("unusable input:\n  " + "\n  ".join(problems))
-    if not rows:
-        raise InputError("unusable input: no cell has successful loads in both results")
     # Holm's correction across the cells, for each metric: the family of tests that asks
     # "did any cell get slower in PLT?" (FCP and LCP are their own families; on these pages
     # they are near-identical, so correcting across them too would only cost power).
@@ -207,7 +223,7 @@ def compare_records(
                 verdict,
             )
         )
-    return Comparison(names.pop(), threshold, alpha, out, software_changes(baseline, current))
+    return out, problems
 
 
 def _software(records: list[RunRecord]) -> dict[str, set[str]]:

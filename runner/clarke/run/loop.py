@@ -73,6 +73,7 @@ class RecordContext:
     engine: str
     git_rev: str
     shard: str = ""
+    testbed: str = ""  # run.campaign.testbed_label
 
 
 @dataclass
@@ -145,6 +146,7 @@ def to_record(
         versions=versions,
         git_rev=ctx.git_rev,
         shard=ctx.shard,
+        testbed=ctx.testbed,
         started_at=started,
         finished_at=finished_at,
         status=status,
