@@ -27,6 +27,22 @@ def need(condition: bool, why: str) -> None:
     pytest.skip(why)
 
 
+# A campaign of four small LAN loads (HTTP/1.1 and /2, 2 repetitions) for the tests that
+# run whole campaigns; each gives it a name of its own.
+SMALL_LAN_CAMPAIGN = {
+    "matrix": {
+        "profiles": ["lan"],
+        "http": [1.1, 2],
+        "cc": ["bbr"],
+        "models": ["uniform"],
+        "sizes": ["100k"],
+    },
+    "repetitions": 2,
+    "retries": 1,
+    "browser": {"engine": "selenium", "connections_per_server": {1.1: 1, 2: 6}},
+}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

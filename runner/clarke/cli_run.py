@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -165,10 +167,7 @@ def run(
             server, console,
         )  # fmt: skip
         return
-    # `docker compose stop` and job schedulers send SIGTERM: end like Ctrl-C does (the
-    # current load abandoned, the testbed torn down, how to resume printed).
-    previous = signal.signal(signal.SIGTERM, _interrupt)
-    try:
+    with _sigterm_as_interrupt():
         results_dir, outcome, records, runs = run_campaign(
             campaign_file,
             influx_url=influx_url,
@@ -186,8 +185,6 @@ def run(
             capture_max_bytes=capture_max_mb * 1_000_000,
             shard_by=ShardBy(shard_by or ShardBy.run_index.value),
         )
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     print_outcome(results_dir, outcome, records, console)
     if outcome.interrupted:
         sys.exit(130)
@@ -251,8 +248,7 @@ def _run_parallel(
 ) -> None:
     from clarke.run.parallel import print_parallel_outcome, run_parallel
 
-    previous = signal.signal(signal.SIGTERM, _interrupt)
-    try:
+    with _sigterm_as_interrupt():
         outcome = run_parallel(
             campaign_file,
             count,
@@ -265,8 +261,6 @@ def _run_parallel(
             server=server,
             console=console,
         )
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     print_parallel_outcome(outcome, console)
     if outcome.interrupted:
         sys.exit(130)
@@ -281,6 +275,17 @@ def _run_parallel(
 
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """`docker compose stop` and job schedulers send SIGTERM: end like Ctrl-C does (the
+    current load abandoned, the testbed torn down, how to resume printed)."""
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _several_implementations(
@@ -306,8 +311,7 @@ def _run_implementations(
 ) -> None:
     from clarke.run.implementations import State, run_implementations
 
-    previous = signal.signal(signal.SIGTERM, _interrupt)
-    try:
+    with _sigterm_as_interrupt():
         top, index, interrupted = run_implementations(
             campaign_file,
             influx_url=influx_url,
@@ -319,8 +323,6 @@ def _run_implementations(
             link=link,
             server=server,
         )
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     for combo in index.combinations:
         where = f" in {combo.results}" if combo.results else ""
         why = f": {combo.reason}" if combo.reason else ""

@@ -25,23 +25,11 @@ from clarke.results.record import Status
 from clarke.results.summary import cell_of
 from clarke.testbed import lifecycle
 from clarke.testbed.state import Store
-from conftest import need
+from conftest import SMALL_LAN_CAMPAIGN, need
 
 pytestmark = [pytest.mark.root, pytest.mark.browser, pytest.mark.slow]
 
-CAMPAIGN = {
-    "name": "par",
-    "matrix": {
-        "profiles": ["lan"],
-        "http": [1.1, 2],
-        "cc": ["bbr"],
-        "models": ["uniform"],
-        "sizes": ["100k"],
-    },
-    "repetitions": 2,
-    "retries": 1,
-    "browser": {"engine": "selenium", "connections_per_server": {1.1: 1, 2: 6}},
-}
+CAMPAIGN = {"name": "par", **SMALL_LAN_CAMPAIGN}
 
 
 @pytest.fixture(autouse=True)

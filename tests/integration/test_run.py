@@ -24,23 +24,11 @@ from clarke.results.journal import Journal
 from clarke.results.record import Status
 from clarke.run.loop import finished
 from clarke.testbed import lifecycle
-from conftest import _influx_config, free_port, need
+from conftest import SMALL_LAN_CAMPAIGN, _influx_config, free_port, need
 
 pytestmark = [pytest.mark.root, pytest.mark.browser, pytest.mark.slow, pytest.mark.influx]
 
-CAMPAIGN = {
-    "name": "e2e",
-    "matrix": {
-        "profiles": ["lan"],
-        "http": [1.1, 2],
-        "cc": ["bbr"],
-        "models": ["uniform"],
-        "sizes": ["100k"],
-    },
-    "repetitions": 2,
-    "retries": 1,
-    "browser": {"engine": "selenium", "connections_per_server": {1.1: 1, 2: 6}},
-}
+CAMPAIGN = {"name": "e2e", **SMALL_LAN_CAMPAIGN}
 
 
 @pytest.fixture(autouse=True)
