@@ -118,7 +118,7 @@ def test_loads_never_write_into_the_profile_template(site, http11: int) -> None:
     """The template Firefox made for this process holds only the kept files, and a load
     (in a copy of it) changes none of them."""
     binary = firefox.find_firefox()
-    template = profile_template.TEMPLATES.get(binary)
+    template = profile_template.TEMPLATES.get(binary, firefox.find_geckodriver())
     assert template is not None, profile_template.TEMPLATES.errors
     assert {p.name for p in template.iterdir()} <= set(profile_template.TEMPLATE_FILES)
     assert (template / "startupCache").is_dir()

@@ -46,11 +46,12 @@ def test_a_template_that_cannot_be_made_is_tried_once_and_named(
 ) -> None:
     tries = []
 
-    def fails(binary: str, parent: Path | None) -> Path:
+    def fails(binary: str, geckodriver: str, parent: Path | None) -> Path:
         tries.append(binary)
         raise RuntimeError("Firefox exited at start")
 
     monkeypatch.setattr(profile_template, "_make", fails)
+    monkeypatch.setattr(firefox, "find_geckodriver", lambda: "geckodriver")
     templates = profile_template.Templates()
     monkeypatch.setattr(profile_template, "TEMPLATES", templates)
     made = [firefox.profile_for_load("ff", None, {}, tmp_path, Phases()) for _ in range(2)]

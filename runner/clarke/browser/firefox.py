@@ -115,7 +115,7 @@ def profile_for_load(
     is one (made on the first load: phase profile_template), and what it was made from:
     "template", or "empty: <why>" (LoadResult.profile)."""
     with phases.phase("profile_template"):
-        template = profile_template.TEMPLATES.get(binary, parent)
+        template = profile_template.TEMPLATES.get(binary, find_geckodriver(), parent)
     with phases.phase("profile"):
         profile = make_profile(ca_cert, prefs, parent, template)
     if template is not None:

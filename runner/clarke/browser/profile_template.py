@@ -46,7 +46,7 @@ def seed(profile: Path, template: Path) -> None:
             shutil.copy2(source, profile / name)
 
 
-def _make(binary: str, parent: Path | None) -> Path:
+def _make(binary: str, geckodriver: str, parent: Path | None) -> Path:
     """A template for `binary`: Firefox started headless on an empty profile with the
     base preferences, and quit once its first window is up; then only TEMPLATE_FILES."""
     # Selenium is imported here: the client's agent is the only process that makes one.
@@ -54,8 +54,6 @@ def _make(binary: str, parent: Path | None) -> Path:
     from selenium import webdriver
     from selenium.webdriver.firefox.options import Options
     from selenium.webdriver.firefox.service import Service
-
-    from clarke.browser.firefox import find_geckodriver
 
     template = Path(tempfile.mkdtemp(prefix="clarke-profile-template-", dir=parent))
     (template / "user.js").write_text(
@@ -65,7 +63,7 @@ def _make(binary: str, parent: Path | None) -> Path:
     opts.binary_location = binary
     for arg in ("-headless", "-no-remote", "-profile", str(template)):
         opts.add_argument(arg)
-    service = Service(executable_path=find_geckodriver(), log_output=os.devnull)
+    service = Service(executable_path=geckodriver, log_output=os.devnull)
     driver = webdriver.Firefox(options=opts, service=service)
     driver.quit()
     for entry in template.iterdir():
@@ -91,11 +89,11 @@ class Templates:
         self.errors: dict[str, str] = {}
         atexit.register(self.remove)
 
-    def get(self, binary: str, parent: Path | None = None) -> Path | None:
+    def get(self, binary: str, geckodriver: str, parent: Path | None = None) -> Path | None:
         with self._lock:
             if binary not in self._made:
                 try:
-                    self._made[binary] = _make(binary, parent)
+                    self._made[binary] = _make(binary, geckodriver, parent)
                 except Exception as e:  # any failure leaves loads on empty profiles
                     log.warning("no Firefox profile template for %s: %s", binary, e)
                     self.errors[binary] = f"{type(e).__name__}: {e}"
