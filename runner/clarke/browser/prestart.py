@@ -16,6 +16,7 @@ page load, and a prestarted browser and one started on demand meet the page alik
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import threading
 import time
@@ -70,11 +71,11 @@ def tree_cpu_ticks(root: int) -> int:
     return sum(procs.cpu_ticks(pid) or 0 for pid in process_tree(root))
 
 
-def wait_quiet(root: int, clock_ticks_per_s: int = 100) -> tuple[float, bool]:
+def wait_quiet(root: int) -> tuple[float, bool]:
     """Waits until the processes under `root` (the driver and its browser) are quiet;
     (seconds waited, whether they became quiet before QUIET_MAX_S)."""
     started = time.monotonic()
-    allowed = QUIET_CPU_FRACTION * QUIET_WINDOW_S * clock_ticks_per_s
+    allowed = QUIET_CPU_FRACTION * QUIET_WINDOW_S * os.sysconf("SC_CLK_TCK")
     before = tree_cpu_ticks(root)
     while time.monotonic() - started < QUIET_MAX_S:
         time.sleep(QUIET_WINDOW_S)
