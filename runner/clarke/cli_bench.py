@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import get_args
 
 import click
 
 from clarke import profiles, registry
+from clarke.browser.load import StartAhead
 from clarke.place import netns
 from clarke.run import bench_link, bench_load
 from clarke.vocab import ENGINES, HTTP_VERSIONS
@@ -72,6 +74,14 @@ def link(link: str, n: int, only: tuple[str, ...], as_json: bool, out: Path | No
     help="Also print each phase of a load (the client's and the runner's), median and "
     "10th to 90th percentile.",
 )
+@click.option(
+    "--start-ahead",
+    type=click.Choice(get_args(StartAhead)),
+    default="after-page",
+    show_default=True,
+    help="When the next load's browser starts: once the page is measured, or during the "
+    "page at idle priority (docs/running.md).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 def load_overhead(
     engines: tuple[str, ...],
@@ -81,10 +91,13 @@ def load_overhead(
     profile: str,
     testbed_id: int | None,
     breakdown: bool,
+    start_ahead: StartAhead,
     as_json: bool,
 ) -> None:
     """Harness overhead per load (wall time minus PLT, median of N) for each engine."""
-    fig = bench_load.harness_overhead(list(engines or ENGINES), n, page, http, profile, testbed_id)
+    fig = bench_load.harness_overhead(
+        list(engines or ENGINES), n, page, http, profile, testbed_id, start_ahead
+    )
     click.echo(json.dumps(fig, indent=2) if as_json else bench_load.render(fig, breakdown))
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import http.server
 import json
+import os
 import shutil
 import threading
 from collections.abc import Iterator
@@ -160,3 +161,22 @@ def test_the_next_load_takes_the_browser_started_for_it(site, http11: int) -> No
     assert "ahead_quiet_wait" in second.phases_ms
     assert "browser_start" in third.phases_ms and "ahead_browser_start" not in third.phases_ms
     assert prestart.SPARES.take(same) == (None, "")  # nothing left running
+
+
+def test_a_browser_started_during_the_page_is_taken_at_normal_priority(site, http11: int) -> None:  # type: ignore[no-untyped-def]
+    """start_ahead during-page: the first load starts the second's Firefox just before
+    it navigates, at idle priority; the second load takes it, and navigates with every
+    task of it back at the normal policy."""
+    req = _request(site[1], http11).model_copy(update={"start_ahead": "during-page"})
+    first = selenium_engine.load(
+        req.model_copy(update={"next_load": req.settings()}), _setup(http11)
+    )
+    second = selenium_engine.load(req, _setup(http11))
+    for result in (first, second):
+        assert result.status is Status.ok, result.reason
+    order = list(first.phases_ms)
+    assert order.index("start_next") < order.index("navigation")
+    assert first.started.startswith("on demand")
+    assert second.started == "ahead, during the previous page, at idle priority"
+    assert "ahead_browser_start" in second.phases_ms and "browser_start" not in second.phases_ms
+    assert prestart.tasks_at_idle(os.getpid()) == []

@@ -4,6 +4,7 @@ it, what happens to one nobody takes, and when a browser counts as quiet."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -119,3 +120,135 @@ def test_a_sleeping_browser_is_quiet_at_once_and_a_busy_one_never(
         for p in (sleeper, busy):
             p.kill()
             p.wait()
+
+
+def test_a_browser_started_during_a_load_runs_at_idle_priority_until_taken(
+    tmp_path: Path,
+) -> None:
+    """A start during a measured load: its thread, the process it starts and what that
+    one starts all run at SCHED_IDLE; the load that takes it finds every one of them
+    back at the normal policy."""
+    spares, seen = prestart.Spares(), {}
+    observed = threading.Event()  # take() moves them back at once: look before it
+    children: list[subprocess.Popen[bytes]] = []
+    forks = "import subprocess, time; subprocess.Popen(['sleep', '30']); time.sleep(30)"
+
+    def start() -> prestart.Started:
+        child = subprocess.Popen([sys.executable, "-c", forks])
+        children.append(child)
+        for _ in range(100):  # until its own child is up
+            if len(prestart.process_tree(child.pid)) == 2:
+                break
+            threading.Event().wait(0.05)
+        seen["idle"] = sorted(prestart.tasks_at_idle(os.getpid()))
+        seen["tree"] = prestart.process_tree(child.pid)
+        observed.set()
+        profile = tmp_path / "profile"
+        profile.mkdir()
+        return prestart.Started(FakeDriver(), profile, "template", "153.0")
+
+    try:
+        spares.prepare(H2, start, idle=True)
+        assert observed.wait(20)
+        started, why_not = spares.take(H2)
+        assert started is not None and why_not == ""
+        assert started.how == "ahead, during the previous page, at idle priority"
+        assert len(seen["tree"]) == 2
+        assert set(seen["tree"]) <= set(seen["idle"]), "the start and its children at idle"
+        assert threading.get_native_id() not in seen["idle"], "the caller is untouched"
+        assert prestart.tasks_at_idle(os.getpid()) == []
+        assert all(os.sched_getscheduler(pid) == os.SCHED_OTHER for pid in seen["tree"])
+    finally:
+        for child in children:
+            for pid in prestart.process_tree(child.pid)[::-1]:
+                os.kill(pid, 9)
+            child.wait()
+
+
+def test_a_browser_started_after_the_page_keeps_the_normal_policy(tmp_path: Path) -> None:
+    spares, made = prestart.Spares(), []
+    spares.prepare(H2, _starter(tmp_path, made))
+    started, _ = spares.take(H2)
+    assert started is not None and started.how == "ahead, after the previous page"
+
+
+class _Process:
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+
+class _Service:
+    def __init__(self, pid: int) -> None:
+        self.process = _Process(pid)
+
+
+class DriverOf(FakeDriver):
+    """A driver whose process is `pid`."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__()
+        self.service = _Service(pid)
+
+
+def test_a_quiet_mark_spares_the_wait_only_for_a_browser_quiet_since(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        young = prestart.QuietMark.now(sleeper.pid)
+        waited, quiet = prestart.wait_quiet(sleeper.pid, young)
+        assert quiet and waited >= prestart.QUIET_WINDOW_S, "a mark too young: a window"
+        old = prestart.QuietMark(young.at - 2 * prestart.QUIET_WINDOW_S, young.ticks)
+        assert prestart.wait_quiet(sleeper.pid, old) == (0.0, True)
+        monkeypatch.setattr(prestart, "QUIET_MAX_S", 0.3)
+        mark = prestart.QuietMark.now(busy.pid)
+        threading.Event().wait(2 * prestart.QUIET_WINDOW_S)
+        waited, quiet = prestart.wait_quiet(busy.pid, mark)
+        assert not quiet and waited >= 0.3
+    finally:
+        for p in (sleeper, busy):
+            p.kill()
+            p.wait()
+
+
+def test_promote_moves_a_started_spare_to_normal_priority_and_marks_it_quiet(
+    tmp_path: Path,
+) -> None:
+    spares = prestart.Spares()
+    children: list[subprocess.Popen[bytes]] = []
+
+    def start() -> prestart.Started:
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+        children.append(child)
+        return prestart.Started(DriverOf(child.pid), tmp_path, "template", "153.0")
+
+    try:
+        spares.prepare(H2, start, idle=True)
+        for _ in range(400):  # at idle priority, its start may wait for a free core
+            if spares._started is not None:
+                break
+            threading.Event().wait(0.05)
+        assert prestart.tasks_at_idle(os.getpid()) == [children[0].pid]
+        spares.promote()
+        assert prestart.tasks_at_idle(os.getpid()) == []
+        started, _ = spares.take(H2)
+        assert started is not None and started.quiet_since is not None
+    finally:
+        for child in children:
+            child.kill()
+            child.wait()
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="needs setpriv (util-linux)")
+def test_without_sys_nice_idle_priority_is_refused_with_the_reason() -> None:
+    """As in a container without SYS_NICE: a thread at idle priority could not be moved
+    back, so no browser is started at it (the client then starts it after the page)."""
+    probe = "from clarke.browser import prestart; print(prestart.idle_priority_problem() or 'ok')"
+    out = subprocess.run(
+        ["prlimit", "--nice=0", "setpriv", "--bounding-set", "-sys_nice", "--inh-caps",
+         "-sys_nice", sys.executable, "-c", probe],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert "cannot be moved back here" in out and "Operation not permitted" in out
+    assert prestart.idle_priority_problem() == ""  # root, as the netns client runs

@@ -98,6 +98,7 @@ def check_url(url: str, setup: BrowserSetup | None) -> str:
 
 Http = Literal["1.1", "2", "3"]  # clarke.vocab.HttpVersion's values
 BrowserName = Literal["firefox", "chromium"]  # clarke.vocab.Browser's values
+StartAhead = Literal["after-page", "during-page"]  # browser/prestart.py
 # Chromium opens at most 6 connections per host for HTTP/1.1 and has no setting for it.
 CHROMIUM_CONNECTIONS = 6
 
@@ -170,8 +171,10 @@ class LoadRequest(BrowserSettings):
         None
     )
     # What the runner's next load will ask of its browser, if it knows: the client may
-    # start that browser once this load's page is measured (browser/prestart.py).
+    # start that browser ahead (browser/prestart.py), once this load's page is measured
+    # ("after-page") or at idle priority just before it navigates ("during-page").
     next_load: BrowserSettings | None = None
+    start_ahead: StartAhead = "after-page"
 
     @model_validator(mode="before")
     @classmethod
@@ -218,6 +221,8 @@ class LoadResult(BaseModel):
     # Firefox's profile: "template" (start-up caches copied in: browser/profile_template.py)
     # or "empty: <why not>"; "" for Chromium, whose profile is always empty.
     profile: str = ""
+    # How the browser was started: "on demand[: why not ahead]" or "ahead, ..." (prestart).
+    started: str = ""
 
     @classmethod
     def failed(cls, engine: str, reason: str, **kw: Any) -> LoadResult:

@@ -63,7 +63,9 @@ def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> 
             nxt = req.next_load
             if nxt is not None and nxt.browser == "firefox" and not capture:
                 prestart.SPARES.prepare(
-                    nxt, lambda: _start_firefox(nxt, setup, workdir, Phases(), None, quiet=True)
+                    nxt,
+                    lambda: _start_firefox(nxt, setup, workdir, Phases(), None, quiet=True),
+                    idle=req.start_ahead == "during-page",
                 )
 
         try:
@@ -80,7 +82,10 @@ def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> 
             capture.remove()
     if why_not:
         log.info("Firefox started on demand: %s", why_not)
-    return result.model_copy(update={"phases_ms": phases.ms, "profile": browser.made_from})
+    how = f"{browser.how}: {why_not}" if why_not else browser.how
+    return result.model_copy(
+        update={"phases_ms": phases.ms, "profile": browser.made_from, "started": how}
+    )
 
 
 def _start_firefox(
@@ -134,10 +139,16 @@ def _start_firefox(
         str(driver.capabilities.get("browserVersion", "")),
         str(driver.capabilities.get("moz:buildID", "")),
     )
+    started = prestart.Started(driver, profile, made_from, version)
     if quiet:
+        pid = driver.service.process.pid
         with phases.phase("quiet_wait"):
-            prestart.wait_quiet(driver.service.process.pid)
-    return prestart.Started(driver, profile, made_from, version, dict(phases.ms))
+            _, was_quiet = prestart.wait_quiet(pid)
+        # Starved at idle priority, a browser looks quiet: only at normal priority it is.
+        if was_quiet and not prestart.tasks_at_idle(pid):
+            started.quiet_since = prestart.QuietMark.now(pid)
+    started.phases_ms = dict(phases.ms)
+    return started
 
 
 def _load_chromium(req: LoadRequest, setup: BrowserSetup, workdir: Path | None) -> LoadResult:
@@ -199,19 +210,40 @@ def _drive(
     browser: prestart.Started,
     started: float,
     phases: Phases,
-    measured: Callable[[], None],
+    start_next: Callable[[], None],
     label: str = "Firefox",
 ) -> LoadResult:
-    """Wait until the browser is quiet, load, collect the entries, call `measured` (the
-    page is measured: the next browser may start), quit (Firefox writes its qlog files,
-    Chromium its NetLog, as they close)."""
+    """Wait until the browser is quiet, load, collect the entries, quit (Firefox writes
+    its qlog files, Chromium its NetLog, as they close). `start_next` starts the next
+    load's browser: just before navigating with req.start_ahead "during-page", else once
+    the entries are collected."""
     from selenium.common.exceptions import WebDriverException
     from urllib3.exceptions import HTTPError as DriverConnectionError
 
     driver, version = browser.driver, browser.version
     try:
         with phases.phase("quiet_wait"):
-            prestart.wait_quiet(driver.service.process.pid)
+            prestart.wait_quiet(driver.service.process.pid, browser.quiet_since)
+        if prestart.tasks_at_idle(driver.service.process.pid):
+            # A process forked while take() moved its parent escapes that scan: moved now,
+            # and quiet again at normal priority (starved, it only looked quiet).
+            prestart.to_normal_priority(driver.service.process.pid)
+            with phases.phase("quiet_wait_again"):
+                prestart.wait_quiet(driver.service.process.pid)
+        idle = prestart.tasks_at_idle(driver.service.process.pid)
+        if idle:  # a browser measured at idle priority is no load
+            return LoadResult.failed(
+                NAME, f"{label}: {len(idle)} of its tasks still at idle priority, not loaded"
+            )
+        during = req.start_ahead == "during-page" and req.next_load is not None
+        if during and prestart.idle_priority_problem():  # then once the page is measured
+            log.warning(
+                "the next browser starts after the page: %s", prestart.idle_priority_problem()
+            )
+            during = False
+        if during:
+            with phases.phase("start_next"):
+                start_next()
         if req.navigate_at_unix_ms is not None:
             wait_s = req.navigate_at_unix_ms / 1000 - time.time()
             if wait_s > 0:
@@ -224,6 +256,8 @@ def _drive(
                 driver.get(req.url)
             with phases.phase("settle_collect"):
                 raw = driver.execute_async_script(COLLECT_JS, req.settle_ms)
+            if during:  # measured: the next browser may take a core while this one quits
+                prestart.SPARES.promote()
         except WebDriverException as e:
             return LoadResult.failed(
                 NAME,
@@ -239,8 +273,9 @@ def _drive(
                 browser_version=version,
                 wall_ms=(time.monotonic() - started) * 1000,
             )
-        with phases.phase("start_next"):
-            measured()
+        if not during:
+            with phases.phase("start_next"):
+                start_next()
         with phases.phase("judge"):
             return judged(req, raw, NAME, version, (time.monotonic() - started) * 1000)
     finally:

@@ -7,6 +7,7 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints, model_validator
 
+from clarke.browser.load import StartAhead
 from clarke.campaign.cross import CrossTrafficEntry
 from clarke.schema import StrictModel
 from clarke.vocab import Browser as BrowserName
@@ -91,6 +92,18 @@ class Browser(StrictModel):
     window: tuple[
         Annotated[int, Field(ge=1280, le=16384)], Annotated[int, Field(ge=720, le=16384)]
     ] = (1366, 768)
+    # When the next load's browser starts (Selenium's Firefox): once this page is
+    # measured, or during it at idle priority (browser/prestart.py, docs/running.md).
+    start_ahead: StartAhead = "after-page"
+
+    @model_validator(mode="after")
+    def _start_ahead_with_selenium(self) -> Browser:
+        if self.start_ahead != "after-page" and self.engine is not Engine.selenium:
+            raise ValueError(
+                f"start_ahead {self.start_ahead} needs engine selenium (Browsertime starts "
+                "each load's browser itself)"
+            )
+        return self
 
     def connections_for(self, http: str) -> int:
         c = self.connections_per_server

@@ -14,6 +14,7 @@ import statistics
 import time
 from typing import Any
 
+from clarke.browser.load import StartAhead
 from clarke.results.record import Status
 from clarke.run.session import Session
 from clarke.testbed.substrate import NetnsSubstrate
@@ -27,10 +28,19 @@ def harness_overhead(
     http: str,
     profile: str = "lan",
     testbed_id: int | None = None,
+    start_ahead: StartAhead = "after-page",
 ) -> dict[str, Any]:
-    out: dict[str, Any] = {"profile": profile, "page": page, "http": http, "n": n, "engines": {}}
+    out: dict[str, Any] = {
+        "profile": profile,
+        "page": page,
+        "http": http,
+        "n": n,
+        "start_ahead": start_ahead,
+        "engines": {},
+    }
     phases: dict[str, dict[str, list[float]]] = {}
     session = Session(NetnsSubstrate(testbed_id), [page], engine=engines[0])
+    session.start_ahead = start_ahead
     with session.start(profile) as s:
         s.ensure_profile(profile)
         s.ensure_cc("bbr")
@@ -100,7 +110,8 @@ def spread(values: list[float]) -> dict[str, float]:
 def render(fig: dict[str, Any], breakdown_shown: bool = False) -> str:
     lines = [
         f"harness overhead: {fig['page']} over {fig['profile']}, HTTP/{fig['http']}, "
-        f"median of {fig['n']} loads per engine"
+        f"median of {fig['n']} loads per engine; next browser started "
+        f"{fig['start_ahead']}"
     ]
     for engine, e in fig["engines"].items():
 

@@ -318,6 +318,7 @@ def _run_in(
         repetitions=c.repetitions,
         positions=positions_per_profile(plan.runs),
     )
+    session.start_ahead = c.browser.start_ahead
     outcome = Outcome()
     keeper: MetaKeeper | None = None
     try:

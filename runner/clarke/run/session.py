@@ -31,6 +31,7 @@ from clarke.browser.load import (
     ExpectedObject,
     LoadRequest,
     LoadResult,
+    StartAhead,
     is_browser,
     is_http,
 )
@@ -47,7 +48,7 @@ from clarke.roles import profile_digest
 from clarke.run import captures, cross, linkcheck, timeline
 from clarke.run.captures import CapturePolicy
 from clarke.run.pep import pep_body, pep_metrics, pep_verdict
-from clarke.run.verdicts import link_overhead, link_verdict, server_verdict
+from clarke.run.verdicts import link_verdict, server_verdict
 from clarke.schedules import Schedule
 from clarke.schema import problems_of
 from clarke.timing import Phases
@@ -119,6 +120,7 @@ class Session:
         self.registry, self.units = registry or Registry.default(), units
         self.engine, self.firefox, self.window = engine, firefox, window
         self.browser = browser  # a load's browser when its run names none
+        self.start_ahead: StartAhead = "after-page"  # when the next browser starts (prestart)
         self.timeout_s = timeout_s
         self.roles_only = roles_only
         self.capture = capture
@@ -381,7 +383,9 @@ class Session:
             page, http, connections, prefs, capture.max_bytes if capture else 0, browser
         )
         if next_load is not None and not capture:
-            req = req.model_copy(update={"next_load": next_load.settings()})
+            req = req.model_copy(
+                update={"next_load": next_load.settings(), "start_ahead": self.start_ahead}
+            )
         with t.phase("reset_stats"):
             agents["server"].reset_stats()
             for role in LINK_ROLES:
@@ -428,24 +432,16 @@ class Session:
         with t.phase("link_stats"):
             asked_unix_ms = time.time() * 1000
             details["link_stats"] = {role: agents[role].stats() for role in LINK_ROLES}
-        overhead = link_overhead(details["link_stats"], entry["total_bytes"])
-        if crossing is not None:
-            # The link counted the cross traffic too: its bytes stay (link_bytes_*), but
-            # they are no overhead of the page's.
-            overhead = {k: v for k, v in overhead.items() if k.startswith("link_bytes_")}
-        details["metrics"] |= overhead
-        details["metrics"] |= timeline.crossed_metrics(details["link_stats"])
-        details["metrics"] |= timeline.queue_metrics(details["link_stats"])
         origin = (result.raw or {}).get("timeOrigin")
-        details["timeline"] = timeline.at_navigation(
+        metrics, details["timeline"] = timeline.link_metrics(
             details["link_stats"],
+            entry["total_bytes"],
+            crossing is not None,
             asked_unix_ms,
             float(origin) if isinstance(origin, int | float) else None,
             self._schedule(),
         )
-        details["metrics"] |= {
-            k: v for k, v in details["timeline"].items() if k in ("link_time_s", "slot_phase_s")
-        }
+        details["metrics"] |= metrics
         if self.substrate.name == "netns":
             with t.phase("pep_stats"):
                 stations = {role: agents[role].pep_stats() for role in PEP_ROLES}
@@ -478,8 +474,11 @@ class Session:
                 )
         # The client's own phases are inside "client"; the rest is the agent's round trip.
         details["phases_ms"] = {"runner": t.ms, "client": result.phases_ms}
-        if result.profile:
-            details["browser_profile"] = result.profile
+        details |= {
+            k: v
+            for k, v in [("browser_profile", result.profile), ("browser_started", result.started)]
+            if v
+        }
         return result.model_copy(update={"captured": None}), details
 
     def _navigate_at(self, phase_s: float) -> float | None:

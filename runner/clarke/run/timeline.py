@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from clarke.run.verdicts import link_overhead
 from clarke.schedules import Schedule
 from clarke.vocab import SENDER
 
@@ -105,3 +106,25 @@ def navigate_at(
     if target < earliest:
         target += slot_ms
     return asked_unix_ms + (target - link_ms)
+
+
+def link_metrics(
+    link_stats: dict[str, Any],
+    page_bytes: int,
+    with_cross_traffic: bool,
+    asked_unix_ms: float,
+    time_origin_ms: float | None,
+    schedule: Schedule | None,
+) -> tuple[dict[str, float], dict[str, Any]]:
+    """A load's metrics from the link's stats (the bytes it carried and their overhead
+    over the page, the rates and queues crossed, where on the link's timeline the load
+    was) and that timeline (at_navigation)."""
+    metrics = link_overhead(link_stats, page_bytes)
+    if with_cross_traffic:
+        # The link counted the cross traffic too: its bytes stay (link_bytes_*), but
+        # they are no overhead of the page's.
+        metrics = {k: v for k, v in metrics.items() if k.startswith("link_bytes_")}
+    metrics |= crossed_metrics(link_stats) | queue_metrics(link_stats)
+    at = at_navigation(link_stats, asked_unix_ms, time_origin_ms, schedule)
+    metrics |= {k: v for k, v in at.items() if k in ("link_time_s", "slot_phase_s")}
+    return metrics, at
