@@ -9,10 +9,9 @@ from typing import get_args
 import click
 
 from clarke import profiles, registry
-from clarke.browser.load import StartAhead
 from clarke.place import netns
 from clarke.run import bench_link, bench_load
-from clarke.vocab import ENGINES, HTTP_VERSIONS
+from clarke.vocab import ENGINES, HTTP_VERSIONS, StartAhead
 
 
 @click.group()

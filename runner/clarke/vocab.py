@@ -19,7 +19,7 @@ clarke.registry).
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Final
+from typing import Final, Literal
 
 
 class HttpVersion(StrEnum):
@@ -113,3 +113,8 @@ def sends(role: str) -> str | None:
 def receives(role: str) -> str | None:
     """The direction the link delivers at a station (None for the satellite)."""
     return next((d for d, r in RECEIVER.items() if r == role), None)
+
+
+# When a load's client starts the next load's browser (browser/prestart.py): once the
+# page is measured, or during it at idle priority.
+StartAhead = Literal["after-page", "during-page"]

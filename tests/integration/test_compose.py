@@ -133,6 +133,12 @@ def test_smoke_campaign_through_docker_compose_up(stack: Stack) -> None:
         assert r.implementations == {"link": "satlink", "server": "origin", "client": "firefox"}
         assert r.details["substrate"] == "compose"
         assert r.git_rev == "compose-test"
+    # start_ahead during-page: the client container may move a browser back from idle
+    # priority (SYS_NICE), so every load after the first takes one started during the last.
+    started = [r.details.get("browser_started") for r in records]
+    assert started[1:] == ["ahead, during the previous page, at idle priority"] * (
+        len(records) - 1
+    ), started
     meta = json.loads(next(stack.results.glob("*/meta.json")).read_text())
     assert [(c["phase"], c["substrate"]) for c in meta["link"]] == [
         ("before", "compose"),

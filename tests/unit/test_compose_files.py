@@ -103,7 +103,7 @@ CAPABILITIES = {
         "DAC_OVERRIDE",
     },
     # route; the link checks' echoes; results into the user's directory
-    "client": {"NET_ADMIN", "NET_RAW", "DAC_OVERRIDE"},
+    "client": {"NET_ADMIN", "NET_RAW", "DAC_OVERRIDE", "SYS_NICE"},
     "influxdb": {"CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID"},
     "secrets": {"CHOWN", "FOWNER"},  # the secret files' owner and mode
     "grafana": set(),

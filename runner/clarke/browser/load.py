@@ -33,7 +33,7 @@ from clarke.errors import ValidationFailed
 from clarke.results.metric_families import object_metrics
 from clarke.results.record import Status
 from clarke.schema import problems_of
-from clarke.vocab import HttpVersion
+from clarke.vocab import HttpVersion, StartAhead
 
 # Only these characters (RFC 3986's unreserved, reserved and %) in a URL: no spaces,
 # backslashes or controls a browser might read differently from this check.
@@ -98,7 +98,6 @@ def check_url(url: str, setup: BrowserSetup | None) -> str:
 
 Http = Literal["1.1", "2", "3"]  # clarke.vocab.HttpVersion's values
 BrowserName = Literal["firefox", "chromium"]  # clarke.vocab.Browser's values
-StartAhead = Literal["after-page", "during-page"]  # browser/prestart.py
 # Chromium opens at most 6 connections per host for HTTP/1.1 and has no setting for it.
 CHROMIUM_CONNECTIONS = 6
 

@@ -7,11 +7,10 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints, model_validator
 
-from clarke.browser.load import StartAhead
 from clarke.campaign.cross import CrossTrafficEntry
 from clarke.schema import StrictModel
 from clarke.vocab import Browser as BrowserName
-from clarke.vocab import CongestionControl, Engine, HttpVersion
+from clarke.vocab import CongestionControl, Engine, HttpVersion, StartAhead
 
 
 def _http_version(v: Any) -> Any:

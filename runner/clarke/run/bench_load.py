@@ -14,11 +14,10 @@ import statistics
 import time
 from typing import Any
 
-from clarke.browser.load import StartAhead
 from clarke.results.record import Status
 from clarke.run.session import Session
 from clarke.testbed.substrate import NetnsSubstrate
-from clarke.vocab import HttpVersion
+from clarke.vocab import HttpVersion, StartAhead
 
 
 def harness_overhead(

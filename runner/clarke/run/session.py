@@ -31,7 +31,6 @@ from clarke.browser.load import (
     ExpectedObject,
     LoadRequest,
     LoadResult,
-    StartAhead,
     is_browser,
     is_http,
 )
@@ -61,6 +60,7 @@ from clarke.vocab import (
     ROLES,
     CongestionControl,
     HttpVersion,
+    StartAhead,
 )
 
 HOST = tls.DEFAULT_HOST
