@@ -22,6 +22,8 @@ from conftest import need
 
 pytestmark = [pytest.mark.root, pytest.mark.browser, pytest.mark.slow]
 PAGE = "triangular-100k"
+# A TLS 1.3 alert record: 5 bytes of header, 2 of alert, 1 of content type, 16 of AEAD tag.
+TLS13_CLOSE_NOTIFY_BYTES = 24
 CC = "cubic"
 
 
@@ -64,8 +66,12 @@ def test_splittcp_splits_h2_the_server_sees_the_gateway(session: Session) -> Non
         c["relayed_from"] for c in terminal["connections"]
     }
     assert {c["hop_cc"] for c in terminal["connections"] + gw["connections"]} == {CC}
-    # The page's bytes crossed both proxies.
-    assert terminal["bytes_to_client"] == gw["bytes_to_client"] > 100_000
+    # The page's bytes crossed both proxies. The server answers the browser's close with a
+    # TLS close_notify, which the gateway relays but the terminal may find the browser
+    # gone for (it was 24 bytes short once): at most one such record per connection.
+    assert gw["bytes_to_client"] >= terminal["bytes_to_client"] > 100_000
+    short = gw["bytes_to_client"] - terminal["bytes_to_client"]
+    assert short <= TLS13_CLOSE_NOTIFY_BYTES * terminal["accepted"], short
     assert details["metrics"]["pep_terminal_accepted"] == terminal["accepted"]
 
 
