@@ -180,3 +180,22 @@ def test_a_browser_started_during_the_page_is_taken_at_normal_priority(site, htt
     assert second.started == "ahead, during the previous page, at idle priority"
     assert "ahead_browser_start" in second.phases_ms and "browser_start" not in second.phases_ms
     assert prestart.tasks_at_idle(os.getpid()) == []
+
+
+def test_where_idle_priority_cannot_be_undone_the_next_browser_starts_after_the_page(
+    site, http11: int, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """As in a container without SYS_NICE: during-page asked, the next browser starts
+    once the page is measured, at normal priority, and its load says so."""
+    monkeypatch.setattr(prestart, "idle_priority_problem", lambda: "no SYS_NICE (test)")
+    req = _request(site[1], http11).model_copy(update={"start_ahead": "during-page"})
+    first = selenium_engine.load(
+        req.model_copy(update={"next_load": req.settings()}), _setup(http11)
+    )
+    second = selenium_engine.load(req, _setup(http11))
+    for result in (first, second):
+        assert result.status is Status.ok, result.reason
+    order = list(first.phases_ms)
+    assert order.index("start_next") > order.index("settle_collect")
+    assert second.started == "ahead, after the previous page"
+    assert prestart.tasks_at_idle(os.getpid()) == []

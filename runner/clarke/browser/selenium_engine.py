@@ -59,17 +59,19 @@ def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> 
             except WebDriverException as e:
                 return LoadResult.failed(NAME, f"could not start Firefox: {e.msg or e}".strip())
 
+        during = _during_page(req)
+
         def start_next() -> None:
             nxt = req.next_load
             if nxt is not None and nxt.browser == "firefox" and not capture:
                 prestart.SPARES.prepare(
                     nxt,
                     lambda: _start_firefox(nxt, setup, workdir, Phases(), None, quiet=True),
-                    idle=req.start_ahead == "during-page",
+                    idle=during,
                 )
 
         try:
-            result = _drive(req, browser, started, phases, start_next)
+            result = _drive(req, browser, started, phases, start_next, during)
         finally:
             with phases.phase("cleanup"):
                 shutil.rmtree(browser.profile, ignore_errors=True)
@@ -190,7 +192,7 @@ def _load_chromium(req: LoadRequest, setup: BrowserSetup, workdir: Path | None) 
             return LoadResult.failed(NAME, f"could not start Chromium: {e.msg or e}".strip())
         version = str(driver.capabilities.get("browserVersion", ""))
         browser = prestart.Started(driver, profile, "", version)
-        result = _drive(req, browser, started, phases, lambda: None, label="Chromium")
+        result = _drive(req, browser, started, phases, lambda: None, False, label="Chromium")
         with phases.phase("netlog"):
             result = with_netlog(result, chromium.netlog_summary(netlog), req.url)
         if capture is not None:
@@ -211,12 +213,13 @@ def _drive(
     started: float,
     phases: Phases,
     start_next: Callable[[], None],
+    during: bool,
     label: str = "Firefox",
 ) -> LoadResult:
     """Wait until the browser is quiet, load, collect the entries, quit (Firefox writes
     its qlog files, Chromium its NetLog, as they close). `start_next` starts the next
-    load's browser: just before navigating with req.start_ahead "during-page", else once
-    the entries are collected."""
+    load's browser: just before navigating when `during` (_during_page), else once the
+    entries are collected."""
     from selenium.common.exceptions import WebDriverException
     from urllib3.exceptions import HTTPError as DriverConnectionError
 
@@ -235,12 +238,6 @@ def _drive(
             return LoadResult.failed(
                 NAME, f"{label}: {len(idle)} of its tasks still at idle priority, not loaded"
             )
-        during = req.start_ahead == "during-page" and req.next_load is not None
-        if during and prestart.idle_priority_problem():  # then once the page is measured
-            log.warning(
-                "the next browser starts after the page: %s", prestart.idle_priority_problem()
-            )
-            during = False
         if during:
             with phases.phase("start_next"):
                 start_next()
@@ -281,3 +278,15 @@ def _drive(
     finally:
         with phases.phase("browser_exit"):
             driver.quit()
+
+
+def _during_page(req: LoadRequest) -> bool:
+    """Whether the next load's browser starts during this page, at idle priority: asked
+    for (start_ahead), and possible here; where a thread cannot be moved back from idle
+    priority, it starts once the page is measured instead."""
+    if req.start_ahead != "during-page" or req.next_load is None:
+        return False
+    problem = prestart.idle_priority_problem()
+    if problem:
+        log.warning("the next browser starts after the page: %s", problem)
+    return not problem
