@@ -22,7 +22,7 @@ from clarke.browser import (
     profile_template,
     selenium_engine,
 )
-from clarke.browser.load import BrowserSetup, ExpectedObject, LoadRequest
+from clarke.browser.load import BrowserSetup, ExpectedObject, LoadRequest, LoadResult
 from clarke.pages.build import build
 from clarke.pages.models import Registry, Units
 from clarke.results.record import Status
@@ -163,17 +163,21 @@ def test_the_next_load_takes_the_browser_started_for_it(site, http11: int) -> No
     assert prestart.SPARES.take(same) == (None, "")  # nothing left running
 
 
+def _two_loads_during_page(page: dict, port: int) -> tuple[LoadResult, LoadResult]:  # type: ignore[type-arg]
+    """Two verified loads with start_ahead during-page, the first announcing the second."""
+    req = _request(page, port).model_copy(update={"start_ahead": "during-page"})
+    first = selenium_engine.load(req.model_copy(update={"next_load": req.settings()}), _setup(port))
+    second = selenium_engine.load(req, _setup(port))
+    for result in (first, second):
+        assert result.status is Status.ok, result.reason
+    return first, second
+
+
 def test_a_browser_started_during_the_page_is_taken_at_normal_priority(site, http11: int) -> None:  # type: ignore[no-untyped-def]
     """start_ahead during-page: the first load starts the second's Firefox just before
     it navigates, at idle priority; the second load takes it, and navigates with every
     task of it back at the normal policy."""
-    req = _request(site[1], http11).model_copy(update={"start_ahead": "during-page"})
-    first = selenium_engine.load(
-        req.model_copy(update={"next_load": req.settings()}), _setup(http11)
-    )
-    second = selenium_engine.load(req, _setup(http11))
-    for result in (first, second):
-        assert result.status is Status.ok, result.reason
+    first, second = _two_loads_during_page(site[1], http11)
     order = list(first.phases_ms)
     assert order.index("start_next") < order.index("navigation")
     assert first.started.startswith("on demand")
@@ -188,13 +192,7 @@ def test_where_idle_priority_cannot_be_undone_the_next_browser_starts_after_the_
     """As in a container without SYS_NICE: during-page asked, the next browser starts
     once the page is measured, at normal priority, and its load says so."""
     monkeypatch.setattr(prestart, "idle_priority_problem", lambda: "no SYS_NICE (test)")
-    req = _request(site[1], http11).model_copy(update={"start_ahead": "during-page"})
-    first = selenium_engine.load(
-        req.model_copy(update={"next_load": req.settings()}), _setup(http11)
-    )
-    second = selenium_engine.load(req, _setup(http11))
-    for result in (first, second):
-        assert result.status is Status.ok, result.reason
+    first, second = _two_loads_during_page(site[1], http11)
     order = list(first.phases_ms)
     assert order.index("start_next") > order.index("settle_collect")
     assert second.started == "ahead, after the previous page"

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from clarke import profiles
 from clarke.campaign.cross import CrossTraffic
 from clarke.place import netns, procs
 from clarke.place.plan import parse_ns
@@ -29,6 +30,7 @@ from conftest import need
 pytestmark = [pytest.mark.root, pytest.mark.browser, pytest.mark.slow]
 
 PROFILE = "wired-10m-50ms"  # a rate limit a single flow fills within a second or two
+LINK_MBPS = 10  # its rate each way
 
 
 def test_cross_traffic_shares_the_link_with_verified_loads(
@@ -91,15 +93,18 @@ def test_cross_traffic_shares_the_link_with_verified_loads(
         # Started before the load: it had moved bytes and settled first.
         assert crossing["confirmed_after_s"] <= crossing["settled_after_s"]
         # Moved bytes during the load, at most what the link carries (the interface
-        # counts Ethernet headers too: 1538 bytes on the wire per 1500-byte packet).
-        assert 0 < bulk.metrics["cross_forward_mbps"] <= 10 * 1538 / 1500, crossing
+        # counts Ethernet headers too: 1538 bytes on the wire per 1500-byte packet),
+        # within the profile's rate tolerance: the window is one short load, and a
+        # reading once came 2.5 % over (10.505 Mb/s).
+        link_max = LINK_MBPS * 1538 / 1500 * (1 + profiles.read(PROFILE).tolerance.rate_pct / 100)
+        assert 0 < bulk.metrics["cross_forward_mbps"] <= link_max, crossing
         assert "cross_return_mbps" not in bulk.metrics
         # The link counted the flow too: no overhead figure pretends it was the page's.
         assert bulk.metrics["link_bytes_forward"] > bulk.metrics["app_bytes"]
         assert "link_overhead" not in bulk.metrics
         bbr = records["bulk-bbr-return"]
         assert bbr.details["cross_traffic"]["cc"] == ["bbr"]
-        assert 0 < bbr.metrics["cross_return_mbps"] <= 10 * 1538 / 1500
+        assert 0 < bbr.metrics["cross_return_mbps"] <= link_max
         udp = records["udp-cbr-both-2mbps"]
         for direction in ("forward", "return"):
             # a constant 2 Mb/s each way, which the 10 Mb/s link carries whole
@@ -112,7 +117,7 @@ def test_cross_traffic_shares_the_link_with_verified_loads(
         web = records["web"]
         assert web.details["cross_traffic"]["flows"] == 6
         assert web.details["cross_traffic"]["cc"] == ["cubic"]
-        assert 0 < web.metrics["cross_forward_mbps"] <= 10 * 1538 / 1500
+        assert 0 < web.metrics["cross_forward_mbps"] <= link_max
         # The page's own server saw only the browser: web fetches from its own origin.
         peers = [c["peer"] for c in web.details["server_connections"]]
         assert peers and not [p for p in peers if p.startswith("198.19.")], peers
