@@ -13,8 +13,9 @@ current page's entries are collected, so nothing of it overlaps a measured load;
 load then waits for most of that start. "during-page" starts it just before the current
 load navigates, at the kernel's idle priority (SCHED_IDLE): its processes run only on a
 core the measured load leaves idle, and are preempted the moment the load's own wake.
-The load that takes the spare moves every task of it back to normal priority first
-(to_normal_priority), and checks none is left at idle before it navigates.
+Once the current page is measured, every task of the spare is moved back to normal
+priority (Spares.promote, to_normal_priority; take() does it too where promote did not
+run), and the load that takes it checks none is left at idle before it navigates.
 docs/running.md has the measured cost of either on PLT and on the time between loads.
 
 Whichever way a browser was started, the load navigates only once the browser's own
