@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from clarke import schema
+from clarke.campaign.dimensions import Cell
 from clarke.campaign.model import Campaign
 from clarke.campaign.plan import ShardBy, expand, shard_numbers
 from clarke.results import store
@@ -115,3 +116,8 @@ def dockerfile_instructions(path: Path) -> list[tuple[str, str]]:
         out.append((word.upper(), rest.strip()))
     assert not pending, f"{path} ends in a continuation"
     return out
+
+
+def moved(r: RunRecord, **values: object) -> RunRecord:
+    """`r` in another cell: the dimensions named (by record field) take these values."""
+    return r.model_copy(update={"cell": Cell.parse({**r.cell.record(), **values})})

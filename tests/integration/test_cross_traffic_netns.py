@@ -17,6 +17,7 @@ import yaml
 
 from clarke import profiles
 from clarke.campaign.cross import CrossTraffic
+from clarke.campaign.dimensions import CROSS_TRAFFIC
 from clarke.place import netns, procs
 from clarke.place.plan import parse_ns
 from clarke.results.journal import Journal
@@ -70,7 +71,7 @@ def test_cross_traffic_shares_the_link_with_verified_loads(
         )  # fmt: skip
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         (d,) = [p for p in (tmp_path / "results").iterdir() if p.is_dir()]
-        records = {r.cross_traffic: r for r in Journal.in_dir(d).records()}
+        records = {r.cell[CROSS_TRAFFIC]: r for r in Journal.in_dir(d).records()}
         assert set(records) == {
             "bulk-cubic",
             "bulk-bbr-return",

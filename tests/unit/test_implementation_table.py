@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from clarke.campaign.dimensions import HTTP
 from clarke.errors import InputError
 from clarke.results.journal import Journal
 from clarke.run.implementation_table import build, forward_drops, markdown
@@ -29,7 +30,7 @@ def _top(tmp_path: Path, factor: float) -> Path:
         shutil.copy(RECORDED / name, slow / name)
     lines = []
     for r in Journal.in_dir(RECORDED).records():
-        if r.http == "2" and "plt_ms" in r.metrics:
+        if r.cell[HTTP] == "2" and "plt_ms" in r.metrics:
             r = r.model_copy(
                 update={"metrics": {**r.metrics, "plt_ms": r.metrics["plt_ms"] * factor}}
             )
@@ -62,7 +63,7 @@ def test_ratios_to_the_baseline(tmp_path: Path) -> None:
         assert other.n == base.n == 20
         assert other.ratio is not None and other.ratio_ci is not None
         lo, hi = other.ratio_ci
-        if cell[1] == "2":  # slowed by 1.5: measured so, and 1 is outside the interval
+        if cell[HTTP] == "2":  # slowed by 1.5: measured so, and 1 is outside the interval
             assert other.ratio == pytest.approx(1.5) and 1.0 < lo <= 1.5 <= hi
         else:
             assert other.ratio == 1.0 and lo <= 1.0 <= hi

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from clarke.browser.load import LoadResult
+from clarke.campaign.cross import CrossTraffic
+from clarke.campaign.dimensions import CC, PROFILE, Cell
 from clarke.campaign.plan import Run
 from clarke.errors import ClarkeError
 from clarke.results.journal import Journal
@@ -18,6 +20,7 @@ from clarke.run import loop
 from clarke.run.loop import RecordContext, execute, finished
 from clarke.run.schedule import LinkCheck, schedule
 from clarke.run.verdicts import link_overhead, link_verdict, server_verdict
+from clarke.vocab import PEP_NONE
 
 CTX = RecordContext("t", "t-1", "selenium", "abc")
 
@@ -27,8 +30,9 @@ def runs(*profiles: str, reps: int = 1) -> list[Run]:
     for profile in profiles:
         for rep in range(1, reps + 1):
             i = len(out)
-            out.append(Run(i, f"{profile}-h2-bbr-uniform-100k-r{rep}", profile, "2", "bbr",
-                           "uniform", "100k", rep, 6))  # fmt: skip
+            cell = Cell.parse({"profile": profile, "http": "2", "cc": "bbr", "model": "uniform",
+                               "size": "100k", "connections": 6})  # fmt: skip
+            out.append(Run(i, f"{profile}-h2-bbr-uniform-100k-r{rep}", cell, rep))
     return out
 
 
@@ -53,6 +57,13 @@ class FakeSession:
             self.applied.append(("profile", name))
         return None
 
+    def ensure_cross(self, spec: CrossTraffic, page: str = "") -> None:
+        assert not spec.active
+
+    def ensure_pep(self, name: str, cc: str) -> object:
+        assert name == PEP_NONE
+        return None
+
     def ensure_cc(self, cc: str) -> object:
         if cc != self.cc:
             self.cc = cc
@@ -67,7 +78,7 @@ class FakeSession:
     def load(
         self, run: Run, attempt: int, next_run: Run | None = None
     ) -> tuple[LoadResult, dict[str, Any]]:
-        assert self.profile == run.profile and self.cc == run.cc
+        assert self.profile == run.cell[PROFILE] and self.cc == run.cell[CC]
         what = (self.script.get(run.run_id) or ["ok"]).pop(0)
         self.events.append(f"load {run.run_id} {what}")
         if what == "down":
@@ -75,7 +86,7 @@ class FakeSession:
         if what == "fail":
             return LoadResult.failed("selenium", "asked for h2, fell back to http/1.1"), {}
         ok = LoadResult(status=Status.ok, engine="selenium", metrics={"plt_ms": 100.0})
-        return ok, {"link": {"profile": run.profile, "profile_sha256": "f" * 64}}
+        return ok, {"link": {"profile": run.cell[PROFILE], "profile_sha256": "f" * 64}}
 
 
 class Seen:

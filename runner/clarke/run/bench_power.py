@@ -30,7 +30,6 @@ from scipy import stats
 from clarke.errors import InputError
 from clarke.results import store
 from clarke.results.record import Status
-from clarke.results.summary import CELL_KEYS
 from clarke.run.compare import holm
 
 
@@ -48,9 +47,7 @@ def recorded_cells(results_dir: Path, metric: str = "plt_ms") -> dict[str, np.nd
     out: dict[str, list[float]] = {}
     for r in journal.records():
         if r.status is Status.ok and metric in r.metrics:
-            out.setdefault("/".join(str(getattr(r, k)) for k in CELL_KEYS), []).append(
-                r.metrics[metric]
-            )
+            out.setdefault(r.cell.path, []).append(r.metrics[metric])
     return {k: np.asarray(v) for k, v in out.items()}
 
 

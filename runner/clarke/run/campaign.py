@@ -22,11 +22,13 @@ from rich.console import Console
 from clarke import __version__, gitinfo, profiles, registry, schema
 from clarke.browser import browsertime_engine
 from clarke.browser.client import Firefox
+from clarke.campaign.dimensions import BROWSER, PEP, PROFILE
 from clarke.campaign.model import Campaign
 from clarke.campaign.plan import (
     CampaignPlan,
     Run,
     ShardBy,
+    cells_of,
     page_registry,
     plan_file,
     positions_per_profile,
@@ -90,9 +92,9 @@ def preflight(
     installed here (exit 3). On compose the link and the server check themselves in
     their containers; the session compares what they are with what was asked."""
     link_impl, server_impl = registry.campaign_choices(c, str(source), link, server)
-    names = sorted({r.profile for r in runs})
+    names = sorted({r.cell[PROFILE] for r in runs})
     registry.check_profiles(link_impl, [(n, profiles.read(n)) for n in names])
-    peps = sorted({r.pep for r in runs} - {PEP_NONE})
+    peps = sorted({r.cell[PEP] for r in runs} - {PEP_NONE})
     if peps and substrate != "netns":
         raise InputError(
             f"{source}: pep {', '.join(peps)}: PEPs run on the netns substrate only (the "
@@ -110,11 +112,11 @@ def preflight(
 
 def check_browser(c: Campaign) -> None:
     """The campaign's browsers and engine, installed here (exit 3)."""
-    wanted = {b.value for _, _, m in c.matrices() for b in m.browser or [Browser.firefox]}
-    if "firefox" in wanted:
+    wanted = {cell[BROWSER] for _, _, m in c.matrices() for cell in cells_of(c, m)}
+    if Browser.firefox in wanted:
         Firefox(c.browser.binary).check_environment()
-    if "chromium" in wanted:
-        registry.get("client", "chromium").check_environment()
+    if Browser.chromium in wanted:
+        registry.get("client", Browser.chromium).check_environment()
     if c.browser.engine is Engine.browsertime:
         browsertime_engine.find_browsertime()
 
@@ -322,7 +324,7 @@ def _run_in(
     outcome = Outcome()
     keeper: MetaKeeper | None = None
     try:
-        session.start(first or (runs[0].profile if runs else c.matrices()[0][2].profiles[0]))
+        session.start(first or (runs[0].cell[PROFILE] if runs else c.values(PROFILE)[0]))
         testbed = testbed_label(sub)
         ctx = RecordContext(
             c.name, cid, c.browser.engine.value, gitinfo.revision(), shard_label, testbed

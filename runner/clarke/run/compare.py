@@ -22,10 +22,11 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from clarke.campaign.dimensions import BROWSER, Cell
 from clarke.errors import InputError
 from clarke.results import store
 from clarke.results.record import RunRecord, Status
-from clarke.results.summary import CELL_KEYS, METRICS, cell_of, final_attempts
+from clarke.results.summary import METRICS, final_attempts
 
 MIN_SAMPLES = 2
 BOOTSTRAP_RESAMPLES = 2000
@@ -39,7 +40,7 @@ class Verdict(StrEnum):
 
 @dataclass(frozen=True)
 class MetricComparison:
-    cell: tuple[str, ...]
+    cell: Cell
     metric: str
     n_baseline: int
     n_current: int
@@ -62,9 +63,9 @@ class Comparison:
     # (browser builds, role implementations' versions): said, not judged.
     software_changes: tuple[str, ...] = ()
 
-    def cells(self) -> dict[tuple[str, ...], Verdict]:
+    def cells(self) -> dict[Cell, Verdict]:
         order = {Verdict.faster: 0, Verdict.same: 1, Verdict.slower: 2}
-        out: dict[tuple[str, ...], Verdict] = {}
+        out: dict[Cell, Verdict] = {}
         for m in self.metrics:
             prev = out.get(m.cell)
             if prev is None or order[m.verdict] > order[prev]:
@@ -82,14 +83,11 @@ class Comparison:
             "alpha": self.alpha,
             "regressed": self.regressed,
             "software_changes": list(self.software_changes),
-            "cells": [
-                {"cell": dict(zip(CELL_KEYS, c, strict=True)), "verdict": v.value}
-                for c, v in self.cells().items()
-            ],
+            "cells": [{"cell": c.texts(), "verdict": v.value} for c, v in self.cells().items()],
             "metrics": [
                 {
                     **asdict(m),
-                    "cell": dict(zip(CELL_KEYS, m.cell, strict=True)),
+                    "cell": m.cell.texts(),
                     "verdict": m.verdict.value,
                 }
                 for m in self.metrics
@@ -130,10 +128,10 @@ def median_ratio_ci(a: np.ndarray, b: np.ndarray, seed: int = 0) -> tuple[float,
     return float(boot.confidence_interval.low), float(boot.confidence_interval.high)
 
 
-def cell_samples(records: list[RunRecord]) -> dict[tuple[str, ...], dict[str, list[float]]]:
-    out: dict[tuple[str, ...], dict[str, list[float]]] = {}
+def cell_samples(records: list[RunRecord]) -> dict[Cell, dict[str, list[float]]]:
+    out: dict[Cell, dict[str, list[float]]] = {}
     for r in final_attempts(records).values():
-        cell = cell_of(r)
+        cell = r.cell
         per = out.setdefault(cell, {m: [] for m in METRICS})
         if r.status is Status.ok:
             for m in METRICS:
@@ -154,8 +152,8 @@ def compare_records(
     if len(names) != 1:
         raise InputError(f"the results are of different campaigns: {', '.join(sorted(names))}")
     base, cur = cell_samples(baseline), cell_samples(current)
-    problems = [f"cell {'/'.join(c)} is in the baseline only" for c in base if c not in cur]
-    problems += [f"cell {'/'.join(c)} is in the current results only" for c in cur if c not in base]
+    problems = [f"cell {c.path} is in the baseline only" for c in base if c not in cur]
+    problems += [f"cell {c.path} is in the current results only" for c in cur if c not in base]
     out, too_few = compare_cells(base, cur, threshold=threshold, alpha=alpha, seed=seed)
     problems += too_few
     if problems:
@@ -166,8 +164,8 @@ def compare_records(
 
 
 def compare_cells(
-    base: dict[tuple[str, ...], dict[str, list[float]]],
-    cur: dict[tuple[str, ...], dict[str, list[float]]],
+    base: dict[Cell, dict[str, list[float]]],
+    cur: dict[Cell, dict[str, list[float]]],
     *,
     threshold: float = 0.10,
     alpha: float = 0.05,
@@ -184,7 +182,7 @@ def compare_cells(
             a, b = np.asarray(base[cell][m]), np.asarray(cur[cell][m])
             if len(a) < MIN_SAMPLES or len(b) < MIN_SAMPLES:
                 problems.append(
-                    f"cell {'/'.join(cell)}: {m} has {len(a)} baseline and {len(b)} "
+                    f"cell {cell.path}: {m} has {len(a)} baseline and {len(b)} "
                     f"current successful loads; {MIN_SAMPLES} or more of each needed"
                 )
                 continue
@@ -230,7 +228,7 @@ def _software(records: list[RunRecord]) -> dict[str, set[str]]:
     seen: dict[str, set[str]] = {}
     for r in records:
         if r.browser_version:
-            seen.setdefault(r.browser, set()).add(r.browser_version)
+            seen.setdefault(BROWSER.text(r.cell[BROWSER]), set()).add(r.browser_version)
         for name, version in r.versions.items():
             if version and not name.startswith("clarke_"):
                 seen.setdefault(name, set()).add(version)
@@ -280,7 +278,7 @@ def markdown(c: Comparison) -> str:
         )
         mark = "**slower**" if m.verdict is Verdict.slower else m.verdict.value
         lines.append(
-            f"| {'/'.join(m.cell)} | {m.metric} | {m.median_baseline:,.1f} | "
+            f"| {m.cell.path} | {m.metric} | {m.median_baseline:,.1f} | "
             f"{m.median_current:,.1f} | {m.ratio:.3f} | {ci} | {m.p_holm:.4f} | {mark} |"
         )
     return "\n".join(lines) + "\n"

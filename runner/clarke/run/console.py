@@ -17,9 +17,10 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from clarke.campaign.dimensions import table_columns
 from clarke.campaign.plan import Run
 from clarke.results.record import RunRecord, Status
-from clarke.results.summary import CELL_KEYS, METRICS, CellSummary
+from clarke.results.summary import METRICS, CellSummary
 from clarke.run.schedule import LinkCheck
 
 
@@ -28,20 +29,21 @@ def _fmt(v: float) -> str:
 
 
 def table(cells: list[CellSummary], title: str) -> Table:
-    """One row per cell; a browser column when the cells have more than one browser."""
-    browsers = len({c.cell[CELL_KEYS.index("browser")] for c in cells}) > 1
+    """One row per cell: the dimensions a results table shows for these cells
+    (clarke.campaign.dimensions.table_columns), the loads, then each metric."""
+    columns = table_columns([c.cell for c in cells])
     t = Table(title=title, show_lines=False)
-    columns = ("profile", "http", "cc", "page", *(["browser"] if browsers else []), "conns")
-    for col in (*columns, "cross", "pep", "ok", "failed"):
-        t.add_column(col, justify="right" if col in ("conns", "ok", "failed") else "left")
+    for d in columns:
+        t.add_column(d.column, justify="right" if d.numeric else "left")
+    for col in ("ok", "failed"):
+        t.add_column(col, justify="right")
     for m in METRICS:
         t.add_column(f"{m[:-3].upper()} mean ms", justify="right")
         t.add_column("median", justify="right")
         t.add_column("95 % CI", justify="right")
     for c in cells:
-        profile, http, cc, model, size, connections, crossing, pep, browser = c.cell
-        row = [profile, http, cc, f"{model}-{size}", *([browser] if browsers else [])]
-        row += [connections, crossing, pep, str(c.ok), str(c.failed)]
+        texts = c.cell.texts()
+        row = [texts[d.name] for d in columns] + [str(c.ok), str(c.failed)]
         for m in METRICS:
             s = c.metrics.get(m)
             if s is None:

@@ -16,10 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from clarke.campaign.dimensions import Cell
 from clarke.errors import InputError
 from clarke.results import store
 from clarke.results.record import RunRecord, Status
-from clarke.results.summary import CELL_KEYS, METRICS, final_attempts
+from clarke.results.summary import METRICS, final_attempts
 from clarke.run.compare import MIN_SAMPLES, cell_samples, median_ratio_ci
 from clarke.run.implementations import BASELINE, Combination, read_index
 
@@ -55,9 +56,9 @@ class Table:
     top: Path
     combinations: list[Combination]
     baseline: str | None  # its label, None when the baseline did not run
-    cells: list[tuple[str, ...]]
-    entries: dict[tuple[tuple[str, ...], str, str], Entry]  # (cell, metric, label)
-    evidence: dict[tuple[tuple[str, ...], str], dict[str, float]]  # (cell, label)
+    cells: list[Cell]
+    entries: dict[tuple[Cell, str, str], Entry]  # (cell, metric, label)
+    evidence: dict[tuple[Cell, str], dict[str, float]]  # (cell, label)
     links: dict[str, list[dict[str, Any]]]  # label -> its link checks
 
     @property
@@ -87,7 +88,7 @@ def build(top: Path) -> Table:
     baseline = f"{BASELINE[0]} + {BASELINE[1]}"
     base = samples.get(baseline)
     cells = sorted({cell for per in samples.values() for cell in per})
-    entries: dict[tuple[tuple[str, ...], str, str], Entry] = {}
+    entries: dict[tuple[Cell, str, str], Entry] = {}
     for cell in cells:
         for metric in METRICS:
             a = np.asarray(base[cell][metric]) if base and cell in base else np.asarray([])
@@ -116,13 +117,13 @@ def build(top: Path) -> Table:
 
 def _evidence(
     records: dict[str, list[RunRecord]],
-) -> dict[tuple[tuple[str, ...], str], dict[str, float]]:
-    out: dict[tuple[tuple[str, ...], str], dict[str, list[float]]] = {}
+) -> dict[tuple[Cell, str], dict[str, float]]:
+    out: dict[tuple[Cell, str], dict[str, list[float]]] = {}
     for label, recs in records.items():
         for r in final_attempts(recs).values():
             if r.status is not Status.ok:
                 continue
-            per = out.setdefault((tuple(getattr(r, k) for k in CELL_KEYS), label), {})
+            per = out.setdefault((r.cell, label), {})
             for key in EVIDENCE:
                 if key in r.metrics and not math.isnan(r.metrics[key]):
                     per.setdefault(key, []).append(r.metrics[key])
@@ -185,7 +186,7 @@ def rows(t: Table) -> tuple[list[str], list[list[str]]]:
     for cell in t.cells:
         for metric in METRICS:
             out.append(
-                ["/".join(cell), METRIC_LABEL[metric]]
+                [cell.path, METRIC_LABEL[metric]]
                 + [_ratio_text(t.entries.get((cell, metric, c.label))) for c in t.ran]
             )
     return head, out
@@ -241,7 +242,7 @@ def markdown(t: Table) -> str:
             if ev is None:
                 continue
             lines.append(
-                f"| {'/'.join(cell)} | {c.label} | "
+                f"| {cell.path} | {c.label} | "
                 + " | ".join(_evidence_text(k, ev.get(k)) for k in EVIDENCE)
                 + " |"
             )

@@ -26,6 +26,7 @@ from pydantic import BaseModel
 from rich.console import Console
 
 from clarke import profiles, registry, schema
+from clarke.campaign.dimensions import PROFILE
 from clarke.campaign.plan import plan_file
 from clarke.errors import ClarkeError, EnvironmentProblem, InputError
 from clarke.place import netns
@@ -119,7 +120,7 @@ def run_implementations(
     for lk, _ in combos:
         registry.check_profiles(
             registry.get("link", lk),
-            [(n, profiles.read(n)) for n in sorted({r.profile for r in plan.runs})],
+            [(n, profiles.read(n)) for n in sorted({r.cell[PROFILE] for r in plan.runs})],
         )
     netns.require_root_and_tun()
     check_browser(c)

@@ -18,6 +18,7 @@ from clarke.campaign.plan import Run
 from clarke.errors import ClarkeError, SinkError
 from clarke.results.journal import Journal
 from clarke.results.record import RunRecord, Status
+from clarke.run.apply import Testbed, put_in_force
 from clarke.run.schedule import LinkCheck, Step
 
 log = logging.getLogger(__name__)
@@ -28,13 +29,11 @@ class TestbedGone(ClarkeError):
     kind = "Testbed"
 
 
-class Session(Protocol):
+class Session(Testbed, Protocol):
     """What the loop needs of a testbed (run.session.Session; a fake one in tests)."""
 
     @property
     def implementations(self) -> dict[str, str]: ...
-    def ensure_profile(self, name: str) -> object: ...
-    def ensure_cc(self, cc: str) -> object: ...
     def load(
         self, run: Run, attempt: int, next_run: Run | None = None
     ) -> tuple[LoadResult, dict[str, Any]]: ...
@@ -127,19 +126,11 @@ def to_record(
         run_index=run.index,
         attempt=attempt,
         scenarios=list(run.scenarios),
-        profile=run.profile,
+        cell=run.cell,
         profile_sha256=str((details.get("link") or {}).get("profile_sha256") or ""),
-        http=run.http,
-        cc=run.cc,
-        model=run.model,
-        size=run.size,
         page=run.page,
         repetition=run.repetition,
-        connections=run.connections,
-        cross_traffic=run.cross_traffic,
-        pep=run.pep,
         engine=result.engine or ctx.engine,
-        browser=result.browser,
         browser_version=result.browser_version,
         # The client agent serves every browser: the load's is the client's implementation.
         implementations={**implementations, "client": result.browser},
@@ -210,8 +201,7 @@ def execute(
             watch.loading(run, attempt)
             started = dt.datetime.now(dt.UTC)
             try:
-                session.ensure_profile(run.profile)
-                session.ensure_cc(run.cc)
+                put_in_force(session, run.cell)
                 result, details = session.load(run, attempt, next_run)
             except ClarkeError as e:
                 # The testbed itself failed: record it; it does not use up a retry.

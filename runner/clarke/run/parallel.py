@@ -510,7 +510,7 @@ def print_check(check: TestbedCheck, console: Console) -> None:
         t.add_column(col)
     for r in check.rows:
         t.add_row(
-            "/".join(r.cell), r.metric, r.testbed, str(r.n_testbed), _ms(r.median_testbed),
+            r.cell.path, r.metric, r.testbed, str(r.n_testbed), _ms(r.median_testbed),
             str(r.n_reference), _ms(r.median_reference),
             "-" if r.ratio != r.ratio else f"{r.ratio:.3f}",
             "-" if r.p_holm != r.p_holm else f"{r.p_holm:.4f}", r.verdict,

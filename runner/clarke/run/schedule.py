@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import groupby
 
+from clarke.campaign.dimensions import PROFILE
 from clarke.campaign.plan import Run
 
 
@@ -32,7 +33,7 @@ def schedule(
 ) -> list[Step]:
     done, checked = set(done), set(checked)
     steps: list[Step] = []
-    for profile, stretch in groupby(runs, key=lambda r: r.profile):
+    for profile, stretch in groupby(runs, key=lambda r: r.cell[PROFILE]):
         pending = [r for r in stretch if r.run_id not in done]
         if pending:
             steps += [LinkCheck(profile, "before"), *pending, LinkCheck(profile, "after")]

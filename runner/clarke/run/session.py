@@ -2,11 +2,11 @@
 attached to) through the substrate (testbed/substrate.py, compose/substrate.py), and
 from then on the runner reaches every role only through its agent.
 
-The session offers what a campaign needs, each change made once: `ensure_profile(P)`
-and `ensure_cc(C)` read back what is in force and apply only what differs (every apply
-logged and kept in `applied`); `load(run)` reads the link's profile back before and
-after the load, and a load that did not run on the profile asked for fails with the
-reason; `check_link` measures the link against its profile.
+The session offers what a campaign needs, each change made once: `ensure_profile(P)`,
+`ensure_cc(C)` (and the cross traffic and the PEP) read back what is in force and apply
+only what differs (every apply logged and kept in `applied`; run/apply.py calls them);
+`load(run)` reads the link's profile back before and after the load, and a load that did
+not run on the profile asked for fails with the reason; `check_link` measures the link.
 
     runner ──mgmt── agents: client (Firefox), terminal/satellite/gateway (satlink,
                             OpenSAND or netem), server (origin or OpenLiteSpeed)
@@ -35,6 +35,7 @@ from clarke.browser.load import (
     is_http,
 )
 from clarke.campaign.cross import CrossTraffic
+from clarke.campaign.dimensions import BROWSER, CC, CONNECTIONS, HTTP, PEP
 from clarke.campaign.model import SlotPhase
 from clarke.campaign.plan import Run
 from clarke.errors import ClarkeError, InputError, UnknownName, ValidationFailed
@@ -308,7 +309,7 @@ class Session:
     def load(
         self, run: Run, attempt: int = 1, next_run: Run | None = None
     ) -> tuple[LoadResult, dict[str, Any]]:
-        """`run`'s load; the client may start `next_run`'s browser ahead (prestart)."""
+        """`run`'s load (run/apply.py put its cell in force); `next_run`'s may start ahead."""
         schedule = self._schedule()
         aim = None
         if self.slot_phase is not None and schedule is not None and schedule.slot_s:
@@ -318,23 +319,23 @@ class Session:
                 self.repetitions,
                 self.positions.get(run.index, (0, 1)),
             )
-        self.ensure_cross(run.cross, run.page)
-        self.ensure_pep(run.pep, run.cc)
+        cell = run.cell
         return self.load_page(
             run.page,
-            run.http,
-            run.cc,
-            run.connections,
+            cell[HTTP].value,
+            cell[CC].value,
+            cell[CONNECTIONS],
             capture_label=f"{run.run_id}-a{attempt}",
             slot_phase_s=aim,
-            pep=run.pep,
-            browser=run.browser,
-            next_load=None
-            if next_run is None
-            else self.request(
-                next_run.page, next_run.http, next_run.connections, None, 0, next_run.browser
-            ),
+            pep=cell[PEP],
+            browser=cell[BROWSER].value,
+            next_load=None if next_run is None else self._request_of(next_run),
         )
+
+    def _request_of(self, run: Run) -> LoadRequest:
+        """What `run`'s load will ask of its browser (so that it can be started ahead)."""
+        c = run.cell
+        return self.request(run.page, c[HTTP].value, c[CONNECTIONS], None, 0, c[BROWSER].value)
 
     def _link_failure(self) -> str:
         """Why the load does not count as a load on `self.profile`, or ""; LinkStopped

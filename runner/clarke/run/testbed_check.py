@@ -15,8 +15,9 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from clarke.campaign.dimensions import Cell
 from clarke.results.record import RunRecord
-from clarke.results.summary import CELL_KEYS, METRICS
+from clarke.results.summary import METRICS
 from clarke.run.compare import MIN_SAMPLES, Verdict, cell_samples, compare_cells
 
 TOO_FEW = "too few"
@@ -26,7 +27,7 @@ TOO_FEW = "too few"
 class Row:
     """One cell's metric on the reference testbed and on another one."""
 
-    cell: tuple[str, ...]
+    cell: Cell
     metric: str
     testbed: str  # the other testbed's lane (its shard label, i/N)
     n_reference: int
@@ -73,7 +74,7 @@ class TestbedCheck:
             "rows": [
                 {
                     **{k: clean(v) if isinstance(v, float) else v for k, v in asdict(r).items()},
-                    "cell": dict(zip(CELL_KEYS, r.cell, strict=True)),
+                    "cell": r.cell.texts(),
                 }
                 for r in self.rows
             ],
@@ -143,7 +144,7 @@ def _lane_key(label: str) -> tuple[int, str]:
 def warnings(check: TestbedCheck) -> list[str]:
     """One line per (cell, metric) on which a testbed disagrees with the reference."""
     return [
-        f"testbed {r.testbed} vs {check.reference}: {'/'.join(r.cell)} {r.metric}: median "
+        f"testbed {r.testbed} vs {check.reference}: {r.cell.path} {r.metric}: median "
         f"{r.median_testbed:,.1f} vs {r.median_reference:,.1f} ms (x{r.ratio:.3f}, "
         f"p (Holm) {r.p_holm:.4f}): {r.verdict}"
         for r in check.disagreeing
