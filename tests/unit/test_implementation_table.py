@@ -105,3 +105,13 @@ def test_forward_drops_from_each_links_counters() -> None:
     }
     assert forward_drops(opensand) == 237.0
     assert forward_drops({}) is None
+
+
+def test_every_cell_has_its_evidence_per_combination(tmp_path: Path) -> None:
+    """The loads' own evidence is found under the cells the table lists (it was keyed by
+    an integer connection count while the cells had text, and never found)."""
+    t = build(_top(tmp_path, 1.5))
+    for cell in t.cells:
+        for c in t.ran:
+            evidence = t.evidence.get((cell, c.label))
+            assert evidence and evidence["ttfb_ms"] > 0, (cell, c.label)
