@@ -9,9 +9,7 @@ from typing import Any
 
 import pytest
 
-from clarke.browser.load import LoadResult
-from clarke.campaign.cross import CrossTraffic
-from clarke.campaign.dimensions import CC, PROFILE, Cell
+from clarke.campaign.dimensions import Cell
 from clarke.campaign.plan import Run
 from clarke.errors import ClarkeError
 from clarke.results.journal import Journal
@@ -20,7 +18,7 @@ from clarke.run import loop
 from clarke.run.loop import RecordContext, execute, finished
 from clarke.run.schedule import LinkCheck, schedule
 from clarke.run.verdicts import link_overhead, link_verdict, server_verdict
-from clarke.vocab import PEP_NONE
+from helpers import FakeSession
 
 CTX = RecordContext("t", "t-1", "selenium", "abc")
 
@@ -34,59 +32,6 @@ def runs(*profiles: str, reps: int = 1) -> list[Run]:
                                "size": "100k", "connections": 6})  # fmt: skip
             out.append(Run(i, f"{profile}-h2-bbr-uniform-100k-r{rep}", cell, rep))
     return out
-
-
-class FakeSession:
-    """A testbed as the loop sees it. `script`: per run id, what each attempt does: "ok",
-    "fail" (a failed load), "down" (the testbed does not answer)."""
-
-    def __init__(self, script: dict[str, list[str]] | None = None) -> None:
-        self.implementations = {"link": "satlink", "server": "origin", "client": "firefox"}
-        self.script = {k: list(v) for k, v in (script or {}).items()}
-        self.profile: str | None = None
-        self.cc: str | None = None
-        self.applied: list[tuple[str, str]] = []
-        self.events: list[str] = []
-
-    def versions(self) -> dict[str, str]:
-        return {"clarke": "test"}
-
-    def ensure_profile(self, name: str) -> object:
-        if name != self.profile:
-            self.profile = name
-            self.applied.append(("profile", name))
-        return None
-
-    def ensure_cross(self, spec: CrossTraffic, page: str = "") -> None:
-        assert not spec.active
-
-    def ensure_pep(self, name: str, cc: str) -> object:
-        assert name == PEP_NONE
-        return None
-
-    def ensure_cc(self, cc: str) -> object:
-        if cc != self.cc:
-            self.cc = cc
-            self.applied.append(("cc", cc))
-        return None
-
-    def check_link(self, profile: str, phase: str, level: str) -> dict[str, Any]:
-        self.ensure_profile(profile)
-        self.events.append(f"{phase} {profile}")
-        return {"phase": phase, "profile": profile, "passed": True}
-
-    def load(
-        self, run: Run, attempt: int, next_run: Run | None = None
-    ) -> tuple[LoadResult, dict[str, Any]]:
-        assert self.profile == run.cell[PROFILE] and self.cc == run.cell[CC]
-        what = (self.script.get(run.run_id) or ["ok"]).pop(0)
-        self.events.append(f"load {run.run_id} {what}")
-        if what == "down":
-            raise ClarkeError("client agent at http://x: ConnectError")
-        if what == "fail":
-            return LoadResult.failed("selenium", "asked for h2, fell back to http/1.1"), {}
-        ok = LoadResult(status=Status.ok, engine="selenium", metrics={"plt_ms": 100.0})
-        return ok, {"link": {"profile": run.cell[PROFILE], "profile_sha256": "f" * 64}}
 
 
 class Seen:
