@@ -52,10 +52,11 @@ from clarke.results import store  # noqa: E402
 from clarke.results.influx import to_line  # noqa: E402
 from clarke.results.journal import Journal  # noqa: E402
 from clarke.results.summary import summarise  # noqa: E402
-from clarke.run import apply  # noqa: E402
-from clarke.run.console import table  # noqa: E402
-from clarke.run.loop import RecordContext, execute  # noqa: E402
-from clarke.run.schedule import schedule  # noqa: E402
+from clarke.run.campaign import apply  # noqa: E402
+from clarke.run.campaign.console import table  # noqa: E402
+from clarke.run.campaign.loop import LoopSettings, RecordContext, execute  # noqa: E402
+from clarke.run.campaign.schedule import schedule  # noqa: E402
+from clarke.vocab import Engine  # noqa: E402
 from helpers import FakeSession  # noqa: E402
 
 applied: list[str] = []
@@ -82,8 +83,8 @@ def main(out: Path) -> dict[str, Any]:
     results = store.create(out, "toy-1", campaign_file, {"runs": []}, {"campaign": "toy"})
     journal = Journal.in_dir(results)
     with journal:
-        execute(schedule(plan.runs, ()), FakeSession(), journal, RecordContext("toy", "toy-1",
-                "selenium", "abc"), retries=0)  # fmt: skip
+        ctx = RecordContext("toy", "toy-1", Engine.selenium, "abc")
+        execute(schedule(plan.runs, ()), FakeSession(), journal, ctx, LoopSettings(retries=0))
     records = list(Journal.in_dir(results).records())
     console = Console(file=io.StringIO(), width=300, record=True)
     console.print(table(summarise(records), "toy"))

@@ -56,7 +56,7 @@ def compare(
 
     Exits 1 when a cell is slower beyond the threshold and significant, 2 on unusable
     input (different campaigns, cells missing or without successful loads), else 0."""
-    from clarke.run.compare import (  # scipy: slow to import
+    from clarke.run.compare.cells import (  # scipy: slow to import
         Verdict,
         compare_records,
         markdown,

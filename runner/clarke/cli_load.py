@@ -12,13 +12,16 @@ from clarke import profiles, registry
 from clarke.browser.client import Firefox
 from clarke.browser.load import CHROMIUM_CONNECTIONS
 from clarke.browser.prefs import check_override
+from clarke.campaign.dimensions import BROWSER, CC, CONNECTIONS, HTTP, PEP, PROFILE
+from clarke.cli_dimensions import option
 from clarke.errors import InputError
 from clarke.pages.models import Registry
 from clarke.results.record import Status
-from clarke.run.captures import CaptureMode, CapturePolicy, check_substrate
-from clarke.run.session import Session
+from clarke.run.session.captures import CaptureMode, CapturePolicy, check_substrate
+from clarke.run.session.session import Session
+from clarke.run.session.settings import PageLoad, SessionSettings
 from clarke.testbed.substrate import NetnsSubstrate
-from clarke.vocab import CONGESTION_CONTROLS, ENGINES, HTTP_VERSIONS, PEP_NONE, HttpVersion
+from clarke.vocab import ENGINES, PEP_NONE, Browser, CongestionControl, Engine, HttpVersion
 
 
 def _page_help() -> str:
@@ -59,21 +62,10 @@ def parse_prefs(items: tuple[str, ...]) -> dict[str, bool | int]:
 
 
 @click.command()
-@click.option("--profile", default="geo", show_default=True, help=profiles.help_text())
-@click.option(
-    "--http",
-    "http",
-    type=click.Choice(HTTP_VERSIONS),
-    default="2",
-    show_default=True,
-    help="HTTP version to force and verify.",
-)
-@click.option(
-    "--cc",
-    type=click.Choice(CONGESTION_CONTROLS),
-    default="bbr",
-    show_default=True,
-    help="The server's congestion control (QUIC: reno means NewReno).",
+@option(PROFILE, default="geo", show_default=True, more_help=profiles.help_text())
+@option(HTTP, default=HttpVersion.h2.value, show_default=True)
+@option(
+    CC, default=CongestionControl.bbr.value, show_default=True, more_help="QUIC: reno is NewReno"
 )
 @click.option(
     "--page",
@@ -84,21 +76,20 @@ def parse_prefs(items: tuple[str, ...]) -> dict[str, bool | int]:
 @click.option(
     "--engine",
     type=click.Choice(ENGINES),
-    default="selenium",
+    default=Engine.selenium.value,
     show_default=True,
 )
-@click.option(
-    "--browser",
-    type=click.Choice(registry.names("client")),
-    default="firefox",
+@option(
+    BROWSER,
+    choices=registry.names("client"),
+    default=Browser.firefox.value,
     show_default=True,
-    help=registry.help_text("client"),
+    more_help=registry.help_text("client"),
 )
-@click.option(
-    "--connections",
+@option(
+    CONNECTIONS,
     type=click.IntRange(1, 256),
-    help="Connections per server (default: 1 for HTTP/1.1 as in the study, else 6; "
-    "Chromium: 6, fixed).",
+    more_help="Default: 1 for HTTP/1.1 as in the study, else 6; Chromium: 6, fixed",
 )
 @click.option("--firefox", help="Firefox binary: firefox-nightly, firefox, firefox-esr or a path.")
 @click.option(
@@ -127,13 +118,12 @@ def parse_prefs(items: tuple[str, ...]) -> dict[str, bool | int]:
     help="The server's implementation (default origin; with --testbed: the testbed's). "
     + registry.help_text("server"),
 )
-@click.option(
-    "--pep",
-    type=click.Choice((PEP_NONE, *registry.names("pep"))),
+@option(
+    PEP,
+    choices=(PEP_NONE, *registry.names("pep")),
     default=PEP_NONE,
     show_default=True,
-    help="A performance-enhancing proxy at terminal and gateway, verified (docs/peps.md). "
-    + registry.help_text("pep"),
+    more_help="Verified (docs/peps.md). " + registry.help_text("pep"),
 )
 @click.option(
     "--capture",
@@ -182,7 +172,7 @@ def load(
         link_impl.check_profile(profiles.read(profile), f"link profile {profile!r}")
     else:
         profiles.read(profile)
-    if browser == "firefox":
+    if browser == Browser.firefox:
         Firefox(firefox).check_environment()
     else:
         registry.get("client", browser).check_environment()
@@ -202,20 +192,19 @@ def load(
             raise InputError(f"--capture {capture_dir}: the directory is not empty")
         capture = CapturePolicy(CaptureMode.all, capture_dir, capture_max_mb * 1_000_000, flat=True)
     conns = connections or (
-        CHROMIUM_CONNECTIONS if browser == "chromium" else HttpVersion(http).default_connections
+        CHROMIUM_CONNECTIONS
+        if browser == Browser.chromium
+        else HttpVersion(http).default_connections
     )
     started = time.monotonic()
     substrate = NetnsSubstrate(testbed_id, link, server, firefox=firefox)
-    session = Session(
-        substrate, [page], engine=engine, firefox=firefox, capture=capture, browser=browser
-    )
+    settings = SessionSettings(engine=engine, firefox=firefox, capture=capture, browser=browser)
+    session = Session(substrate, [page], settings)
     with session.start(profile) as s:
         s.ensure_profile(profile)
         s.ensure_cc(cc)
         s.ensure_pep(pep, cc)
-        result, details = s.load_page(
-            page, http, cc, conns, overrides, capture_label="load", pep=pep
-        )
+        result, details = s.load_page(PageLoad(page, http, cc, conns, pep, prefs=overrides))
         implementations, applied = s.implementations, [a.to_dict() for a in s.applied]
     wall_ms = (time.monotonic() - started) * 1000
     m = {**result.metrics, **{k: v for k, v in details["metrics"].items() if v is not None}}

@@ -12,8 +12,10 @@ from clarke.compose.substrate import ComposeSubstrate
 from clarke.errors import InputError
 from clarke.link import netem
 from clarke.place import netns, plan
-from clarke.run import linkcheck
-from clarke.run.session import Session
+from clarke.run.linkcheck import check as linkcheck
+from clarke.run.linkcheck.check import CheckLevel
+from clarke.run.session.session import Session
+from clarke.run.session.settings import ROLES_ONLY
 from clarke.testbed import lifecycle
 from clarke.testbed.substrate import NetnsSubstrate
 from clarke.vocab import ROLES, SUBSTRATES
@@ -161,11 +163,11 @@ def _check(
         sub = NetnsSubstrate(state.id)
         profile_name = profile_name or state.profile
         label = state.id
-    session = Session(sub, [], engine="selenium", roles_only=True)
+    session = Session(sub, [], ROLES_ONLY)
     try:
         session.start(profile_name)
         session.ensure_profile(profile_name)
-        return session.measure_link(profile_name, samples, duration, omit, label)
+        return session.link().measure(profile_name, CheckLevel(samples, duration, omit), label)
     finally:
         session.close()
 
@@ -222,15 +224,15 @@ def check_schedule(testbed_id: int | None, duration: float, interval: float, as_
     """Echo requests along the schedule of the profile the testbed runs (satlink): the
     error against the schedule's RTT per step (p50, p99), and how long after each step
     that changes the RTT the change showed. docs/schedules.md."""
-    from clarke.run.schedule_follow import follow
+    from clarke.run.linkcheck.follow import follow
 
     netns.require_root_and_tun()
     state, _ = lifecycle.running(testbed_id)
-    session = Session(NetnsSubstrate(state.id), [], engine="selenium", roles_only=True)
+    session = Session(NetnsSubstrate(state.id), [], ROLES_ONLY)
     try:
         session.start(state.profile)
         session.ensure_profile(state.profile)
-        report = follow(session.probe(), profiles.read(state.profile), duration, interval)
+        report = follow(session.link().probe(), profiles.read(state.profile), duration, interval)
     finally:
         session.close()
     if as_json:

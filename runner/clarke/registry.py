@@ -34,7 +34,7 @@ from clarke.profiles import LinkProfile
 from clarke.roles import KINDS, Implementation
 from clarke.server.openlitespeed import OpenLiteSpeed
 from clarke.server.origin import Origin
-from clarke.vocab import PEP_NONE, kind_of
+from clarke.vocab import PEP_NONE, Browser, kind_of
 
 IMPLEMENTATIONS: Final[tuple[Implementation, ...]] = (
     Satlink(),
@@ -48,7 +48,7 @@ IMPLEMENTATIONS: Final[tuple[Implementation, ...]] = (
     Chromium(),
 )
 # No default PEP: a testbed runs without one unless a load asks (vocab.PEP_NONE).
-DEFAULTS: Final = {"link": "satlink", "server": "origin", "client": "firefox"}
+DEFAULTS: Final = {"link": "satlink", "server": "origin", "client": Browser.firefox.value}
 
 
 def names(kind: str) -> tuple[str, ...]:

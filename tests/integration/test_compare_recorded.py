@@ -10,7 +10,7 @@ from pathlib import Path
 from clarke.campaign.dimensions import CC, HTTP, MODEL, PROFILE, SIZE
 from clarke.results import store
 from clarke.results.record import RunRecord
-from clarke.run.compare import Verdict, compare_records
+from clarke.run.compare.cells import Verdict, compare_records
 
 RECORDED = Path("tests/data/recorded-repeats")
 

@@ -22,7 +22,7 @@ from clarke.place import netns, procs
 from clarke.place.plan import parse_ns
 from clarke.results.journal import Journal
 from clarke.results.record import Status
-from clarke.run.cross import CrossTrafficDriver
+from clarke.run.session.cross import CrossTrafficDriver
 from clarke.testbed import lifecycle
 from clarke.testbed.cross import NetnsCrossEndpoints
 from clarke.testbed.state import Store

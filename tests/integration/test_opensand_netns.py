@@ -31,8 +31,9 @@ from clarke.link.opensand import entity as opensand_role
 from clarke.place import netns, procs
 from clarke.place.plan import plan
 from clarke.roles import link_config
-from clarke.run import linkcheck
-from clarke.run.session import Session
+from clarke.run.linkcheck import check as linkcheck
+from clarke.run.session.session import Session
+from clarke.run.session.settings import ROLES_ONLY
 from clarke.testbed import lifecycle
 from clarke.testbed.state import Store
 from clarke.testbed.substrate import NetnsSubstrate
@@ -171,7 +172,7 @@ def test_testbed_on_opensand(testbed_env: Path, run_cli, capsys) -> None:  # typ
     assert stats["terminal"]["link"]["delay_value_ms"] == 127
 
     # Another profile on the running testbed, and back: through the agents, once each.
-    session = Session(NetnsSubstrate(TESTBED_ID), [], engine="selenium", roles_only=True)
+    session = Session(NetnsSubstrate(TESTBED_ID), [], ROLES_ONLY)
     session.start("geo")
     try:
         for name in ("meo", "geo"):
@@ -185,7 +186,7 @@ def test_testbed_on_opensand(testbed_env: Path, run_cli, capsys) -> None:  # typ
             assert now is not None and now.profile == name  # the state file follows
             for role, pid in pids.items():
                 assert procs.start_time(pid) is None, f"the old {role} entity still runs"
-            result = linkcheck.ping(session.probe(), count=10)
+            result = linkcheck.ping(session.link().probe(), count=10)
             s = result.summary()
             expected = opensand.derive(profiles.read(name)).expected_rtt_ms
             report(

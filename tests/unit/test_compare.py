@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from clarke.errors import InputError
-from clarke.run.compare import Verdict, compare_records, holm, markdown
+from clarke.run.compare.cells import Verdict, compare_records, holm, markdown
 from helpers import moved, record
 
 

@@ -14,8 +14,8 @@ import pytest
 from clarke.campaign.dimensions import HTTP
 from clarke.errors import InputError
 from clarke.results.journal import Journal
-from clarke.run.implementation_table import build, forward_drops, markdown
-from clarke.run.implementations import Combination, Index, State
+from clarke.run.implementations.several import Combination, Index, State
+from clarke.run.implementations.table import build, forward_drops, markdown
 
 RECORDED = Path("tests/data/recorded-repeats")
 

@@ -14,10 +14,10 @@ from clarke.campaign.plan import Run
 from clarke.errors import ClarkeError
 from clarke.results.journal import Journal
 from clarke.results.record import RunRecord, Status
-from clarke.run import loop
-from clarke.run.loop import RecordContext, execute, finished
-from clarke.run.schedule import LinkCheck, schedule
-from clarke.run.verdicts import link_overhead, link_verdict, server_verdict
+from clarke.run.campaign import loop
+from clarke.run.campaign.loop import LoopSettings, RecordContext, execute, finished
+from clarke.run.campaign.schedule import LinkCheck, schedule
+from clarke.run.session.verdicts import link_overhead, link_verdict, server_verdict
 from helpers import FakeSession
 
 CTX = RecordContext("t", "t-1", "selenium", "abc")
@@ -59,15 +59,9 @@ def run_all(tmp_path: Path, plan: list[Run], session: FakeSession, retries: int 
     done, _, _ = finished(journal, retries)
     seen = Seen()
     with journal:
-        out = execute(
-            schedule(plan, done),
-            session,
-            journal,
-            CTX,
-            retries,
-            observer=seen,
-            skipped=[r for r in plan if r.run_id in done],
-        )
+        skipped = [r for r in plan if r.run_id in done]
+        settings = LoopSettings(retries, observer=seen, skipped=skipped)
+        out = execute(schedule(plan, done), session, journal, CTX, settings)
     return out, seen, list(Journal.in_dir(tmp_path).records())
 
 

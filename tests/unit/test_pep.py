@@ -18,7 +18,7 @@ from clarke.pep import parse_settings
 from clarke.pep.pepsal import parse_log
 from clarke.place import Place
 from clarke.place.plan import plan
-from clarke.run.pep import hop_buffer_bytes, pep_body, pep_verdict
+from clarke.run.session.pep import hop_buffer_bytes, pep_body, pep_verdict
 
 CAMPAIGN = {
     "name": "t",
@@ -232,7 +232,7 @@ def test_the_console_summary_shows_the_pep() -> None:
     from rich.console import Console
 
     from clarke.results.summary import CellSummary, MetricStats
-    from clarke.run.console import print_summary
+    from clarke.run.campaign.console import print_summary
 
     key = Cell.parse({"profile": "geo", "http": "2", "cc": "cubic", "model": "uniform",
                       "size": "1m", "connections": 6, "pep": "splittcp"})  # fmt: skip

@@ -10,7 +10,7 @@ import pytest
 from clarke.campaign.dimensions import HTTP
 from clarke.campaign.model import SlotPhase
 from clarke.campaign.plan import plan_file, positions_per_profile
-from clarke.run.timeline import at_navigation, crossed_metrics
+from clarke.run.session.timeline import at_navigation, crossed_metrics
 from clarke.schedules import Schedule
 
 SCHEDULE = Schedule.model_validate(

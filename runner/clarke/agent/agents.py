@@ -17,7 +17,7 @@ from clarke.errors import ClarkeError, EnvironmentProblem
 from clarke.place.plan import Addresses
 from clarke.profiles import LinkProfile
 from clarke.roles import link_config, profile_digest
-from clarke.vocab import LINK_ROLES, LINK_START_ORDER, PEP_ROLES, CongestionControl
+from clarke.vocab import BROWSERS, LINK_ROLES, LINK_START_ORDER, PEP_ROLES, CongestionControl
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ class Agents:
             out[f"clarke_{role}"] = str(h.get("clarke", ""))
             impl = str(h.get("implementation", ""))
             if role == "client":
-                for browser in ("firefox", "chromium"):
+                for browser in BROWSERS:
                     if h.get(f"{browser}_version"):
                         out[browser] = str(h[f"{browser}_version"])
                 continue

@@ -35,6 +35,7 @@ from clarke.agent import auth
 from clarke.errors import ClarkeError, InputError
 from clarke.place.capture import PacketCapture
 from clarke.roles import RoleProcess
+from clarke.vocab import Engine
 
 log = logging.getLogger(__name__)
 
@@ -281,7 +282,7 @@ def make_handler(
                 if path == "/stats/reset":
                     return role.reset_stats()
                 assert isinstance(role, Loader)
-                return role.load(body, parse_qs(query).get("engine", ["selenium"])[0])
+                return role.load(body, parse_qs(query).get("engine", [Engine.selenium])[0])
             finally:
                 lock.release()
 

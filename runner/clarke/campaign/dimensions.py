@@ -17,7 +17,7 @@ Everything else is derived from `DIMENSIONS`, in this order:
 
 A cell (`Cell`) holds one value per dimension, read by dimension: `cell[HTTP]` is an
 `HttpVersion`, never `cell[1]`. How a run puts a dimension's value in force on the
-testbed is the run layer's part (clarke.run.apply): the data here says what the value is,
+testbed is the run layer's part (clarke.run.campaign.apply): the data here says what the value is,
 not how a testbed applies it.
 
 A dimension declared elsewhere (a plug-in, a test) is added with `declare()` before any
@@ -28,9 +28,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
+from enum import Enum, StrEnum
 from functools import total_ordering
-from typing import Annotated, Any, Generic, Protocol, TypeVar
+from typing import Annotated, Any, Generic, Protocol, TypeVar, get_args, get_origin
 
 from pydantic import BeforeValidator, Field, StringConstraints, TypeAdapter
 
@@ -112,6 +112,18 @@ class Dimension(Generic[V]):
     def text(self, value: V) -> str:
         return str(self.record(value))
 
+    @property
+    def vocabulary(self) -> tuple[str, ...] | None:
+        """Every value the dimension can take, where its item is a vocabulary of
+        clarke.vocab (an enum); None where its values are names (profiles, pages, a
+        registry's implementations) or numbers."""
+        item = self.item
+        if get_origin(item) is Annotated:
+            item = get_args(item)[0]
+        if isinstance(item, type) and issubclass(item, Enum):
+            return tuple(str(v.value) for v in item)
+        return None
+
     def default_for(self, coordinates: Mapping[str, Any], browser: BrowserSettings) -> V:
         if self.default is None:
             raise ValueError(f"dimension {self.name} has no default: a campaign gives it")
@@ -135,7 +147,7 @@ PROFILE: Dimension[str] = Dimension(
     name="profile",
     key="profiles",
     item=Name,
-    help="link profile (profiles/)",
+    help="the emulated link: a link profile",
     column="profile",
     required=True,
 )
@@ -156,7 +168,7 @@ CC: Dimension[CongestionControl] = Dimension(
     name="cc",
     key="cc",
     item=CongestionControl,
-    help="the server's congestion control",
+    help="the server's congestion control (QUIC: reno is NewReno)",
     column="cc",
     required=True,
     record=lambda v: v.value,

@@ -137,7 +137,7 @@ class Implementations(StrictModel):
     """Which implementation fills each role (names from clarke.registry, checked against
     it before anything runs; `clarke run --link/--server` override them). A list runs
     the whole campaign once per combination of link and server, each in its own results
-    directory (clarke.run.implementations), for the cross-implementation table."""
+    directory (clarke.run.implementations.several), for the cross-implementation table."""
 
     link: ImplementationNames | None = Field(
         default=None, description="satlink, opensand or netem, or a list of them"

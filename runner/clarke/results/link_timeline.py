@@ -5,7 +5,7 @@ schedule and the loads on one time axis.
 
 Each load anchors the schedule's clock to the wall clock: its record carries the link
 time at navigation start (`details.timeline.link_time_s`) and that navigation's wall time
-(`navigation_unix_ms`), both read by run/timeline.py from satlink's own clock. The steps
+(`navigation_unix_ms`), both read by run/session/timeline.py from satlink's own clock. The steps
 come from the profile as this checkout reads it, and only when its schedule id is the one
 the link ran (the id carries a digest of the steps unless the file names its own): a
 changed profile gives no points rather than wrong ones. Loads recorded before

@@ -90,6 +90,7 @@ from clarke.server.tcp_cc import (
     available_tcp_cc,
     netns_argv,
 )
+from clarke.vocab import CongestionControl
 
 log = logging.getLogger(__name__)
 
@@ -553,9 +554,9 @@ def initial_settings() -> OlsSettings:
     try:
         tcp = Path("/proc/sys/net/ipv4/tcp_congestion_control").read_text().strip()
     except OSError:
-        tcp = "cubic"
-    tcp = tcp if tcp in TCP_CC else "cubic"
-    return OlsSettings(tcp_cc=tcp, quic_cc=tcp if tcp in QUIC_CC else "cubic")
+        tcp = CongestionControl.cubic
+    tcp = tcp if tcp in TCP_CC else CongestionControl.cubic
+    return OlsSettings(tcp_cc=tcp, quic_cc=tcp if tcp in QUIC_CC else CongestionControl.cubic)
 
 
 class OpenLiteSpeed(Implementation):

@@ -36,7 +36,7 @@ from clarke.place.plan import MAX_ID, NetnsPlan, parse_ns, plan
 from clarke.profiles import LinkProfile
 from clarke.testbed.build import Builder, build, remove_etc
 from clarke.testbed.state import Store, TestbedState
-from clarke.vocab import LINK_START_ORDER, ROLES, kind_of
+from clarke.vocab import LINK_START_ORDER, ROLES, CongestionControl, kind_of
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ def up(
             # The role agents' bearer token: a new one per testbed, in a file only root
             # may read (clarke.agent.auth).
             token = auth.read_token(auth.ensure_token_file(run_dir / auth.TOKEN_FILE))
-            note = netns.add_allowed_cc("cubic")
+            note = netns.add_allowed_cc(CongestionControl.cubic)
             if note:
                 state.host_changes.append(note)
                 tb.save()

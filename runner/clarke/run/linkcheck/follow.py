@@ -24,7 +24,7 @@ from typing import Any
 from clarke import sh
 from clarke.errors import CommandFailed, InputError
 from clarke.profiles import LinkProfile
-from clarke.run.linkcheck import ECHO_BYTES, Probe
+from clarke.run.linkcheck.check import ECHO_BYTES, Probe
 from clarke.vocab import SENDER
 
 MIN_CHANGE_MS = 0.5  # changes of the expected RTT smaller than this are not timed

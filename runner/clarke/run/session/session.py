@@ -4,7 +4,7 @@ from then on the runner reaches every role only through its agent.
 
 The session offers what a campaign needs, each change made once: `ensure_profile(P)`,
 `ensure_cc(C)` (and the cross traffic and the PEP) read back what is in force and apply
-only what differs (every apply logged and kept in `applied`; run/apply.py calls them);
+only what differs (every apply logged and kept in `applied`; run/campaign/apply.py calls them);
 `load(run)` reads the link's profile back before and after the load, and a load that did
 not run on the profile asked for fails with the reason; `check_link` measures the link.
 
@@ -14,12 +14,11 @@ not run on the profile asked for fails with the reason; `check_link` measures th
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import shutil
 import time
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -35,20 +34,22 @@ from clarke.browser.load import (
     is_http,
 )
 from clarke.campaign.cross import CrossTraffic
-from clarke.campaign.dimensions import BROWSER, CC, CONNECTIONS, HTTP, PEP
-from clarke.campaign.model import SlotPhase
+from clarke.campaign.dimensions import BROWSER, CONNECTIONS, HTTP
 from clarke.campaign.plan import Run
 from clarke.errors import ClarkeError, InputError, UnknownName, ValidationFailed
 from clarke.pages import build as page_build
-from clarke.pages.models import Registry, Units
+from clarke.pages.models import Registry
 from clarke.place.plan import Addresses
 from clarke.results.connections import connection_rows
 from clarke.results.record import Status
 from clarke.roles import profile_digest
-from clarke.run import captures, cross, linkcheck, timeline
-from clarke.run.captures import CapturePolicy
-from clarke.run.pep import pep_body, pep_metrics, pep_verdict
-from clarke.run.verdicts import link_verdict, server_verdict
+from clarke.run.linkcheck.check import LINK_CHECKS
+from clarke.run.session import captures, cross, timeline
+from clarke.run.session.captures import CapturePolicy
+from clarke.run.session.link import LinkMeter, check_record
+from clarke.run.session.pep import pep_body, pep_metrics, pep_verdict
+from clarke.run.session.settings import PageLoad, SessionSettings
+from clarke.run.session.verdicts import link_verdict, server_verdict
 from clarke.schedules import Schedule
 from clarke.schema import problems_of
 from clarke.timing import Phases
@@ -59,9 +60,9 @@ from clarke.vocab import (
     PEP_NONE,
     PEP_ROLES,
     ROLES,
+    Browser,
     CongestionControl,
     HttpVersion,
-    StartAhead,
 )
 
 HOST = tls.DEFAULT_HOST
@@ -69,11 +70,6 @@ HOST = tls.DEFAULT_HOST
 # the profile template, every browser waits for its quiet (at most 3 s); a later start
 # navigates late, and the record says at which phase it did.
 NAVIGATION_LEAD_S = 8.0
-LINK_CHECKS = {
-    # samples: pings; duration/omit: seconds of iperf3 per direction and of slow start left out
-    "full": {"samples": 20, "duration": 10, "omit": 4},
-    "quick": {"samples": 10, "duration": 5, "omit": 2},
-}
 
 
 class Substrate(Protocol):
@@ -100,55 +96,34 @@ class Session:
         self,
         substrate: Substrate,
         page_names: list[str],
-        *,
-        engine: str,
-        registry: Registry | None = None,
-        units: Units = Units.si,
-        firefox: str | None = None,
-        window: tuple[int, int] = (1366, 768),
-        timeout_s: float = 180.0,
-        roles_only: bool = False,
-        capture: CapturePolicy | None = None,
-        slot_phase: SlotPhase | None = None,
-        repetitions: int = 1,
-        positions: dict[int, tuple[int, int]] | None = None,
-        browser: str = "firefox",
+        settings: SessionSettings | None = None,
     ) -> None:
-        """`roles_only`: no pages, no client (the link and the server only); `capture`:
-        which loads keep a capture, where (run/captures.py)."""
         self.substrate = substrate
         self.page_names = page_names
-        self.registry, self.units = registry or Registry.default(), units
-        self.engine, self.firefox, self.window = engine, firefox, window
-        self.browser = browser  # a load's browser when its run names none
-        self.start_ahead: StartAhead = "after-page"  # when the next browser starts (prestart)
-        self.timeout_s = timeout_s
-        self.roles_only = roles_only
-        self.capture = capture
-        self.slot_phase, self.repetitions = slot_phase, repetitions
-        self.positions = positions or {}  # run index -> (k, n) in its profile: sweep
+        self.settings = settings = settings or SessionSettings()
+        self.registry = settings.registry or Registry.default()
         self._schedules: dict[str, Schedule | None] = {}
         self.pages: dict[str, Any] = {}
         self.plan: Addresses | None = None
         self.agents: Agents | None = None
         self.profile: tuple[str, str] | None = None  # (name, sha256) the link should run
-        self._counting_role: dict[str, str] = {}  # direction -> the link role counting it
         self.cross: cross.CrossTrafficDriver | None = None  # once a load asks for some
+        self._link: LinkMeter | None = None
 
     # --- lifecycle -------------------------------------------------------------------
     def start(self, profile: str) -> Session:
         """Bring the roles up with `profile` on the link (or attach to them)."""
         try:
             self.plan = self.substrate.start(profile)
-            roles = [r for r in ROLES if not (self.roles_only and r == "client")]
+            roles_only = self.settings.roles_only
+            roles = [r for r in ROLES if not (roles_only and r == "client")]
             self.agents = Agents(self.plan, roles, self.substrate.agent_token)
             self.agents.wait_ready()
-            if not self.roles_only:
+            if not roles_only:
                 self._check_browser()
                 self._check_server_delays()
-            if not self.roles_only:
                 self.pages = page_build.build_named(
-                    self.substrate.pages_dir, self.page_names, self.registry, self.units
+                    self.substrate.pages_dir, self.page_names, self.registry, self.settings.units
                 )
             view = self.agents.link()
             if view.consistent and view.profile and view.sha256:
@@ -162,13 +137,14 @@ class Session:
         """The browser is the client agent's start-up option, never a request's: the
         client must run the one asked for (an attached testbed keeps the one it started
         with)."""
-        if not self.firefox:
+        firefox = self.settings.firefox
+        if not firefox:
             return
-        running = str(self._agents().health.get("client", {}).get("firefox", ""))
-        wanted = shutil.which(self.firefox) or self.firefox
+        running = str(self._agents().health.get("client", {}).get(Browser.firefox, ""))
+        wanted = shutil.which(firefox) or firefox
         if running and os.path.realpath(running) != os.path.realpath(wanted):
             raise InputError(
-                f"the client agent runs {running}, not {self.firefox}: the browser is fixed "
+                f"the client agent runs {running}, not {firefox}: the browser is fixed "
                 "when the testbed's agents start (bring up a new testbed for another browser)"
             )
 
@@ -182,7 +158,7 @@ class Session:
         held = [
             n
             for n in dict.fromkeys(self.page_names)
-            if self.registry.page_by_name(n, self.units).server_delays
+            if self.registry.page_by_name(n, self.settings.units).server_delays
         ]
         if held:
             raise InputError(
@@ -255,7 +231,7 @@ class Session:
 
     def ensure_pep(self, name: str, cc: str) -> Applied | None:
         """Terminal and gateway run PEP `name` (vocab.PEP_NONE: none), its satellite
-        hop on `cc` with buffers for the link profile in force (run/pep.py)."""
+        hop on `cc` with buffers for the link profile in force (run/session/pep.py)."""
         if name != PEP_NONE and self.substrate.name != "netns":
             raise InputError(
                 f"PEP {name}: PEPs run on the netns substrate only (the compose images carry "
@@ -284,18 +260,18 @@ class Session:
     ) -> LoadRequest:
         if not is_http(http):
             raise InputError(f"{http!r} is not an HTTP version ({', '.join(HTTP_VERSIONS)})")
-        browser = browser or self.browser
+        browser = browser or self.settings.browser
         if not is_browser(browser):
             raise UnknownName("browser", browser, list(BROWSERS))
         entry = self.pages[page]
         try:
             return LoadRequest(
                 url=f"https://{HOST}/{entry['path']}",
-                http=http,
-                browser=browser,
+                http=HttpVersion(http),
+                browser=Browser(browser),
                 connections=connections,
-                window=self.window,
-                timeout_s=self.timeout_s,
+                window=self.settings.window,
+                timeout_s=self.settings.timeout_s,
                 expected_objects=[
                     ExpectedObject(path=o["path"], bytes=o["bytes"]) for o in entry["objects"]
                 ],
@@ -309,33 +285,17 @@ class Session:
     def load(
         self, run: Run, attempt: int = 1, next_run: Run | None = None
     ) -> tuple[LoadResult, dict[str, Any]]:
-        """`run`'s load (run/apply.py put its cell in force); `next_run`'s may start ahead."""
-        schedule = self._schedule()
+        """`run`'s load (run/campaign/apply.py put its cell in force); `next_run` may start."""
+        schedule, aiming = self._schedule(), self.settings.aiming
         aim = None
-        if self.slot_phase is not None and schedule is not None and schedule.slot_s:
-            aim = self.slot_phase.phase_s(
-                schedule.slot_s,
-                run.repetition,
-                self.repetitions,
-                self.positions.get(run.index, (0, 1)),
-            )
-        cell = run.cell
-        return self.load_page(
-            run.page,
-            cell[HTTP].value,
-            cell[CC].value,
-            cell[CONNECTIONS],
-            capture_label=f"{run.run_id}-a{attempt}",
-            slot_phase_s=aim,
-            pep=cell[PEP],
-            browser=cell[BROWSER].value,
-            next_load=None if next_run is None else self._request_of(next_run),
-        )
-
-    def _request_of(self, run: Run) -> LoadRequest:
-        """What `run`'s load will ask of its browser (so that it can be started ahead)."""
-        c = run.cell
-        return self.request(run.page, c[HTTP].value, c[CONNECTIONS], None, 0, c[BROWSER].value)
+        if aiming is not None and schedule is not None and schedule.slot_s:
+            aim = aiming.phase_s(schedule.slot_s, run)
+        load = PageLoad.of_run(run, f"{run.run_id}-a{attempt}", aim)
+        if next_run is not None:
+            c = next_run.cell
+            ahead = self.request(next_run.page, c[HTTP], c[CONNECTIONS], None, 0, c[BROWSER])
+            load = replace(load, next_load=ahead)
+        return self.load_page(load)
 
     def _link_failure(self) -> str:
         """Why the load does not count as a load on `self.profile`, or ""; LinkStopped
@@ -345,48 +305,30 @@ class Session:
             return "no link profile was applied in this session"
         return link_verdict(*self.profile, view.states)
 
-    def load_page(
-        self,
-        page: str,
-        http: str,
-        cc: str,
-        connections: int,
-        prefs: Mapping[str, bool | int] | None = None,
-        capture_label: str = "load",
-        slot_phase_s: float | None = None,
-        pep: str = PEP_NONE,
-        browser: str | None = None,
-        next_load: LoadRequest | None = None,
-    ) -> tuple[LoadResult, dict[str, Any]]:
+    def load_page(self, load: PageLoad) -> tuple[LoadResult, dict[str, Any]]:
         """One verified load; with the session's capture policy, the load's capture is
-        written under `capture_label` (details["capture"] says what was kept). `pep`:
-        the PEP the stations must run (ensure_pep puts it in force), verified; `browser`:
-        the session's when None."""
-        agents = self._agents()
-        browser = browser or self.browser
-        details: dict[str, Any] = {"substrate": self.substrate.name, "pep": {"name": pep}}
+        written under `load.label` (details["capture"] says what was kept). The PEP the
+        stations must run (ensure_pep puts it in force) is verified."""
+        agents, engine = self._agents(), self.settings.engine
+        browser = load.browser or self.settings.browser
+        details: dict[str, Any] = {"substrate": self.substrate.name, "pep": {"name": load.pep}}
         if self.profile is not None:
             details["link"] = {"profile": self.profile[0], "profile_sha256": self.profile[1]}
-        if HttpVersion(http) is HttpVersion.h3 and not self.quic_offers(cc):
+        if HttpVersion(load.http) is HttpVersion.h3 and not self.quic_offers(load.cc):
             offered = ", ".join(sorted(agents.quic_offered() or ()))
             reason = (
                 f"the server ({self.implementations.get('server')}) has no "
-                f"{CongestionControl(cc).quic} for QUIC (it offers {offered}): not loaded"
+                f"{CongestionControl(load.cc).quic} for QUIC (it offers {offered}): not loaded"
             )
-            return LoadResult.failed(self.engine, reason, browser=browser), details
+            return LoadResult.failed(engine, reason, browser=browser), details
         t = Phases()
         with t.phase("link_before"):
             failure = self._link_failure()
         if failure:
-            return LoadResult.failed(self.engine, failure, browser=browser), details
-        capture = self.capture if self.capture and self.capture.active else None
-        req = self.request(
-            page, http, connections, prefs, capture.max_bytes if capture else 0, browser
-        )
-        if next_load is not None and not capture:
-            req = req.model_copy(
-                update={"next_load": next_load.settings(), "start_ahead": self.start_ahead}
-            )
+            return LoadResult.failed(engine, failure, browser=browser), details
+        capture = self.settings.capture
+        capture = capture if capture and capture.active else None
+        req = self._request_for(load, browser, capture)
         with t.phase("reset_stats"):
             agents["server"].reset_stats()
             for role in LINK_ROLES:
@@ -397,19 +339,19 @@ class Session:
         if capture:
             with t.phase("capture_start"):
                 agents[captures.AT_ROLE].capture_start(capture.max_bytes)
-        if slot_phase_s is not None:
+        if load.slot_phase_s is not None:
             with t.phase("aim"):  # the client waits briefly (browser start): the rest here
-                at = self._navigate_at(slot_phase_s)
+                at = self._navigate_at(load.slot_phase_s)
                 if at is not None:
                     time.sleep(max(0.0, at / 1000 - time.time() - NAVIGATION_LEAD_S - 5))
                 req = req.model_copy(update={"navigate_at_unix_ms": at})
-            details["aimed_slot_phase_s"] = slot_phase_s
+            details["aimed_slot_phase_s"] = load.slot_phase_s
         link_capture: dict[str, Any] | None = None
         crossing = self.cross.before_load() if self.cross else None
         try:
             with t.phase("client"):
                 raw = agents["client"].load(
-                    req.model_dump(mode="json"), self.engine, timeout=self.timeout_s + 120
+                    req.model_dump(mode="json"), engine, timeout=self.settings.timeout_s + 120
                 )
         except ClarkeError:
             self._link_failure()  # LinkStopped says so when the link is why
@@ -419,16 +361,68 @@ class Session:
                 with t.phase("capture_stop"):
                     link_capture = self._stop_capture()
         result = LoadResult.model_validate(raw)
+        failure = self._verify(load, result, crossing, t, details)
+        if result.status is Status.ok and failure:
+            result = result.model_copy(update={"status": Status.failed, "reason": failure})
+        if capture:
+            problems = [] if link_capture else ["no pcap: the terminal's capture did not answer"]
+            with t.phase("capture_write"):
+                details["capture"] = captures.write(
+                    capture,
+                    load.label,
+                    result.status is Status.ok,
+                    link_capture,
+                    result.captured,
+                    problems,
+                )
+        # The client's own phases are inside "client"; the rest is the agent's round trip.
+        details["phases_ms"] = {"runner": t.ms, "client": result.phases_ms}
+        details |= {
+            k: v
+            for k, v in [("browser_profile", result.profile), ("browser_started", result.started)]
+            if v
+        }
+        return result.model_copy(update={"captured": None}), details
+
+    def _request_for(
+        self, load: PageLoad, browser: str, capture: CapturePolicy | None
+    ) -> LoadRequest:
+        req = self.request(
+            load.page,
+            load.http,
+            load.connections,
+            load.prefs,
+            capture.max_bytes if capture else 0,
+            browser,
+        )
+        if load.next_load is not None and not capture:
+            start_ahead = self.settings.start_ahead
+            ahead = {"next_load": load.next_load.settings(), "start_ahead": start_ahead}
+            req = req.model_copy(update=ahead)
+        return req
+
+    def _verify(
+        self,
+        load: PageLoad,
+        result: LoadResult,
+        crossing: tuple[cross.Sample, float] | None,
+        t: Phases,
+        details: dict[str, Any],
+    ) -> str:
+        """What the load really used, from the roles' own records, into `details`; why it
+        does not count, or "" (LinkStopped when the link died during the load)."""
+        agents = self._agents()
         cross_failure = ""
         if crossing is not None and self.cross is not None:
             details["cross_traffic"], cross_failure = self.cross.after_load(crossing)
         with t.phase("link_after"):
-            failure = self._link_failure()  # LinkStopped when the link died during the load
+            failure = self._link_failure()
         with t.phase("server_stats"):
             server = agents["server"].stats()
-        entry = self.pages[page]
+        entry = self.pages[load.page]
+        objects = 1 + len(entry["objects"])
         details |= server_verdict(
-            server, http, cc, entry["total_bytes"], 1 + len(entry["objects"]), connections
+            server, load.http, load.cc, entry["total_bytes"], objects, load.connections
         )
         with t.phase("link_stats"):
             asked_unix_ms = time.time() * 1000
@@ -443,6 +437,7 @@ class Session:
             self._schedule(),
         )
         details["metrics"] |= metrics
+        pep = load.pep
         if self.substrate.name == "netns":
             with t.phase("pep_stats"):
                 stations = {role: agents[role].pep_stats() for role in PEP_ROLES}
@@ -450,7 +445,7 @@ class Session:
             details["metrics"] |= pep_metrics(stations) if pep != PEP_NONE else {}
             assert self.plan is not None
             details["failure"] = details.get("failure") or pep_verdict(
-                pep, http, details["server_connections"], stations, self.plan
+                pep, load.http, details["server_connections"], stations, self.plan
             )
         elif pep != PEP_NONE:
             details["failure"] = details.get("failure") or f"PEP {pep}: the stations host no PEP"
@@ -459,28 +454,7 @@ class Session:
         )
         details["metrics"] |= concurrency
         details["metrics"] |= cross.metrics_of(details.get("cross_traffic") or {})
-        failure = failure or details.get("failure", "") or cross_failure
-        if result.status is Status.ok and failure:
-            result = result.model_copy(update={"status": Status.failed, "reason": failure})
-        if capture:
-            problems = [] if link_capture else ["no pcap: the terminal's capture did not answer"]
-            with t.phase("capture_write"):
-                details["capture"] = captures.write(
-                    capture,
-                    capture_label,
-                    result.status is Status.ok,
-                    link_capture,
-                    result.captured,
-                    problems,
-                )
-        # The client's own phases are inside "client"; the rest is the agent's round trip.
-        details["phases_ms"] = {"runner": t.ms, "client": result.phases_ms}
-        details |= {
-            k: v
-            for k, v in [("browser_profile", result.profile), ("browser_started", result.started)]
-            if v
-        }
-        return result.model_copy(update={"captured": None}), details
+        return failure or details.get("failure", "") or cross_failure
 
     def _navigate_at(self, phase_s: float) -> float | None:
         """When to navigate (Unix ms): run/timeline.navigate_at."""
@@ -505,96 +479,23 @@ class Session:
             return None
 
     # --- the link as it is -------------------------------------------------------------
-    def link_bytes(self, direction: str) -> linkcheck.Counted | None:
-        """IP bytes the link carried in `direction` since the last reset, from the link
-        agent that counts them (`bytes_onto_link`: satlink and netem count at the
-        sending station, OpenSAND at the receiving station's TAP), with the time it
-        counted them on its own clock where it says (`counted_at_s`); None where none
-        counts."""
-        agents = self._agents()
-        known = self._counting_role.get(direction)
-        for role in (known,) if known else LINK_ROLES:
-            try:
-                stats = agents[role].stats()
-            except ClarkeError:
-                continue
-            value = (stats.get("bytes_onto_link") or {}).get(direction)
-            if isinstance(value, int | float):
-                # One agent request per sample from now on.
-                self._counting_role[direction] = role
-                at = stats.get("counted_at_s")
-                return (int(value), float(at)) if isinstance(at, int | float) else int(value)
-        return None
-
-    def probe(self) -> linkcheck.Probe:
-        assert self.plan is not None
-        agents = self._agents()
-
-        def reset() -> None:
-            for role in LINK_ROLES:
-                agents[role].reset_stats()
-
-        return linkcheck.Probe(
-            addresses=self.plan,
-            at_client=self.substrate.at_client,
-            link_bytes=self.link_bytes,
-            reset_link=reset,
-            link_stats=lambda: {role: agents[role].stats() for role in LINK_ROLES},
-        )
-
-    def measure_link(
-        self,
-        profile_name: str,
-        samples: int = 20,
-        duration: float = 10,
-        omit: float = 4,
-        label: int | str | None = None,
-    ) -> linkcheck.Report:
-        """Measure the link as it is now (ping, iperf3 each way) against a profile."""
-        return linkcheck.check_link(
-            self.probe(),
-            self.substrate.name if label is None else label,
-            profile_name,
-            profiles.read(profile_name),
-            self.implementations.get("link", ""),
-            samples=samples,
-            duration=duration,
-            omit=omit,
-        )
+    def link(self) -> LinkMeter:
+        """The testbed's link, as the runner measures it (run/session/link.py)."""
+        if self._link is None:
+            assert self.plan is not None
+            self._link = LinkMeter(self._agents(), self.plan, self.substrate.at_client)
+        return self._link
 
     def check_link(self, profile_name: str, phase: str, level: str = "full") -> dict[str, Any]:
         """The link check of a campaign: `profile_name` on the link (applied if it is not
-        in force), measured; a record for meta.json."""
+        in force), measured alone, as TCP without a PEP; a record for meta.json."""
         self.ensure_profile(profile_name)
         if self.substrate.name == "netns":
-            self.ensure_pep(PEP_NONE, "cubic")  # the link's own figures: TCP not split
-        prof = profiles.read(profile_name)
-        self.stop_cross()  # the link is measured alone
-        report = self.measure_link(profile_name, **LINK_CHECKS[level])
-        ping = report.ping
-        fwd, ret = report.throughput.get("forward", {}), report.throughput.get("return", {})
-        return {
-            "phase": phase,
-            "profile": profile_name,
-            "profile_sha256": profile_digest(prof),
-            "link": self.implementations.get("link", ""),
-            "substrate": self.substrate.name,
-            "passed": report.ok,
-            "time_ns": int(dt.datetime.now(dt.UTC).timestamp() * 1e9),
-            "rtt_mean_ms": ping.get("mean"),
-            "rtt_stdev_ms": ping.get("stdev"),
-            "rtt_p50_ms": ping.get("p50"),
-            "rtt_p99_ms": ping.get("p99"),
-            "rtt_max_ms": ping.get("max"),
-            "rtt_expected_ms": linkcheck.expected_rtt_ms(prof),
-            "forward_mbps": (fwd.get("rate_bps") or 0) / 1e6,
-            "return_mbps": (ret.get("rate_bps") or 0) / 1e6,
-            "forward_expected_mbps": prof.forward.rate_mbps,
-            "return_expected_mbps": prof.return_.rate_mbps,
-            "rate_from": {d: t.get("rate_from") for d, t in report.throughput.items()},
-            "rate_method": {d: t.get("rate_method") for d, t in report.throughput.items()},
-            "checks": [asdict(c) for c in report.checks],
-        }
+            self.ensure_pep(PEP_NONE, CongestionControl.cubic)
+        self.stop_cross()
+        report = self.link().measure(profile_name, LINK_CHECKS[level], self.substrate.name)
+        where = {"link": self.implementations.get("link", ""), "substrate": self.substrate.name}
+        return check_record(report, profile_name, phase, where)
 
 
-__all__ = ["LINK_CHECKS", "LinkStopped", "Session", "Substrate"]
+__all__ = ["LinkStopped", "Session", "Substrate"]

@@ -18,14 +18,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from clarke.pep.splittcp import SplitTcp
 from clarke.place.plan import Addresses
 from clarke.profiles import LinkProfile
-from clarke.run.linkcheck import expected_rtt_ms
+from clarke.run.linkcheck.check import expected_rtt_ms
 from clarke.vocab import PEP_NONE, HttpVersion
 
 MIN_HOP_BUFFER = 256 * 1024
 # The PEPs whose outbound connection is not transparent (the server sees the gateway).
-NON_TRANSPARENT = ("splittcp",)
+NON_TRANSPARENT = (SplitTcp.name,)
 
 
 def hop_buffer_bytes(profile: LinkProfile) -> int:

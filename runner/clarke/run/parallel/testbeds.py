@@ -15,7 +15,7 @@ Layout, under the results base:
   <id>/                       the merged campaign (results/merge.py), which compare,
                               report and export take; meta.json's `parallel` says how it
                               ran, `testbed_check` how the testbeds compare
-                              (run/testbed_check.py)
+                              (run/parallel/check.py)
 
 Ctrl-C or SIGTERM: every child is sent one SIGTERM (each abandons its load, tears its
 testbed down and exits); a child that has not ended after STOP_TIMEOUT_S is killed and
@@ -34,7 +34,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -43,16 +43,18 @@ from rich.console import Console
 
 from clarke import schema
 from clarke.campaign.model import Order
-from clarke.campaign.plan import ShardBy, plan_file
+from clarke.campaign.plan import CampaignPlan, ShardBy
 from clarke.errors import ClarkeError, InputError
 from clarke.results import store
 from clarke.results.journal import Journal
 from clarke.results.merge import merge
 from clarke.results.summary import summarise
-from clarke.run.campaign import campaign_difference, preflight
-from clarke.run.compare import MIN_SAMPLES
-from clarke.run.console import print_summary
-from clarke.run.testbed_check import TestbedCheck, check_testbeds, warnings
+from clarke.run.campaign.console import print_summary
+from clarke.run.campaign.options import RunOptions, Shard
+from clarke.run.campaign.preflight import preflight
+from clarke.run.campaign.resume import campaign_difference
+from clarke.run.compare.cells import MIN_SAMPLES
+from clarke.run.parallel.check import TestbedCheck, check_testbeds, warnings
 from clarke.testbed import lifecycle
 from clarke.testbed.state import Store
 
@@ -100,25 +102,17 @@ def shard_dir_name(campaign_id: str, lane: int, count: int) -> str:
 
 
 def child_argv(
-    campaign_file: Path,
-    lane: int,
-    count: int,
-    parts: Path,
-    campaign_id: str,
-    *,
-    resume: Path | None,
-    link_check: str,
-    link: str | None,
-    server: str | None,
-    influx_url: str | None,
+    campaign_file: Path, shard: Shard, parts: Path, campaign_id: str, options: RunOptions
 ) -> list[str]:
+    """One testbed's `clarke run`: its shard of the plan, by repetition, into `parts`;
+    `options.resume`: its own directory, when it has one already."""
     argv = [sys.executable, "-m", "clarke", "run", str(campaign_file)]
-    argv += ["--shard", f"{lane}/{count}", "--shard-by", ShardBy.repetition.value]
-    argv += ["--resume", str(resume)] if resume else ["--campaign-id", campaign_id]
-    argv += ["--results", str(parts), "--link-check", link_check, "--substrate", "netns"]
-    argv += ["--link", link] if link else []
-    argv += ["--server", server] if server else []
-    argv += ["--influx", influx_url] if influx_url else []
+    argv += ["--shard", shard.label, "--shard-by", ShardBy.repetition.value]
+    argv += ["--resume", str(options.resume)] if options.resume else ["--campaign-id", campaign_id]
+    argv += ["--results", str(parts), "--link-check", options.link_check, "--substrate", "netns"]
+    argv += ["--link", options.link] if options.link else []
+    argv += ["--server", options.server] if options.server else []
+    argv += ["--influx", options.influx_url] if options.influx_url else []
     return argv
 
 
@@ -187,20 +181,11 @@ def is_parallel_dir(d: Path) -> bool:
 
 
 def run_parallel(
-    campaign_file: Path,
-    count: int,
-    *,
-    influx_url: str | None,
-    resume: Path | None,
-    results_base: Path,
-    campaign_id: str | None,
-    link_check: str,
-    link: str | None,
-    server: str | None,
-    console: Console,
+    plan: CampaignPlan, count: int, options: RunOptions, console: Console
 ) -> ParallelOutcome:
-    plan = plan_file(campaign_file)
-    c = plan.campaign
+    """`plan` on `count` testbeds at once, each a child `clarke run` of one shard (by
+    repetition) on its own CPU set, merged once they all ended."""
+    c, campaign_file, resume = plan.campaign, plan.source, options.resume
     if c.order is Order.shuffled and c.seed is None:
         raise InputError(
             f"--parallel {count}: {campaign_file} is shuffled without a seed, so each testbed "
@@ -221,7 +206,8 @@ def run_parallel(
             )
         cid = state.campaign_id
     else:
-        cid = campaign_id or store.campaign_id(c.name)
+        cid = options.campaign_id or store.campaign_id(c.name)
+        results_base = options.results_base
         parts = results_base / f"{cid}{PARTS_SUFFIX}"
         if parts.exists() or (results_base / cid).exists():
             raise InputError(f"{results_base / cid} or {parts} exists: give another --campaign-id")
@@ -235,7 +221,7 @@ def run_parallel(
             merged=cid,
         )
     # Everything the children would check, here once, before any of them starts.
-    preflight(c, campaign_file, plan.runs, "netns", link, server)
+    preflight(plan, plan.runs, replace(options, substrate="netns"))
     if not parts.exists():
         parts.mkdir(parents=True)
         shutil.copyfile(campaign_file, parts / store.CAMPAIGN_COPY)
@@ -263,11 +249,9 @@ def run_parallel(
     with store.sole_writer(parts):
 
         def argv_of(lane: Lane) -> list[str]:
-            return child_argv(
-                campaign_file, lane.number, count, parts, cid,
-                resume=lane.dir if lane.dir.is_dir() else None, link_check=link_check,
-                link=link, server=server, influx_url=influx_url,
-            )  # fmt: skip
+            own = replace(options, resume=lane.dir if lane.dir.is_dir() else None)
+            shard = Shard(lane.number, count, ShardBy.repetition)
+            return child_argv(campaign_file, shard, parts, cid, own)
 
         outcome = _run_lanes(campaign_file, parts, lanes, argv_of, len(plan.runs), console)
         finished = outcome.finished or dt.datetime.now(dt.UTC)

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import statistics
 import time
+from dataclasses import replace
 from typing import Any
 
 from clarke.results.record import Status
-from clarke.run.session import Session
+from clarke.run.session.session import Session
+from clarke.run.session.settings import PageLoad, SessionSettings
 from clarke.testbed.substrate import NetnsSubstrate
-from clarke.vocab import HttpVersion, StartAhead
+from clarke.vocab import CongestionControl, HttpVersion, StartAhead
 
 
 def harness_overhead(
@@ -38,13 +40,13 @@ def harness_overhead(
         "engines": {},
     }
     phases: dict[str, dict[str, list[float]]] = {}
-    session = Session(NetnsSubstrate(testbed_id), [page], engine=engines[0])
-    session.start_ahead = start_ahead
+    settings = SessionSettings(engine=engines[0], start_ahead=start_ahead)
+    session = Session(NetnsSubstrate(testbed_id), [page], settings)
     with session.start(profile) as s:
         s.ensure_profile(profile)
-        s.ensure_cc("bbr")
+        s.ensure_cc(CongestionControl.bbr)
         for engine in engines:
-            s.engine = engine
+            s.settings = replace(settings, engine=engine)
             browser, runner, plts, failed = [], [], [], 0
             timed = phases.setdefault(engine, {})
             connections = HttpVersion(http).default_connections
@@ -54,7 +56,8 @@ def harness_overhead(
                 # calls is what a campaign pays.
                 announce = s.request(page, http, connections) if i + 1 < n else None
                 t0 = time.monotonic()
-                result, details = s.load_page(page, http, "bbr", connections, next_load=announce)
+                load = PageLoad(page, http, CongestionControl.bbr, connections, next_load=announce)
+                result, details = s.load_page(load)
                 wall = (time.monotonic() - t0) * 1000
                 if result.status is not Status.ok:
                     failed += 1

@@ -43,6 +43,7 @@ from clarke import sh
 from clarke.errors import CommandFailed
 from clarke.place.plan import IPERF_PORT, Addresses
 from clarke.profiles import BitErrors, Direction, LinkProfile, PacketLoss
+from clarke.vocab import CongestionControl
 
 MTU = 1500
 TCP_IP_OVERHEAD = 52  # IPv4 + TCP + timestamp option, per segment
@@ -198,7 +199,7 @@ def iperf(
     reverse: bool,
     duration: float = 10,
     omit: float = 4,
-    cc: str = "cubic",
+    cc: str = CongestionControl.cubic,
     port: int = IPERF_PORT,
     udp_bps: float | None = None,
 ) -> IperfResult:
@@ -390,20 +391,28 @@ def rate_check(profile: LinkProfile, r: IperfResult) -> Check:
     return Check(name, measured, d.rate_mbps, tol, "Mb/s", verdict, why)
 
 
+@dataclass(frozen=True)
+class CheckLevel:
+    """How long a link check measures: pings, and seconds of iperf3 per direction of
+    which the first `omit` (slow start) are left out."""
+
+    samples: int = 20
+    duration: float = 10
+    omit: float = 4
+
+
+LINK_CHECKS = {"full": CheckLevel(20, 10, 4), "quick": CheckLevel(10, 5, 2)}
+
+
 def check_link(
-    probe: Probe,
-    testbed: int | str,
-    profile_name: str,
-    profile: LinkProfile,
-    link: str,
-    samples: int = 20,
-    duration: float = 10,
-    omit: float = 4,
+    probe: Probe, report: Report, profile: LinkProfile, level: CheckLevel = CheckLevel()
 ) -> Report:
-    report = Report(testbed, profile_name, link)
+    """`report` (the testbed, profile and link it is of) filled in: the link measured
+    against `profile` as `level` says, each figure judged."""
+    duration, omit = level.duration, level.omit
     with contextlib.suppress(Exception):
         probe.reset_link()
-    pr = ping(probe, count=samples)
+    pr = ping(probe, count=level.samples)
     report.ping = {
         "sent": pr.sent,
         "received": len(pr.rtts_ms),

@@ -36,6 +36,7 @@ from clarke import sh, tls
 from clarke.campaign.cross import CrossKind, CrossTraffic, Direction
 from clarke.errors import ClarkeError
 from clarke.place.procs import Proc, tail
+from clarke.vocab import CONGESTION_CONTROLS, CongestionControl
 
 PORT: Final = 5201
 WEB_PORT: Final = 443
@@ -49,10 +50,10 @@ PING_INTERVAL_S: Final = 0.2
 DATA_BYTES: Final = 100_000  # a data connection has sent this much by the time it settled
 _PING_LINE = re.compile(r"^\[(\d+\.\d+)\].*time=([\d.]+) ms")
 _TCP: Final = {
-    CrossKind.bulk_cubic: "cubic",
-    CrossKind.bulk_bbr: "bbr",
-    CrossKind.rrul: "cubic",
-    CrossKind.web: "cubic",  # origin's --tcp-cc
+    CrossKind.bulk_cubic: CongestionControl.cubic,
+    CrossKind.bulk_bbr: CongestionControl.bbr,
+    CrossKind.rrul: CongestionControl.cubic,
+    CrossKind.web: CongestionControl.cubic,  # origin's --tcp-cc
 }
 
 
@@ -314,7 +315,7 @@ def _check_cc(ep: CrossEndpoints, spec: CrossTraffic, port: int = PORT) -> list[
         for sock in _sockets(sh.run(argv, check=False).stdout):
             acked = re.search(r"bytes_acked:(\d+)", sock)
             if acked and int(acked.group(1)) >= least:
-                seen |= {w for w in sock.split() if w in ("cubic", "bbr", "reno")}
+                seen |= {w for w in sock.split() if w in CONGESTION_CONTROLS}
     if seen != {want}:
         raise CrossTrafficFailed(
             f"{spec.label}: the flows run {', '.join(sorted(seen)) or 'nothing'}, not {want}"

@@ -1,5 +1,5 @@
 """The cross-implementation table (`clarke report --by implementation TOP`): one campaign
-run on several combinations of link and server (clarke.run.implementations), cell by
+run on several combinations of link and server (clarke.run.implementations.several), cell by
 cell. For each combination: the median PLT, FCP and LCP of its successful loads, and the
 ratio of that median to the baseline's (satlink + origin) with a 95 % bootstrap CI.
 Beside it, what explains a difference: the link as each combination's link checks
@@ -21,8 +21,8 @@ from clarke.errors import InputError
 from clarke.results import store
 from clarke.results.record import RunRecord, Status
 from clarke.results.summary import METRICS, final_attempts
-from clarke.run.compare import MIN_SAMPLES, cell_samples, median_ratio_ci
-from clarke.run.implementations import BASELINE, Combination, read_index
+from clarke.run.compare.cells import MIN_SAMPLES, cell_samples, median_ratio_ci
+from clarke.run.implementations.several import BASELINE, Combination, read_index
 
 # The loads' own evidence, per cell: medians of these record metrics.
 EVIDENCE = (

@@ -4,7 +4,7 @@ Each testbed ran a share of every cell's repetitions (campaign.plan.ShardBy.repe
 so every cell's loads on each testbed are samples of the same distribution unless the
 testbeds differ (a slower CPU set, a neighbour's load). Each testbed after the first is
 compared with the first, cell by cell, as `clarke compare` compares two campaigns
-(run/compare.py: median ratio with a bootstrap CI, Mann-Whitney U with Holm's correction
+(run/compare/cells.py: median ratio with a bootstrap CI, Mann-Whitney U with Holm's correction
 across the cells, the same threshold and alpha). A (cell, metric) whose verdict is not
 `same` disagrees beyond noise and is warned about; one with fewer than
 compare.MIN_SAMPLES successful loads on either side is shown (medians) but not judged."""
@@ -18,7 +18,7 @@ from typing import Any
 from clarke.campaign.dimensions import Cell
 from clarke.results.record import RunRecord
 from clarke.results.summary import METRICS
-from clarke.run.compare import MIN_SAMPLES, Verdict, cell_samples, compare_cells
+from clarke.run.compare.cells import MIN_SAMPLES, Verdict, cell_samples, compare_cells
 
 TOO_FEW = "too few"
 

@@ -30,7 +30,7 @@ from scipy import stats
 from clarke.errors import InputError
 from clarke.results import store
 from clarke.results.record import Status
-from clarke.run.compare import holm
+from clarke.run.compare.cells import holm
 
 
 @dataclass(frozen=True)
@@ -64,17 +64,25 @@ def _splits(
     return base, cur
 
 
+@dataclass(frozen=True)
+class Trials:
+    """How the nightly check is simulated: `count` trials per point, a cell flagged
+    when its Holm-adjusted p < `alpha` and its median ratio beyond 1 + `threshold`."""
+
+    count: int = 400
+    threshold: float = 0.10
+    alpha: float = 0.05
+    seed: int = 0
+
+
 def simulate(
     cells: dict[str, np.ndarray],
     ns: list[int],
     families: list[int],
     slowdowns: list[float],
-    *,
-    trials: int = 400,
-    threshold: float = 0.10,
-    alpha: float = 0.05,
-    seed: int = 0,
+    how: Trials = Trials(),
 ) -> list[PowerPoint]:
+    trials, threshold, alpha, seed = how.count, how.threshold, how.alpha, how.seed
     samples = list(cells.values())
     smallest = min(len(s) for s in samples)
     for n in ns:
@@ -125,19 +133,18 @@ def figures(
     results_dir: Path,
     ns: list[int],
     families: list[int],
-    *,
-    trials: int,
+    how: Trials,
     power: float,
-    threshold: float,
-    alpha: float,
-    max_slowdown: float = 2.0,
-    step: float = 0.02,
+    grid: tuple[float, float] = (2.0, 0.02),
 ) -> dict[str, Any]:
+    """`grid`: the largest slowdown tried and the step between slowdowns."""
+    max_slowdown, step = grid
+    trials, threshold, alpha = how.count, how.threshold, how.alpha
     cells = recorded_cells(results_dir)
     if not cells:
         raise InputError(f"{results_dir}: no successful loads with plt_ms")
-    grid = [round(1 + i * step, 4) for i in range(round((max_slowdown - 1) / step) + 1)]
-    points = simulate(cells, ns, families, grid, trials=trials, threshold=threshold, alpha=alpha)
+    slowdowns = [round(1 + i * step, 4) for i in range(round((max_slowdown - 1) / step) + 1)]
+    points = simulate(cells, ns, families, slowdowns, how)
     return {
         "recorded": str(results_dir),
         "cells": {

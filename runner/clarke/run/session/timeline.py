@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from clarke.run.verdicts import link_overhead
+from clarke.run.session.verdicts import link_overhead
 from clarke.schedules import Schedule
 from clarke.vocab import SENDER
 

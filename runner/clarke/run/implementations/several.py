@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import shutil
 from contextlib import ExitStack
+from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
 
@@ -27,18 +28,16 @@ from rich.console import Console
 
 from clarke import profiles, registry, schema
 from clarke.campaign.dimensions import PROFILE
-from clarke.campaign.plan import plan_file
+from clarke.campaign.plan import CampaignPlan
 from clarke.errors import ClarkeError, EnvironmentProblem, InputError
 from clarke.place import netns
 from clarke.results import store
 from clarke.results.record import Status
-from clarke.run.campaign import (
-    campaign_difference,
-    check_browser,
-    print_outcome,
-    run_campaign,
-)
-from clarke.run.loop import Outcome
+from clarke.run.campaign.loop import Outcome
+from clarke.run.campaign.options import RunOptions
+from clarke.run.campaign.preflight import check_browser
+from clarke.run.campaign.resume import campaign_difference
+from clarke.run.campaign.run import print_outcome, run_campaign
 
 INDEX = "implementations.json"
 BASELINE = ("satlink", "origin")
@@ -87,35 +86,23 @@ def _save(top: Path, index: Index) -> None:
     store.write_json(top / INDEX, index.model_dump(mode="json"))
 
 
-def wanted_combinations(
-    campaign_file: Path, link: str | None, server: str | None
-) -> list[tuple[str, str]]:
+def wanted_combinations(plan: CampaignPlan, options: RunOptions) -> list[tuple[str, str]]:
     """The (link, server) names a campaign asks for, defaults filled in."""
-    c = plan_file(campaign_file).campaign
-    registry.check_names(c, str(campaign_file))
+    c = plan.campaign
+    registry.check_names(c, str(plan.source))
     return [
         (registry.get("link", lk).name, registry.get("server", sv).name)
-        for lk, sv in c.implementations.combinations(link, server)
+        for lk, sv in c.implementations.combinations(options.link, options.server)
     ]
 
 
 def run_implementations(
-    campaign_file: Path,
-    *,
-    influx_url: str | None,
-    resume: Path | None,
-    results_base: Path,
-    campaign_id: str | None,
-    console: Console,
-    link_check: str,
-    link: str | None,
-    server: str | None,
+    plan: CampaignPlan, options: RunOptions, console: Console
 ) -> tuple[Path, Index, bool]:
     """Every combination in turn. Returns the top directory, its index and whether
     Ctrl-C (or SIGTERM) ended it."""
-    plan = plan_file(campaign_file)
     c = plan.campaign
-    combos = wanted_combinations(campaign_file, link, server)
+    combos = wanted_combinations(plan, options)
     # What every combination needs, checked once before anything runs (exit 2 or 3).
     for lk, _ in combos:
         registry.check_profiles(
@@ -126,15 +113,16 @@ def run_implementations(
     check_browser(c)
 
     lock = ExitStack()
+    resume = options.resume
     if resume:
         top = resume
         index = read_index(top)
         if index.campaign != c.name:
             raise InputError(f"{top} holds campaign {index.campaign!r}, not {c.name!r}")
-        difference = campaign_difference(top / store.CAMPAIGN_COPY, campaign_file)
+        difference = campaign_difference(top / store.CAMPAIGN_COPY, plan.source)
         if difference:
             raise InputError(
-                f"{campaign_file} is not the campaign {top} was started with; a resume "
+                f"{plan.source} is not the campaign {top} was started with; a resume "
                 f"runs the same campaign:\n{difference}"
             )
         lock.enter_context(store.sole_writer(top))
@@ -142,10 +130,10 @@ def run_implementations(
             if index.find(lk, sv) is None:
                 index.combinations.append(Combination(link=lk, server=sv))
     else:
-        cid = campaign_id or store.campaign_id(c.name)
-        top = results_base / cid
+        cid = options.campaign_id or store.campaign_id(c.name)
+        top = options.results_base / cid
         top.mkdir(parents=True, exist_ok=False)
-        shutil.copyfile(campaign_file, top / store.CAMPAIGN_COPY)
+        shutil.copyfile(plan.source, top / store.CAMPAIGN_COPY)
         index = Index(
             campaign=c.name,
             campaign_id=cid,
@@ -155,21 +143,17 @@ def run_implementations(
         lock.enter_context(store.sole_writer(top))
     with lock:
         _save(top, index)
-        interrupted = _run_each(
-            top, index, campaign_file, combos, influx_url, console, link_check, len(plan.runs)
-        )
+        interrupted = _run_each(top, index, plan, combos, replace(options, resume=None), console)
     return top, index, interrupted
 
 
 def _run_each(
     top: Path,
     index: Index,
-    campaign_file: Path,
+    plan: CampaignPlan,
     combos: list[tuple[str, str]],
-    influx_url: str | None,
+    options: RunOptions,
     console: Console,
-    link_check: str,
-    planned: int,
 ) -> bool:
     for n, (lk, sv) in enumerate(combos, 1):
         combo = index.find(lk, sv)
@@ -188,24 +172,17 @@ def _run_each(
             continue
         combo.results = combo.results or f"{index.campaign_id}-{lk}-{sv}"
         existing = top / combo.results
-        combo.state, combo.reason, combo.runs = State.partial, "", planned
+        combo.state, combo.reason, combo.runs = State.partial, "", len(plan.runs)
         _save(top, index)
         console.print(f"{head} -> {existing}")
+        one = replace(
+            options.on(lk, sv),
+            resume=existing if existing.exists() else None,
+            results_base=top,
+            campaign_id=combo.results,
+        )
         try:
-            results_dir, outcome, records, _ = run_campaign(
-                campaign_file,
-                influx_url=influx_url,
-                resume=existing if existing.exists() else None,
-                shard=None,
-                results_base=top,
-                campaign_id=combo.results,
-                testbed_id=None,
-                console=console,
-                link_check=link_check,
-                substrate="netns",
-                link=lk,
-                server=sv,
-            )
+            done = run_campaign(plan, one, console)
         except ClarkeError as e:
             # One combination's failure (its testbed did not come up, …) is recorded and
             # the others still run; the exit status says that something failed.
@@ -213,11 +190,11 @@ def _run_each(
             _save(top, index)
             console.print(f"[red]{combo.label}: {combo.reason}[/]")
             continue
-        print_outcome(results_dir, outcome, records, console)
-        combo.runs_ok = len({r.run_id for r in records if r.status is Status.ok})
-        combo.state, combo.reason = _state_after(outcome)
+        print_outcome(done.results_dir, done.outcome, done.records, console)
+        combo.runs_ok = len({r.run_id for r in done.records if r.status is Status.ok})
+        combo.state, combo.reason = _state_after(done.outcome)
         _save(top, index)
-        if outcome.interrupted:
+        if done.outcome.interrupted:
             return True
     return False
 

@@ -21,7 +21,7 @@ from clarke.campaign.dimensions import table_columns
 from clarke.campaign.plan import Run
 from clarke.results.record import RunRecord, Status
 from clarke.results.summary import METRICS, CellSummary
-from clarke.run.schedule import LinkCheck
+from clarke.run.campaign.schedule import LinkCheck
 
 
 def _fmt(v: float) -> str:

@@ -1,4 +1,4 @@
-"""The campaign loop: the steps of the schedule (run/schedule.py) in order. A link check
+"""The campaign loop: the steps of the schedule (run/campaign/schedule.py) in order. A link check
 puts its profile on the link and measures it; a run puts its profile and its congestion
 control in force (the session applies only what is not), loads the page, and records
 every attempt in the journal and InfluxDB, retrying failed loads up to the campaign's
@@ -18,8 +18,8 @@ from clarke.campaign.plan import Run
 from clarke.errors import ClarkeError, SinkError
 from clarke.results.journal import Journal
 from clarke.results.record import RunRecord, Status
-from clarke.run.apply import Testbed, put_in_force
-from clarke.run.schedule import LinkCheck, Step
+from clarke.run.campaign.apply import Testbed, put_in_force
+from clarke.run.campaign.schedule import LinkCheck, Step
 
 log = logging.getLogger(__name__)
 MAX_TESTBED_FAILURES = 3
@@ -103,17 +103,37 @@ def finished(journal: Journal, retries: int) -> tuple[set[str], dict[str, int], 
     return done, attempts, spent
 
 
-def to_record(
-    ctx: RecordContext,
-    run: Run,
-    attempt: int,
-    result: LoadResult,
-    details: dict[str, Any],
-    implementations: dict[str, str],
-    versions: dict[str, str],
-    started: dt.datetime,
-    finished_at: dt.datetime,
-) -> RunRecord:
+@dataclass(frozen=True)
+class Attempt:
+    """One load of a run as the loop saw it: the run, its attempt's number (from 1), the
+    result, the session's details, when it started and ended, and what the testbed ran
+    (its implementations and their versions)."""
+
+    run: Run
+    number: int
+    result: LoadResult
+    details: dict[str, Any]
+    started: dt.datetime
+    finished: dt.datetime
+    implementations: dict[str, str]
+    versions: dict[str, str]
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    """How the loop goes: failed loads retried up to `retries` times; `link_check`'s
+    level; where records go besides the journal (`sink`); who is told (`observer`);
+    the plan's runs already finished (`skipped`, observed only)."""
+
+    retries: int
+    link_check: str = "full"
+    sink: Sink | None = None
+    observer: Observer | None = None
+    skipped: Sequence[Run] = ()
+
+
+def to_record(ctx: RecordContext, attempt: Attempt) -> RunRecord:
+    run, result, details = attempt.run, attempt.result, attempt.details
     metrics = dict(result.metrics)
     metrics.update({k: v for k, v in details.pop("metrics", {}).items() if v is not None})
     status, reason = result.status, result.reason
@@ -124,7 +144,7 @@ def to_record(
         campaign_id=ctx.campaign_id,
         run_id=run.run_id,
         run_index=run.index,
-        attempt=attempt,
+        attempt=attempt.number,
         scenarios=list(run.scenarios),
         cell=run.cell,
         profile_sha256=str((details.get("link") or {}).get("profile_sha256") or ""),
@@ -133,13 +153,13 @@ def to_record(
         engine=result.engine or ctx.engine,
         browser_version=result.browser_version,
         # The client agent serves every browser: the load's is the client's implementation.
-        implementations={**implementations, "client": result.browser},
-        versions=versions,
+        implementations={**attempt.implementations, "client": result.browser},
+        versions=attempt.versions,
         git_rev=ctx.git_rev,
         shard=ctx.shard,
         testbed=ctx.testbed,
-        started_at=started,
-        finished_at=finished_at,
+        started_at=attempt.started,
+        finished_at=attempt.finished,
         status=status,
         reason=reason,
         metrics=metrics,
@@ -163,14 +183,11 @@ def execute(
     session: Session,
     journal: Journal,
     ctx: RecordContext,
-    retries: int,
-    sink: Sink | None = None,
-    observer: Observer | None = None,
-    skipped: Sequence[Run] = (),
-    link_check: str = "full",
+    settings: LoopSettings,
 ) -> Outcome:
-    """Run the steps; `skipped`: the plan's runs already finished (observed only)."""
-    watch = observer or Quiet()
+    """Run the steps as `settings` say."""
+    retries, sink, skipped = settings.retries, settings.sink, settings.skipped
+    watch = settings.observer or Quiet()
     out = Outcome()
     for run in skipped:
         out.skipped += 1
@@ -182,7 +199,7 @@ def execute(
         if isinstance(step, LinkCheck):
             watch.checking(step)
             try:
-                check = session.check_link(step.profile, step.phase, link_check)
+                check = session.check_link(step.profile, step.phase, settings.link_check)
             except ClarkeError as e:
                 # Recorded, not fatal: the loads themselves show whether the link
                 # carries pages.
@@ -211,17 +228,11 @@ def execute(
             else:
                 testbed_failures = 0
             infrastructure = bool(details.get("infrastructure"))
-            record = to_record(
-                ctx,
-                run,
-                attempt,
-                result,
-                details,
-                session.implementations,
-                versions,
-                started,
-                dt.datetime.now(dt.UTC),
+            ended = dt.datetime.now(dt.UTC)
+            done = Attempt(
+                run, attempt, result, details, started, ended, session.implementations, versions
             )
+            record = to_record(ctx, done)
             journal.append(record)
             _sink(sink, record, out)
             out.done.append(record)

@@ -24,10 +24,11 @@ from clarke import profiles
 from clarke.errors import ClarkeError
 from clarke.place import netns, procs
 from clarke.place.plan import NetnsPlan
-from clarke.run import linkcheck
-from clarke.run.session import Session
+from clarke.run.linkcheck import check as linkcheck
+from clarke.run.session.session import Session
+from clarke.run.session.settings import ROLES_ONLY
 from clarke.testbed.substrate import NetnsSubstrate
-from clarke.vocab import LINK_ROLES
+from clarke.vocab import LINK_ROLES, CongestionControl
 
 RTT_BOUND_MS = 1.0
 STDEV_BOUND_MS = 1.0
@@ -44,7 +45,7 @@ def _rtt_entry(profile_name: str, pr: linkcheck.PingResult) -> dict[str, Any]:
 @contextmanager
 def testbed(profile: str, link: str | None) -> Iterator[Session]:
     """A testbed of its own for the duration (no pages, no browser)."""
-    session = Session(NetnsSubstrate(None, link), [], engine="selenium", roles_only=True)
+    session = Session(NetnsSubstrate(None, link), [], ROLES_ONLY)
     try:
         yield session.start(profile)
     finally:
@@ -60,7 +61,7 @@ def geo(
 ) -> dict[str, Any]:
     with testbed("geo", link) as s:
         out: dict[str, Any] = {"id": _id(s), "link": s.implementations["link"]}
-        probe = s.probe()
+        probe = s.link().probe()
         out["rtt"] = _rtt_entry("geo", linkcheck.ping(probe, count=samples, interval=0.2))
         prof = profiles.read("geo")
         for reverse in (True, False):
@@ -102,9 +103,11 @@ def _link_cpu(session: Session) -> dict[str, int]:
     return out
 
 
-def unshaped(link: str | None = None, duration: float = 10, cc: str = "cubic") -> dict[str, Any]:
+def unshaped(
+    link: str | None = None, duration: float = 10, cc: str = CongestionControl.cubic
+) -> dict[str, Any]:
     with testbed("lan", link) as s:
-        probe = replace(s.probe(), link_bytes=None)  # no counter polling: CPU is measured
+        probe = replace(s.link().probe(), link_bytes=None)  # no counter polling: CPU is measured
         before, t0 = _link_cpu(s), time.monotonic()
         r = linkcheck.iperf(probe, reverse=False, duration=duration, omit=0, cc=cc)
         after, wall = _link_cpu(s), time.monotonic() - t0
@@ -130,11 +133,11 @@ def parallel(n: int = 8, link: str | None = None, samples: int = 50) -> dict[str
     sessions: list[Session] = []
     try:
         for _ in range(n):
-            s = Session(NetnsSubstrate(None, link), [], engine="selenium", roles_only=True)
+            s = Session(NetnsSubstrate(None, link), [], ROLES_ONLY)
             sessions.append(s)
             s.start("geo")
         with ThreadPoolExecutor(max_workers=n) as pool:
-            probes = [s.probe() for s in sessions]
+            probes = [s.link().probe() for s in sessions]
             results = list(
                 pool.map(lambda q: linkcheck.ping(q, count=samples, interval=0.2), probes)
             )
