@@ -42,7 +42,7 @@ from clarke.vocab import QueueDiscipline
 
 OPENSAND_VERSION: Final = "8.2"
 
-# --- measured constants (shared/reference/opensand.md) ----------------------------------
+# --- measured constants (docs/opensand.md, the mapping table) -------------------------
 RTT_OVERHEAD_MS: Final = 23.5  # idle RTT = 4 x delay_value + 22..25 ms; the midpoint
 RTT_OVERHEAD_RANGE_MS: Final = (22.0, 25.0)
 FORWARD_KHZ_PER_MBPS: Final = 950  # 9500 kHz, ACM, wave_form 7 -> 10 Mb/s

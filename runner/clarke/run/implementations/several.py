@@ -12,7 +12,7 @@ A combination whose link or server is not installed here is recorded as `not ins
 with the reason and the others run: nothing is dropped silently. `clarke run --resume`
 on the top directory skips the complete combinations, resumes a partial one and starts
 the rest (and tries the not installed ones again). `clarke report --by implementation`
-makes the cross-implementation table from it (clarke.report.implementations)."""
+makes the cross-implementation table from it (clarke.run.implementations.table)."""
 
 from __future__ import annotations
 
