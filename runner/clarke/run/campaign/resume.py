@@ -10,25 +10,26 @@ import yaml
 
 from clarke import schema
 from clarke.campaign.model import Campaign
+from clarke.campaign.plan import CampaignPlan
 from clarke.errors import ClarkeError, InputError
 
 
-def campaign_difference(stored: Path, given: Path) -> str:
-    """Where the campaign file given to a resume differs from the one the results
-    directory was started with, as a unified diff of both campaigns' values (comments
-    and layout do not count); empty when they are the same campaign."""
+def campaign_difference(stored: Path, given: CampaignPlan) -> str:
+    """Where the campaign given to a resume differs from the one the results directory
+    was started with, as a unified diff of both campaigns' values (comments and layout
+    do not count); empty when they are the same campaign."""
     try:
         before = schema.read(Campaign, stored).model_dump(mode="json")
     except ClarkeError as e:
         raise InputError(f"{stored}: the stored campaign cannot be read: {e}") from e
-    after = schema.read(Campaign, given).model_dump(mode="json")
+    after = given.campaign.model_dump(mode="json")
     if before == after:
         return ""
     lines = difflib.unified_diff(
         yaml.safe_dump(before, sort_keys=True).splitlines(),
         yaml.safe_dump(after, sort_keys=True).splitlines(),
         fromfile=str(stored),
-        tofile=str(given),
+        tofile=str(given.source),
         lineterm="",
         n=1,
     )

@@ -114,7 +114,7 @@ def _open(
                 f"{resume} was sharded by {meta.get('shard_by', 'index')}, not by "
                 f"{shard.by.value} (--shard-by)"
             )
-        difference = campaign_difference(resume / store.CAMPAIGN_COPY, plan.source)
+        difference = campaign_difference(resume / store.CAMPAIGN_COPY, plan)
         if difference:
             raise InputError(
                 f"{plan.source} is not the campaign {resume} was started with; a resume "

@@ -119,7 +119,7 @@ def run_implementations(
         index = read_index(top)
         if index.campaign != c.name:
             raise InputError(f"{top} holds campaign {index.campaign!r}, not {c.name!r}")
-        difference = campaign_difference(top / store.CAMPAIGN_COPY, plan.source)
+        difference = campaign_difference(top / store.CAMPAIGN_COPY, plan)
         if difference:
             raise InputError(
                 f"{plan.source} is not the campaign {top} was started with; a resume "

@@ -199,7 +199,7 @@ def run_parallel(
                 f"--parallel {count}: {parts} was run with --parallel {state.testbeds}; "
                 f"resume it with --parallel {state.testbeds}"
             )
-        difference = campaign_difference(parts / store.CAMPAIGN_COPY, campaign_file)
+        difference = campaign_difference(parts / store.CAMPAIGN_COPY, plan)
         if difference:
             raise InputError(
                 f"{campaign_file} is not the campaign {parts} was started with:\n{difference}"
