@@ -242,7 +242,7 @@ def test_role_agents_in_namespaces(tmp_path: Path, capsys) -> None:  # type: ign
     configure (satellite, gateway, terminal) restarts each on another profile, a profile
     OpenSAND cannot take is refused without touching the running entity, stop leaves
     no process, TAP or bridge."""
-    from clarke.link.opensand.entity import LinkEnd, OpenSandRole
+    from clarke.link.opensand.entity import EntitySetup, LinkEnd, OpenSandRole
     from clarke.vocab import LINK_START_ORDER as START_ORDER
 
     require_opensand()
@@ -276,9 +276,7 @@ def test_role_agents_in_namespaces(tmp_path: Path, capsys) -> None:  # type: ign
                     end = LinkEnd(
                         p.sat.cidr(role), p.sat.address(peer), (str(p.remote_lan(role).prefix),)
                     )
-                roles[role] = OpenSandRole(
-                    role,
-                    entities,
+                setup = EntitySetup(
                     emu_iface="br-emu" if role == "satellite" else "emu",
                     config_dir=tmp_path / role / "etc",
                     run_dir=tmp_path / role / "run",
@@ -286,6 +284,7 @@ def test_role_agents_in_namespaces(tmp_path: Path, capsys) -> None:  # type: ign
                     netns=ns[role],
                     link_end=end,
                 )
+                roles[role] = OpenSandRole(role, entities, setup)
                 reply = roles[role].configure(link_config("geo", profiles.read("geo")))
                 assert reply["applied"] and reply["restarts"] == 0
                 h = roles[role].health()
