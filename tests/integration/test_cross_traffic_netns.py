@@ -71,7 +71,7 @@ def test_cross_traffic_shares_the_link_with_verified_loads(
         )  # fmt: skip
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         (d,) = [p for p in (tmp_path / "results").iterdir() if p.is_dir()]
-        records = {r.cell[CROSS_TRAFFIC]: r for r in Journal.in_dir(d).records()}
+        records = {r.cell[CROSS_TRAFFIC].label: r for r in Journal.in_dir(d).records()}
         assert set(records) == {
             "bulk-cubic",
             "bulk-bbr-return",

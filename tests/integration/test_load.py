@@ -234,12 +234,12 @@ def test_chromium_capture_decrypts_with_its_key_log(session: Session, tmp_path: 
     from capture_check import decrypted_requests
     from clarke.run.session.captures import CaptureMode, CapturePolicy
 
-    session.settings = replace(session.settings, engine="selenium")
-    session.capture = CapturePolicy(CaptureMode.all, tmp_path, 20_000_000, flat=True)
+    policy = CapturePolicy(CaptureMode.all, tmp_path, 20_000_000, flat=True)
+    session.settings = replace(session.settings, engine="selenium", capture=policy)
     try:
         result, details = session.load_page(PageLoad(PAGE, "3", "bbr", 6, browser="chromium"))
     finally:
-        session.capture = None
+        session.settings = replace(session.settings, capture=None)
     assert result.status is Status.ok, result.reason
     assert sorted(details["capture"]["files"]) == ["keys.log", "link.pcap"], details["capture"]
     assert session.plan is not None
