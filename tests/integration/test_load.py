@@ -145,14 +145,14 @@ def test_a_link_changed_behind_the_session_fails_the_load_with_the_reason(
     """Something besides this runner puts another profile on the link: the load is not
     made, and fails saying what the link runs."""
     from clarke import profiles
-    from clarke.roles import link_config
+    from clarke.contract import LinkConfig
     from clarke.vocab import LINK_START_ORDER
 
     assert session.agents is not None and session.profile is not None
     expected = session.profile[0]
     other = "meo" if expected != "meo" else "leo"
     for role in LINK_START_ORDER:
-        session.agents[role].configure(link_config(other, profiles.read(other)))
+        session.agents[role].configure(LinkConfig(name=other, profile=profiles.read(other)))
     try:
         result, _ = session.load_page(PageLoad(PAGE, "2", "bbr", 6))
     finally:

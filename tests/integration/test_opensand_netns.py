@@ -178,7 +178,9 @@ def test_testbed_on_opensand(testbed_env: Path, run_cli, capsys) -> None:  # typ
         for name in ("meo", "geo"):
             agents = session.agents
             assert agents is not None
-            pids = {r: agents[r].health()["opensand"]["pid"] for r in ("satellite", "terminal")}
+            pids = {
+                r: agents[r].health().said("opensand")["pid"] for r in ("satellite", "terminal")
+            }
             applied = session.ensure_profile(name)
             assert applied is not None and applied.roles == ("satellite", "gateway", "terminal")
             assert session.ensure_profile(name) is None  # in force: nothing to do

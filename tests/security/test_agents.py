@@ -223,7 +223,7 @@ def test_nobody_gets_nothing_without_the_token(bed: Bed) -> None:
     assert not marker.exists()
     lan = profiles.read("lan")
     for role in LINK_ROLES:
-        assert bed.agent(role).state()["profile"] == "lan", role
+        assert bed.agent(role).link_state().profile == "lan", role
         in_effect = bed.agent(role).health()["satlink"]["config"]
         assert in_effect["forward"]["uplink_delay_ms"] == lan.forward.uplink_delay_ms, role
     assert bed.agent("server").state()["tcp_cc"] == "bbr"

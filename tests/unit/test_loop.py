@@ -11,6 +11,7 @@ import pytest
 
 from clarke.campaign.dimensions import Cell
 from clarke.campaign.plan import Run
+from clarke.contract import LinkState
 from clarke.errors import ClarkeError
 from clarke.results.journal import Journal
 from clarke.results.record import RunRecord, Status
@@ -167,9 +168,10 @@ def test_a_failed_link_check_is_recorded_not_fatal(tmp_path: Path) -> None:
 
 
 def test_link_verdict_names_what_the_link_runs() -> None:
-    good = {r: {"profile": "lan", "profile_sha256": "a" * 64} for r in ("satellite", "terminal")}
+    lan = LinkState(profile="lan", profile_sha256="a" * 64)
+    good = {r: lan for r in ("satellite", "terminal")}
     assert link_verdict("lan", "a" * 64, good) == ""
-    bad = good | {"terminal": {"profile": "geo", "profile_sha256": "b" * 64}}
+    bad = good | {"terminal": LinkState(profile="geo", profile_sha256="b" * 64)}
     reason = link_verdict("lan", "a" * 64, bad)
     assert reason.startswith("the link does not run profile lan") and "terminal geo" in reason
     # Same name, other content (an edited profile file): also refused.

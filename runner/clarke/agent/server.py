@@ -31,10 +31,24 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, NoReturn, Protocol, runtime_checkable
 from urllib.parse import parse_qs, urlsplit
 
+from pydantic import BaseModel, ValidationError
+
 from clarke.agent import auth
+from clarke.browser.load import LoadResult
+from clarke.contract import (
+    CaptureStart,
+    CaptureStopped,
+    Configured,
+    Health,
+    Stats,
+    config_of,
+    kind_of_role,
+    state_of,
+)
 from clarke.errors import ClarkeError, InputError
 from clarke.place.capture import PacketCapture
 from clarke.roles import RoleProcess
+from clarke.schema import problems_of
 from clarke.vocab import Engine
 
 log = logging.getLogger(__name__)
@@ -246,14 +260,15 @@ def make_handler(
                     self._reply(200, pep.state() if url.path == "/pep/state" else pep.stats())
                 elif method == "GET":
                     get = {"/health": role.health, "/state": role.state, "/stats": role.stats}
-                    answer = get[url.path]()
+                    answer = replied(role, url.path, get[url.path]())
                     if not full:
                         answer = {k: answer[k] for k in PUBLIC_HEALTH if k in answer}
                     self._reply(200, answer)
                 elif url.path.startswith("/capture/"):
-                    self._reply(200, self._capture(url.path, body))
+                    self._reply(200, replied(role, url.path, self._capture(url.path, body)))
                 else:
-                    self._reply(200, self._change(url.path, url.query, body))
+                    answer = self._change(url.path, url.query, body)
+                    self._reply(200, replied(role, url.path, answer))
             except Refused as e:
                 self._reply(e.status, {"error": str(e)})
             except ConnectionError as e:
@@ -275,6 +290,7 @@ def make_handler(
                                    "page load; ask again when it is done")  # fmt: skip
             try:
                 if path == "/config":
+                    requested(config_of(kind_of_role(role.role)), path, body)
                     return role.configure(body)
                 if path.startswith("/pep/"):
                     assert pep is not None
@@ -289,13 +305,9 @@ def make_handler(
         def _capture(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
             assert capture is not None
             if path == "/capture/start":
-                unknown = sorted(set(body) - {"max_bytes"})
-                if unknown:
-                    raise Refused(400, f"unknown field(s): {', '.join(unknown)}")
-                max_bytes = body.get("max_bytes")
-                if not isinstance(max_bytes, int) or isinstance(max_bytes, bool):
-                    raise Refused(400, "max_bytes: an integer number of bytes is needed")
-                return capture.start(max_bytes)
+                start = requested(CaptureStart, path, body)
+                assert isinstance(start, CaptureStart)
+                return capture.start(start.max_bytes)
             got = capture.stop()
             return {
                 "interface": got.interface,
@@ -322,6 +334,44 @@ def make_handler(
             self._dispatch("PATCH")
 
     return Handler
+
+
+def requested(model: type[BaseModel] | None, path: str, body: dict[str, Any]) -> BaseModel | None:
+    """A request's body as the contract's model (clarke.contract); InputError (400)
+    naming each field that is not as the contract says."""
+    if model is None:
+        return None
+    try:
+        return model.model_validate(body)
+    except ValidationError as e:
+        raise InputError(f"POST {path}: " + "; ".join(problems_of(e))) from None
+
+
+REPLIES: dict[str, type[BaseModel]] = {
+    "/health": Health,
+    "/stats": Stats,
+    "/stats/reset": Stats,
+    "/config": Configured,
+    "/capture/start": Stats,
+    "/capture/stop": CaptureStopped,
+    "/load": LoadResult,
+}
+
+
+def replied(role: RoleProcess, path: str, answer: dict[str, Any]) -> dict[str, Any]:
+    """`answer`, checked against the contract's reply for `path` before it is sent: an
+    implementation that answers outside it is a bug, said as one (500)."""
+    model = state_of(kind_of_role(role.role)) if path == "/state" else REPLIES[path]
+    try:
+        model.model_validate(answer)
+    except ValidationError as e:
+        log.error("%s %s: %s", role.role, path, e)
+        raise Refused(
+            500,
+            f"the {role.role} agent's {role.implementation} answered {path} outside the "
+            "contract: " + "; ".join(problems_of(e)),
+        ) from None
+    return answer
 
 
 def check_listen_address(host: str) -> None:

@@ -140,7 +140,8 @@ class Session:
         firefox = self.settings.firefox
         if not firefox:
             return
-        running = str(self._agents().health.get("client", {}).get(Browser.firefox, ""))
+        client = self._agents().health.get("client")
+        running = str(client.said(Browser.firefox) or "") if client else ""
         wanted = shutil.which(firefox) or firefox
         if running and os.path.realpath(running) != os.path.realpath(wanted):
             raise InputError(
@@ -350,9 +351,7 @@ class Session:
         crossing = self.cross.before_load() if self.cross else None
         try:
             with t.phase("client"):
-                raw = agents["client"].load(
-                    req.model_dump(mode="json"), engine, timeout=self.settings.timeout_s + 120
-                )
+                result = agents["client"].load(req, engine, timeout=self.settings.timeout_s + 120)
         except ClarkeError:
             self._link_failure()  # LinkStopped says so when the link is why
             raise
@@ -360,7 +359,6 @@ class Session:
             if capture:
                 with t.phase("capture_stop"):
                     link_capture = self._stop_capture()
-        result = LoadResult.model_validate(raw)
         failure = self._verify(load, result, crossing, t, details)
         if result.status is Status.ok and failure:
             result = result.model_copy(update={"status": Status.failed, "reason": failure})

@@ -5,8 +5,10 @@ failed load, never a data point."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from clarke.contract import LinkState
 from clarke.vocab import CongestionControl, HttpVersion
 
 
@@ -86,19 +88,18 @@ def server_verdict(
     }
 
 
-def link_verdict(expected: str, expected_sha256: str, states: dict[str, dict[str, Any]]) -> str:
+def link_verdict(expected: str, expected_sha256: str, states: Mapping[str, LinkState]) -> str:
     """Whether every link role runs the expected profile (by name and content hash);
     the reason when not."""
     wrong = {
         role: s
         for role, s in states.items()
-        if (s.get("profile"), s.get("profile_sha256")) != (expected, expected_sha256)
+        if (s.profile, s.profile_sha256) != (expected, expected_sha256)
     }
     if not wrong:
         return ""
     got = ", ".join(
-        f"{role} {s.get('profile')} ({str(s.get('profile_sha256') or '-')[:12]})"
-        for role, s in wrong.items()
+        f"{role} {s.profile} ({str(s.profile_sha256 or '-')[:12]})" for role, s in wrong.items()
     )
     return (
         f"the link does not run profile {expected} ({expected_sha256[:12]}): {got}; "
