@@ -446,3 +446,33 @@ def test_the_server_contract_names_its_congestion_controls() -> None:
     with pytest.raises(ValueError, match="allowed: cubic, bbr, newreno"):
         ServerConfig.model_validate({"quic_cc": "reno"})
     assert ServerConfig.model_validate({"tcp_cc": "bbr"}).body() == {"tcp_cc": "bbr"}
+
+
+class NoPep:
+    """A station's PEP slot running none (agent/pep_slot.py's replies)."""
+
+    def state(self) -> dict[str, Any]:
+        return {"pep": "none"}
+
+    def configure(self, body: dict[str, Any]) -> dict[str, Any]:
+        return {"applied": False, "state": self.state()}
+
+    def stats(self) -> dict[str, Any]:
+        return {"pep": "none"}
+
+    def reset_stats(self) -> dict[str, Any]:
+        return {"pep": "none"}
+
+
+def test_a_stations_pep_routes_answer_within_the_contract() -> None:
+    role = Slow()
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(role, TOKEN, pep=NoPep()))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        agent = AgentClient("terminal", f"http://127.0.0.1:{httpd.server_address[1]}", TOKEN)
+        assert agent.pep_configure({"name": "none"}).applied is False
+        assert agent.pep_state() == {"pep": "none"} == agent.pep_stats()
+        assert agent.pep_reset_stats() == {"pep": "none"}
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

@@ -178,9 +178,7 @@ class Agents:
         """Make terminal and gateway run the PEP `body` names (agent/pep_slot.py), each
         only when it does not already."""
         started, t0 = dt.datetime.now(dt.UTC), time.monotonic()
-        applied = tuple(
-            role for role in PEP_ROLES if self[role].pep_configure(body).get("applied", True)
-        )
+        applied = tuple(role for role in PEP_ROLES if self[role].pep_configure(body).applied)
         if not applied:
             return None
         done = Applied(

@@ -129,16 +129,17 @@ class AgentClient:
         return self._reply(CaptureStopped, "/capture/stop", data).body()
 
     def pep_state(self) -> dict[str, Any]:
-        return self._call("GET", "/pep/state")
+        return self._reply(Reply, "/pep/state", self._call("GET", "/pep/state")).body()
 
-    def pep_configure(self, body: dict[str, Any]) -> dict[str, Any]:
-        return self._call("POST", "/pep/config", body, timeout=60)
+    def pep_configure(self, body: dict[str, Any]) -> Configured:
+        return self._reply(Configured, "/pep/config", self._call("POST", "/pep/config", body, 60))
 
     def pep_stats(self) -> dict[str, Any]:
-        return self._call("GET", "/pep/stats")
+        return self._reply(Stats, "/pep/stats", self._call("GET", "/pep/stats")).body()
 
     def pep_reset_stats(self) -> dict[str, Any]:
-        return self._call("POST", "/pep/stats/reset")
+        data = self._call("POST", "/pep/stats/reset")
+        return self._reply(Stats, "/pep/stats/reset", data).body()
 
     def close(self) -> None:
         self._http.close()

@@ -40,6 +40,7 @@ from clarke.contract import (
     CaptureStopped,
     Configured,
     Health,
+    Reply,
     Stats,
     config_of,
     kind_of_role,
@@ -257,7 +258,8 @@ def make_handler(
                 self._read_done()
                 if method == "GET" and url.path.startswith("/pep/"):
                     assert pep is not None
-                    self._reply(200, pep.state() if url.path == "/pep/state" else pep.stats())
+                    answer = pep.state() if url.path == "/pep/state" else pep.stats()
+                    self._reply(200, replied(role, url.path, answer))
                 elif method == "GET":
                     get = {"/health": role.health, "/state": role.state, "/stats": role.stats}
                     answer = replied(role, url.path, get[url.path]())
@@ -355,6 +357,10 @@ REPLIES: dict[str, type[BaseModel]] = {
     "/capture/start": Stats,
     "/capture/stop": CaptureStopped,
     "/load": LoadResult,
+    "/pep/state": Reply,
+    "/pep/stats": Stats,
+    "/pep/config": Configured,
+    "/pep/stats/reset": Stats,
 }
 
 
