@@ -188,10 +188,14 @@ def run_campaign(
     shard_by: ShardBy = ShardBy.run_index,
 ) -> tuple[Path, Outcome, list[RunRecord], list[Run]]:
     captures.check_substrate(capture, substrate)
-    plan = plan_file(campaign_file)
+    # A resume runs the recorded plan (its seed too), checked before anything else.
+    recorded = store.read_plan(resume) if resume else None
+    plan = plan_file(campaign_file, recorded.seed if recorded else None)
     c = plan.campaign
     sharding = parse_shard(shard)
     runs: list[Run] = plan.shard(*sharding, shard_by) if sharding else plan.runs
+    if resume and recorded:
+        store.check_plan(resume, recorded, c.name, len(plan.runs), [r.to_dict() for r in runs])
     shard_label = f"{sharding[0]}/{sharding[1]}" if sharding else ""
     # Recorded only for a sharded plan and only when not the default, so that the files
     # of every other run stay as they were.
