@@ -4,7 +4,9 @@ resume, and --parallel had no upper bound.
 - Every kind of damage to plan.json (not JSON, not an object, runs missing or of the
   wrong shape, a count or a seed that does not agree, runs that are not the campaign's)
   stops `clarke run --resume` with exit 2 naming plan.json, before anything is built,
-  and no file of the results directory changes.
+  and no file of the results directory changes. (A plan that reads but is not the
+  campaign's is judged after the campaign file is compared with the stored one, whose
+  difference says more.)
 - `--parallel N` above one testbed per CPU this process may use exits 2 naming the
   limit and why, before the campaign file is even read."""
 
@@ -20,6 +22,7 @@ import pytest
 
 from clarke.campaign.plan import plan_file
 from clarke.results import store
+from conftest import need
 
 SMOKE = Path("campaigns/smoke.yaml")
 
@@ -72,6 +75,7 @@ def test_a_damaged_plan_json_stops_the_resume(
     run_cli,
     monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
 ) -> None:
+    need(os.geteuid() == 0, "root (clarke run checks it before a resume's plan agrees)")
     monkeypatch.setenv("CLARKE_STATE_DIR", str(tmp_path / "state"))
     d = _results_dir(tmp_path)
     DAMAGE[damage](d / store.PLAN)

@@ -194,8 +194,6 @@ def run_campaign(
     c = plan.campaign
     sharding = parse_shard(shard)
     runs: list[Run] = plan.shard(*sharding, shard_by) if sharding else plan.runs
-    if resume and recorded:
-        store.check_plan(resume, recorded, c.name, len(plan.runs), [r.to_dict() for r in runs])
     shard_label = f"{sharding[0]}/{sharding[1]}" if sharding else ""
     # Recorded only for a sharded plan and only when not the default, so that the files
     # of every other run stay as they were.
@@ -230,6 +228,8 @@ def run_campaign(
                 f"runs the same campaign (start a new results directory for another):\n"
                 f"{difference}"
             )
+        assert recorded is not None
+        store.check_plan(resume, recorded, c.name, len(plan.runs), [r.to_dict() for r in runs])
         writer.enter_context(store.sole_writer(resume))
         results_dir, cid = resume, meta["campaign_id"]
     else:
