@@ -79,8 +79,8 @@ class Store:
         return self.root
 
     def make_run_dir(self, testbed_id: int) -> Path:
-        """The testbed's run dir, made 0700 (or adopted if it is root's alone: a run dir
-        of a testbed that `down` has not removed yet), and made 0700 either way."""
+        """The testbed's run dir: made, or adopted if it is root's alone (a run dir `down`
+        has not removed yet); 0700 either way."""
         run_dir = make_private_dir(
             self.run_dir(testbed_id), f"run dir of testbed {testbed_id} (in the {STATE_DIR})"
         )
@@ -109,7 +109,8 @@ class Store:
         tmp.replace(path)
 
     def read(self, testbed_id: int) -> TestbedState | None:
-        path = self._checked() / f"{testbed_id}.json"
+        self._checked()
+        path = self.path(testbed_id)
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
