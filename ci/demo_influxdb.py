@@ -27,6 +27,7 @@ import base64
 import json
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -301,9 +302,10 @@ def start() -> None:
         (d / "influxd.pid").write_text(f"{proc.pid}\n")
         _wait(base, proc, log)
         say(f"InfluxDB started on {base} (data in {d}, authentication on)")
-    print(f"INFLUX_URL={base}")
-    print(f"CLARKE_INFLUX_USER={WRITER}")
-    print(f"CLARKE_INFLUX_PASSWORD_FILE={d / 'credentials' / USERS[WRITER][0]}")
+    # For the shell's eval (ci/demo.sh): each value quoted.
+    print(f"INFLUX_URL={shlex.quote(base)}")
+    print(f"CLARKE_INFLUX_USER={shlex.quote(WRITER)}")
+    print(f"CLARKE_INFLUX_PASSWORD_FILE={shlex.quote(str(d / 'credentials' / USERS[WRITER][0]))}")
 
 
 def stop() -> None:
