@@ -17,7 +17,12 @@ from clarke.cli_dimensions import option
 from clarke.errors import InputError
 from clarke.pages.models import Registry
 from clarke.results.record import Status
-from clarke.run.session.captures import CaptureMode, CapturePolicy, check_substrate
+from clarke.run.session.captures import (
+    CaptureMode,
+    CapturePolicy,
+    check_substrate,
+    prepare_dir,
+)
 from clarke.run.session.session import Session
 from clarke.run.session.settings import PageLoad, SessionSettings
 from clarke.testbed.substrate import NetnsSubstrate
@@ -129,9 +134,9 @@ def parse_prefs(items: tuple[str, ...]) -> dict[str, bool | int]:
     "--capture",
     "capture_dir",
     type=click.Path(path_type=Path, file_okay=False),
-    help="Keep a capture of the load in this directory (made if missing; must be empty): "
-    "the satellite hop's packets (link.pcap), the browser's TLS key log (keys.log) and, "
-    "for HTTP/3, qlog files. docs/captures.md says how to open them.",
+    help="Keep a capture of the load in this directory (made 0700 if missing; must be "
+    "empty): the satellite hop's packets (link.pcap), the browser's TLS key log (keys.log) "
+    "and, for HTTP/3, qlog files, each 0600. docs/captures.md says how to open them.",
 )
 @click.option(
     "--capture-max-mb",
@@ -188,8 +193,7 @@ def load(
     capture = None
     if capture_dir is not None:
         check_substrate(CaptureMode.all, "netns")
-        if capture_dir.exists() and any(capture_dir.iterdir()):
-            raise InputError(f"--capture {capture_dir}: the directory is not empty")
+        prepare_dir(capture_dir)
         capture = CapturePolicy(CaptureMode.all, capture_dir, capture_max_mb * 1_000_000, flat=True)
     conns = connections or (
         CHROMIUM_CONNECTIONS

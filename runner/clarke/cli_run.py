@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import os
 import signal
 import sys
 from collections.abc import Iterator
@@ -16,6 +16,7 @@ from rich.console import Console
 from clarke import registry
 from clarke.campaign.plan import CampaignPlan, ShardBy
 from clarke.errors import InputError
+from clarke.ids import IdParam
 from clarke.results import store
 from clarke.vocab import SUBSTRATES
 
@@ -55,7 +56,10 @@ if TYPE_CHECKING:
     "docs/running.md.",
 )
 @click.option(
-    "--campaign-id", help="Campaign id (default: <name>-<UTC time>); give every shard the same one."
+    "--campaign-id",
+    type=IdParam(),
+    help="Campaign id (default: <name>-<UTC time>), a name (letters, digits, '.', '_', '-'), "
+    "not a path; give every shard the same one.",
 )
 @click.option(
     "--results",
@@ -212,6 +216,14 @@ def check_parallel_options(parallel: int | None, given: dict[str, Any]) -> None:
         return
     if parallel < 1:
         raise InputError(f"--parallel {parallel}: the number of testbeds must be 1 or more")
+    cpus = len(os.sched_getaffinity(0))
+    if parallel > cpus:
+        raise InputError(
+            f"--parallel {parallel}: at most {cpus} here, one testbed per CPU this process may "
+            f"use: with more, testbeds share CPUs and their loads' times measure each other's "
+            "work, not the link (and every testbed holds a browser, five agents and a link "
+            "emulator in memory)"
+        )
     clashes = [
         ("--shard", shard is not None),
         ("--testbed", given["testbed_id"] is not None),
@@ -238,7 +250,7 @@ def _run_parallel(plan: CampaignPlan, count: int, options: RunOptions, console: 
     if outcome.failed_lanes or outcome.merged is None:
         sys.exit(1)
     meta = store.read_meta(outcome.merged)
-    planned = len(json.loads((outcome.merged / store.PLAN).read_text())["runs"])
+    planned = len(store.read_plan(outcome.merged).runs)
     if len(meta.get("missing_runs") or []) == planned:
         console.print("[red]no run got a successful load[/]")
         sys.exit(1)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 import signal
 import subprocess
 import sys
@@ -161,9 +162,11 @@ def test_shuffled_without_seed_is_refused(tmp_path: Path, run_cli) -> None:  # t
     assert code == 2 and "seed" in err and "--parallel 2" in err
 
 
-def test_resume_combinations(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_resume_combinations(tmp_path: Path, run_cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     campaign = _campaign(tmp_path)
     parts = _parts_dir(tmp_path, campaign)
+    # A host with 4 CPUs, so that --parallel 3 passes its bound (one testbed per CPU).
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(4)))
     code, _, err = run_cli("run", str(campaign), "--parallel", "3", "--resume", str(parts))
     assert code == 2 and "--parallel 3" in err and "--parallel 2" in err
     code, _, err = run_cli("run", str(campaign), "--resume", str(parts))

@@ -7,7 +7,9 @@ What it takes from a caller, in this order, before any role code runs:
 - `Authorization: Bearer <token>` on everything but `GET /health` (401 without, 403
   wrong; without it /health says only which role and implementation answer);
 - a body of at most MAX_BODY_BYTES with a Content-Length (413 above, 411 chunked),
-  holding one JSON object nested at most MAX_JSON_DEPTH deep (400 otherwise);
+  holding one JSON object nested at most MAX_JSON_DEPTH deep (400 otherwise); for a
+  link role's `POST /config`, config_body_limit(): the largest link profile that
+  validates, by the same setting the profile's reader uses (clarke.schedules.limits);
 - then, for a change (`/config`, `/load`, `/stats/reset`), the agent's one lock,
   without waiting: a change already in progress makes the next one answer 409.
 A link agent built with a PacketCapture also takes `POST /capture/start` {"max_bytes"}
@@ -49,8 +51,9 @@ from clarke.contract import (
 from clarke.errors import ClarkeError, InputError
 from clarke.place.capture import PacketCapture
 from clarke.roles import RoleProcess
+from clarke.schedules.limits import config_body_limit
 from clarke.schema import problems_of
-from clarke.vocab import Engine
+from clarke.vocab import LINK_ROLES, Engine
 
 log = logging.getLogger(__name__)
 
@@ -183,15 +186,21 @@ def make_handler(
                     raise ConnectionError(f"request not complete after {REQUEST_TIMEOUT_S:.0f} s")
                 self._reading = False
 
+        def _body_limit(self) -> int:
+            """A link role's profile may be long (its schedule); every other body is small."""
+            if role.role in LINK_ROLES and urlsplit(self.path).path == "/config":
+                return max(MAX_BODY_BYTES, config_body_limit())
+            return MAX_BODY_BYTES
+
         def _body(self) -> bytes:
             if self.headers.get("Transfer-Encoding"):
                 raise Refused(411, "send the body with a Content-Length, not chunked")
             raw = (self.headers.get("Content-Length") or "0").strip()
             if not raw.isdigit():
                 raise Refused(400, f"Content-Length {raw[:40]!r} is not a number of bytes")
-            n = int(raw)
-            if n > MAX_BODY_BYTES:
-                raise Refused(413, f"the body is {n} bytes; the limit is {MAX_BODY_BYTES}")
+            n, limit = int(raw), self._body_limit()
+            if n > limit:
+                raise Refused(413, f"the body is {n} bytes; the limit is {limit}")
             try:
                 data = self.rfile.read(n) if n else b""
             except OSError as e:  # the read timeout, a reset
@@ -208,7 +217,7 @@ def make_handler(
                 return
             raw = (self.headers.get("Content-Length") or "0").strip()
             n = int(raw) if raw.isdigit() else 0
-            if 0 < n <= MAX_BODY_BYTES:
+            if 0 < n <= self._body_limit():
                 with contextlib.suppress(OSError):
                     self.rfile.read(n)
 

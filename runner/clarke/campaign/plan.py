@@ -20,6 +20,7 @@ from clarke import profiles, schema
 from clarke.campaign import dimensions
 from clarke.campaign.dimensions import MODEL, PROFILE, SIZE, Cell, Dimension
 from clarke.campaign.model import Campaign, Matrix, Order
+from clarke.campaign.paths import contained, with_paths_checked
 from clarke.errors import InputError, ValidationFailed
 from clarke.pages.models import Registry, Units
 
@@ -117,14 +118,14 @@ def _check_names(c: Campaign, source: Path, registry: Registry) -> None:
 def page_registry(c: Campaign, source: Path) -> Registry:
     extra = []
     if c.pages.models_file:
-        extra.append((source.parent / c.pages.models_file).resolve())
+        extra.append(contained(source, c.pages.models_file, "pages.models_file"))
         if not extra[0].is_file():
             raise ValidationFailed(str(source), [f"pages.models_file: file not found: {extra[0]}"])
     return Registry.default(extra)
 
 
 def read_campaign(path: Path) -> Campaign:
-    c = schema.read(Campaign, path)
+    c = with_paths_checked(schema.read(Campaign, path), path)
     registry = page_registry(c, path)
     _check_names(c, path, registry)
     # Building every page spec catches model/size combinations too small for a JPEG.

@@ -4,7 +4,8 @@ is the load's start, so writing the same records again overwrites them (no dupli
 
 URL form: http://[user:password@]host:port[/database] (database default: clarke). Without
 credentials in the URL, CLARKE_INFLUX_USER and CLARKE_INFLUX_PASSWORD_FILE (a file holding
-the password: the compose stack's secrets) give them. A token for 2.x/3.x comes from the
+the password: the compose stack's secrets, the demo's build/influxdb/credentials/) give
+them; a password file other users may read is refused. A token for 2.x/3.x comes from the
 INFLUX_TOKEN environment variable."""
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from influxdb_client import Point, WritePrecision
 
 from clarke.campaign.dimensions import BROWSER, CC, HTTP, PROFILE
 from clarke.errors import InputError, SinkError
+from clarke.private_files import check_private_file
 from clarke.results.link_timeline import link_schedule_points
 from clarke.results.metric_families import number
 from clarke.results.record import RunRecord
@@ -106,10 +108,15 @@ def _env_auth() -> tuple[str, str] | None:
         return None
     if not password_file:
         raise InputError("CLARKE_INFLUX_USER is set without CLARKE_INFLUX_PASSWORD_FILE")
+    path = Path(password_file)
     try:
-        password = Path(password_file).read_text().strip()
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError as e:
         raise InputError(f"CLARKE_INFLUX_PASSWORD_FILE {password_file}: {e.strerror}") from e
+    with os.fdopen(fd, "rb") as f:
+        # A password others may read is no secret: refused, naming the file and the fix.
+        check_private_file(path, os.fstat(f.fileno()), "CLARKE_INFLUX_PASSWORD_FILE")
+        password = f.read(4096).decode(errors="replace").strip()
     return user, password
 
 

@@ -18,9 +18,10 @@ from rich.console import Console
 
 from clarke import __version__, gitinfo
 from clarke.campaign.dimensions import PROFILE
-from clarke.campaign.plan import CampaignPlan, Run, ShardBy
+from clarke.campaign.plan import CampaignPlan, Run, ShardBy, expand
 from clarke.errors import ClarkeError, InputError
 from clarke.results import store
+from clarke.results.store import PlanFile
 from clarke.results.journal import Journal
 from clarke.results.record import RunRecord, Status
 from clarke.results.summary import summarise
@@ -72,6 +73,10 @@ class Directory:
 def run_campaign(plan: CampaignPlan, options: RunOptions, console: Console) -> Finished:
     """`plan` (or the shard `options` name) run as `options` say."""
     captures.check_substrate(options.capture, options.substrate)
+    # A resume runs the recorded plan (its seed too), checked before anything else.
+    recorded = store.read_plan(options.resume) if options.resume else None
+    if recorded is not None and recorded.seed != plan.seed:
+        plan = expand(plan.campaign, plan.source, recorded.seed)
     c = plan.campaign
     shard = options.shard
     runs: list[Run] = plan.shard(shard.index, shard.count, shard.by) if shard else plan.runs
@@ -83,7 +88,7 @@ def run_campaign(plan: CampaignPlan, options: RunOptions, console: Console) -> F
     sub = substrate_for(wanted, firefox=c.browser.binary)
     writer = ExitStack()
     with writer:
-        directory = _open(plan, runs, options, writer, (link, server))
+        directory = _open(plan, runs, options, writer, (link, server), recorded)
         return _run_in(directory, plan, runs, wanted, sub, console)
 
 
@@ -93,9 +98,11 @@ def _open(
     options: RunOptions,
     writer: ExitStack,
     implementations: tuple[str, str],
+    recorded: PlanFile | None,
 ) -> Directory:
-    """The results directory: `options.resume` checked to hold this campaign and shard,
-    or a new one; its sole-writer lock entered on `writer`."""
+    """The results directory: `options.resume` checked to hold this campaign and shard
+    (its plan.json, `recorded`, too), or a new one; its sole-writer lock entered on
+    `writer`."""
     c, shard = plan.campaign, options.shard
     shard_label = shard.label if shard else ""
     # Recorded only for a sharded plan and only when not the default, so that the files
@@ -121,6 +128,8 @@ def _open(
                 f"runs the same campaign (start a new results directory for another):\n"
                 f"{difference}"
             )
+        assert recorded is not None
+        store.check_plan(resume, recorded, c.name, len(plan.runs), [r.to_dict() for r in runs])
         writer.enter_context(store.sole_writer(resume))
         return Directory(resume, meta["campaign_id"], journal, shard_label, implementations[0])
     cid = options.campaign_id or store.campaign_id(c.name)

@@ -30,6 +30,7 @@ from clarke import profiles, registry, schema
 from clarke.campaign.dimensions import PROFILE
 from clarke.campaign.plan import CampaignPlan
 from clarke.errors import ClarkeError, EnvironmentProblem, InputError
+from clarke.ids import Id
 from clarke.place import netns
 from clarke.results import store
 from clarke.results.record import Status
@@ -55,7 +56,7 @@ class Combination(BaseModel):
     server: str
     state: State = State.not_started
     reason: str = ""  # why not installed, or why it stopped
-    results: str | None = None  # its results directory, relative to the top directory
+    results: Id | None = None  # its results directory, relative to the top directory
     runs: int = 0  # runs of the plan
     runs_ok: int = 0  # runs with a successful load
 
@@ -66,7 +67,7 @@ class Combination(BaseModel):
 
 class Index(BaseModel):
     campaign: str
-    campaign_id: str
+    campaign_id: Id  # names the combinations' directories
     started_at: str
     combinations: list[Combination]
 

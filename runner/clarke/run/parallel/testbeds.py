@@ -45,6 +45,7 @@ from clarke import schema
 from clarke.campaign.model import Order
 from clarke.campaign.plan import CampaignPlan, ShardBy
 from clarke.errors import ClarkeError, InputError
+from clarke.ids import Id
 from clarke.results import store
 from clarke.results.journal import Journal
 from clarke.results.merge import merge
@@ -71,12 +72,12 @@ class ParallelState(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     campaign: str
-    campaign_id: str
+    campaign_id: Id  # names the shards' directories
     testbeds: int
     shard_by: ShardBy = ShardBy.repetition
     cpus: list[list[int]]
     shared_cpus: bool
-    merged: str  # the merged directory's name, beside the parts directory
+    merged: Id  # the merged directory's name, beside the parts directory
     # Each `clarke run --parallel` of these parts: start, end, wall time, interrupted.
     invocations: list[dict[str, Any]] = []
 
