@@ -108,7 +108,7 @@ def validate(target: str, as_json: bool) -> None:
 )  # fmt: skip
 @ID_OPTION
 @OUT_OPTION
-def leo_command(
+def leo_command(  # noqa: PLR0913 (a click command's parameters are its options)
     tle_file: Path,
     terminal: str,
     gateway: str | None,
@@ -247,7 +247,7 @@ def _wrap(items: list[str], width: int = 84) -> list[str]:
 )  # fmt: skip
 @ID_OPTION
 @OUT_OPTION
-def rain_fade(
+def rain_fade(  # noqa: PLR0913 (a click command's parameters are its options)
     csv_file: Path | None,
     depth_db: float | None,
     duration_s: float | None,
@@ -322,7 +322,7 @@ def rain_fade(
 )
 @ID_OPTION
 @OUT_OPTION
-def import_command(
+def import_command(  # noqa: PLR0913 (a click command's parameters are its options)
     fmt: str,
     forward_file: Path | None,
     return_file: Path | None,
