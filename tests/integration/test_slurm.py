@@ -25,7 +25,7 @@ from clarke.results.journal import Journal
 from clarke.results.record import Status
 from clarke.testbed import lifecycle
 from clarke.testbed.state import Store
-from conftest import need
+from conftest import free_port, need
 from slurm_cluster import Cluster, cluster, missing_daemons
 
 pytestmark = [pytest.mark.root, pytest.mark.browser, pytest.mark.slow]
@@ -195,6 +195,26 @@ def test_a_shard_failing_for_a_campaign_reason_is_not_retried(
     log = (results / "nobrowser-slurm.slurm" / "logs" / "shard-1.out").read_text()
     assert "no-such-firefox" in log and "restart" not in log
     slurm.wait_idle()
+
+
+def test_a_controller_that_does_not_answer_is_a_missing_part(tmp_path: Path) -> None:
+    """Slurm's client installed, its controller not there (a free loopback port)."""
+    need(not missing_daemons(), "Slurm's client (scontrol) is not installed: ci/setup.sh")
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(
+        f"ClusterName=nowhere\nSlurmctldHost=ctl(127.0.0.1)\nSlurmctldPort={free_port()}\n"
+        f"AuthInfo=socket={tmp_path}/no-munge.socket\n"
+        "NodeName=n1 CPUs=1 State=UNKNOWN\nPartitionName=p Nodes=n1 Default=YES State=UP\n"
+    )
+    proc = subprocess.run(
+        [*CLARKE, "submit", "slurm", str(SMOKE), "--shards", "3", "--results",
+         str(tmp_path / "results")],
+        env={**os.environ, "SLURM_CONF": str(conf)}, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "Slurm's controller did not answer (scontrol)" in proc.stderr
+    assert "Unable to contact slurm controller" in proc.stderr
+    assert not (tmp_path / "results").exists()
 
 
 def test_an_unknown_partition_is_refused_with_the_known_ones(

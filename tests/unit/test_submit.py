@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from clarke.errors import InputError
 from clarke.submit import slurm, slurm_jobs
 from clarke.submit.model import RunOptions, SubmitOptions, prepare
 from clarke.submit.steps import merge_step, render, shard_step
@@ -271,3 +272,23 @@ def test_job_states_are_read_per_shard(monkeypatch: pytest.MonkeyPatch, tmp_path
     assert [j.state for j in slurm_jobs.snapshot(slurm.Submitted(41, 44, tmp_path), 3)][:3] == [
         "PENDING"
     ] * 3
+
+
+def test_the_partition_is_checked_and_a_small_one_noted(monkeypatch: pytest.MonkeyPatch) -> None:
+    sub = prepare(SubmitOptions(SMOKE, 3, Path("results")))
+    known = [slurm.Partition("debug", 1, "UP", False), slurm.Partition("measure", 2, "DOWN", True)]
+    monkeypatch.setattr(slurm, "partitions", lambda: known)
+    cluster = slurm.check_cluster(sub, slurm.SlurmOptions())
+    assert cluster.partition.name == "measure"
+    assert cluster.notes == [
+        "partition measure is DOWN: the jobs wait until it is UP",
+        "partition measure has 2 nodes for 3 shards: each shard takes a whole node, so at "
+        "most 2 run at a time",
+    ]
+    with pytest.raises(
+        InputError, match="--partition gpu: no such partition; Slurm has: debug, measure"
+    ):
+        slurm.check_cluster(sub, slurm.SlurmOptions(partition="gpu"))
+    monkeypatch.setattr(slurm, "partitions", lambda: known[:1])
+    with pytest.raises(InputError, match=r"no default partition: give --partition \(debug\)"):
+        slurm.check_cluster(sub, slurm.SlurmOptions())
