@@ -7,6 +7,7 @@ merge cancelled; an unknown partition refused. No timing is asserted."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -96,7 +97,10 @@ def test_smoke_campaign_in_three_shards_on_three_nodes(slurm: Cluster, tmp_path:
     took = time.monotonic() - started
     assert proc.returncode == 0, out[-6000:]
     print(f"\nthe smoke campaign in 3 shards through Slurm: {took:.0f} s\n{out}")
-    assert re.search(r"shards: job \d+ \(array tasks 1-3\)", out)
+    jobs = re.search(r"shards: job (\d+) \(array tasks 1-3\)\nmerge:  job (\d+)", out)
+    assert jobs, out
+    submitted = json.loads((results / "smoke-slurm.slurm" / "submitted.json").read_text())
+    assert (submitted["array_job"], submitted["merge_job"]) == tuple(map(int, jobs.groups()))
     assert "merge: COMPLETED" in out and "3 of 3 runs with a successful load" in out
 
     merged = results / "smoke-slurm"

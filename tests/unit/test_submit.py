@@ -292,3 +292,12 @@ def test_the_partition_is_checked_and_a_small_one_noted(monkeypatch: pytest.Monk
     monkeypatch.setattr(slurm, "partitions", lambda: known[:1])
     with pytest.raises(InputError, match=r"no default partition: give --partition \(debug\)"):
         slurm.check_cluster(sub, slurm.SlurmOptions())
+
+
+def test_an_influx_password_keeps_the_scripts_to_their_owner(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    url = "http://clarke:secret@127.0.0.1:8086/clarke"
+    where = _emit(run_cli, tmp_path, "--influx", url)
+    shards = where / slurm.SHARDS_SCRIPT
+    assert f"export CLARKE_INFLUX={url}" in shards.read_text().splitlines()
+    assert shards.stat().st_mode & 0o777 == 0o700
+    assert (where / slurm.MERGE_SCRIPT).stat().st_mode & 0o777 == 0o700

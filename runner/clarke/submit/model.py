@@ -9,7 +9,6 @@ not a plain name."""
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,9 +81,6 @@ class Submission:
     @property
     def merged_dir(self) -> Path:
         return self.results / self.campaign_id
-
-    def campaign_sha256(self) -> str:
-        return hashlib.sha256(self.campaign_file.read_bytes()).hexdigest()
 
 
 def prepare(options: SubmitOptions) -> Submission:

@@ -17,6 +17,7 @@ import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from clarke import sh
 from clarke.errors import CommandFailed, EnvironmentProblem, InputError
@@ -214,10 +215,13 @@ def write(sub: Submission, options: SlurmOptions) -> Path:
     where = submission_dir(sub)
     (where / LOGS).mkdir(parents=True, exist_ok=True)
     _copy_campaign(sub, where)
+    # An InfluxDB URL with a password is in the shards' script: then only its owner
+    # may read the scripts.
+    mode = 0o700 if sub.influx and urlsplit(sub.influx).password else 0o755
     for name, text in scripts(sub, options, where).items():
         path = where / name
         path.write_text(text, encoding="utf-8")
-        path.chmod(0o755)
+        path.chmod(mode)
     return where
 
 
