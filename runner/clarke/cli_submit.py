@@ -136,6 +136,8 @@ def slurm_cmd(**params: Any) -> None:
 
     Exits 2 on bad input (shards below 1 or more than the plan fills, an unknown
     partition), 3 when Slurm is not installed or its controller does not answer."""
+    if params["emit"] and params["wait"]:
+        raise InputError("--emit submits nothing, so there is nothing to --wait for")
     sub = prepare(_submit_options(params, params["results"]))
     options = slurm.SlurmOptions(
         partition=params["partition"],

@@ -77,6 +77,8 @@ def test_no_slurm_here_is_a_missing_part(  # type: ignore[no-untyped-def]
 def test_k8s_writes_manifests_only(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     code, _, err = run_cli("submit", "k8s", str(SMOKE), "--shards", "3")
     assert code == 2 and "give --emit" in err
+    code, _, err = run_cli("submit", "slurm", str(SMOKE), "--shards", "3", "--emit", "--wait")
+    assert code == 2 and "nothing to --wait for" in err
 
 
 def test_batch_scripts_ask_for_whole_nodes_requeue_and_the_merge_after(  # type: ignore[no-untyped-def]
