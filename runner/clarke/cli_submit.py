@@ -18,7 +18,7 @@ from clarke import registry
 from clarke.campaign.plan import ShardBy
 from clarke.errors import ClarkeError, InputError
 from clarke.submit import k8s, slurm, slurm_jobs
-from clarke.submit.model import RunOptions, Submission, SubmitOptions, prepare
+from clarke.submit.model import ShardRunArgs, Submission, SubmitOptions, prepare
 
 
 def _common(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -83,7 +83,7 @@ def _submit_options(params: dict[str, Any], results: Path) -> SubmitOptions:
         shards=params["shards"],
         results=results,
         campaign_id=params["campaign_id"],
-        run=RunOptions(
+        run=ShardRunArgs(
             link_check=params["link_check"],
             link=params["link"],
             server=params["server"],

@@ -23,8 +23,10 @@ CAMPAIGN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
 
 @dataclass(frozen=True)
-class RunOptions:
-    """What every shard's `clarke run` is given besides its shard (docs/running.md)."""
+class ShardRunArgs:
+    """What every shard's `clarke run` is given besides its shard, as command-line
+    arguments (docs/running.md); not run/campaign/options.py's RunOptions, which the
+    shard's `clarke run` builds from them."""
 
     link_check: str = "full"
     link: str | None = None
@@ -49,7 +51,7 @@ class SubmitOptions:
     shards: int
     results: Path
     campaign_id: str | None = None
-    run: RunOptions = field(default_factory=RunOptions)
+    run: ShardRunArgs = field(default_factory=ShardRunArgs)
     influx: str | None = None
 
 
@@ -61,7 +63,7 @@ class Submission:
     campaign_name: str
     campaign_id: str
     results: Path  # absolute: the same path on every node (shared storage)
-    run: RunOptions
+    run: ShardRunArgs
     influx: str | None
     shard_sizes: tuple[int, ...]  # runs per shard, shard 1 first
     models_file: str | None = None  # the campaign's pages.models_file, relative to it
