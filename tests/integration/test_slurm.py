@@ -182,7 +182,8 @@ def test_a_shard_failing_for_a_campaign_reason_is_not_retried(
     exits 1 naming the shards' logs."""
     campaign = tmp_path / "nobrowser.yaml"
     spec = yaml.safe_load(SMOKE.read_text())
-    browser = {**spec["browser"], "binary": str(tmp_path / "no-such-firefox")}
+    # A name looked up on each node's PATH (a path is refused at submission).
+    browser = {**spec["browser"], "binary": "no-such-firefox"}
     campaign.write_text(yaml.safe_dump({**spec, "name": "nobrowser", "browser": browser}))
     results = tmp_path / "results"
     proc = _submit(

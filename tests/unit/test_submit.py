@@ -62,6 +62,24 @@ def test_a_shuffled_campaign_needs_a_seed(run_cli, tmp_path: Path) -> None:  # t
     assert code == 2 and "shuffled without a seed" in err
 
 
+def test_a_browser_given_as_a_path_is_refused(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The shards run a copy of the campaign elsewhere, where a browser named by its path
+    would be refused on every node (clarke.campaign.paths): refused once, here."""
+    (tmp_path / "firefox").write_text("")
+    campaign = tmp_path / "pathbrowser.yaml"
+    spec = yaml.safe_load(SMOKE.read_text())
+    campaign.write_text(
+        yaml.safe_dump({**spec, "browser": {**spec["browser"], "binary": "./firefox"}})
+    )
+    for engine in (
+        ["slurm", "--results", str(tmp_path / "r"), "--emit"],
+        ["k8s", "--emit", "--out", str(tmp_path / "k8s")],
+    ):
+        code, _, err = run_cli("submit", *engine, str(campaign), "--shards", "2")
+        assert code == 2 and "browser.binary" in err and "is a path" in err, err
+    assert not (tmp_path / "r").exists() and not (tmp_path / "k8s").exists()
+
+
 def test_no_slurm_here_is_a_missing_part(  # type: ignore[no-untyped-def]
     run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -2,7 +2,8 @@
 the campaign's plan (`Submission`), whatever engine runs them.
 
 Refused before anything is written or submitted (InputError, exit 2, with the reason):
-fewer than one shard, a shard with no run (more shards than the plan can fill), a
+fewer than one shard, a browser given as a path (the shards run a copy of the campaign,
+where it would be refused), a shard with no run (more shards than the plan can fill), a
 shuffled campaign without a `seed` (each shard would draw its own order), a campaign on
 several implementations (pin one with --link and --server), and a campaign id that is
 not a plain name."""
@@ -96,6 +97,15 @@ def prepare(options: SubmitOptions) -> Submission:
         raise InputError(
             f"{options.campaign_file} is shuffled without a seed, so each shard would draw "
             "its own order: give the campaign a seed"
+        )
+    if c.browser.binary is not None and "/" in c.browser.binary:
+        # The shards read a copy of the campaign (beside the batch scripts, or in a
+        # ConfigMap), where a browser named by its path is refused or names another file
+        # (clarke.campaign.paths): refused here, not on every node.
+        raise InputError(
+            f"{options.campaign_file}: browser.binary {c.browser.binary!r} is a path, but "
+            "the shards run a copy of the campaign elsewhere, where it would be refused; "
+            "name a browser on the nodes' PATH instead (e.g. firefox-esr)"
         )
     combos = c.implementations.combinations(options.run.link, options.run.server)
     if len(combos) > 1:
