@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
+from clarke import pep_presets
 from clarke.browser.client import Chromium, Firefox
 from clarke.campaign.model import Campaign
 from clarke.errors import InputError, UnknownName, ValidationFailed
@@ -109,8 +110,8 @@ def campaign_choices(
 
 
 def check_names(campaign: Campaign, source: str) -> None:
-    """Every name under the campaign's `implementations:`, and every PEP of its
-    matrices, is one the registry has."""
+    """Every name under the campaign's `implementations:` is one the registry has, and
+    every PEP of its matrices a preset (clarke.pep_presets)."""
     problems: list[str] = []
     for kind in ("link", "server"):
         for name in getattr(campaign.implementations, kind) or []:
@@ -119,7 +120,7 @@ def check_names(campaign: Campaign, source: str) -> None:
                     f"implementations.{kind}: unknown {kind} implementation {name!r}; "
                     f"allowed: {', '.join(names(kind))}"
                 )
-    peps = ("none", *names("pep"))
+    peps = pep_presets.names()
     for _, prefix, m in campaign.matrices():
         for i, name in enumerate(m.pep or []):
             if name not in peps:

@@ -10,7 +10,7 @@ clarke.registry).
     Substrate           netns | compose
     PEP_NONE            none: no performance-enhancing proxy (pep implementations:
                         clarke.registry)
-    PEP_ROLES           terminal, gateway: where a PEP runs
+    PEP_ROLES           terminal, gateway: where a PEP runs (started gateway, terminal)
     roles               client, terminal, satellite, gateway, server
     link roles          terminal, satellite, gateway; started satellite, gateway, terminal
     directions          forward (gateway -> terminal), return (terminal -> gateway)
@@ -91,6 +91,9 @@ DIRECTIONS: Final = ("forward", "return")
 # is the campaign's and `clarke load --pep`'s name for running without one.
 PEP_NONE: Final = "none"
 PEP_ROLES: Final = ("terminal", "gateway")
+# The order the stations take a PEP in: the gateway first, so that its listener is up
+# when the terminal's PEP opens its hop connections to it.
+PEP_START_ORDER: Final = ("gateway", "terminal")
 # Which station puts each direction onto the link, and which one receives it there.
 SENDER: Final = {"forward": "gateway", "return": "terminal"}
 RECEIVER: Final = {"forward": "terminal", "return": "gateway"}

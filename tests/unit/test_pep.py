@@ -66,7 +66,7 @@ def test_bad_pep_values_exit_2_naming_the_field_and_the_choices(tmp_path: Path, 
     f = _write(tmp_path, pep=["none", "squid"])
     code, _, err = run_cli("campaign", "validate", str(f))
     assert code == 2, err
-    assert "matrix.pep[1]: unknown PEP 'squid'; allowed: none, splittcp, pepsal" in err
+    assert "matrix.pep[1]: unknown PEP 'squid'; allowed: none, accelerated, pepsal, splittcp" in err
     assert "Traceback" not in err
     f = _write(tmp_path, pep=["splittcp", "splittcp"])
     code, _, err = run_cli("campaign", "validate", str(f))
@@ -84,12 +84,25 @@ def test_the_shipped_pep_campaign() -> None:
 
 def test_load_refuses_an_unknown_pep(run_cli) -> None:  # type: ignore[no-untyped-def]
     code, _, err = run_cli("load", "--pep", "squid")
-    assert code == 2 and "none" in err and "splittcp" in err and "pepsal" in err, err
+    assert code == 2 and "none" in err and "splittcp" in err and "accelerated" in err, err
 
 
 def test_settings_are_checked() -> None:
-    assert parse_settings({}) == {"hop_cc": "cubic", "hop_buffer_bytes": 0}
+    zero = {"forward": 0, "return": 0}
+    assert parse_settings({}) == {
+        "preset": "", "mode": "split", "hop_cc": "cubic", "hop_buffer_bytes": 0,
+        "hop_initial_window": zero, "hop_max_pacing_rate": zero,
+        "pool_size": 0, "pool_max_opening": 1, "pool_spare": 0,
+    }  # fmt: skip
     assert parse_settings({"hop_cc": "bbr", "hop_buffer_bytes": 1 << 20})["hop_cc"] == "bbr"
+    with pytest.raises(InputError, match="mode: 'turbo' is not one of split, accelerated"):
+        parse_settings({"mode": "turbo"})
+    with pytest.raises(InputError, match="hop_initial_window"):
+        parse_settings({"hop_initial_window": {"forward": 10}})
+    with pytest.raises(InputError, match=r"forward: an integer 0\.\.65535"):
+        parse_settings({"hop_initial_window": {"forward": -1, "return": 0}})
+    with pytest.raises(InputError, match="pool_size"):
+        parse_settings({"pool_size": 1000})
     with pytest.raises(InputError, match="hop_cc: 'vegas' is not one of cubic, bbr, reno"):
         parse_settings({"hop_cc": "vegas"})
     with pytest.raises(InputError, match="hop_buffer_bytes"):

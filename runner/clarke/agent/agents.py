@@ -17,7 +17,7 @@ from clarke.errors import ClarkeError, EnvironmentProblem
 from clarke.place.plan import Addresses
 from clarke.profiles import LinkProfile
 from clarke.roles import link_config, profile_digest
-from clarke.vocab import LINK_ROLES, LINK_START_ORDER, PEP_ROLES, CongestionControl
+from clarke.vocab import LINK_ROLES, LINK_START_ORDER, PEP_START_ORDER, CongestionControl
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +178,7 @@ class Agents:
         only when it does not already."""
         started, t0 = dt.datetime.now(dt.UTC), time.monotonic()
         applied = tuple(
-            role for role in PEP_ROLES if self[role].pep_configure(body).get("applied", True)
+            role for role in PEP_START_ORDER if self[role].pep_configure(body).get("applied", True)
         )
         if not applied:
             return None

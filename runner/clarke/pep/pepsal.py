@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from clarke.errors import EnvironmentProblem
+from clarke.errors import EnvironmentProblem, InputError
 from clarke.pep import tproxy
 from clarke.pep.process import TproxyPepProcess
 from clarke.place import Place, procs
@@ -94,7 +94,10 @@ class PepsalProcess(TproxyPepProcess):
         self._seen: set[str] = set()  # connections counted before the last reset
 
     def _start(self, settings: dict[str, Any]) -> None:
-        # PEPsal sizes its buffers itself: hop_buffer_bytes is kept as asked, not applied.
+        # PEPsal sizes its buffers itself: hop_buffer_bytes is kept as asked, not applied;
+        # it splits only (the accelerated settings are refused).
+        if settings["mode"] != "split":
+            raise InputError("mode: PEPsal splits only (mode split)")
         place = self.place
         place.run_dir.mkdir(parents=True, exist_ok=True)
         self.log.unlink(missing_ok=True)
@@ -123,7 +126,13 @@ class PepsalProcess(TproxyPepProcess):
             return {}
         conns = [c for c in self._connections() if c["accepted_from"] not in self._seen]
         syns = tproxy.intercepted_syns(self.place)
-        return {"accepted": syns or 0, "intercepted_syns": syns, "connections": conns}
+        return {
+            "accepted": syns or 0,
+            "intercepted_syns": syns,
+            "connections": conns,
+            "mode": self.settings["mode"],
+            "preset": self.settings["preset"],
+        }
 
     def reset_stats(self) -> dict[str, Any]:
         tproxy.reset_counters(self.place)

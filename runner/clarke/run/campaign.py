@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 from rich.console import Console
 
-from clarke import __version__, gitinfo, profiles, registry, schema
+from clarke import __version__, gitinfo, pep_presets, profiles, registry, schema
 from clarke.browser import browsertime_engine
 from clarke.browser.client import Firefox
 from clarke.campaign.model import Campaign
@@ -103,7 +103,7 @@ def preflight(
         link_impl.check_environment()
         server_impl.check_environment()
         for pep in peps:
-            registry.get("pep", pep).check_environment()
+            registry.get("pep", pep_presets.read(pep).implementation).check_environment()
     check_browser(c)
     return link_impl.name, server_impl.name
 
