@@ -76,10 +76,12 @@ def test_bad_pep_values_exit_2_naming_the_field_and_the_choices(tmp_path: Path, 
 def test_the_shipped_pep_campaign() -> None:
     runs = plan_file(Path("campaigns/pep-geo.yaml")).runs
     assert {(r.http, r.pep) for r in runs} == {
-        (h, p) for h in ("1.1", "2", "3") for p in ("none", "splittcp")
+        (h, p) for h in ("1.1", "2", "3") for p in ("none", "splittcp", "accelerated")
     }
-    assert {r.profile for r in runs} == {"geo"} and {r.cc for r in runs} == {"cubic"}
-    assert {r.page for r in runs} == {"uniform-1m"} and len(runs) == 6 * 5
+    assert {r.profile for r in runs} == {"geo"} and {r.cc for r in runs} == {"cubic", "bbr"}
+    sizes = ("100k", "500k", "1m", "2m")
+    assert {r.page for r in runs} == {f"uniform-{s}" for s in sizes}
+    assert len(runs) == 3 * 2 * 4 * 3 * 5
 
 
 def test_load_refuses_an_unknown_pep(run_cli) -> None:  # type: ignore[no-untyped-def]
