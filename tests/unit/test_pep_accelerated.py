@@ -4,13 +4,18 @@ was accelerated but was not (docs/peps.md)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
 from clarke import pep_presets, profiles
+from clarke.agent import auth
+from clarke.agent.pep_slot import HOP_KEY_LABEL, PepSlot
 from clarke.errors import UnknownName
+from clarke.pep import HOP_KEY_FILE
+from clarke.place import Place
 from clarke.place.plan import plan
 from clarke.run.pep import HOP_MSS, bdp_bytes, pep_body, pep_metrics, pep_verdict
 from clarke.schema import problems_of
@@ -190,3 +195,24 @@ def test_metrics_of_an_accelerated_load() -> None:
     assert m["pep_hop_first_cwnd"] == 100.0
     assert m["pep_hop_first_window_bytes"] == 100.0 * HOP_MSS
     assert "pep_hops_pre_opened" not in pep_metrics({"terminal": {"mode": "split"}})
+
+
+def test_the_hop_key_is_the_testbeds_own_and_root_only(tmp_path: Path) -> None:
+    """Both stations derive the same key from the testbed's token, another testbed's
+    token gives another; the slot writes it 0600, replacing what was there, never
+    through a symlink planted in its place."""
+    token = "x" * 43
+    key = auth.derive_key(token, HOP_KEY_LABEL)
+    assert key == auth.derive_key(token, HOP_KEY_LABEL) and len(key) == 64
+    assert key != auth.derive_key("y" * 43, HOP_KEY_LABEL)
+    assert key != auth.derive_key(token, "another purpose")
+    place = Place("netns", "terminal", P, tmp_path, tmp_path, tmp_path)
+    slot = PepSlot(place, key)
+    target = tmp_path / "elsewhere"
+    target.write_text("keep me")
+    (tmp_path / HOP_KEY_FILE).symlink_to(target)
+    slot._write_hop_key()
+    written = tmp_path / HOP_KEY_FILE
+    assert not written.is_symlink() and written.read_text().strip() == key
+    assert written.stat().st_mode & 0o777 == 0o600
+    assert target.read_text() == "keep me"
