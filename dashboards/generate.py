@@ -65,7 +65,7 @@ BROWSER_VAR = query_var(
 )
 
 
-def panel(
+def panel(  # noqa: PLR0913 (keyword-only: a Grafana panel's own options, by name)
     kind: str,
     title: str,
     query: str,

@@ -12,7 +12,7 @@ registry's `pep` kind with its settings, each documented and cited (docs/peps.md
     pool             accelerated only: hop connections kept ready, opened at once,
                      kept beyond that when clients give theirs back
 
-How the numbers follow from a link profile (run/pep.py): BDP = rate x idle RTT, per
+How the numbers follow from a link profile (run/session/pep.py): BDP = rate x idle RTT, per
 direction; the first window in segments of HOP_MSS bytes."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pydantic import Field, model_validator
 from clarke import paths, schema
 from clarke.errors import UnknownName
 from clarke.schema import StrictModel, located_error
-from clarke.vocab import PEP_NONE, CongestionControl
+from clarke.vocab import PEP_NONE, CongestionControl, PepImplementation
 
 RUN_CC: Literal["run"] = "run"
 
@@ -59,14 +59,14 @@ class Pool(StrictModel):
 class Preset(StrictModel):
     description: str
     sources: Annotated[list[str], Field(default_factory=list)]
-    implementation: Literal["splittcp", "pepsal"]
+    implementation: PepImplementation
     mode: Mode = SPLIT
     hop: Hop = Hop()
     pool: Pool | None = None
 
     @model_validator(mode="after")
     def _what_each_takes(self) -> Preset:
-        if self.implementation == "pepsal":
+        if self.implementation is PepImplementation.pepsal:
             if self.mode != SPLIT:
                 raise located_error(("mode",), "PEPsal splits only (mode: split)")
             if self.hop != Hop(congestion_control=self.hop.congestion_control):

@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
-from clarke import pep_presets
 from clarke.browser.client import Chromium, Firefox
 from clarke.campaign.model import Campaign
 from clarke.errors import InputError, UnknownName, ValidationFailed
@@ -34,7 +33,7 @@ from clarke.profiles import LinkProfile
 from clarke.roles import KINDS, Implementation
 from clarke.server.openlitespeed import OpenLiteSpeed
 from clarke.server.origin import Origin
-from clarke.vocab import kind_of
+from clarke.vocab import Browser, kind_of
 
 IMPLEMENTATIONS: Final[tuple[Implementation, ...]] = (
     Satlink(),
@@ -48,7 +47,7 @@ IMPLEMENTATIONS: Final[tuple[Implementation, ...]] = (
     Chromium(),
 )
 # No default PEP: a testbed runs without one unless a load asks (vocab.PEP_NONE).
-DEFAULTS: Final = {"link": "satlink", "server": "origin", "client": "firefox"}
+DEFAULTS: Final = {"link": "satlink", "server": "origin", "client": Browser.firefox.value}
 
 
 def names(kind: str) -> tuple[str, ...]:
@@ -110,8 +109,9 @@ def campaign_choices(
 
 
 def check_names(campaign: Campaign, source: str) -> None:
-    """Every name under the campaign's `implementations:` is one the registry has, and
-    every PEP of its matrices a preset (clarke.pep_presets)."""
+    """Every name under the campaign's `implementations:` is one the registry has (the
+    matrices' names, PEP presets included, are checked as the campaign is read:
+    clarke.campaign.plan)."""
     problems: list[str] = []
     for kind in ("link", "server"):
         for name in getattr(campaign.implementations, kind) or []:
@@ -119,13 +119,6 @@ def check_names(campaign: Campaign, source: str) -> None:
                 problems.append(
                     f"implementations.{kind}: unknown {kind} implementation {name!r}; "
                     f"allowed: {', '.join(names(kind))}"
-                )
-    peps = pep_presets.names()
-    for _, prefix, m in campaign.matrices():
-        for i, name in enumerate(m.pep or []):
-            if name not in peps:
-                problems.append(
-                    f"{prefix}.pep[{i}]: unknown PEP {name!r}; allowed: {', '.join(peps)}"
                 )
     if problems:
         raise ValidationFailed(source, problems)

@@ -7,9 +7,12 @@ clarke.registry).
     CongestionControl   cubic | bbr | reno  QUIC stacks: cubic bbr newreno
     Engine              selenium | browsertime
     Browser             firefox | chromium  run ids: -firefox -chromium (with a browser axis)
+    QueueDiscipline     drop_tail | drop_head | codel | fq_codel
     Substrate           netns | compose
     PEP_NONE            none: no performance-enhancing proxy (pep implementations:
                         clarke.registry)
+    PepImplementation   splittcp | pepsal: what a PEP preset (peps/) runs, as the
+                        registry names the pep kind's implementations
     PEP_ROLES           terminal, gateway: where a PEP runs (started gateway, terminal)
     roles               client, terminal, satellite, gateway, server
     link roles          terminal, satellite, gateway; started satellite, gateway, terminal
@@ -69,6 +72,15 @@ class Browser(StrEnum):
     chromium = "chromium"
 
 
+class QueueDiscipline(StrEnum):
+    """A link direction's queue (queues.py, docs/queues.md)."""
+
+    drop_tail = "drop_tail"
+    drop_head = "drop_head"
+    codel = "codel"
+    fq_codel = "fq_codel"
+
+
 class Substrate(StrEnum):
     netns = "netns"
     compose = "compose"
@@ -90,6 +102,16 @@ DIRECTIONS: Final = ("forward", "return")
 # A performance-enhancing proxy (PEP) runs at both ends of the satellite hop; "none"
 # is the campaign's and `clarke load --pep`'s name for running without one.
 PEP_NONE: Final = "none"
+
+
+class PepImplementation(StrEnum):
+    """The registry's `pep` implementations, which a preset names (the registry is above
+    the presets' layer; tests/unit/test_pep.py keeps the two equal)."""
+
+    splittcp = "splittcp"
+    pepsal = "pepsal"
+
+
 PEP_ROLES: Final = ("terminal", "gateway")
 # The order the stations take a PEP in: the gateway first, so that its listener is up
 # when the terminal's PEP opens its hop connections to it.

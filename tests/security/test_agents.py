@@ -38,16 +38,18 @@ from clarke.agent.client import AgentClient
 from clarke.agent.server import make_handler
 from clarke.browser.client import BrowserClient
 from clarke.browser.load import NOT_IN_A_REQUEST, BrowserSetup, LoadRequest
+from clarke.contract import ServerConfig
 from clarke.errors import ClarkeError, InputError
 from clarke.place import Place
 from clarke.place.plan import AGENT_PORT, HTTPS_PORT, ORIGIN_CONTROL, NetnsPlan
 from clarke.profiles import LinkProfile
 from clarke.results.record import Status
 from clarke.roles import link_config
-from clarke.run.session import Session
+from clarke.run.session.session import Session
+from clarke.run.session.settings import PageLoad, SessionSettings
 from clarke.testbed.substrate import NetnsSubstrate
 from clarke.tls import DEFAULT_HOST as HOST
-from clarke.vocab import LINK_ROLES, LINK_START_ORDER, ROLES
+from clarke.vocab import LINK_ROLES, LINK_START_ORDER, ROLES, CongestionControl
 from conftest import need
 
 pytestmark = [pytest.mark.root, pytest.mark.browser, pytest.mark.slow]
@@ -85,7 +87,7 @@ def bed() -> Iterator[Bed]:
     previous = os.environ.get("CLARKE_STATE_DIR")
     os.environ["CLARKE_STATE_DIR"] = str(state)
     substrate = NetnsSubstrate()
-    session = Session(substrate, [PAGE], engine="selenium")
+    session = Session(substrate, [PAGE])
     try:
         session.start("lan")
         session.ensure_profile("lan")
@@ -222,10 +224,10 @@ def test_nobody_gets_nothing_without_the_token(bed: Bed) -> None:
     assert not marker.exists()
     lan = profiles.read("lan")
     for role in LINK_ROLES:
-        assert bed.agent(role).state()["profile"] == "lan", role
-        in_effect = bed.agent(role).health()["satlink"]["config"]
+        assert bed.agent(role).link_state().profile == "lan", role
+        in_effect = bed.agent(role).health().said("satlink")["config"]
         assert in_effect["forward"]["uplink_delay_ms"] == lan.forward.uplink_delay_ms, role
-    assert bed.agent("server").state()["tcp_cc"] == "bbr"
+    assert bed.agent("server").server_state().tcp_cc == "bbr"
     assert bed.agent("client").stats() == {"loads": 0}
     # The token file: made 0600 for root, in a run dir only root enters.
     st = bed.token_file.stat()
@@ -346,10 +348,13 @@ def test_half_sent_requests_block_nothing(bed: Bed) -> None:
     lan = link_config("lan", profiles.read("lan"))
     for role in LINK_START_ORDER:
         timed(f"{role} /config", lambda r=role: bed.agent(r).configure(lan))
-    timed("server /config", lambda: bed.agent("server").configure({"tcp_cc": "bbr"}))
+    timed(
+        "server /config",
+        lambda: bed.agent("server").configure(ServerConfig(tcp_cc=CongestionControl.bbr)),
+    )
     for role in ROLES:
         timed(f"{role} /stats/reset", lambda r=role: bed.agent(r).reset_stats())
-    result, _ = timed("client /load", lambda: bed.session.load_page(PAGE, "2", "bbr", 6))
+    result, _ = timed("client /load", lambda: bed.session.load_page(PageLoad(PAGE, "2", "bbr", 6)))
     assert result.status is Status.ok, result.reason
     slow = {k: v for k, v in took.items() if k != "client /load" and v > server.REQUEST_TIMEOUT_S}
     assert not slow, slow
@@ -363,13 +368,13 @@ def test_half_sent_requests_block_nothing(bed: Bed) -> None:
 
 
 def test_a_testbed_keeps_the_browser_it_started_with(bed: Bed) -> None:
-    other = Session(NetnsSubstrate(bed.plan.id), [PAGE], engine="selenium", firefox="/bin/true")
+    other = Session(NetnsSubstrate(bed.plan.id), [PAGE], SessionSettings(firefox="/bin/true"))
     try:
         with pytest.raises(InputError, match="bring up a new testbed for another browser"):
             other.start("lan")
     finally:
         other.close()
-    assert bed.agent("client").health()["ready"] is True
+    assert bed.agent("client").health().ready is True
 
 
 # --- fuzzing: every body an agent is sent gets a 4xx (or, if it happens to be a valid
@@ -501,8 +506,8 @@ def test_fuzz_link_and_server_configs(bed: Bed, body: dict[str, Any]) -> None:
 
 def test_agents_serve_after_the_fuzzing(bed: Bed) -> None:
     for role in ROLES:
-        assert bed.agent(role).health()["role"] == role
+        assert bed.agent(role).health().role == role
     lan = {"name": "lan", "profile": LAN}
     for role in LINK_START_ORDER:
         assert bed.agent(role).configure(lan)["state"]["profile"] == "lan"
-    assert bed.agent("client").health()["ready"] is True
+    assert bed.agent("client").health().ready is True

@@ -34,7 +34,8 @@ from clarke.pep import HOP_KEY_FILE
 from clarke.pep.splittcp import HOP_PORT, PEP_PORT
 from clarke.place.plan import NetnsPlan
 from clarke.results.record import Status
-from clarke.run.session import Session
+from clarke.run.session.session import Session
+from clarke.run.session.settings import PageLoad
 from clarke.testbed.substrate import NetnsSubstrate
 from conftest import need
 
@@ -120,7 +121,7 @@ def as_nobody(ns: str | None, cfg: dict[str, Any], timeout: float = 120) -> list
 def session() -> Iterator[Session]:
     need(os.geteuid() == 0, "root (network namespaces)")
     need(shutil.which("setpriv") is not None, "setpriv (util-linux), to act as nobody")
-    s = Session(NetnsSubstrate(), [PAGE], engine="selenium")
+    s = Session(NetnsSubstrate(), [PAGE])
     s.start("lan")
     try:
         s.ensure_cc(CC)
@@ -244,6 +245,6 @@ def test_a_flood_is_bounded_and_the_pep_serves_the_next_load(session: Session, p
         if _stats(session, "terminal")["open_connections"] == 0:
             break
         time.sleep(0.1)
-    result, details = session.load_page(PAGE, "2", CC, 6, pep=preset)
+    result, details = session.load_page(PageLoad(PAGE, "2", CC, 6, pep=preset))
     assert result.status is Status.ok, result.reason
     assert details["pep"]["stations"]["terminal"]["accepted"] >= 1

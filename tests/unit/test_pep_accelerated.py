@@ -13,11 +13,12 @@ from pydantic import ValidationError
 from clarke import pep_presets, profiles
 from clarke.agent import auth
 from clarke.agent.pep_slot import HOP_KEY_LABEL, PepSlot
+from clarke.contract import HopPacing, HopWindow
 from clarke.errors import UnknownName
 from clarke.pep import HOP_KEY_FILE
 from clarke.place import Place
 from clarke.place.plan import plan
-from clarke.run.pep import HOP_MSS, bdp_bytes, pep_body, pep_metrics, pep_verdict
+from clarke.run.session.pep import HOP_MSS, bdp_bytes, pep_body, pep_metrics, pep_verdict
 from clarke.schema import problems_of
 
 P = plan(5)
@@ -66,25 +67,26 @@ def test_a_preset_that_cannot_hold_is_refused_naming_the_field(
 def test_the_accelerated_settings_on_geo_start_the_hop_at_one_bdp_paced_at_the_rate() -> None:
     geo = profiles.read("geo")
     body = pep_body("accelerated", "bbr", geo)
-    assert body["name"] == "splittcp" and body["preset"] == "accelerated"
-    assert body["mode"] == "accelerated" and body["hop_cc"] == "bbr"
+    assert body.name == "splittcp" and body.preset == "accelerated"
+    assert body.mode == "accelerated" and body.hop_cc == "bbr"
     # 10 Mb/s x ~530 ms: ~662 kB, 458 segments of 1448 bytes, each way.
     for direction in ("forward", "return"):
-        segments = body["hop_initial_window"][direction]
+        segments = body.hop_initial_window.of(direction)
         assert 450 <= segments <= 465
         assert (segments - 1) * HOP_MSS < bdp_bytes(geo, direction) <= segments * HOP_MSS
-        assert body["hop_max_pacing_rate"][direction] == 1_250_000
-    assert (body["pool_size"], body["pool_max_opening"], body["pool_spare"]) == (8, 4, 8)
-    # The pure split carries none of it: it is today's splittcp.
+        assert body.hop_max_pacing_rate.of(direction) == 1_250_000
+    assert (body.pool_size, body.pool_max_opening, body.pool_spare) == (8, 4, 8)
+    # The pure split carries none of it: it is today's splittcp (the kernel's window, no
+    # pacing, no pool).
     split = pep_body("splittcp", "cubic", geo)
-    assert set(split) == {"name", "preset", "mode", "hop_cc", "hop_buffer_bytes"}
-    assert split["mode"] == "split"
+    assert split.mode == "split" and split.pool_size == 0
+    assert split.hop_initial_window == HopWindow() and split.hop_max_pacing_rate == HopPacing()
 
 
 def test_an_unlimited_link_leaves_the_kernel_its_window_and_no_pacing() -> None:
     body = pep_body("accelerated", "cubic", profiles.read("lan"))
-    assert body["hop_initial_window"] == {"forward": 0, "return": 0}
-    assert body["hop_max_pacing_rate"] == {"forward": 0, "return": 0}
+    assert body.body()["hop_initial_window"] == {"forward": 0, "return": 0}
+    assert body.body()["hop_max_pacing_rate"] == {"forward": 0, "return": 0}
 
 
 def _conn(peer: str) -> dict[str, Any]:
@@ -134,9 +136,9 @@ def _verdict(stations: dict[str, Any], n: int = 1, http: str = "2") -> str:
 
 
 def test_an_accelerated_load_passes() -> None:
-    ok = _accelerated(cwnd=BODY["hop_initial_window"]["forward"])
+    ok = _accelerated(cwnd=BODY.hop_initial_window.forward)
     assert _verdict(ok) == ""
-    assert _verdict(_accelerated(2, cwnd=BODY["hop_initial_window"]["forward"]), 2) == ""
+    assert _verdict(_accelerated(2, cwnd=BODY.hop_initial_window.forward), 2) == ""
 
 
 def test_a_connection_without_a_pre_opened_hop_was_not_accelerated() -> None:

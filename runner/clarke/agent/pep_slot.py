@@ -2,7 +2,7 @@
 implementation runs there (clarke.registry, kind `pep`), or none. The agent's
 /pep/config, /pep/state, /pep/stats and /pep/stats/reset reach it.
 
-POST /pep/config {"name": NAME | "none", ...settings (clarke.pep)} is idempotent: the
+POST /pep/config (clarke.contract.PepConfig: a name, or none, and its settings) is idempotent: the
 same name and settings are a no-op; another name stops the running PEP first. PEPs run
 on the netns substrate only: the compose images do not carry one (docs/peps.md).
 
@@ -18,6 +18,7 @@ from typing import Any
 
 from clarke import registry
 from clarke.agent import auth
+from clarke.contract import PepConfig
 from clarke.errors import ClarkeError, InputError
 from clarke.pep import HOP_KEY_FILE
 from clarke.place import Place
@@ -50,11 +51,11 @@ class PepSlot:
             return {"pep": PEP_NONE, "running": True}
         return self.process.state()
 
-    def configure(self, body: dict[str, Any]) -> dict[str, Any]:
-        name = body.get("name", PEP_NONE)
+    def configure(self, config: PepConfig) -> dict[str, Any]:
+        name = config.name
         if name not in pep_names():
             raise InputError(f"name: unknown PEP {name!r}; allowed: {', '.join(pep_names())}")
-        settings = {k: v for k, v in body.items() if k != "name"}
+        settings = config.settings().body()
         if name != PEP_NONE and self.place.substrate != Substrate.netns.value:
             raise InputError(
                 f"PEP {name}: PEPs run on the netns substrate only (the compose images carry "

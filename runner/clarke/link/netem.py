@@ -24,7 +24,7 @@ from clarke.roles import (
     parse_link_config,
     profile_digest,
 )
-from clarke.vocab import sends
+from clarke.vocab import QueueDiscipline, sends
 
 PROBE_PREFIX = "clkprobe-"
 MTU_BYTES = 1500
@@ -190,7 +190,7 @@ class Netem(Implementation):
                 "schedule (docs/schedules.md); use --link satlink"
             )
         for name, d in (("forward", profile.forward), ("return", profile.return_)):
-            if d.queue.discipline != "drop_tail":
+            if d.queue.discipline is not QueueDiscipline.drop_tail:
                 problems.append(
                     f"{name}.queue.discipline: {d.queue.discipline} cannot be emulated: "
                     "netem's queue is drop-tail only (its limit), and a codel or fq_codel "

@@ -13,7 +13,7 @@
                   first window), SO_MAX_PACING_RATE, large buffers.
 
 Either way the gateway connects to the server not transparently: the server sees the
-gateway's LAN address, which is how a load proves its TCP was split (run/pep.py)."""
+gateway's LAN address, which is how a load proves its TCP was split (run/session/pep.py)."""
 
 from __future__ import annotations
 
@@ -24,10 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from clarke import paths, sh
+from clarke.contract import PepSettings
 from clarke.errors import ClarkeError, EnvironmentProblem
 from clarke.pep import HOP_KEY_FILE, tproxy
 from clarke.pep.control import answers, ask
 from clarke.pep.process import TproxyPepProcess
+from clarke.pep_presets import ACCELERATED, SPLIT
 from clarke.place import Place, procs
 from clarke.roles import Implementation, RoleProcess
 from clarke.vocab import sends
@@ -75,23 +77,23 @@ class SplitTcpProcess(TproxyPepProcess):
         plan = self.place.plan
         return str(plan.st_lan.prefix), str(plan.gw_lan.prefix)
 
-    def _argv(self, settings: dict[str, Any]) -> list[str]:
+    def _argv(self, settings: PepSettings) -> list[str]:
         place, role = self.place, self.role
         direction = sends(role) or "forward"
         clients, servers = self._lan_prefixes()
         common = [
             "--station", role,
-            "--hop-cc", settings["hop_cc"],
-            "--hop-buffer-bytes", str(settings["hop_buffer_bytes"]),
-            "--hop-max-pacing-rate", str(settings["hop_max_pacing_rate"][direction]),
+            "--hop-cc", settings.hop_cc.value,
+            "--hop-buffer-bytes", str(settings.hop_buffer_bytes),
+            "--hop-max-pacing-rate", str(settings.hop_max_pacing_rate.of(direction)),
             "--allow-destination", servers,
             "--control", str(self.control),
         ]  # fmt: skip
-        if settings["mode"] == "split":
+        if settings.mode == SPLIT:
             # The gateway takes what crosses the link from the terminal's side.
             sources = [clients] if role == "terminal" else [clients, *self._terminal_side()]
             return [
-                str(self.binary), "--mode", "split", *common,
+                str(self.binary), "--mode", SPLIT, *common,
                 "--listen", f"{LOOPBACK}:{PEP_PORT}", "--transparent",
                 *(a for s in sources for a in ("--allow-source", s)),
             ]  # fmt: skip
@@ -103,17 +105,17 @@ class SplitTcpProcess(TproxyPepProcess):
             )
         if role == "terminal":
             return [
-                str(self.binary), "--mode", "accelerated", *common,
+                str(self.binary), "--mode", ACCELERATED, *common,
                 "--listen", f"{LOOPBACK}:{PEP_PORT}", "--transparent",
                 "--allow-source", clients,
                 "--gateway", f"{self._peer_link_address()}:{HOP_PORT}",
                 "--hop-key-file", str(key),
-                "--pool-size", str(settings["pool_size"]),
-                "--pool-max-opening", str(settings["pool_max_opening"]),
-                "--pool-spare", str(settings["pool_spare"]),
+                "--pool-size", str(settings.pool_size),
+                "--pool-max-opening", str(settings.pool_max_opening),
+                "--pool-spare", str(settings.pool_spare),
             ]  # fmt: skip
         return [
-            str(self.binary), "--mode", "accelerated", *common,
+            str(self.binary), "--mode", ACCELERATED, *common,
             "--listen", f"{place.plan.sat.address('gateway')}:{HOP_PORT}",
             "--hop-peer", self._peer_link_address(),
             "--hop-key-file", str(key),
@@ -126,10 +128,10 @@ class SplitTcpProcess(TproxyPepProcess):
         return [f"{plan.sat.address('terminal')}/32", f"{plan.emu.address('terminal')}/32"]
 
     # --- life -----------------------------------------------------------------------
-    def _start(self, settings: dict[str, Any]) -> None:
+    def _start(self, settings: PepSettings) -> None:
         place = self.place
         place.run_dir.mkdir(parents=True, exist_ok=True)
-        accelerated = settings["mode"] == "accelerated"
+        accelerated = settings.mode == ACCELERATED
         if accelerated:
             self._check_link_end()
         argv = place.argv(self._argv(settings))
@@ -143,13 +145,13 @@ class SplitTcpProcess(TproxyPepProcess):
                 f"splittcp exited during start-up ({popen.returncode}): {tail}"
             )
         direction = sends(self.role) or "forward"
-        window = settings["hop_initial_window"][direction]
+        window = settings.hop_initial_window.of(direction)
         if accelerated and window > 0:
             self._set_route(window)
         if not (accelerated and self.role == "gateway"):
             tproxy.install(place, PEP_PORT, on_ip=LOOPBACK)
         if accelerated and self.role == "terminal":
-            self._wait_for_the_pool(settings["pool_size"], popen)
+            self._wait_for_the_pool(settings.pool_size, popen)
         self.settings = settings
 
     def _check_link_end(self) -> None:
@@ -186,14 +188,14 @@ class SplitTcpProcess(TproxyPepProcess):
         )
 
     def health(self) -> dict[str, Any]:
-        return {**super().health(), "mode": (self.settings or {}).get("mode")}
+        return {**super().health(), "mode": self.settings.mode if self.settings else None}
 
     def stats(self) -> dict[str, Any]:
         if self.settings is None:
             return {}
         out = ask(self.control, {"cmd": "stats"})
-        out["mode"] = self.settings["mode"]
-        out["preset"] = self.settings["preset"]
+        out["mode"] = self.settings.mode
+        out["preset"] = self.settings.preset
         if tproxy.installed(self.place):
             out["intercepted_syns"] = tproxy.intercepted_syns(self.place)
         return out

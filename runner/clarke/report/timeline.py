@@ -9,13 +9,14 @@ from collections import defaultdict
 import matplotlib.pyplot as plt
 
 from clarke import profiles
+from clarke.campaign.dimensions import CC, HTTP, PROFILE
 from clarke.errors import ClarkeError
-from clarke.report.figures import HTTP_LABEL, Figure, _svg
+from clarke.report.figures import Figure, _svg
 from clarke.results.record import RunRecord, Status
 
 
 def _series(r: RunRecord) -> str:
-    return f"{HTTP_LABEL.get(r.http, r.http)}, {r.page}, {r.cc}"
+    return f"{r.cell[HTTP].label}, {r.page}, {r.cell[CC]}"
 
 
 def plt_by_slot_phase(records: list[RunRecord]) -> Figure | None:
@@ -25,7 +26,7 @@ def plt_by_slot_phase(records: list[RunRecord]) -> Figure | None:
     fig, ax = plt.subplots(figsize=(8, 4.2))
     groups: dict[str, list[RunRecord]] = defaultdict(list)
     for r in ok:
-        groups[f"{r.profile}: {_series(r)}"].append(r)
+        groups[f"{r.cell[PROFILE]}: {_series(r)}"].append(r)
     for label, rs in sorted(groups.items()):
         ax.scatter(
             [r.metrics["slot_phase_s"] for r in rs],
@@ -66,7 +67,7 @@ def link_over_time(records: list[RunRecord]) -> list[Figure]:
     by_profile: dict[str, list[RunRecord]] = defaultdict(list)
     for r in records:
         if r.status is Status.ok and "link_time_s" in r.metrics:
-            by_profile[r.profile].append(r)
+            by_profile[r.cell[PROFILE]].append(r)
     for profile, rs in sorted(by_profile.items()):
         steps = _forward_steps(profile)
         if steps is None:
