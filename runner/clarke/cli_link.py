@@ -7,6 +7,7 @@ import json
 import math
 import statistics
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -15,7 +16,7 @@ import click
 from pydantic import ValidationError
 
 from clarke import profiles, schema
-from clarke.cli_types import FiniteFloat
+from clarke.cli_types import FiniteFloat, options_into
 from clarke.errors import InputError, ValidationFailed
 from clarke.schedules import End, Schedule, limits, rainfade, traces
 from clarke.schedules import files as schedule_files
@@ -90,6 +91,22 @@ def validate(target: str, as_json: bool) -> None:
         click.echo(json.dumps(profile.to_satlink_config(name=name), indent=2))
 
 
+@dataclass(frozen=True)
+class LeoOptions:
+    """What `clarke link schedule leo` was asked."""
+
+    tle_file: Path
+    terminal: str
+    gateway: str | None
+    start: str | None
+    duration_s: float
+    slot_s: float
+    min_elevation_deg: float
+    handover_outage_ms: float
+    schedule_id: str | None
+    out: Path
+
+
 @schedule.command("leo")
 @click.option(
     "--tle", "tle_file", type=IN_FILE, required=True, help="TLE file (2- or 3-line sets)."
@@ -108,18 +125,8 @@ def validate(target: str, as_json: bool) -> None:
 )  # fmt: skip
 @ID_OPTION
 @OUT_OPTION
-def leo_command(  # noqa: PLR0913 (a click command's parameters are its options)
-    tle_file: Path,
-    terminal: str,
-    gateway: str | None,
-    start: str | None,
-    duration_s: float,
-    slot_s: float,
-    min_elevation_deg: float,
-    handover_outage_ms: float,
-    schedule_id: str | None,
-    out: Path,
-) -> None:
+@options_into(LeoOptions)
+def leo_command(o: LeoOptions) -> None:
     """A LEO link's delays and hand-overs from TLEs: the serving satellite per slot (the
     highest above --min-elevation-deg), one-way delays = slant range / c; loops over the
     window."""
@@ -128,21 +135,22 @@ def leo_command(  # noqa: PLR0913 (a click command's parameters are its options)
     from clarke.schedules import leo
 
     limits.check_count(
-        math.ceil(duration_s / slot_s), f"--duration-s {duration_s:g} in slots of {slot_s:g} s",
+        math.ceil(o.duration_s / o.slot_s),
+        f"--duration-s {o.duration_s:g} in slots of {o.slot_s:g} s",
         "slots",
     )  # fmt: skip
-    tles = leo.read_tles(tle_file)
+    tles = leo.read_tles(o.tle_file)
     opts = leo.Options(
-        terminal=leo.Site.parse(terminal, "--terminal"),
-        gateway=leo.Site.parse(gateway, "--gateway") if gateway else None,
-        start=_start(start, tles),
-        duration_s=duration_s,
-        slot_s=slot_s,
-        min_elevation_deg=min_elevation_deg,
-        handover_outage_ms=handover_outage_ms,
+        terminal=leo.Site.parse(o.terminal, "--terminal"),
+        gateway=leo.Site.parse(o.gateway, "--gateway") if o.gateway else None,
+        start=_start(o.start, tles),
+        duration_s=o.duration_s,
+        slot_s=o.slot_s,
+        min_elevation_deg=o.min_elevation_deg,
+        handover_outage_ms=o.handover_outage_ms,
     )
     slots = leo.plan_slots(tles, opts)
-    sched = _made(f"{tle_file}", lambda: leo.schedule(slots, opts, schedule_id))
+    sched = _made(f"{o.tle_file}", lambda: leo.schedule(slots, opts, o.schedule_id))
     served = [s for s in slots if s.satellite]
     delays = [d for s in served for d in leo.delays_ms(s)]
     epochs = sorted(t.epoch for t in tles)
@@ -153,18 +161,19 @@ def leo_command(  # noqa: PLR0913 (a click command's parameters are its options)
     )
     header = [
         "LEO link schedule: clarke link schedule leo",
-        f"  --tle {tle_file} (sha256 {schedule_files.file_digest(tle_file)}, {len(tles)} sets,",
+        f"  --tle {o.tle_file} (sha256 {schedule_files.file_digest(o.tle_file)}, {len(tles)} sets,",
         f"    epochs {_iso(epochs[0])} to {_iso(epochs[-1])})",
         f"  --terminal {opts.terminal} --gateway {opts.gateway or '(beside the terminal)'}",
-        f"  --start {_iso(opts.start)} --duration-s {duration_s:g} --slot-s {slot_s:g}",
-        f"  --min-elevation-deg {min_elevation_deg:g} --handover-outage-ms {handover_outage_ms:g}",
+        f"  --start {_iso(opts.start)} --duration-s {o.duration_s:g} --slot-s {o.slot_s:g}",
+        f"  --min-elevation-deg {o.min_elevation_deg:g}"
+        f" --handover-outage-ms {o.handover_outage_ms:g}",
         f"Result: {summary}.",
         "Per slot: the serving satellite is the highest above the minimum elevation at the",
         "slot's start; forward uplink/downlink = gateway/terminal slant range / c, return the",
         "other way round; held for the slot. Serving satellites in order:",
         *_wrap(_runs([s.satellite or "(none)" for s in slots])),
     ]
-    _write(out, sched, header)
+    _write(o.out, sched, header)
     click.echo(summary)
 
 
@@ -204,6 +213,27 @@ def _wrap(items: list[str], width: int = 84) -> list[str]:
             line = ""
         line = f"{line}, {item}" if line else f"  {item}"
     return [*lines, line] if line else lines
+
+
+@dataclass(frozen=True)
+class RainFadeOptions:
+    """What `clarke link schedule rain-fade` was asked."""
+
+    csv_file: Path | None
+    depth_db: float | None
+    duration_s: float | None
+    fade_start_s: float
+    shape: str
+    length_s: float | None
+    step_s: float
+    symbol_rate_mbaud: float
+    clear_sky_esn0_db: float
+    margin_db: float
+    direction: str
+    end: str
+    slot_s: float | None
+    schedule_id: str | None
+    out: Path
 
 
 @schedule.command("rain-fade")
@@ -247,60 +277,63 @@ def _wrap(items: list[str], width: int = 84) -> list[str]:
 )  # fmt: skip
 @ID_OPTION
 @OUT_OPTION
-def rain_fade(  # noqa: PLR0913 (a click command's parameters are its options)
-    csv_file: Path | None,
-    depth_db: float | None,
-    duration_s: float | None,
-    fade_start_s: float,
-    shape: str,
-    length_s: float | None,
-    step_s: float,
-    symbol_rate_mbaud: float,
-    clear_sky_esn0_db: float,
-    margin_db: float,
-    direction: str,
-    end: str,
-    slot_s: float | None,
-    schedule_id: str | None,
-    out: Path,
-) -> None:
+@options_into(RainFadeOptions)
+def rain_fade(o: RainFadeOptions) -> None:
     """A rain fade as a rate per step: Es/N0 = clear sky - attenuation - margin, the most
     efficient DVB-S2 MODCOD (ETSI EN 302 307-1 Table 13) that works at it, rate = symbol
     rate x its spectral efficiency; below QPSK 1/4 an outage."""
-    synthetic = depth_db is not None or duration_s is not None
-    if (csv_file is None) == (not synthetic) or (synthetic and None in (depth_db, duration_s)):
+    synthetic = o.depth_db is not None or o.duration_s is not None
+    if (o.csv_file is None) == (not synthetic) or (
+        synthetic and None in (o.depth_db, o.duration_s)
+    ):
         raise InputError("give either --csv FILE or a fade's --depth-db and --duration-s")
-    link_ = rainfade.Link(symbol_rate_mbaud * 1e6, clear_sky_esn0_db, margin_db)
-    if csv_file is not None:
-        series = rainfade.read_series(csv_file)
+    link_ = rainfade.Link(o.symbol_rate_mbaud * 1e6, o.clear_sky_esn0_db, o.margin_db)
+    if o.csv_file is not None:
+        series = rainfade.read_series(o.csv_file)
         times = [t for t, _ in series]
-        length = length_s or traces.default_length_s(times)
-        source = [f"  --csv {csv_file} (sha256 {schedule_files.file_digest(csv_file)})"]
+        length = o.length_s or traces.default_length_s(times)
+        source = [f"  --csv {o.csv_file} (sha256 {schedule_files.file_digest(o.csv_file)})"]
     else:
-        assert depth_db is not None and duration_s is not None
-        fade = rainfade.Fade(depth_db, duration_s, fade_start_s, rainfade.Shape(shape))
-        length = length_s or fade_start_s + duration_s + 60
-        series = rainfade.synthetic(fade, length, step_s)
+        assert o.depth_db is not None and o.duration_s is not None
+        fade = rainfade.Fade(o.depth_db, o.duration_s, o.fade_start_s, rainfade.Shape(o.shape))
+        length = o.length_s or o.fade_start_s + o.duration_s + 60
+        series = rainfade.synthetic(fade, length, o.step_s)
         source = [
-            f"  --depth-db {depth_db:g} --duration-s {duration_s:g} --fade-start-s "
-            f"{fade_start_s:g} --shape {shape} --step-s {step_s:g} --length-s {length:g}"
+            f"  --depth-db {o.depth_db:g} --duration-s {o.duration_s:g} --fade-start-s "
+            f"{o.fade_start_s:g} --shape {o.shape} --step-s {o.step_s:g} --length-s {length:g}"
         ]
     sched = _made(
         "the attenuation series",
-        lambda: rainfade.schedule(series, link_, direction, End(end), length, schedule_id, slot_s),
+        lambda: rainfade.schedule(
+            series, link_, o.direction, End(o.end), length, o.schedule_id, o.slot_s
+        ),
     )
     header = [
         "Rain fade through DVB-S2 ACM: clarke link schedule rain-fade",
         *source,
-        f"  --symbol-rate-mbaud {symbol_rate_mbaud:g} --clear-sky-esn0-db "
-        f"{clear_sky_esn0_db:g} --margin-db {margin_db:g} --direction {direction} --end {end}"
-        + (f" --slot-s {slot_s:g}" if slot_s else ""),
+        f"  --symbol-rate-mbaud {o.symbol_rate_mbaud:g} --clear-sky-esn0-db "
+        f"{o.clear_sky_esn0_db:g} --margin-db {o.margin_db:g} --direction {o.direction}"
+        f" --end {o.end}" + (f" --slot-s {o.slot_s:g}" if o.slot_s else ""),
         "Es/N0 = clear sky - attenuation - margin -> the most efficient MODCOD of ETSI EN",
         "302 307-1 V1.4.1 Table 13 (ideal Es/N0, normal FECFRAME) -> rate = symbol rate x",
         "spectral efficiency; below QPSK 1/4: outage.",
         "MODCODs in order: " + ", ".join(rainfade.modcods_used(series, link_)),
     ]
-    _write(out, sched, header)
+    _write(o.out, sched, header)
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    """What `clarke link schedule import` was asked."""
+
+    fmt: str
+    forward_file: Path | None
+    return_file: Path | None
+    interval_s: float
+    end: str
+    length_s: float | None
+    schedule_id: str | None
+    out: Path
 
 
 @schedule.command("import")
@@ -322,48 +355,42 @@ def rain_fade(  # noqa: PLR0913 (a click command's parameters are its options)
 )
 @ID_OPTION
 @OUT_OPTION
-def import_command(  # noqa: PLR0913 (a click command's parameters are its options)
-    fmt: str,
-    forward_file: Path | None,
-    return_file: Path | None,
-    interval_s: float,
-    end: str,
-    length_s: float | None,
-    schedule_id: str | None,
-    out: Path,
-) -> None:
+@options_into(ImportOptions)
+def import_command(o: ImportOptions) -> None:
     """Recorded traces as schedule steps: mahimahi traces -> a rate per interval (an
     interval without an opportunity: outage), CSV series -> a step per row."""
-    files = {d: f for d, f in (("forward", forward_file), ("return", return_file)) if f}
+    files = {d: f for d, f in (("forward", o.forward_file), ("return", o.return_file)) if f}
     if not files:
         raise InputError("give --forward FILE, --return FILE or both")
     series: dict[str, list[tuple[float, traces.State]]] = {}
     lengths: dict[str, float] = {}
     for d, f in files.items():
-        if fmt == "mahimahi":
+        if o.fmt == "mahimahi":
             stamps = traces.read_mahimahi(f)
-            series[d] = traces.rate_states(traces.mahimahi_rates(stamps, round(interval_s * 1000)))
+            series[d] = traces.rate_states(
+                traces.mahimahi_rates(stamps, round(o.interval_s * 1000))
+            )
             lengths[d] = stamps[-1] / 1000
         else:
             series[d] = traces.read_series(f)
             lengths[d] = traces.default_length_s([t for t, _ in series[d]])
-    if fmt == "mahimahi" and len(set(lengths.values())) > 1:
+    if o.fmt == "mahimahi" and len(set(lengths.values())) > 1:
         raise InputError(
             "the traces' periods differ ("
             + ", ".join(f"{d} {v:g} s" for d, v in lengths.items())
             + "): a schedule has one loop length"
         )
-    length = length_s if length_s is not None and fmt == "csv" else max(lengths.values())
-    sched = _made("the traces", lambda: traces.schedule(series, End(end), length, schedule_id))
+    length = o.length_s if o.length_s is not None and o.fmt == "csv" else max(lengths.values())
+    sched = _made("the traces", lambda: traces.schedule(series, End(o.end), length, o.schedule_id))
     rates = [s[1].get("rate_mbps", 0.0) for v in series.values() for s in v]
     header = [
-        f"Imported {fmt} traces: clarke link schedule import --format {fmt}",
+        f"Imported {o.fmt} traces: clarke link schedule import --format {o.fmt}",
         *(f"  --{d} {f} (sha256 {schedule_files.file_digest(f)})" for d, f in files.items()),
-        f"  --interval-s {interval_s:g} --end {end} --length-s {length:g}",
+        f"  --interval-s {o.interval_s:g} --end {o.end} --length-s {length:g}",
     ]
-    if fmt == "mahimahi":
+    if o.fmt == "mahimahi":
         header.append(
             f"Rate per interval = opportunities x 1500 x 8 bit / interval; mean "
             f"{statistics.fmean(rates):.3f} Mb/s; an interval without one is an outage."
         )
-    _write(out, sched, header)
+    _write(o.out, sched, header)

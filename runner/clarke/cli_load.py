@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -14,6 +15,7 @@ from clarke.browser.load import CHROMIUM_CONNECTIONS
 from clarke.browser.prefs import check_override
 from clarke.campaign.dimensions import BROWSER, CC, CONNECTIONS, HTTP, PEP, PROFILE
 from clarke.cli_dimensions import option
+from clarke.cli_types import options_into
 from clarke.errors import InputError
 from clarke.pages.models import Registry
 from clarke.results.record import Status
@@ -64,6 +66,28 @@ def parse_prefs(items: tuple[str, ...]) -> dict[str, bool | int]:
         except ValueError as e:
             raise click.BadParameter(str(e), param_hint="--pref") from None
     return out
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """What `clarke load` was asked."""
+
+    profile: str
+    http: str
+    cc: str
+    page: str
+    engine: str
+    browser: str
+    connections: int | None
+    firefox: str | None
+    testbed_id: int | None
+    prefs: tuple[str, ...]
+    link: str | None
+    server: str | None
+    pep: str
+    capture_dir: Path | None
+    capture_max_mb: int
+    as_json: bool
 
 
 @click.command()
@@ -145,24 +169,8 @@ def parse_prefs(items: tuple[str, ...]) -> dict[str, bool | int]:
     help="The most MB of pcap, and of key log and qlog files together.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def load(  # noqa: PLR0913 (a click command's parameters are its options)
-    profile: str,
-    http: str,
-    cc: str,
-    page: str,
-    engine: str,
-    browser: str,
-    connections: int | None,
-    firefox: str | None,
-    testbed_id: int | None,
-    prefs: tuple[str, ...],
-    link: str | None,
-    server: str | None,
-    pep: str,
-    capture_dir: Path | None,
-    capture_max_mb: int,
-    as_json: bool,
-) -> None:
+@options_into(LoadOptions)
+def load(o: LoadOptions) -> None:
     """Load one page once in a browser over an emulated link, verify it (protocol of every
     resource, the server's congestion control, the LCP element) and print the metrics.
 
@@ -170,44 +178,48 @@ def load(  # noqa: PLR0913 (a click command's parameters are its options)
     it, the testbed must exist, and the load runs on --profile (applied if the link runs
     another one)."""
     # Everything that can be wrong is found before anything starts.
-    Registry.default().page_by_name(page)
-    link_impl = registry.get("link", link) if testbed_id is None else None
+    Registry.default().page_by_name(o.page)
+    link_impl = registry.get("link", o.link) if o.testbed_id is None else None
     if link_impl is not None:
-        link_impl.check_profile(profiles.read(profile), f"link profile {profile!r}")
+        link_impl.check_profile(profiles.read(o.profile), f"link profile {o.profile!r}")
     else:
-        profiles.read(profile)
-    if browser == Browser.firefox:
-        Firefox(firefox).check_environment()
+        profiles.read(o.profile)
+    if o.browser == Browser.firefox:
+        Firefox(o.firefox).check_environment()
     else:
-        registry.get("client", browser).check_environment()
-        _what_chromium_honours(connections, prefs)
-    if pep != PEP_NONE:
-        registry.get("pep", pep_presets.read(pep).implementation).check_environment()
-    if testbed_id is not None and NetnsSubstrate().store.read(testbed_id) is None:
+        registry.get("client", o.browser).check_environment()
+        _what_chromium_honours(o.connections, o.prefs)
+    if o.pep != PEP_NONE:
+        registry.get("pep", pep_presets.read(o.pep).implementation).check_environment()
+    if o.testbed_id is not None and NetnsSubstrate().store.read(o.testbed_id) is None:
         raise InputError(
-            f"there is no testbed {testbed_id} (clarke testbed status; bring one up with "
-            f"clarke testbed up --id {testbed_id})"
+            f"there is no testbed {o.testbed_id} (clarke testbed status; bring one up with "
+            f"clarke testbed up --id {o.testbed_id})"
         )
-    overrides = parse_prefs(prefs)
+    overrides = parse_prefs(o.prefs)
     capture = None
-    if capture_dir is not None:
+    if o.capture_dir is not None:
         check_substrate(CaptureMode.all, "netns")
-        prepare_dir(capture_dir)
-        capture = CapturePolicy(CaptureMode.all, capture_dir, capture_max_mb * 1_000_000, flat=True)
-    conns = connections or (
+        prepare_dir(o.capture_dir)
+        capture = CapturePolicy(
+            CaptureMode.all, o.capture_dir, o.capture_max_mb * 1_000_000, flat=True
+        )
+    conns = o.connections or (
         CHROMIUM_CONNECTIONS
-        if browser == Browser.chromium
-        else HttpVersion(http).default_connections
+        if o.browser == Browser.chromium
+        else HttpVersion(o.http).default_connections
     )
     started = time.monotonic()
-    substrate = NetnsSubstrate(testbed_id, link, server, firefox=firefox)
-    settings = SessionSettings(engine=engine, firefox=firefox, capture=capture, browser=browser)
-    session = Session(substrate, [page], settings)
-    with session.start(profile) as s:
-        s.ensure_profile(profile)
-        s.ensure_cc(cc)
-        s.ensure_pep(pep, cc)
-        result, details = s.load_page(PageLoad(page, http, cc, conns, pep, prefs=overrides))
+    substrate = NetnsSubstrate(o.testbed_id, o.link, o.server, firefox=o.firefox)
+    settings = SessionSettings(
+        engine=o.engine, firefox=o.firefox, capture=capture, browser=o.browser
+    )
+    session = Session(substrate, [o.page], settings)
+    with session.start(o.profile) as s:
+        s.ensure_profile(o.profile)
+        s.ensure_cc(o.cc)
+        s.ensure_pep(o.pep, o.cc)
+        result, details = s.load_page(PageLoad(o.page, o.http, o.cc, conns, o.pep, prefs=overrides))
         implementations, applied = s.implementations, [a.to_dict() for a in s.applied]
     wall_ms = (time.monotonic() - started) * 1000
     m = {**result.metrics, **{k: v for k, v in details["metrics"].items() if v is not None}}
@@ -217,14 +229,14 @@ def load(  # noqa: PLR0913 (a click command's parameters are its options)
         "engine": result.engine,
         "browser": result.browser,
         "browser_version": result.browser_version,
-        "profile": profile,
+        "profile": o.profile,
         "profile_sha256": (details.get("link") or {}).get("profile_sha256"),
         "link": implementations.get("link"),
         "server": implementations.get("server"),
         "applied": applied,
-        "http": http,
-        "cc": cc,
-        "page": page,
+        "http": o.http,
+        "cc": o.cc,
+        "page": o.page,
         "connections": conns,
         "pep": details.get("pep"),
         "plt_ms": m.get("plt_ms"),
@@ -243,15 +255,15 @@ def load(  # noqa: PLR0913 (a click command's parameters are its options)
         "load_wall_ms": result.wall_ms,
         "command_wall_ms": wall_ms,
     }
-    if as_json:
+    if o.as_json:
         click.echo(json.dumps(out, indent=2))
     else:
         protos = ", ".join(sorted(set(result.protocols.values()))) or "-"
         click.echo(f"{out['status']}{': ' + result.reason if result.reason else ''}")
         click.echo(
-            f"  {page} over {profile}, HTTP/{http}, {cc}, {conns} connection(s), "
-            f"{engine}, {result.browser.capitalize()} {result.browser_version}"
-            + (f", PEP {pep}" if pep != PEP_NONE else "")
+            f"  {o.page} over {o.profile}, HTTP/{o.http}, {o.cc}, {conns} connection(s), "
+            f"{o.engine}, {result.browser.capitalize()} {result.browser_version}"
+            + (f", PEP {o.pep}" if o.pep != PEP_NONE else "")
         )
         for key in ("plt_ms", "fcp_ms", "lcp_ms", "ttfb_ms"):
             v = m.get(key)
@@ -263,12 +275,12 @@ def load(  # noqa: PLR0913 (a click command's parameters are its options)
         if out["client_quic_cc"]:
             click.echo(f"  the browser's own QUIC cc: {', '.join(out['client_quic_cc'])}")
         stations = (details.get("pep") or {}).get("stations") or {}
-        if pep != PEP_NONE and stations:
+        if o.pep != PEP_NONE and stations:
             counts = ", ".join(
                 f"{role} {s.get('accepted', '-')} intercepted, {s.get('relayed', '-')} relayed"
                 for role, s in stations.items()
             )
-            click.echo(f"  PEP {pep}: {counts}")
+            click.echo(f"  PEP {o.pep}: {counts}")
         if "pep_hops_pre_opened" in m:
             window = m.get("pep_hop_first_window_bytes")
             click.echo(

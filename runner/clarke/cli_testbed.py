@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
 from clarke import profiles, registry
-from clarke.cli_types import FiniteFloat
+from clarke.cli_types import FiniteFloat, options_into
 from clarke.compose.substrate import ComposeSubstrate
 from clarke.errors import InputError
 from clarke.link import netem
@@ -177,6 +178,20 @@ def _check(
         session.close()
 
 
+@dataclass(frozen=True)
+class CheckOptions:
+    """What `clarke testbed check` was asked."""
+
+    testbed_id: int | None
+    samples: int
+    duration: float
+    omit: float
+    as_json: bool
+    out: Path | None
+    substrate: str
+    profile_name: str | None
+
+
 @testbed.command(name="check")
 @click.option("--id", "testbed_id", type=click.IntRange(0, plan.MAX_ID), help="Testbed id.")
 @click.option(
@@ -208,27 +223,19 @@ def _check(
     help="Apply this link profile through the link agents first, then measure it "
     "(netns: default the profile the testbed runs; compose: required).",
 )
-def check_cmd(  # noqa: PLR0913 (a click command's parameters are its options)
-    testbed_id: int | None,
-    samples: int,
-    duration: float,
-    omit: float,
-    as_json: bool,
-    out: Path | None,
-    substrate: str,
-    profile_name: str | None,
-) -> None:
+@options_into(CheckOptions)
+def check_cmd(o: CheckOptions) -> None:
     """Measure RTT, rate each way and loss, compare with the profile; exit 1 outside
     the profile's tolerance."""
-    if omit >= duration:
+    if o.omit >= o.duration:
         raise click.BadParameter(
-            f"{omit:g} s: must be less than --duration ({duration:g} s)", param_hint="--omit"
+            f"{o.omit:g} s: must be less than --duration ({o.duration:g} s)", param_hint="--omit"
         )
-    report = _check(substrate, testbed_id, profile_name, samples, duration, omit)
+    report = _check(o.substrate, o.testbed_id, o.profile_name, o.samples, o.duration, o.omit)
     data = report.to_dict()
-    if out:
-        out.write_text(json.dumps(data, indent=2, default=str))
-    click.echo(json.dumps(data, indent=2, default=str) if as_json else linkcheck.render(report))
+    if o.out:
+        o.out.write_text(json.dumps(data, indent=2, default=str))
+    click.echo(json.dumps(data, indent=2, default=str) if o.as_json else linkcheck.render(report))
     if not report.ok:
         raise SystemExit(1)
 

@@ -1,12 +1,18 @@
-"""Option types the commands share: numbers that must be finite and in a range. click's
-FloatRange lets nan through (every comparison with nan is false) and inf too when no
-maximum is given; these exit 2 naming the option instead."""
+"""Option types the commands share: numbers that must be finite and in a range (click's
+FloatRange lets nan through, since every comparison with nan is false, and inf too when
+no maximum is given; these exit 2 naming the option instead), and a command's options
+as one value."""
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
+
+Options = TypeVar("Options")
 
 
 class FiniteFloat(click.FloatRange):
@@ -21,3 +27,19 @@ class FiniteFloat(click.FloatRange):
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return number
+
+
+def options_into(
+    options: Callable[..., Options],
+) -> Callable[[Callable[[Options], None]], Callable[..., None]]:
+    """Hand a click command its options as one value (a frozen dataclass whose fields are
+    the options' parameter names) rather than one parameter per option."""
+
+    def wrap(command: Callable[[Options], None]) -> Callable[..., None]:
+        @functools.wraps(command)
+        def callback(**given: Any) -> None:
+            command(options(**given))
+
+        return callback
+
+    return wrap
