@@ -237,9 +237,13 @@ def test_a_flood_is_bounded_and_the_pep_serves_the_next_load(session: Session, p
         {"what": "flood", "host": plan.addresses["server"], "port": 443, "n": n, "hold_s": 3},
     )[0]
     terminal = _stats(session, "terminal")
-    assert terminal["refusals"]["limit"] >= n - MAX_CONNECTIONS, (flood, terminal)
-    assert terminal["accepted"] <= MAX_CONNECTIONS
-    assert flood["closed_by_peer"] >= n - MAX_CONNECTIONS, flood
+    summary = {k: v for k, v in terminal.items() if k != "connections"}
+    # The bound is on connections held at once: one that failed during the flood (a hop
+    # not opened in time on a loaded machine) frees its place for another.
+    freed = terminal["failed"]
+    assert terminal["accepted"] + terminal["refusals"]["limit"] == n, (flood, summary)
+    assert terminal["accepted"] - freed <= MAX_CONNECTIONS, (flood, summary)
+    assert flood["closed_by_peer"] >= n - MAX_CONNECTIONS - freed, (flood, summary)
     # Once they are gone, the PEP serves a page as before.
     for _ in range(100):
         if _stats(session, "terminal")["open_connections"] == 0:
