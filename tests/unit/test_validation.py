@@ -162,3 +162,46 @@ def test_the_table_sets_each_figure_beside_its_published_one() -> None:
     assert "Huston" in text and "Michel" in text
     md = validate.render(result, markdown=True)
     assert "| RTT median (ms) | 50 ± 5 ms | [1] | 51.00 | inside |" in md
+
+
+def test_link_checks_report_rtts_a_schedule_or_jitter_moves() -> None:
+    from clarke.run import linkcheck
+
+    pr = linkcheck.PingResult(sent=5, rtts_ms=[50.0, 52.0, 47.0, 61.0, 49.0])
+    for name, why in (
+        ("leo-starlink-measured", "jitter"),
+        ("schedule-check", "from 20.0 to 80.0 ms"),
+        # Its geometry moves the RTT by 1.2 ms over the loop, more than its 1 ms tolerance.
+        ("leo-starlink", "from 31.4 to 32.6 ms"),
+    ):
+        p50 = linkcheck.rtt_checks(profiles.read(name), pr)[0]
+        assert p50.verdict is linkcheck.CheckVerdict.info and why in p50.reason, p50
+    # A fade changes the rate, not the delay: the RTT is judged.
+    p50 = linkcheck.rtt_checks(profiles.read("geo-rain-fade"), pr)[0]
+    assert p50.verdict is linkcheck.CheckVerdict.fail and "off by" in p50.reason
+
+
+def test_the_report_counts_loads_that_ran_into_the_next_slot() -> None:
+    from clarke.report.timeline import crosses_boundary, crossing_summary
+    from clarke.results import store
+    from helpers import RECORDED_SCHEDULE
+
+    _, journal = store.open_existing(RECORDED_SCHEDULE)
+    base = next(iter(journal.records()))
+
+    def load(phase: float, plt_s: float, http: str) -> object:
+        metrics = {**base.metrics, "slot_phase_s": phase, "plt_ms": plt_s * 1000}
+        return base.model_copy(
+            update={"profile": "leo-starlink-measured", "metrics": metrics, "http": http}
+        )
+
+    loads = [load(14.0, 1.2, "2"), load(13.0, 1.9, "2"), load(3.0, 1.0, "2"), load(5.0, 1.4, "3")]
+    assert [crosses_boundary(r) for r in loads] == [True, False, False, False]  # type: ignore[arg-type]
+    lines = crossing_summary(loads)  # type: ignore[arg-type]
+    assert (
+        lines[0].startswith("HTTP/2")
+        and "1 crossed a reconfiguration, median PLT 1.20 s" in lines[0]
+    )
+    assert "2 stayed in their slot, median PLT 1.45 s" in lines[0]
+    assert "0 crossed a reconfiguration; 1 stayed" in lines[1]
+    assert crosses_boundary(base) is None  # schedule-check has no slots

@@ -178,14 +178,19 @@ def rate_segments(
 
 
 def segment_rates(
-    samples: Sequence[tuple[float, int]], segments: Sequence[tuple[float, float, float]]
+    samples: Sequence[tuple[float, int]],
+    segments: Sequence[tuple[float, float, float]],
+    queued: Sequence[tuple[float, int]] = (),
 ) -> list[dict[str, Any]]:
     """The link's rate over each segment of constant scheduled rate, from (link time s,
     bytes) counter samples taken RATE_MARGIN_S or more inside it, beside the rate the
-    schedule gives; segments with less than MIN_RATE_SPAN_S of samples are left out."""
+    schedule gives; segments with less than MIN_RATE_SPAN_S of samples are left out.
+    With (link time s, frames waiting) samples of the queue, whether it ran empty in the
+    segment: the link then idled, and the reading is only a lower bound."""
     out = []
     for a, b, scheduled in segments:
-        inside = [x for x in samples if a + RATE_MARGIN_S <= x[0] <= b - RATE_MARGIN_S]
+        lo, hi = a + RATE_MARGIN_S, b - RATE_MARGIN_S
+        inside = [x for x in samples if lo <= x[0] <= hi]
         rate = _rate(inside)
         if rate is not None:
             out.append(
@@ -195,6 +200,7 @@ def segment_rates(
                     "measured_mbps": rate / 1e6,
                     "scheduled_mbps": scheduled,
                     "span_s": inside[-1][0] - inside[0][0],
+                    "queue_ran_empty": any(q == 0 for t, q in queued if lo <= t <= hi),
                 }
             )
     return out

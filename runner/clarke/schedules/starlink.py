@@ -38,6 +38,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
+from clarke import schema
 from clarke.errors import ValidationFailed
 from clarke.schedules import leo
 from clarke.schedules import starlink_fit as fit
@@ -230,8 +231,6 @@ class Slot:
 
 
 def read_params(path: Path) -> Params:
-    from clarke import schema
-
     if not path.is_file():
         raise ValidationFailed(str(path), ["file not found"])
     return schema.parse(Params, schema.read_yaml(path), str(path))
