@@ -13,48 +13,14 @@ fi
 ci/setup.sh
 ci/build.sh
 
-INFLUX_PORT=${CLARKE_INFLUX_PORT:-8086}
-INFLUX_URL="http://127.0.0.1:${INFLUX_PORT}"
-# Whose server answers on the port: the demo's own (its pid file), or someone else's,
-# named, so results never go to an unknown server without a word.
-owner() {
-  ss -Hltnp "sport = :${INFLUX_PORT}" 2>/dev/null | grep -o 'users:((.*))' | head -n 1
-}
-if curl -fs -o /dev/null "${INFLUX_URL}/ping"; then
-  ours=$(cat build/influxdb/influxd.pid 2>/dev/null || true)
-  if [[ -n $ours ]] && owner | grep -q "pid=${ours},"; then
-    say "InfluxDB started by an earlier make demo answers at ${INFLUX_URL} (pid ${ours})"
-  else
-    say "an InfluxDB not started by make demo answers at ${INFLUX_URL}: $(owner || echo 'process unknown')"
-    say "the results go there; to use the demo's own instead, stop that one (on a systemd host: systemctl disable --now influxdb) or set CLARKE_INFLUX_PORT to a free port"
-  fi
-else
-  mkdir -p build/influxdb
-  cat > build/influxdb/influxdb.conf <<CONF
-reporting-disabled = true
-bind-address = "127.0.0.1:$((INFLUX_PORT + 2))"
-[meta]
-  dir = "$PWD/build/influxdb/meta"
-[data]
-  dir = "$PWD/build/influxdb/data"
-  wal-dir = "$PWD/build/influxdb/wal"
-  query-log-enabled = false
-[monitor]
-  store-enabled = false
-[http]
-  bind-address = "127.0.0.1:${INFLUX_PORT}"
-  log-enabled = false
-CONF
-  say "starting InfluxDB on ${INFLUX_URL} (data in build/influxdb/)"
-  nohup influxd -config build/influxdb/influxdb.conf > build/influxdb/influxd.log 2>&1 &
-  echo $! > build/influxdb/influxd.pid
-  for _ in $(seq 1 100); do
-    curl -fs -o /dev/null "${INFLUX_URL}/ping" && break  # quiet while it starts
-    sleep 0.2
-  done
-  curl -fsS -o /dev/null "${INFLUX_URL}/ping" || { say "InfluxDB did not start: build/influxdb/influxd.log"; exit 1; }
-  say "InfluxDB keeps running for Grafana and later pushes; stop it with: kill \$(cat build/influxdb/influxd.pid)"
-fi
+# The demo's own InfluxDB (ci/demo_influxdb.py): on 127.0.0.1:${CLARKE_INFLUX_PORT:-8087}
+# (the compose stack publishes its own on 8086: the two coexist), authentication on,
+# data and credentials in build/influxdb/ (0700; each password 0600). It prints
+# INFLUX_URL and the writer's user and password file, which clarke reads from the
+# environment (CLARKE_INFLUX_USER, CLARKE_INFLUX_PASSWORD_FILE).
+influx_env=$(uv run python ci/demo_influxdb.py start)
+eval "$influx_env"
+export CLARKE_INFLUX_USER CLARKE_INFLUX_PASSWORD_FILE
 
 # The demo is a first look: the quick link check (10 pings, 5 s of iperf3 each way) is
 # enough to show the link is the profile's; campaigns meant for results keep the full one.
@@ -63,3 +29,4 @@ uv run clarke run campaigns/demo.yaml --influx "${INFLUX_URL}/clarke" --results 
 latest=$(ls -1dt results/demo-* | head -n 1)
 uv run clarke report "$latest"
 say "results: $latest (journal.jsonl, report.html); InfluxDB: ${INFLUX_URL}, database clarke"
+say "InfluxDB keeps running (user ${CLARKE_INFLUX_USER}, password in ${CLARKE_INFLUX_PASSWORD_FILE}; read-only: user grafana, build/influxdb/credentials/influx-reader-password); stop it with: uv run python ci/demo_influxdb.py stop"

@@ -11,10 +11,21 @@
 #   influx-writer-password   the runner's InfluxDB user (clarke: all on the database)
 #   influx-reader-password   Grafana's InfluxDB user (grafana: read only; 0440 root:0)
 #
-# Usage: secrets.sh DIR
+# The `secrets` volume (DIR) is mounted here only. Each service mounts a volume of its
+# own at /run/clarke-secrets holding only the secrets it uses; with SHARES, every
+# directory SHARES/<share> that exists (a mounted volume) gets its share's files, copied
+# with their owner and mode, and loses any other file:
+#
+#   agents     agent-token                         terminal, satellite, gateway, server
+#   client     agent-token influx-writer-password  the client (the runner)
+#   influxdb   influx-admin-password influx-writer-password influx-reader-password
+#   grafana    grafana-admin-password influx-reader-password
+#
+# Usage: secrets.sh DIR [SHARES]
 set -eu
 umask 077
-dir=${1:?usage: secrets.sh DIR}
+dir=${1:?usage: secrets.sh DIR [SHARES]}
+shares=${2:-}
 
 make_secret() {  # NAME MODE
     f=$dir/$1
@@ -29,8 +40,32 @@ make_secret() {  # NAME MODE
     chmod "$2" "$f"
 }
 
+share() {  # SHARE NAME...: SHARES/SHARE holds exactly these secrets
+    to=$shares/$1
+    shift
+    [ -d "$to" ] || return 0
+    for f in "$to"/* "$to"/.[!.]*; do
+        [ -e "$f" ] || [ -L "$f" ] || continue
+        keep=no
+        for name in "$@"; do [ "${f##*/}" = "$name" ] && keep=yes; done
+        [ $keep = yes ] || rm -rf -- "$f"
+    done
+    for name in "$@"; do
+        cp -p -- "$dir/$name" "$to/.$name.new"
+        mv -- "$to/.$name.new" "$to/$name"
+    done
+}
+
 make_secret agent-token 0600
 make_secret grafana-admin-password 0440
 make_secret influx-admin-password 0600
 make_secret influx-writer-password 0600
 make_secret influx-reader-password 0440
+
+if [ -n "$shares" ]; then
+    share agents agent-token
+    share client agent-token influx-writer-password
+    share influxdb influx-admin-password influx-writer-password influx-reader-password
+    share grafana grafana-admin-password influx-reader-password
+    echo "secrets: each service's share written"
+fi

@@ -14,8 +14,9 @@ import argparse
 import statistics
 
 from clarke.link.opensand.mapping import RTT_OVERHEAD_MS
-from clarke.run import linkcheck
-from clarke.run.session import Session
+from clarke.run.linkcheck import check as linkcheck
+from clarke.run.session.session import Session
+from clarke.run.session.settings import ROLES_ONLY
 from clarke.testbed import lifecycle
 from clarke.testbed.substrate import NetnsSubstrate
 
@@ -50,11 +51,11 @@ def main() -> None:
     low, high = (2 * v + RTT_OVERHEAD_MS for v in LEVELS_MS)
     lifecycle.up(SQUARE, args.id, link="opensand")
     try:
-        session = Session(NetnsSubstrate(args.id), [], engine="selenium", roles_only=True)
+        session = Session(NetnsSubstrate(args.id), [], ROLES_ONLY)
         session.start(SQUARE)
         try:
             count = round(args.seconds / INTERVAL_S)
-            rtts = linkcheck.ping(session.probe(), count=count, interval=INTERVAL_S).rtts_ms
+            rtts = linkcheck.ping(session.link().probe(), count=count, interval=INTERVAL_S).rtts_ms
         finally:
             session.close()
     finally:

@@ -8,6 +8,7 @@ import json
 import subprocess
 from pathlib import Path
 
+from clarke.campaign.dimensions import HTTP
 from clarke.place.plan import MAX_ID, plan
 from clarke.results.record import RunRecord
 
@@ -64,7 +65,7 @@ def check_capture(results: Path, r: RunRecord) -> None:
         if p.st_lan.address("client") in by_source and p.gw_lan.address("server") in by_source
     )
     client_ip, server_ip = p.st_lan.address("client"), p.gw_lan.address("server")
-    requests = decrypted_requests(pcap, keylog, r.http, client_ip)
+    requests = decrypted_requests(pcap, keylog, r.cell[HTTP], client_ip)
     forward, ret = r.metrics["link_bytes_forward"], r.metrics["link_bytes_return"]
     print(
         f"{r.run_id}: pcap {pcap.stat().st_size} B, {capture['pcap']['packets_captured']} "
@@ -76,7 +77,7 @@ def check_capture(results: Path, r: RunRecord) -> None:
     assert abs(by_source[server_ip] - forward) <= IN_FLIGHT_PACKETS * MTU
     assert abs(by_source[client_ip] - ret) <= IN_FLIGHT_PACKETS * MTU
     qlogs = sorted((folder / "qlog").glob("*.sqlog")) if (folder / "qlog").is_dir() else []
-    if r.http == "3":
+    if r.cell[HTTP] == "3":
         assert qlogs, capture["files"]
         for q in qlogs:
             records = [json.loads(x) for x in q.read_bytes().split(b"\x1e") if x.strip()]

@@ -6,13 +6,19 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
+from typing import Any
 
 from clarke import schema
+from clarke.browser.load import LoadResult
+from clarke.campaign.cross import CrossTraffic
+from clarke.campaign.dimensions import CC, PROFILE, Cell
 from clarke.campaign.model import Campaign
-from clarke.campaign.plan import ShardBy, expand, shard_numbers
+from clarke.campaign.plan import Run, ShardBy, expand, shard_numbers
+from clarke.errors import ClarkeError
 from clarke.results import store
 from clarke.results.journal import Journal
 from clarke.results.record import RunRecord, Status
+from clarke.vocab import PEP_NONE
 
 BASE = dt.datetime(2026, 11, 22, 12, 0, 0, tzinfo=dt.UTC)
 # Recorded campaigns: recorded-lan predates per-connection rows; recorded-connections has them.
@@ -115,3 +121,61 @@ def dockerfile_instructions(path: Path) -> list[tuple[str, str]]:
         out.append((word.upper(), rest.strip()))
     assert not pending, f"{path} ends in a continuation"
     return out
+
+
+def moved(r: RunRecord, **values: object) -> RunRecord:
+    """`r` in another cell: the dimensions named (by record field) take these values."""
+    return r.model_copy(update={"cell": Cell.parse({**r.cell.record(), **values})})
+
+
+class FakeSession:
+    """A testbed as the loop sees it. `script`: per run id, what each attempt does: "ok",
+    "fail" (a failed load), "down" (the testbed does not answer)."""
+
+    def __init__(self, script: dict[str, list[str]] | None = None) -> None:
+        self.implementations = {"link": "satlink", "server": "origin", "client": "firefox"}
+        self.script = {k: list(v) for k, v in (script or {}).items()}
+        self.profile: str | None = None
+        self.cc: str | None = None
+        self.applied: list[tuple[str, str]] = []
+        self.events: list[str] = []
+
+    def versions(self) -> dict[str, str]:
+        return {"clarke": "test"}
+
+    def ensure_profile(self, name: str) -> object:
+        if name != self.profile:
+            self.profile = name
+            self.applied.append(("profile", name))
+        return None
+
+    def ensure_cross(self, spec: CrossTraffic, page: str = "") -> None:
+        assert not spec.active
+
+    def ensure_pep(self, name: str, cc: str) -> object:
+        assert name == PEP_NONE
+        return None
+
+    def ensure_cc(self, cc: str) -> object:
+        if cc != self.cc:
+            self.cc = cc
+            self.applied.append(("cc", cc))
+        return None
+
+    def check_link(self, profile: str, phase: str, level: str) -> dict[str, Any]:
+        self.ensure_profile(profile)
+        self.events.append(f"{phase} {profile}")
+        return {"phase": phase, "profile": profile, "passed": True}
+
+    def load(
+        self, run: Run, attempt: int, next_run: Run | None = None
+    ) -> tuple[LoadResult, dict[str, Any]]:
+        assert self.profile == run.cell[PROFILE] and self.cc == run.cell[CC]
+        what = (self.script.get(run.run_id) or ["ok"]).pop(0)
+        self.events.append(f"load {run.run_id} {what}")
+        if what == "down":
+            raise ClarkeError("client agent at http://x: ConnectError")
+        if what == "fail":
+            return LoadResult.failed("selenium", "asked for h2, fell back to http/1.1"), {}
+        ok = LoadResult(status=Status.ok, engine="selenium", metrics={"plt_ms": 100.0})
+        return ok, {"link": {"profile": run.cell[PROFILE], "profile_sha256": "f" * 64}}

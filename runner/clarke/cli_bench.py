@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import get_args
+from typing import Any, get_args
 
 import click
 
 from clarke import profiles, registry
 from clarke.place import netns
-from clarke.run import bench_link, bench_load
+from clarke.run.bench import link as bench_link
+from clarke.run.bench import load as bench_load
 from clarke.vocab import ENGINES, HTTP_VERSIONS, StartAhead
 
 
@@ -99,7 +100,7 @@ def validate(
     echo loss and where in a slot it falls, the steps of each slot's RTT floor, and the
     rate each way; printed beside the published figures the profile declares under
     `validation:` (docs/validation.md)."""
-    from clarke.run import validate as v
+    from clarke.run.bench import validate as v
 
     profiles.read(profile)  # a bad name or file: exit 2 before anything is built
     if int(duration / interval) > 65_000:
@@ -108,10 +109,12 @@ def validate(
             param_hint="--duration/--interval",
         )
     netns.require_root_and_tun()
+    options = v.ValidateOptions(
+        link, duration, interval, rate_duration, max_offered_mbps, rates=not no_rates
+    )
     result = v.measure(
-        profile, link, duration, interval, rate_duration, max_offered_mbps, not no_rates,
-        progress=lambda text: click.echo(f"{profile}: {text}", err=True),
-    )  # fmt: skip
+        profile, options, progress=lambda text: click.echo(f"{profile}: {text}", err=True)
+    )
     if out:
         out.write_text(json.dumps(result, indent=2, default=str))
     click.echo(json.dumps(result, indent=2, default=str) if as_json else v.render(result, markdown))
@@ -145,22 +148,16 @@ def validate(
     "page at idle priority (docs/running.md).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
-def load_overhead(
-    engines: tuple[str, ...],
-    n: int,
-    page: str,
-    http: str,
-    profile: str,
-    testbed_id: int | None,
-    breakdown: bool,
-    start_ahead: StartAhead,
-    as_json: bool,
-) -> None:
+def load_overhead(**given: Any) -> None:
     """Harness overhead per load (wall time minus PLT, median of N) for each engine."""
+    g = given
     fig = bench_load.harness_overhead(
-        list(engines or ENGINES), n, page, http, profile, testbed_id, start_ahead
+        list(g["engines"] or ENGINES), g["n"], g["page"], g["http"], g["profile"],
+        g["testbed_id"], g["start_ahead"],
+    )  # fmt: skip
+    click.echo(
+        json.dumps(fig, indent=2) if g["as_json"] else bench_load.render(fig, g["breakdown"])
     )
-    click.echo(json.dumps(fig, indent=2) if as_json else bench_load.render(fig, breakdown))
 
 
 @bench.command("compare-power")
@@ -184,27 +181,12 @@ def load_overhead(
 @click.option("--threshold", default=0.10, show_default=True)
 @click.option("--alpha", default=0.05, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
-def compare_power(
-    recorded: Path,
-    ns: tuple[int, ...],
-    families: tuple[int, ...],
-    trials: int,
-    power: float,
-    threshold: float,
-    alpha: float,
-    as_json: bool,
-) -> None:
+def compare_power(recorded: Path, **given: Any) -> None:
     """Minimum PLT slowdown `clarke compare` detects with n loads per cell, simulated by
     subsampling real recorded loads and injecting slowdowns (prints figures)."""
-    from clarke.run.bench_power import figures, render  # scipy: slow to import
+    from clarke.run.bench.power import Trials, figures, render  # scipy: slow to import
 
-    f = figures(
-        recorded,
-        list(ns or (5, 8, 10)),
-        list(families or (1, 12, 24)),
-        trials=trials,
-        power=power,
-        threshold=threshold,
-        alpha=alpha,
-    )
-    click.echo(json.dumps(f, indent=2) if as_json else render(f))
+    how = Trials(count=given["trials"], threshold=given["threshold"], alpha=given["alpha"])
+    ns, families = list(given["ns"] or (5, 8, 10)), list(given["families"] or (1, 12, 24))
+    f = figures(recorded, ns, families, how, given["power"])
+    click.echo(json.dumps(f, indent=2) if given["as_json"] else render(f))

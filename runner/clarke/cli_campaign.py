@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from clarke import profiles, registry
+from clarke.campaign.dimensions import CONNECTIONS, PROFILE
 from clarke.campaign.plan import plan_file, read_campaign
 from clarke.vocab import CONGESTION_CONTROLS, HTTP_VERSIONS
 
@@ -29,7 +30,7 @@ def validate(file: Path) -> None:
     bad field."""
     c = read_campaign(file)
     registry.check_names(c, str(file))
-    names = sorted({p for _, _, m in c.matrices() for p in m.profiles})
+    names = sorted(c.values(PROFILE))
     on = []
     for link_name, server_name in c.implementations.combinations():
         link, server = registry.get("link", link_name), registry.get("server", server_name)
@@ -66,14 +67,18 @@ def plan(file: Path, seed: int | None, as_json: bool) -> None:
         )
         return
     for r in p.runs:
-        click.echo(
-            f"{r.index:>5}  {r.run_id:<40} profile={r.profile} http={r.http} cc={r.cc} "
-            f"page={r.page} rep={r.repetition} conns={r.connections} browser={r.browser} "
-            f"cross={r.cross_traffic} "
-            + (f"pep={r.pep} " if p.campaign.varies_pep else "")
-            + f"scenarios={','.join(r.scenarios)}"
+        # Each dimension as the record names it; the optional ones where a matrix gives
+        # them or their value is not the default.
+        shown = " ".join(
+            f"{d.name}={d.text(v)}"
+            for d, v in r.cell.items()
+            if d.required or p.campaign.varies(d) or d.name == CONNECTIONS.name
         )
-    per_profile = Counter(r.profile for r in p.runs)
+        click.echo(
+            f"{r.index:>5}  {r.run_id:<40} {shown} rep={r.repetition} "
+            f"scenarios={','.join(r.scenarios)}"
+        )
+    per_profile = Counter(r.cell[PROFILE] for r in p.runs)
     order = p.campaign.order.value + (f" (seed {p.seed})" if p.seed is not None else "")
     cells = len({r.cell for r in p.runs})
     click.echo(

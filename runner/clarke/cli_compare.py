@@ -56,7 +56,7 @@ def compare(
 
     Exits 1 when a cell is slower beyond the threshold and significant, 2 on unusable
     input (different campaigns, cells missing or without successful loads), else 0."""
-    from clarke.run.compare import (  # scipy: slow to import
+    from clarke.run.compare.cells import (  # scipy: slow to import
         Verdict,
         compare_records,
         markdown,
@@ -90,7 +90,7 @@ def compare(
             else ("green" if m.verdict is Verdict.faster else "")
         )
         t.add_row(
-            "/".join(m.cell),
+            m.cell.path,
             m.metric,
             f"{m.median_baseline:,.1f}",
             f"{m.median_current:,.1f}",
@@ -110,8 +110,6 @@ def compare(
             f.write(markdown(c))
     slower = [cell for cell, v in c.cells().items() if v is Verdict.slower]
     if slower:
-        click.echo(
-            f"REGRESSION in {len(slower)} cell(s): " + ", ".join("/".join(s) for s in slower)
-        )
+        click.echo(f"REGRESSION in {len(slower)} cell(s): " + ", ".join(s.path for s in slower))
         sys.exit(1)
     click.echo("no regression")

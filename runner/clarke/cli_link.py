@@ -4,6 +4,7 @@ rain fade through DVB-S2 ACM, recorded traces); docs/schedules.md."""
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -14,8 +15,9 @@ import click
 from pydantic import ValidationError
 
 from clarke import profiles, schema
+from clarke.cli_types import FiniteFloat
 from clarke.errors import InputError, ValidationFailed
-from clarke.schedules import End, Schedule, rainfade, traces
+from clarke.schedules import End, Schedule, limits, rainfade, traces
 from clarke.schedules import files as schedule_files
 from clarke.schema import problems_of
 
@@ -68,7 +70,9 @@ def validate(target: str, as_json: bool) -> None:
     index and the field of every problem."""
     path = Path(target)
     if path.suffix in (".yaml", ".yml") and path.is_file():
-        data = schema.read_yaml(path)
+        data = schema.read_yaml(
+            path, limits.max_file_bytes(), limits.HOW_TO_RAISE, limits.count_steps
+        )
         if isinstance(data, dict) and "steps" in data:
             sched = schedule_files.read(path)
             click.echo(f"{path}: valid schedule, {len(sched.steps)} steps, end {sched.end.value}")
@@ -95,11 +99,11 @@ def validate(target: str, as_json: bool) -> None:
 @click.option(
     "--start", help="Window start, UTC, ISO 8601 (default: the newest TLE epoch, to the minute)."
 )
-@click.option("--duration-s", type=click.FloatRange(min=1), default=600.0, show_default=True)
-@click.option("--slot-s", type=click.FloatRange(min=0.1), default=15.0, show_default=True)
-@click.option("--min-elevation-deg", type=click.FloatRange(0, 90), default=25.0, show_default=True)
+@click.option("--duration-s", type=FiniteFloat(min=1), default=600.0, show_default=True)
+@click.option("--slot-s", type=FiniteFloat(min=0.1), default=15.0, show_default=True)
+@click.option("--min-elevation-deg", type=FiniteFloat(0, 90), default=25.0, show_default=True)
 @click.option(
-    "--handover-outage-ms", type=click.FloatRange(min=0), default=0.0, show_default=True,
+    "--handover-outage-ms", type=FiniteFloat(min=0), default=0.0, show_default=True,
     help="Cut the link this long when the serving satellite changes.",
 )  # fmt: skip
 @ID_OPTION
@@ -123,6 +127,10 @@ def leo_command(
     # built before sgp4 was a dependency) imports this module; only this one needs SGP4.
     from clarke.schedules import leo
 
+    limits.check_count(
+        math.ceil(duration_s / slot_s), f"--duration-s {duration_s:g} in slots of {slot_s:g} s",
+        "slots",
+    )  # fmt: skip
     tles = leo.read_tles(tle_file)
     opts = leo.Options(
         terminal=leo.Site.parse(terminal, "--terminal"),
@@ -283,9 +291,15 @@ def _wrap_lines(items: list[tuple[str, str]], width: int) -> list[str]:
 
 @schedule.command("rain-fade")
 @click.option("--csv", "csv_file", type=IN_FILE, help="Attenuation series: t_s,attenuation_db.")
-@click.option("--depth-db", type=float, help="A synthetic fade: its deepest attenuation (dB).")
-@click.option("--duration-s", type=float, help="A synthetic fade: how long it lasts.")
-@click.option("--fade-start-s", type=float, default=60.0, show_default=True)
+@click.option(
+    "--depth-db", type=FiniteFloat(min=0), help="A synthetic fade: its deepest attenuation (dB)."
+)
+@click.option(
+    "--duration-s",
+    type=FiniteFloat(min=0, min_open=True),
+    help="A synthetic fade: how long it lasts.",
+)
+@click.option("--fade-start-s", type=FiniteFloat(min=0), default=60.0, show_default=True)
 @click.option(
     "--shape",
     type=click.Choice([s.value for s in rainfade.Shape]),
@@ -293,18 +307,23 @@ def _wrap_lines(items: list[tuple[str, str]], width: int) -> list[str]:
     show_default=True,
 )
 @click.option(
-    "--length-s", type=float,
+    "--length-s", type=FiniteFloat(min=0, min_open=True),
     help="The schedule's length (default: the fade and 60 s after it; a CSV's last row "
     "held one interval).",
 )  # fmt: skip
-@click.option("--step-s", type=float, default=1.0, show_default=True, help="Sampling of a fade.")
-@click.option("--symbol-rate-mbaud", type=click.FloatRange(min=0.001), required=True)
-@click.option("--clear-sky-esn0-db", type=float, required=True, help="Es/N0 without rain (dB).")
-@click.option("--margin-db", type=click.FloatRange(min=0), default=0.0, show_default=True)
+@click.option(
+    "--step-s", type=FiniteFloat(min=0, min_open=True), default=1.0, show_default=True,
+    help="Sampling of a fade.",
+)  # fmt: skip
+@click.option("--symbol-rate-mbaud", type=FiniteFloat(min=0.001), required=True)
+@click.option(
+    "--clear-sky-esn0-db", type=FiniteFloat(), required=True, help="Es/N0 without rain (dB)."
+)
+@click.option("--margin-db", type=FiniteFloat(min=0), default=0.0, show_default=True)
 @click.option("--direction", type=click.Choice(["forward", "return"]), default="forward")
 @click.option("--end", type=click.Choice([e.value for e in End]), default="loop", show_default=True)
 @click.option(
-    "--slot-s", type=click.FloatRange(min=0, min_open=True),
+    "--slot-s", type=FiniteFloat(min=0, min_open=True),
     help="The schedule's slot_s: a campaign's slot_phase places loads in it and the report "
     "draws PLT against it. With the loop's length, each load's phase is its place in the "
     "fade.",
@@ -375,13 +394,13 @@ def rain_fade(
 @click.option("--forward", "forward_file", type=IN_FILE, help="The forward direction's trace.")
 @click.option("--return", "return_file", type=IN_FILE, help="The return direction's trace.")
 @click.option(
-    "--interval-s", type=click.FloatRange(min=0.001), default=1.0, show_default=True,
+    "--interval-s", type=FiniteFloat(min=0.001), default=1.0, show_default=True,
     help="mahimahi: the interval a rate is averaged over.",
 )  # fmt: skip
 @click.option("--end", type=click.Choice([e.value for e in End]), default="loop", show_default=True)
 @click.option(
     "--length-s",
-    type=float,
+    type=FiniteFloat(min=0, min_open=True),
     help="csv: the loop's length (default: the last row held one interval).",
 )
 @ID_OPTION

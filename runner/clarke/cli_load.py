@@ -12,13 +12,21 @@ from clarke import profiles, registry
 from clarke.browser.client import Firefox
 from clarke.browser.load import CHROMIUM_CONNECTIONS
 from clarke.browser.prefs import check_override
+from clarke.campaign.dimensions import BROWSER, CC, CONNECTIONS, HTTP, PEP, PROFILE
+from clarke.cli_dimensions import option
 from clarke.errors import InputError
 from clarke.pages.models import Registry
 from clarke.results.record import Status
-from clarke.run.captures import CaptureMode, CapturePolicy, check_substrate
-from clarke.run.session import Session
+from clarke.run.session.captures import (
+    CaptureMode,
+    CapturePolicy,
+    check_substrate,
+    prepare_dir,
+)
+from clarke.run.session.session import Session
+from clarke.run.session.settings import PageLoad, SessionSettings
 from clarke.testbed.substrate import NetnsSubstrate
-from clarke.vocab import CONGESTION_CONTROLS, ENGINES, HTTP_VERSIONS, PEP_NONE, HttpVersion
+from clarke.vocab import ENGINES, PEP_NONE, Browser, CongestionControl, Engine, HttpVersion
 
 
 def _page_help() -> str:
@@ -59,21 +67,10 @@ def parse_prefs(items: tuple[str, ...]) -> dict[str, bool | int]:
 
 
 @click.command()
-@click.option("--profile", default="geo", show_default=True, help=profiles.help_text())
-@click.option(
-    "--http",
-    "http",
-    type=click.Choice(HTTP_VERSIONS),
-    default="2",
-    show_default=True,
-    help="HTTP version to force and verify.",
-)
-@click.option(
-    "--cc",
-    type=click.Choice(CONGESTION_CONTROLS),
-    default="bbr",
-    show_default=True,
-    help="The server's congestion control (QUIC: reno means NewReno).",
+@option(PROFILE, default="geo", show_default=True, more_help=profiles.help_text())
+@option(HTTP, default=HttpVersion.h2.value, show_default=True)
+@option(
+    CC, default=CongestionControl.bbr.value, show_default=True, more_help="QUIC: reno is NewReno"
 )
 @click.option(
     "--page",
@@ -84,21 +81,20 @@ def parse_prefs(items: tuple[str, ...]) -> dict[str, bool | int]:
 @click.option(
     "--engine",
     type=click.Choice(ENGINES),
-    default="selenium",
+    default=Engine.selenium.value,
     show_default=True,
 )
-@click.option(
-    "--browser",
-    type=click.Choice(registry.names("client")),
-    default="firefox",
+@option(
+    BROWSER,
+    choices=registry.names("client"),
+    default=Browser.firefox.value,
     show_default=True,
-    help=registry.help_text("client"),
+    more_help=registry.help_text("client"),
 )
-@click.option(
-    "--connections",
+@option(
+    CONNECTIONS,
     type=click.IntRange(1, 256),
-    help="Connections per server (default: 1 for HTTP/1.1 as in the study, else 6; "
-    "Chromium: 6, fixed).",
+    more_help="Default: 1 for HTTP/1.1 as in the study, else 6; Chromium: 6, fixed",
 )
 @click.option("--firefox", help="Firefox binary: firefox-nightly, firefox, firefox-esr or a path.")
 @click.option(
@@ -127,21 +123,20 @@ def parse_prefs(items: tuple[str, ...]) -> dict[str, bool | int]:
     help="The server's implementation (default origin; with --testbed: the testbed's). "
     + registry.help_text("server"),
 )
-@click.option(
-    "--pep",
-    type=click.Choice((PEP_NONE, *registry.names("pep"))),
+@option(
+    PEP,
+    choices=(PEP_NONE, *registry.names("pep")),
     default=PEP_NONE,
     show_default=True,
-    help="A performance-enhancing proxy at terminal and gateway, verified (docs/peps.md). "
-    + registry.help_text("pep"),
+    more_help="Verified (docs/peps.md). " + registry.help_text("pep"),
 )
 @click.option(
     "--capture",
     "capture_dir",
     type=click.Path(path_type=Path, file_okay=False),
-    help="Keep a capture of the load in this directory (made if missing; must be empty): "
-    "the satellite hop's packets (link.pcap), the browser's TLS key log (keys.log) and, "
-    "for HTTP/3, qlog files. docs/captures.md says how to open them.",
+    help="Keep a capture of the load in this directory (made 0700 if missing; must be "
+    "empty): the satellite hop's packets (link.pcap), the browser's TLS key log (keys.log) "
+    "and, for HTTP/3, qlog files, each 0600. docs/captures.md says how to open them.",
 )
 @click.option(
     "--capture-max-mb",
@@ -182,7 +177,7 @@ def load(
         link_impl.check_profile(profiles.read(profile), f"link profile {profile!r}")
     else:
         profiles.read(profile)
-    if browser == "firefox":
+    if browser == Browser.firefox:
         Firefox(firefox).check_environment()
     else:
         registry.get("client", browser).check_environment()
@@ -198,24 +193,22 @@ def load(
     capture = None
     if capture_dir is not None:
         check_substrate(CaptureMode.all, "netns")
-        if capture_dir.exists() and any(capture_dir.iterdir()):
-            raise InputError(f"--capture {capture_dir}: the directory is not empty")
+        prepare_dir(capture_dir)
         capture = CapturePolicy(CaptureMode.all, capture_dir, capture_max_mb * 1_000_000, flat=True)
     conns = connections or (
-        CHROMIUM_CONNECTIONS if browser == "chromium" else HttpVersion(http).default_connections
+        CHROMIUM_CONNECTIONS
+        if browser == Browser.chromium
+        else HttpVersion(http).default_connections
     )
     started = time.monotonic()
     substrate = NetnsSubstrate(testbed_id, link, server, firefox=firefox)
-    session = Session(
-        substrate, [page], engine=engine, firefox=firefox, capture=capture, browser=browser
-    )
+    settings = SessionSettings(engine=engine, firefox=firefox, capture=capture, browser=browser)
+    session = Session(substrate, [page], settings)
     with session.start(profile) as s:
         s.ensure_profile(profile)
         s.ensure_cc(cc)
         s.ensure_pep(pep, cc)
-        result, details = s.load_page(
-            page, http, cc, conns, overrides, capture_label="load", pep=pep
-        )
+        result, details = s.load_page(PageLoad(page, http, cc, conns, pep, prefs=overrides))
         implementations, applied = s.implementations, [a.to_dict() for a in s.applied]
     wall_ms = (time.monotonic() - started) * 1000
     m = {**result.metrics, **{k: v for k, v in details["metrics"].items() if v is not None}}

@@ -55,8 +55,8 @@ def _by_implementation(top: Path, out: Path | None) -> None:
     from rich.table import Table
 
     from clarke.errors import InputError
-    from clarke.run import implementation_table as implementations
-    from clarke.run.implementations import is_top_directory
+    from clarke.run.implementations import table as implementations
+    from clarke.run.implementations.several import is_top_directory
 
     if not is_top_directory(top):
         raise InputError(

@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
-import json
+import os
 import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
 
 from clarke import registry
-from clarke.campaign.plan import ShardBy
+from clarke.campaign.plan import CampaignPlan, ShardBy
 from clarke.errors import InputError
+from clarke.ids import IdParam
 from clarke.results import store
 from clarke.vocab import SUBSTRATES
+
+if TYPE_CHECKING:
+    from clarke.run.campaign.options import RunOptions
 
 
 @click.command()
@@ -51,7 +56,10 @@ from clarke.vocab import SUBSTRATES
     "docs/running.md.",
 )
 @click.option(
-    "--campaign-id", help="Campaign id (default: <name>-<UTC time>); give every shard the same one."
+    "--campaign-id",
+    type=IdParam(),
+    help="Campaign id (default: <name>-<UTC time>), a name (letters, digits, '.', '_', '-'), "
+    "not a path; give every shard the same one.",
 )
 @click.option(
     "--results",
@@ -113,23 +121,7 @@ from clarke.vocab import SUBSTRATES
     show_default=True,
     help="Per load: the most MB of pcap, and of key log and qlog files together.",
 )
-def run(
-    campaign_file: Path,
-    influx_url: str | None,
-    resume: Path | None,
-    shard: str | None,
-    shard_by: str | None,
-    parallel: int | None,
-    campaign_id: str | None,
-    results_base: Path,
-    testbed_id: int | None,
-    substrate: str,
-    link_check: str,
-    link: str | None,
-    server: str | None,
-    capture: str,
-    capture_max_mb: int,
-) -> None:
+def run(campaign_file: Path, **given: Any) -> None:
     """Run CAMPAIGN_FILE on a testbed: every run of its plan (or of one shard), each
     verified and recorded in the journal and InfluxDB, then a summary per matrix cell.
 
@@ -138,76 +130,81 @@ def run(
     bad input, 3 when a part is missing (checked before anything runs)."""
     # Here, not at the top: the summaries' statistics (scipy) take a second to import,
     # which every other command (and every role's agent) would pay.
-    from clarke.run.campaign import none_succeeded, print_outcome, run_campaign
-    from clarke.run.captures import CaptureMode
+    from clarke.campaign.plan import plan_file
 
+    given = dict(given)
+    parallel: int | None = given.pop("parallel")
     console = Console(stderr=False, width=200)
-    check_parallel_options(parallel, shard, shard_by, resume, testbed_id, substrate, capture)
+    check_parallel_options(parallel, given)
+    options = _options(given)
+    # The campaign, read and planned once: everything below takes this plan.
+    plan = plan_file(campaign_file)
+    several = _several_implementations(plan, options)
     if parallel is not None and parallel > 1:
-        if _several_implementations(campaign_file, None, link, server):
+        if several:
             raise InputError(
                 f"--parallel {parallel}: the campaign lists several implementations; pin "
                 "one with --link and --server (a campaign on several implementations runs "
                 "each on a new testbed in turn)"
             )
-        _run_parallel(
-            campaign_file, parallel, influx_url, resume, campaign_id, results_base,
-            link_check, link, server, console,
-        )  # fmt: skip
+        _run_parallel(plan, parallel, options, console)
         return
-    if _several_implementations(campaign_file, resume, link, server):
-        if shard or testbed_id is not None or substrate != "netns" or capture != "none":
+    if several:
+        if (
+            options.shard
+            or options.testbed_id is not None
+            or options.substrate != "netns"
+            or (options.capture != "none")
+        ):
             raise InputError(
                 "a campaign on several implementations runs each on a new netns testbed: "
                 "--shard, --testbed, --substrate compose and --capture take one (pin it "
                 "with --link and --server)"
             )
-        _run_implementations(
-            campaign_file, influx_url, resume, campaign_id, results_base, link_check, link,
-            server, console,
-        )  # fmt: skip
+        _run_implementations(plan, options, console)
         return
+    _run_one(plan, options, console)
+
+
+def _options(given: dict[str, Any]) -> RunOptions:
+    """The options as one value (clarke.run.campaign.options)."""
+    from clarke.run.campaign.options import RunOptions, Shard
+    from clarke.run.session.captures import CaptureMode
+
+    shard = given.pop("shard")
+    shard_by = ShardBy(given.pop("shard_by") or ShardBy.run_index.value)
+    capture = CaptureMode(given.pop("capture"))
+    capture_max_bytes = given.pop("capture_max_mb") * 1_000_000
+    return RunOptions(
+        **given,
+        shard=Shard.parse(shard, shard_by) if shard else None,
+        capture=capture,
+        capture_max_bytes=capture_max_bytes,
+    )
+
+
+def _run_one(plan: CampaignPlan, options: RunOptions, console: Console) -> None:
+    from clarke.run.campaign.run import none_succeeded, print_outcome, run_campaign
+
     with _sigterm_as_interrupt():
-        results_dir, outcome, records, runs = run_campaign(
-            campaign_file,
-            influx_url=influx_url,
-            resume=resume,
-            shard=shard,
-            results_base=results_base,
-            campaign_id=campaign_id,
-            testbed_id=testbed_id,
-            console=console,
-            link_check=link_check,
-            substrate=substrate,
-            link=link,
-            server=server,
-            capture=CaptureMode(capture),
-            capture_max_bytes=capture_max_mb * 1_000_000,
-            shard_by=ShardBy(shard_by or ShardBy.run_index.value),
-        )
-    print_outcome(results_dir, outcome, records, console)
-    if outcome.interrupted:
+        done = run_campaign(plan, options, console)
+    print_outcome(done.results_dir, done.outcome, done.records, console)
+    if done.outcome.interrupted:
         sys.exit(130)
-    if outcome.aborted:
+    if done.outcome.aborted:
         sys.exit(1)
-    if none_succeeded(runs, records):
+    if none_succeeded(done.runs, done.records):
         console.print("[red]no run got a successful load[/]")
         sys.exit(1)
 
 
-def check_parallel_options(
-    parallel: int | None,
-    shard: str | None,
-    shard_by: str | None,
-    resume: Path | None,
-    testbed_id: int | None,
-    substrate: str,
-    capture: str,
-) -> None:
+def check_parallel_options(parallel: int | None, given: dict[str, Any]) -> None:
     """What --parallel (and --shard-by) cannot be combined with: exit 2, naming the
     options, before anything is read or started."""
-    from clarke.run.parallel import is_parallel_dir
+    from clarke.run.parallel.testbeds import is_parallel_dir
 
+    shard, shard_by, resume = given["shard"], given["shard_by"], given["resume"]
+    capture = given["capture"]
     if shard_by is not None and not shard:
         raise InputError(f"--shard-by {shard_by} slices the plan for --shard; give --shard i/N")
     if parallel is None or parallel == 1:
@@ -219,10 +216,18 @@ def check_parallel_options(
         return
     if parallel < 1:
         raise InputError(f"--parallel {parallel}: the number of testbeds must be 1 or more")
+    cpus = len(os.sched_getaffinity(0))
+    if parallel > cpus:
+        raise InputError(
+            f"--parallel {parallel}: at most {cpus} here, one testbed per CPU this process may "
+            f"use: with more, testbeds share CPUs and their loads' times measure each other's "
+            "work, not the link (and every testbed holds a browser, five agents and a link "
+            "emulator in memory)"
+        )
     clashes = [
         ("--shard", shard is not None),
-        ("--testbed", testbed_id is not None),
-        ("--substrate compose", substrate != "netns"),
+        ("--testbed", given["testbed_id"] is not None),
+        ("--substrate compose", given["substrate"] != "netns"),
         ("--capture", capture != "none"),
     ]
     named = [name for name, given in clashes if given]
@@ -234,40 +239,18 @@ def check_parallel_options(
         )
 
 
-def _run_parallel(
-    campaign_file: Path,
-    count: int,
-    influx_url: str | None,
-    resume: Path | None,
-    campaign_id: str | None,
-    results_base: Path,
-    link_check: str,
-    link: str | None,
-    server: str | None,
-    console: Console,
-) -> None:
-    from clarke.run.parallel import print_parallel_outcome, run_parallel
+def _run_parallel(plan: CampaignPlan, count: int, options: RunOptions, console: Console) -> None:
+    from clarke.run.parallel.testbeds import print_parallel_outcome, run_parallel
 
     with _sigterm_as_interrupt():
-        outcome = run_parallel(
-            campaign_file,
-            count,
-            influx_url=influx_url,
-            resume=resume,
-            results_base=results_base,
-            campaign_id=campaign_id,
-            link_check=link_check,
-            link=link,
-            server=server,
-            console=console,
-        )
+        outcome = run_parallel(plan, count, options, console)
     print_parallel_outcome(outcome, console)
     if outcome.interrupted:
         sys.exit(130)
     if outcome.failed_lanes or outcome.merged is None:
         sys.exit(1)
     meta = store.read_meta(outcome.merged)
-    planned = len(json.loads((outcome.merged / store.PLAN).read_text())["runs"])
+    planned = len(store.read_plan(outcome.merged).runs)
     if len(meta.get("missing_runs") or []) == planned:
         console.print("[red]no run got a successful load[/]")
         sys.exit(1)
@@ -288,41 +271,19 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _several_implementations(
-    campaign_file: Path, resume: Path | None, link: str | None, server: str | None
-) -> bool:
-    from clarke.run.implementations import is_top_directory, wanted_combinations
+def _several_implementations(plan: CampaignPlan, options: RunOptions) -> bool:
+    from clarke.run.implementations.several import is_top_directory, wanted_combinations
 
-    if resume is not None:
-        return is_top_directory(resume)
-    return len(wanted_combinations(campaign_file, link, server)) > 1
+    if options.resume is not None:
+        return is_top_directory(options.resume)
+    return len(wanted_combinations(plan, options)) > 1
 
 
-def _run_implementations(
-    campaign_file: Path,
-    influx_url: str | None,
-    resume: Path | None,
-    campaign_id: str | None,
-    results_base: Path,
-    link_check: str,
-    link: str | None,
-    server: str | None,
-    console: Console,
-) -> None:
-    from clarke.run.implementations import State, run_implementations
+def _run_implementations(plan: CampaignPlan, options: RunOptions, console: Console) -> None:
+    from clarke.run.implementations.several import State, run_implementations
 
     with _sigterm_as_interrupt():
-        top, index, interrupted = run_implementations(
-            campaign_file,
-            influx_url=influx_url,
-            resume=resume,
-            results_base=results_base,
-            campaign_id=campaign_id,
-            console=console,
-            link_check=link_check,
-            link=link,
-            server=server,
-        )
+        top, index, interrupted = run_implementations(plan, options, console)
     for combo in index.combinations:
         where = f" in {combo.results}" if combo.results else ""
         why = f": {combo.reason}" if combo.reason else ""

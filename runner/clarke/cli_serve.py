@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -67,34 +68,25 @@ def _implementation_help() -> str:
     "--check", is_flag=True, help="Only ask the role's agent for /health: exit 0 if it answers."
 )
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def serve(
-    role: str,
-    implementation: str | None,
-    testbed_id: int | None,
-    run_dir: Path | None,
-    pages_dir: Path | None,
-    pki_dir: Path | None,
-    profile: str | None,
-    token_file: Path,
-    firefox: str | None,
-    check: bool,
-    command: tuple[str, ...],
-) -> None:
+def serve(role: str, command: tuple[str, ...], **given: Any) -> None:
     """Run ROLE in its place: its implementation and its role agent on the mgmt network,
     until stopped. Addresses come from the testbed plan. `clarke serve client --
     COMMAND...` sets up the compose client container's network and runs COMMAND (the
     campaign) in its place."""
     logging.getLogger().setLevel(logging.WARNING)
-    if check:
+    testbed_id: int | None = given["testbed_id"]
+    firefox: str | None = given["firefox"]
+    if given["check"]:
         sys.exit(health.main([role]))
     if command:
         if role != "client":
             raise click.UsageError(f"the {role} role takes no command")
         container.exec_client(compose_plan(), list(command))
-    place = place_for(role, testbed_id, Dirs(run_dir, pages_dir, pki_dir))
+    dirs = Dirs(given["run_dir"], given["pages_dir"], given["pki_dir"])
+    place = place_for(role, testbed_id, dirs)
     # On netns, `up` configures the link through the agents; a CLARKE_PROFILE in the
     # environment that started it must not make the link apply a profile twice.
     if firefox and role != "client":
         raise click.UsageError("--firefox is an option of the client role")
-    link_profile = None if testbed_id is not None else profile
-    sys.exit(serve_role(place, implementation, token_file, link_profile, firefox))
+    link_profile = None if testbed_id is not None else given["profile"]
+    sys.exit(serve_role(place, given["implementation"], given["token_file"], link_profile, firefox))

@@ -8,15 +8,22 @@ from pathlib import Path
 import click
 
 from clarke import profiles, registry
+from clarke.cli_types import FiniteFloat
 from clarke.compose.substrate import ComposeSubstrate
 from clarke.errors import InputError
 from clarke.link import netem
 from clarke.place import netns, plan
-from clarke.run import linkcheck
-from clarke.run.session import Session
+from clarke.run.linkcheck import check as linkcheck
+from clarke.run.linkcheck.check import CheckLevel
+from clarke.run.session.session import Session
+from clarke.run.session.settings import ROLES_ONLY
 from clarke.testbed import lifecycle
 from clarke.testbed.substrate import NetnsSubstrate
 from clarke.vocab import ROLES, SUBSTRATES
+
+MAX_CHECK_S = 3600.0  # an hour of echoes or of bulk transfer each way
+MIN_ECHO_INTERVAL_S = 0.001  # the echo tool's own timing is no finer
+MAX_ECHOES = 360_000  # an hour every 10 ms: each is kept with its send time
 
 
 @click.group()
@@ -161,20 +168,29 @@ def _check(
         sub = NetnsSubstrate(state.id)
         profile_name = profile_name or state.profile
         label = state.id
-    session = Session(sub, [], engine="selenium", roles_only=True)
+    session = Session(sub, [], ROLES_ONLY)
     try:
         session.start(profile_name)
         session.ensure_profile(profile_name)
-        return session.measure_link(profile_name, samples, duration, omit, label)
+        return session.link().measure(profile_name, CheckLevel(samples, duration, omit), label)
     finally:
         session.close()
 
 
 @testbed.command(name="check")
 @click.option("--id", "testbed_id", type=click.IntRange(0, plan.MAX_ID), help="Testbed id.")
-@click.option("--samples", default=20, show_default=True, help="Echo requests for the RTT.")
-@click.option("--duration", default=10.0, show_default=True, help="Seconds of each bulk transfer.")
-@click.option("--omit", default=4.0, show_default=True, help="Start-up seconds not counted.")
+@click.option(
+    "--samples", type=click.IntRange(1, 10_000), default=20, show_default=True,
+    help="Echo requests for the RTT.",
+)  # fmt: skip
+@click.option(
+    "--duration", type=FiniteFloat(0, MAX_CHECK_S, min_open=True), default=10.0,
+    show_default=True, help=f"Seconds of each bulk transfer (at most {MAX_CHECK_S:g}).",
+)  # fmt: skip
+@click.option(
+    "--omit", type=FiniteFloat(0, MAX_CHECK_S), default=4.0, show_default=True,
+    help="Start-up seconds not counted (less than --duration).",
+)  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--out", type=click.Path(path_type=Path), help="Also write the JSON report here.")
 @click.option(
@@ -204,6 +220,10 @@ def check_cmd(
 ) -> None:
     """Measure RTT, rate each way and loss, compare with the profile; exit 1 outside
     the profile's tolerance."""
+    if omit >= duration:
+        raise click.BadParameter(
+            f"{omit:g} s: must be less than --duration ({duration:g} s)", param_hint="--omit"
+        )
     report = _check(substrate, testbed_id, profile_name, samples, duration, omit)
     data = report.to_dict()
     if out:
@@ -215,22 +235,41 @@ def check_cmd(
 
 @testbed.command(name="check-schedule")
 @click.option("--id", "testbed_id", type=click.IntRange(0, plan.MAX_ID), help="Testbed id.")
-@click.option("--duration", default=60.0, show_default=True, help="Seconds of echoes.")
-@click.option("--interval", default=0.01, show_default=True, help="Seconds between echoes.")
+@click.option(
+    "--duration", type=FiniteFloat(0, MAX_CHECK_S, min_open=True), default=60.0,
+    show_default=True, help=f"Seconds of echoes (at most {MAX_CHECK_S:g}).",
+)  # fmt: skip
+@click.option(
+    "--interval", type=FiniteFloat(MIN_ECHO_INTERVAL_S, MAX_CHECK_S), default=0.01,
+    show_default=True,
+    help=f"Seconds between echoes ({MIN_ECHO_INTERVAL_S:g} at least, at most --duration; "
+    f"{MAX_ECHOES:,} echoes at most).",
+)  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def check_schedule(testbed_id: int | None, duration: float, interval: float, as_json: bool) -> None:
     """Echo requests along the schedule of the profile the testbed runs (satlink): the
     error against the schedule's RTT per step (p50, p99), and how long after each step
     that changes the RTT the change showed. docs/schedules.md."""
-    from clarke.run.schedule_follow import follow
+    from clarke.run.linkcheck.follow import follow
 
+    if interval > duration:
+        raise click.BadParameter(
+            f"{interval:g} s: longer than --duration ({duration:g} s), not one echo",
+            param_hint="--interval",
+        )
+    if duration / interval > MAX_ECHOES:
+        raise click.BadParameter(
+            f"{interval:g} s over --duration {duration:g} s: {duration / interval:,.0f} echoes, "
+            f"at most {MAX_ECHOES:,}",
+            param_hint="--interval",
+        )
     netns.require_root_and_tun()
     state, _ = lifecycle.running(testbed_id)
-    session = Session(NetnsSubstrate(state.id), [], engine="selenium", roles_only=True)
+    session = Session(NetnsSubstrate(state.id), [], ROLES_ONLY)
     try:
         session.start(state.profile)
         session.ensure_profile(state.profile)
-        report = follow(session.probe(), profiles.read(state.profile), duration, interval)
+        report = follow(session.link().probe(), profiles.read(state.profile), duration, interval)
     finally:
         session.close()
     if as_json:

@@ -24,7 +24,7 @@ from clarke import paths, schema
 from clarke.errors import InputError, UnknownName
 from clarke.published import PublishedFigure
 from clarke.queues import Queue
-from clarke.schedules import Schedule
+from clarke.schedules import Schedule, limits
 from clarke.schedules import files as schedule_files
 from clarke.schedules.model import MAX_RATE_MBPS
 from clarke.schema import StrictModel, located_error
@@ -127,9 +127,19 @@ class Tolerance(StrictModel):
 DELAY_FIELDS = ("uplink_delay_ms", "downlink_delay_ms", "framing_delay_ms")
 
 
+# Bounded, so that the largest profile that validates is a body the link agents take
+# (clarke.schedules.limits.PROFILE_REST_BYTES).
+MAX_DESCRIPTION_CHARS = 4000
+MAX_SOURCES = 64
+MAX_SOURCE_CHARS = 1000
+
+
 class LinkProfile(StrictModel):
-    description: str
-    sources: Annotated[list[str], Field(default_factory=list)]
+    description: str = Field(max_length=MAX_DESCRIPTION_CHARS)
+    sources: Annotated[
+        list[Annotated[str, Field(max_length=MAX_SOURCE_CHARS)]],
+        Field(default_factory=list, max_length=MAX_SOURCES),
+    ]
     forward: Direction
     return_: Direction = Field(alias="return")
     tolerance: Tolerance = Tolerance()
@@ -234,7 +244,8 @@ def read(name: str) -> LinkProfile:
         path = profile_dir() / f"{name}.yaml"
         if not path.is_file():
             raise UnknownName("link profile", name, available())
-    return resolve(schema.read(LinkProfile, path), path)
+    data = schema.read_yaml(path, limits.max_file_bytes(), limits.HOW_TO_RAISE, limits.count_steps)
+    return resolve(schema.parse(LinkProfile, data, str(path)), path)
 
 
 def resolve(profile: LinkProfile, path: Path) -> LinkProfile:

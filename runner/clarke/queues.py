@@ -16,11 +16,12 @@ qdisc; RFC 8289 leaves the bound open), FQ-CoDel 10240 packets (RFC 8290 §5.1).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field, model_validator
 
 from clarke.schema import StrictModel, located_error
+from clarke.vocab import QueueDiscipline
 
 # What satlink holds (satlink-model's config.rs): queue sizes as unsigned 64-bit integers.
 # The limits keep every profile that validates within them, so a profile is refused when
@@ -30,8 +31,7 @@ MAX_QUEUE_PACKETS = 10**9
 MAX_QUEUE_MS = 3_600_000.0  # an hour of the link's rate
 MAX_QUEUE_BDP = 1000.0
 
-Discipline = Literal["drop_tail", "drop_head", "codel", "fq_codel"]
-DISCIPLINES: tuple[str, ...] = ("drop_tail", "drop_head", "codel", "fq_codel")
+DISCIPLINES: tuple[str, ...] = tuple(d.value for d in QueueDiscipline)
 BOUNDS = ("bytes", "packets", "ms", "bdp")
 
 
@@ -74,10 +74,10 @@ class Limit(StrictModel):
 
 
 DEFAULT_LIMITS: dict[str, Limit] = {
-    "drop_tail": Limit(ms=250),
-    "drop_head": Limit(ms=250),
-    "codel": Limit(packets=1000),
-    "fq_codel": Limit(packets=10240),
+    QueueDiscipline.drop_tail: Limit(ms=250),
+    QueueDiscipline.drop_head: Limit(ms=250),
+    QueueDiscipline.codel: Limit(packets=1000),
+    QueueDiscipline.fq_codel: Limit(packets=10240),
 }
 # RFC 8289 §4.2-4.3 (target, interval), RFC 8290 §5.1 (flows, quantum).
 CODEL_FIELDS = ("target_ms", "interval_ms")
@@ -85,7 +85,7 @@ FQ_FIELDS = ("flows", "quantum")
 
 
 class Queue(StrictModel):
-    discipline: Discipline = "drop_tail"
+    discipline: QueueDiscipline = QueueDiscipline.drop_tail
     limit: Limit | None = None
     target_ms: float | None = Field(default=None, gt=0, le=10_000, allow_inf_nan=False)
     interval_ms: float | None = Field(default=None, gt=0, le=100_000, allow_inf_nan=False)
@@ -98,16 +98,16 @@ class Queue(StrictModel):
         # {bytes: N} / {ms: X} (every profile before disciplines) and {packets: N},
         # {bdp: K}: a drop-tail queue with that bound.
         if isinstance(data, dict) and data and set(data) <= set(BOUNDS):
-            return {"discipline": "drop_tail", "limit": data}
+            return {"discipline": QueueDiscipline.drop_tail.value, "limit": data}
         return data
 
     @model_validator(mode="after")
     def _fields_of_the_discipline(self) -> Queue:
         allowed = {
-            "drop_tail": (),
-            "drop_head": (),
-            "codel": CODEL_FIELDS,
-            "fq_codel": CODEL_FIELDS + FQ_FIELDS,
+            QueueDiscipline.drop_tail: (),
+            QueueDiscipline.drop_head: (),
+            QueueDiscipline.codel: CODEL_FIELDS,
+            QueueDiscipline.fq_codel: CODEL_FIELDS + FQ_FIELDS,
         }[self.discipline]
         for name in CODEL_FIELDS + FQ_FIELDS:
             if getattr(self, name) is not None and name not in allowed:
@@ -140,11 +140,11 @@ class Queue(StrictModel):
     def satlink_discipline(self) -> str | dict[str, Any] | None:
         """satlink's "discipline" (satlink/README.md); None for drop-tail, its default,
         so that a profile without a discipline gives the configuration it always gave."""
-        if self.discipline == "drop_tail":
+        if self.discipline is QueueDiscipline.drop_tail:
             return None
-        if self.discipline == "drop_head":
-            return "drop_head"
+        if self.discipline is QueueDiscipline.drop_head:
+            return QueueDiscipline.drop_head.value
         params: dict[str, Any] = {"target_ms": self.target(), "interval_ms": self.interval()}
-        if self.discipline == "fq_codel":
+        if self.discipline is QueueDiscipline.fq_codel:
             params |= {"flows": self.flows or 1024, "quantum": self.quantum or 1514}
         return {self.discipline: params}

@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from typing import Final
 
 from clarke.browser.client import Chromium, Firefox
+from clarke.campaign import dimensions
 from clarke.campaign.model import Campaign
 from clarke.errors import InputError, UnknownName, ValidationFailed
 from clarke.link.netem import Netem
@@ -33,7 +34,7 @@ from clarke.profiles import LinkProfile
 from clarke.roles import KINDS, Implementation
 from clarke.server.openlitespeed import OpenLiteSpeed
 from clarke.server.origin import Origin
-from clarke.vocab import kind_of
+from clarke.vocab import PEP_NONE, Browser, kind_of
 
 IMPLEMENTATIONS: Final[tuple[Implementation, ...]] = (
     Satlink(),
@@ -47,7 +48,7 @@ IMPLEMENTATIONS: Final[tuple[Implementation, ...]] = (
     Chromium(),
 )
 # No default PEP: a testbed runs without one unless a load asks (vocab.PEP_NONE).
-DEFAULTS: Final = {"link": "satlink", "server": "origin", "client": "firefox"}
+DEFAULTS: Final = {"link": "satlink", "server": "origin", "client": Browser.firefox.value}
 
 
 def names(kind: str) -> tuple[str, ...]:
@@ -119,12 +120,17 @@ def check_names(campaign: Campaign, source: str) -> None:
                     f"implementations.{kind}: unknown {kind} implementation {name!r}; "
                     f"allowed: {', '.join(names(kind))}"
                 )
-    peps = ("none", *names("pep"))
-    for _, prefix, m in campaign.matrices():
-        for i, name in enumerate(m.pep or []):
-            if name not in peps:
-                problems.append(
-                    f"{prefix}.pep[{i}]: unknown PEP {name!r}; allowed: {', '.join(peps)}"
-                )
+    # Every dimension whose values are a registry kind's names (the PEP), or none.
+    for d in dimensions.seal():
+        if d.registry_kind is None:
+            continue
+        allowed = (PEP_NONE, *names(d.registry_kind))
+        for _, prefix, m in campaign.matrices():
+            for i, name in enumerate(m.axis(d) or []):
+                if name not in allowed:
+                    problems.append(
+                        f"{prefix}.{d.key}[{i}]: unknown {d.registry_kind.upper()} {name!r}; "
+                        f"allowed: {', '.join(allowed)}"
+                    )
     if problems:
         raise ValidationFailed(source, problems)

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+import reprlib
+from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -14,6 +15,14 @@ from pydantic_core import PydanticCustomError
 from clarke.errors import ValidationFailed
 
 M = TypeVar("M", bound=BaseModel)
+SHOWN_CHARS = 80  # of a value quoted in an error
+# The largest file read here unless the caller says otherwise (a profile with a long
+# schedule says more: clarke.schedules.limits).
+MAX_FILE_BYTES = 16 * 1024 * 1024
+# libyaml's parser where PyYAML has it (Debian's and the wheels do): a long schedule file
+# parses in a second instead of a minute. Same constructors, same errors.
+_BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
 class StrictModel(BaseModel):
@@ -50,9 +59,21 @@ def _describe(err: dict[str, Any]) -> str:
     shown = (
         ""
         if err["type"] in ("missing", "extra_forbidden", "located") or isinstance(got, dict)
-        else f" (got {got!r})"
+        else f" (got {_excerpt(got)})"
     )
     return f"{field_path(loc)}: {msg}{shown}"
+
+
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = SHOWN_CHARS
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = 3
+_SHORT.maxlevel = 2
+
+
+def _excerpt(value: Any) -> str:
+    """A value as an error quotes it: a short repr, long strings and lists cut (an error
+    is no place to copy a file into), made without building the whole repr."""
+    return _SHORT.repr(value)
 
 
 def located_error(at: tuple[int | str, ...], message: str) -> PydanticCustomError:
@@ -70,13 +91,24 @@ def problems_of(error: ValidationError) -> list[str]:
     return seen
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
+class _UniqueKeyLoader(_BaseLoader):  # type: ignore[misc,valid-type]  # a class chosen above
     """YAML's safe loader, refusing a key given twice in one mapping (PyYAML keeps the
     last one silently: a campaign's second `http:` would quietly replace the first)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        # The keys as written (the base class flattens merged `<<` keys into the node).
+        written = [k for k, _ in node.value]
+        merges = any(k.tag == MERGE_TAG for k in written)
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        if merges or len(mapping) < len(written):  # a key twice, maybe: find which
+            self._refuse_twice(written, deep)
+        return mapping
+
+    def _refuse_twice(self, written: list[yaml.Node], deep: bool) -> None:
         seen: dict[Any, yaml.Node] = {}
-        for key_node, _ in node.value:
+        for key_node in written:
+            if key_node.tag == MERGE_TAG:
+                continue
             key = self.construct_object(key_node, deep=deep)
             if not isinstance(key, Hashable):
                 continue  # the safe loader itself refuses it, naming the line
@@ -89,21 +121,41 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                     key_node.start_mark,
                 )
             seen[key] = key_node
-        return super().construct_mapping(node, deep=deep)
 
 
-def read_text(path: Path) -> str:
-    """A UTF-8 text file; ValidationFailed naming it when it is missing or unreadable."""
+def read_text(path: Path, max_bytes: int = MAX_FILE_BYTES, raise_it: str = "") -> str:
+    """A UTF-8 text file; ValidationFailed naming it when it is missing, unreadable or
+    larger than `max_bytes` (checked before it is read; `raise_it` says how to allow
+    more)."""
     try:
-        return path.read_text(encoding="utf-8")
+        with path.open("rb") as f:
+            data = f.read(max_bytes + 1)
     except FileNotFoundError:
         raise ValidationFailed(str(path), ["file not found"]) from None
-    except (OSError, UnicodeDecodeError) as e:
+    except OSError as e:
+        raise ValidationFailed(str(path), [f"cannot read: {e}"]) from None
+    if len(data) > max_bytes:
+        how = f"; {raise_it}" if raise_it else ""
+        raise ValidationFailed(
+            str(path), [f"larger than {max_bytes:,} bytes, the most Clarke reads here{how}"]
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
         raise ValidationFailed(str(path), [f"cannot read: {e}"]) from None
 
 
-def read_yaml(path: Path) -> Any:
-    text = read_text(path)
+def read_yaml(
+    path: Path,
+    max_bytes: int = MAX_FILE_BYTES,
+    raise_it: str = "",
+    before_parsing: Callable[[str, str], None] | None = None,
+) -> Any:
+    """`path`'s YAML; `before_parsing(text, source)` may refuse the text first (a check
+    far cheaper than the parse)."""
+    text = read_text(path, max_bytes, raise_it)
+    if before_parsing is not None:
+        before_parsing(text, str(path))
     try:
         return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader
     except yaml.YAMLError as e:

@@ -7,6 +7,7 @@ clarke.registry).
     CongestionControl   cubic | bbr | reno  QUIC stacks: cubic bbr newreno
     Engine              selenium | browsertime
     Browser             firefox | chromium  run ids: -firefox -chromium (with a browser axis)
+    QueueDiscipline     drop_tail | drop_head | codel | fq_codel
     Substrate           netns | compose
     PEP_NONE            none: no performance-enhancing proxy (pep implementations:
                         clarke.registry)
@@ -67,6 +68,15 @@ class Engine(StrEnum):
 class Browser(StrEnum):
     firefox = "firefox"
     chromium = "chromium"
+
+
+class QueueDiscipline(StrEnum):
+    """A link direction's queue (queues.py, docs/queues.md)."""
+
+    drop_tail = "drop_tail"
+    drop_head = "drop_head"
+    codel = "codel"
+    fq_codel = "fq_codel"
 
 
 class Substrate(StrEnum):

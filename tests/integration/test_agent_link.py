@@ -7,21 +7,24 @@ content hash; a bad profile is refused with the field named."""
 from __future__ import annotations
 
 import ipaddress
+import re
 import threading
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
+import httpx
 import pytest
 
 from clarke import profiles
+from clarke.agent import auth
 from clarke.agent.client import AgentClient
 from clarke.agent.server import make_handler
-from clarke.errors import ClarkeError
+from clarke.contract import LinkConfig
 from clarke.link.satlink import SatlinkStation, satlink_binary
 from clarke.place import Place
 from clarke.place.plan import Addresses, Network
-from clarke.roles import link_config, profile_digest
+from clarke.roles import profile_digest
 from conftest import need
 
 TOKEN = "test-token-" + "0" * 32
@@ -58,24 +61,24 @@ def satellite(tmp_path: Path) -> Iterator[str]:
 
 def test_config_carries_the_whole_profile_once(satellite: str) -> None:
     agent = AgentClient("satellite", satellite, TOKEN)
-    assert agent.state() == {"profile": None, "profile_sha256": None, "running": False}
+    assert agent.state().body() == {"profile": None, "profile_sha256": None, "running": False}
     geo = profiles.read("geo")
-    reply = agent.configure(link_config("geo", geo))
-    assert reply["applied"] is True
-    assert reply["state"] == {
+    reply = agent.configure(LinkConfig(name="geo", profile=geo))
+    assert reply.applied is True
+    assert reply.state == {
         "profile": "geo",
         "profile_sha256": profile_digest(geo),
         "running": True,
     }
-    assert agent.configure(link_config("geo", geo))["applied"] is False  # in force already
-    in_effect = agent.health()["satlink"]["config"]
+    assert agent.configure(LinkConfig(name="geo", profile=geo)).applied is False  # in force
+    in_effect = agent.health().said("satlink")["config"]
     assert in_effect["forward"]["uplink_delay_ms"] == geo.forward.uplink_delay_ms
     assert in_effect["return"]["rate_bps"] == round(geo.return_.rate_mbps * 1e6)
     meo = profiles.read("meo")
-    assert agent.configure(link_config("meo", meo))["applied"] is True  # at run time
-    assert agent.state()["profile_sha256"] == profile_digest(meo) != profile_digest(geo)
+    assert agent.configure(LinkConfig(name="meo", profile=meo)).applied is True  # at run time
+    assert agent.link_state().profile_sha256 == profile_digest(meo) != profile_digest(geo)
     assert (
-        agent.health()["satlink"]["config"]["forward"]["uplink_delay_ms"]
+        agent.health().said("satlink")["config"]["forward"]["uplink_delay_ms"]
         == meo.forward.uplink_delay_ms
     )
     stats = agent.stats()
@@ -86,8 +89,12 @@ def test_bad_profile_is_refused_with_the_field_named(satellite: str) -> None:
     agent = AgentClient("satellite", satellite, TOKEN)
     bad = profiles.read("geo").model_dump(by_alias=True, mode="json")
     bad["forward"]["rate_mbps"] = -1
-    with pytest.raises(ClarkeError, match=r"forward\.rate_mbps"):
-        agent.configure({"name": "geo", "profile": bad})
-    with pytest.raises(ClarkeError, match="takes"):
-        agent.configure({"link": {}})
-    assert agent.state()["running"] is False  # nothing was started
+    for body, named in (
+        ({"name": "geo", "profile": bad}, r"profile\.forward\.rate_mbps"),
+        ({"link": {}}, "name: required field is missing"),
+    ):
+        r = httpx.post(
+            f"{satellite}/config", json=body, headers=auth.bearer(TOKEN), trust_env=False
+        )
+        assert r.status_code == 400 and re.search(named, r.json()["error"]), r.text
+    assert agent.link_state().running is False  # nothing was started

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from clarke.run.bench_power import recorded_cells, simulate, smallest_p
+from clarke.run.bench.power import Trials, recorded_cells, simulate, smallest_p
 
 RECORDED = Path("tests/data/recorded-repeats")
 
@@ -15,7 +15,7 @@ RECORDED = Path("tests/data/recorded-repeats")
 def test_no_slowdown_is_not_detected_and_a_doubling_is() -> None:
     cells = recorded_cells(RECORDED)
     assert sorted(len(v) for v in cells.values()) == [20, 20]
-    pts = {p.slowdown: p for p in simulate(cells, [10], [1], [1.0, 2.0], trials=200)}
+    pts = {p.slowdown: p for p in simulate(cells, [10], [1], [1.0, 2.0], Trials(count=200))}
     assert pts[1.0].detected <= 0.05  # a test of size alpha: false alarms at most alpha
     assert pts[2.0].detected == 1.0
 
@@ -23,7 +23,7 @@ def test_no_slowdown_is_not_detected_and_a_doubling_is() -> None:
 def test_five_loads_per_cell_cannot_pass_holm_over_twelve_cells() -> None:
     assert math.isclose(smallest_p(5), 2 / 252)
     assert smallest_p(5) > 0.05 / 12
-    pts = simulate(recorded_cells(RECORDED), [5], [12], [3.0], trials=50)
+    pts = simulate(recorded_cells(RECORDED), [5], [12], [3.0], Trials(count=50))
     assert pts[0].detected == 0.0
 
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from clarke.campaign.dimensions import CC, HTTP, MODEL, PROFILE, SIZE
 from clarke.results import store
 from clarke.results.record import RunRecord
-from clarke.run.compare import Verdict, compare_records
+from clarke.run.compare.cells import Verdict, compare_records
 
 RECORDED = Path("tests/data/recorded-repeats")
 
@@ -22,7 +23,7 @@ def _records() -> list[RunRecord]:
 def _slower(records: list[RunRecord], http: str, factor: float) -> list[RunRecord]:
     out = []
     for r in records:
-        if r.http == http and "plt_ms" in r.metrics:
+        if r.cell[HTTP] == http and "plt_ms" in r.metrics:
             r = r.model_copy(
                 update={"metrics": {**r.metrics, "plt_ms": r.metrics["plt_ms"] * factor}}
             )
@@ -32,7 +33,7 @@ def _slower(records: list[RunRecord], http: str, factor: float) -> list[RunRecor
 
 def test_injected_slowdown_is_caught_in_its_cell_only(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     base = _records()
-    cells = {(r.profile, r.http, r.cc, r.model, r.size) for r in base}
+    cells = {(r.cell[PROFILE], r.cell[HTTP], r.cell[CC], r.cell[MODEL], r.cell[SIZE]) for r in base}
     assert len(cells) == 2
     c = compare_records(base, _slower(base, "2", 1.2))
     verdicts = c.cells()
@@ -47,7 +48,7 @@ def test_random_halves_raise_at_most_one_false_alarm() -> None:
     records = _records()
     by_cell: dict[str, list[RunRecord]] = {}
     for r in records:
-        by_cell.setdefault(r.http, []).append(r)
+        by_cell.setdefault(r.cell[HTTP], []).append(r)
     rng = random.Random(20261122)
     alarms = 0
     for _ in range(20):

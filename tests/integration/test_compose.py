@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
+from clarke.campaign.dimensions import BROWSER, CC, CONNECTIONS, HTTP, PROFILE
 from clarke.campaign.plan import plan_file
 from clarke.results.journal import Journal
 from clarke.results.record import RunRecord, Status
@@ -182,8 +183,16 @@ def _identity(r: RunRecord) -> dict[str, Any]:
     paints first is the LCP element, and that is timing (each ok load was verified to
     have one of its page's largest objects as LCP element)."""
     return {
-        "run": (r.run_id, r.run_index, r.profile, r.http, r.cc, r.page, r.repetition),
-        "browser": (r.engine, r.browser, r.connections),
+        "run": (
+            r.run_id,
+            r.run_index,
+            r.cell[PROFILE],
+            r.cell[HTTP],
+            r.cell[CC],
+            r.page,
+            r.repetition,
+        ),
+        "browser": (r.engine, r.cell[BROWSER], r.cell[CONNECTIONS]),
         "implementations": r.implementations,
         "status": (r.status, r.reason),
         "protocols": sorted(set(r.details["protocols"].values())),
@@ -257,11 +266,11 @@ def test_both_browsers_inside_the_stack(stack: Stack, tmp_path: Path) -> None:
         env={**stack.env, "RESULTS_DIR": str(results)}, timeout=900,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    records = {r.browser: r for r in _records(results)}
+    records = {r.cell[BROWSER]: r for r in _records(results)}
     assert set(records) == {"firefox", "chromium"}
     for browser, r in records.items():
         assert r.status is Status.ok, (browser, r.reason)
-        assert r.http == "3" and r.browser_version, (browser, r.http, r.browser_version)
+        assert r.cell[HTTP] == "3" and r.browser_version, (browser, r.cell[HTTP], r.browser_version)
     # Chromium's own QUIC congestion control, from its NetLog (docs/browsers.md)
     assert records["chromium"].details["browser_netlog"]["quic_cc"]
 

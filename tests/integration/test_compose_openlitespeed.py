@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from clarke.campaign.dimensions import CC, HTTP
 from clarke.campaign.plan import plan_file
 from clarke.results.journal import Journal
 from clarke.results.record import Status
@@ -50,7 +51,7 @@ def test_demo_shard_on_the_openlitespeed_container(ols_stack: tuple[Path, int, s
     records = list(Journal.in_dir(d).records())
     ok = {r.run_id for r in records if r.status is Status.ok}
     planned = {r.run_id for r in plan_file(DEMO).shard(*SHARD)}
-    assert {r.http for r in plan_file(DEMO).shard(*SHARD)} == {"1.1", "2", "3"}
+    assert {r.cell[HTTP] for r in plan_file(DEMO).shard(*SHARD)} == {"1.1", "2", "3"}
     assert ok == planned, [(r.run_id, r.reason) for r in records]
     for r in records:
         assert r.implementations == {"link": "satlink", "server": "openlitespeed",
@@ -58,14 +59,14 @@ def test_demo_shard_on_the_openlitespeed_container(ols_stack: tuple[Path, int, s
         assert r.details["substrate"] == "compose"
         assert r.versions["openlitespeed"].startswith("1.9"), r.versions
         conns = r.details["server_connections"]
-        assert {k["cc_source"] for k in conns} == {MEASURED_BY[r.http]}, conns
-        assert all(k["cc"] == r.cc for k in conns), conns
+        assert {k["cc_source"] for k in conns} == {MEASURED_BY[r.cell[HTTP]]}, conns
+        assert all(k["cc"] == r.cell[CC] for k in conns), conns
         assert r.metrics["wire_bytes"] > r.metrics["app_bytes"], r.metrics
     print(
         "\n[compose openlitespeed] "
         + "; ".join(
-            f"HTTP {r.http}: PLT {r.metrics['plt_ms']:.0f} ms, overhead "
+            f"HTTP {r.cell[HTTP]}: PLT {r.metrics['plt_ms']:.0f} ms, overhead "
             f"{100 * r.metrics['overhead']:.1f} %"
-            for r in sorted(records, key=lambda r: r.http)
+            for r in sorted(records, key=lambda r: r.cell[HTTP])
         )
     )

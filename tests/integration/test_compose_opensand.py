@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from clarke.campaign.dimensions import HTTP
 from clarke.campaign.plan import plan_file
 from clarke.results.journal import Journal
 from clarke.results.record import Status
@@ -48,7 +49,7 @@ def test_demo_shard_on_opensand_link_containers(opensand_stack: tuple[Path, int,
     records = list(Journal.in_dir(d).records())
     ok = {r.run_id for r in records if r.status is Status.ok}
     planned = {r.run_id for r in plan_file(DEMO).shard(*SHARD)}
-    assert {r.http for r in plan_file(DEMO).shard(*SHARD)} == {"1.1", "2", "3"}
+    assert {r.cell[HTTP] for r in plan_file(DEMO).shard(*SHARD)} == {"1.1", "2", "3"}
     assert ok == planned, [(r.run_id, r.reason) for r in records]
     for r in records:
         assert r.implementations == {"link": "opensand", "server": "origin", "client": "firefox"}

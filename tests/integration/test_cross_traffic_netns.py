@@ -17,11 +17,12 @@ import yaml
 
 from clarke import profiles
 from clarke.campaign.cross import CrossTraffic
+from clarke.campaign.dimensions import CROSS_TRAFFIC
 from clarke.place import netns, procs
 from clarke.place.plan import parse_ns
 from clarke.results.journal import Journal
 from clarke.results.record import Status
-from clarke.run.cross import CrossTrafficDriver
+from clarke.run.session.cross import CrossTrafficDriver
 from clarke.testbed import lifecycle
 from clarke.testbed.cross import NetnsCrossEndpoints
 from clarke.testbed.state import Store
@@ -70,7 +71,7 @@ def test_cross_traffic_shares_the_link_with_verified_loads(
         )  # fmt: skip
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         (d,) = [p for p in (tmp_path / "results").iterdir() if p.is_dir()]
-        records = {r.cross_traffic: r for r in Journal.in_dir(d).records()}
+        records = {r.cell[CROSS_TRAFFIC].label: r for r in Journal.in_dir(d).records()}
         assert set(records) == {
             "bulk-cubic",
             "bulk-bbr-return",

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from clarke.campaign.dimensions import HTTP
 from clarke.results import store
 from clarke.results.influx import InfluxSink, campaign_points, cell_summary_points
 from clarke.results.journal import Journal
@@ -174,11 +175,11 @@ def test_connections_recording_has_rows_for_every_http_version() -> None:
     own protocol that carried all of the page's requests, with browser timings, and the
     load's concurrency metrics."""
     records = _records(CONNECTIONS)
-    assert {r.http for r in records} == {"1.1", "2", "3"} and len(records) == 6
+    assert {r.cell[HTTP] for r in records} == {"1.1", "2", "3"} and len(records) == 6
     protocol = {"1.1": "h1", "2": "h2", "3": "h3"}
     for r in records:
         rows = r.details["per_connection"]
         assert r.status is Status.ok and rows, r.run_id
-        assert {row["protocol"] for row in rows} == {protocol[r.http]}, r.run_id
+        assert {row["protocol"] for row in rows} == {protocol[r.cell[HTTP]]}, r.run_id
         assert all(row["requests_timed"] == row["requests"] for row in rows), r.run_id
         assert {"max_concurrent_connections", "max_concurrent_requests"} <= set(r.metrics)

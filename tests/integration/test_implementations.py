@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from clarke.campaign.dimensions import CC, HTTP
 from clarke.results.journal import Journal
 from clarke.results.record import Status
 from clarke.server.openlitespeed_install import find_install, install_problem
@@ -95,11 +96,11 @@ def test_a_campaign_on_two_servers(state_dir: Path) -> None:
         for r in records:
             assert r.implementations["server"] == server, r.implementations
             conns = r.details["server_connections"]
-            want = "newreno" if (r.http, r.cc) == ("3", "reno") else r.cc
+            want = "newreno" if (r.cell[HTTP], r.cell[CC]) == ("3", "reno") else r.cell[CC]
             assert conns and all(k["cc"] == want for k in conns), conns
             if server == "openlitespeed":
                 # measured, not configured: TCP from the kernel, QUIC from lsquic's log
-                tag = {"1.1": "h1", "2": "h2", "3": "h3"}[r.http]
+                tag = {"1.1": "h1", "2": "h2", "3": "h3"}[r.cell[HTTP]]
                 assert {k["cc_source"] for k in conns} == {MEASURED_BY[tag]}, conns
                 assert r.versions.get("openlitespeed", "").startswith("1."), r.versions
                 assert r.metrics.get("wire_bytes", 0) > r.metrics["app_bytes"], r.metrics

@@ -6,13 +6,15 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from clarke import sh
 from clarke.results.record import Status
-from clarke.run.session import Session
+from clarke.run.session.session import Session
+from clarke.run.session.settings import PageLoad
 from clarke.testbed.substrate import NetnsSubstrate
 from conftest import need
 
@@ -23,7 +25,7 @@ PAGE = "triangular-100k"
 @pytest.fixture(scope="module")
 def session() -> Iterator[Session]:
     need(os.geteuid() == 0, "root (network namespaces)")
-    s = Session(NetnsSubstrate(), [PAGE], engine="selenium")
+    s = Session(NetnsSubstrate(), [PAGE])
     s.start("lan")
     try:
         s.ensure_cc("bbr")
@@ -35,8 +37,8 @@ def session() -> Iterator[Session]:
 @pytest.mark.parametrize("engine", ["selenium", "browsertime"])
 @pytest.mark.parametrize("http", ["1.1", "2", "3"])
 def test_every_metric_and_the_protocol_verified(session: Session, engine: str, http: str) -> None:
-    session.engine = engine
-    result, details = session.load_page(PAGE, http, "bbr", 1 if http == "1.1" else 6)
+    session.settings = replace(session.settings, engine=engine)
+    result, details = session.load_page(PageLoad(PAGE, http, "bbr", 1 if http == "1.1" else 6))
     assert result.status is Status.ok, result.reason
     m = result.metrics
     for key in ("plt_ms", "fcp_ms", "lcp_ms", "ttfb_ms"):
@@ -86,8 +88,8 @@ def test_server_without_http3_is_a_failed_load_with_reason(session: Session) -> 
     rule = ["INPUT", "-p", "udp", "--dport", "443", "-j", "DROP"]
     sh.run(["ip", "netns", "exec", ns, "iptables", "-A", *rule])
     try:
-        session.engine = "selenium"
-        result, _ = session.load_page(PAGE, "3", "bbr", 6)
+        session.settings = replace(session.settings, engine="selenium")
+        result, _ = session.load_page(PageLoad(PAGE, "3", "bbr", 6))
     finally:
         sh.run(["ip", "netns", "exec", ns, "iptables", "-D", *rule])
     assert result.status is Status.failed
@@ -95,10 +97,12 @@ def test_server_without_http3_is_a_failed_load_with_reason(session: Session) -> 
 
 
 def test_server_congestion_control_is_checked(session: Session) -> None:
-    session.engine = "selenium"
+    session.settings = replace(session.settings, engine="selenium")
     session.ensure_cc("cubic")
     try:
-        result, details = session.load_page(PAGE, "2", "bbr", 6)  # asked bbr, server runs cubic
+        result, details = session.load_page(
+            PageLoad(PAGE, "2", "bbr", 6)
+        )  # asked bbr, server runs cubic
     finally:
         session.ensure_cc("bbr")
     assert result.status is Status.failed
@@ -141,16 +145,16 @@ def test_a_link_changed_behind_the_session_fails_the_load_with_the_reason(
     """Something besides this runner puts another profile on the link: the load is not
     made, and fails saying what the link runs."""
     from clarke import profiles
-    from clarke.roles import link_config
+    from clarke.contract import LinkConfig
     from clarke.vocab import LINK_START_ORDER
 
     assert session.agents is not None and session.profile is not None
     expected = session.profile[0]
     other = "meo" if expected != "meo" else "leo"
     for role in LINK_START_ORDER:
-        session.agents[role].configure(link_config(other, profiles.read(other)))
+        session.agents[role].configure(LinkConfig(name=other, profile=profiles.read(other)))
     try:
-        result, _ = session.load_page(PAGE, "2", "bbr", 6)
+        result, _ = session.load_page(PageLoad(PAGE, "2", "bbr", 6))
     finally:
         session.ensure_profile(expected)
     assert result.status is Status.failed
@@ -161,8 +165,8 @@ def test_a_link_changed_behind_the_session_fails_the_load_with_the_reason(
 # --- Chromium (issue 19): the same testbed, the same verification ----------------------
 @pytest.mark.parametrize("http", ["1.1", "2", "3"])
 def test_chromium_loads_verified_like_firefox(session: Session, http: str) -> None:
-    session.engine = "selenium"
-    result, details = session.load_page(PAGE, http, "bbr", 6, browser="chromium")
+    session.settings = replace(session.settings, engine="selenium")
+    result, details = session.load_page(PageLoad(PAGE, http, "bbr", 6, browser="chromium"))
     assert result.status is Status.ok, result.reason
     assert result.browser == "chromium" and result.browser_version.count(".") == 3
     for key in ("plt_ms", "fcp_ms", "lcp_ms", "ttfb_ms"):
@@ -188,8 +192,8 @@ def test_chromium_loads_verified_like_firefox(session: Session, http: str) -> No
 
 
 def test_chromium_through_browsertime(session: Session) -> None:
-    session.engine = "browsertime"
-    result, details = session.load_page(PAGE, "3", "bbr", 6, browser="chromium")
+    session.settings = replace(session.settings, engine="browsertime")
+    result, details = session.load_page(PageLoad(PAGE, "3", "bbr", 6, browser="chromium"))
     assert result.status is Status.ok, result.reason
     assert result.engine == "browsertime" and result.browser == "chromium"
     assert result.browser_version.count(".") == 3, result.browser_version
@@ -209,8 +213,8 @@ def test_chromium_with_quic_broken_is_a_failed_load_with_reason(session: Session
     rule = ["OUTPUT", "-p", "udp", "--dport", "443", "-j", "DROP"]
     sh.run(["ip", "netns", "exec", ns, "iptables", "-A", *rule])
     try:
-        session.engine = "selenium"
-        result, _ = session.load_page(PAGE, "3", "bbr", 6, browser="chromium")
+        session.settings = replace(session.settings, engine="selenium")
+        result, _ = session.load_page(PageLoad(PAGE, "3", "bbr", 6, browser="chromium"))
     finally:
         sh.run(["ip", "netns", "exec", ns, "iptables", "-D", *rule])
     assert result.status is Status.failed and result.browser == "chromium"
@@ -228,14 +232,14 @@ def test_chromium_capture_decrypts_with_its_key_log(session: Session, tmp_path: 
     """SSLKEYLOGFILE works for Chromium's QUIC too: tshark finds the page's 9 requests in
     the link's pcap; there is no qlog (Firefox-only)."""
     from capture_check import decrypted_requests
-    from clarke.run.captures import CaptureMode, CapturePolicy
+    from clarke.run.session.captures import CaptureMode, CapturePolicy
 
-    session.engine = "selenium"
-    session.capture = CapturePolicy(CaptureMode.all, tmp_path, 20_000_000, flat=True)
+    policy = CapturePolicy(CaptureMode.all, tmp_path, 20_000_000, flat=True)
+    session.settings = replace(session.settings, engine="selenium", capture=policy)
     try:
-        result, details = session.load_page(PAGE, "3", "bbr", 6, browser="chromium")
+        result, details = session.load_page(PageLoad(PAGE, "3", "bbr", 6, browser="chromium"))
     finally:
-        session.capture = None
+        session.settings = replace(session.settings, capture=None)
     assert result.status is Status.ok, result.reason
     assert sorted(details["capture"]["files"]) == ["keys.log", "link.pcap"], details["capture"]
     assert session.plan is not None

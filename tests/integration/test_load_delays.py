@@ -40,8 +40,9 @@ import pytest
 from clarke import paths, profiles
 from clarke.pages.models import Registry
 from clarke.results.record import Status
-from clarke.run.linkcheck import expected_rtt_ms
-from clarke.run.session import Session
+from clarke.run.linkcheck.check import expected_rtt_ms
+from clarke.run.session.session import Session
+from clarke.run.session.settings import PageLoad, SessionSettings
 from clarke.testbed.substrate import NetnsSubstrate
 from conftest import need
 
@@ -60,10 +61,7 @@ def _models_file() -> Path:
 def session() -> Iterator[Session]:
     need(os.geteuid() == 0, "root (network namespaces)")
     s = Session(
-        NetnsSubstrate(),
-        [PAGE],
-        engine="selenium",
-        registry=Registry.default([_models_file()]),
+        NetnsSubstrate(), [PAGE], SessionSettings(registry=Registry.default([_models_file()]))
     )
     s.start(PROFILE)
     try:
@@ -100,7 +98,7 @@ def test_object_metrics_and_idle_time_follow_the_server_holds(session: Session, 
         """The time `size` bytes take beyond the unheld object's at the profile's rate."""
         return max(0, size - unheld_bytes) * 8 / (rate * 1e3) if rate > 0 else 0.0
 
-    result, details = session.load_page(PAGE, http, "bbr", 1)
+    result, details = session.load_page(PageLoad(PAGE, http, "bbr", 1))
     assert result.status is Status.ok, result.reason
     timed = _timings(result.raw or {})
     starts = [float(timed[o["path"]]["requestStart"]) for o in objects]

@@ -25,7 +25,7 @@ import pytest
 
 from clarke.pages.build import build
 from clarke.pages.models import Registry, Units
-from clarke.server.openlitespeed import OpenLiteSpeedRole
+from clarke.server.openlitespeed import OlsPlace, OpenLiteSpeedRole
 from clarke.server.openlitespeed_config import HTTPD_CONFIG, OlsSettings, OlsSite
 from clarke.server.openlitespeed_install import find_install, install_problem, make_server_root
 from clarke.tls import DEFAULT_HOST, issue_testbed_pki
@@ -159,7 +159,8 @@ def bed() -> Iterator[Bed]:
         error_log=root / "logs" / "error.log",
         state_dir=root / "tmp" / "state",
     )
-    role = OpenLiteSpeedRole(site, OlsSettings("cubic", "cubic"), server_root=root, netns=server)
+    where = OlsPlace(server_root=root, netns=server)
+    role = OpenLiteSpeedRole(site, OlsSettings("cubic", "cubic"), where)
     try:
         for ns in (server, client):
             _run(["ip", "netns", "add", ns])

@@ -31,8 +31,9 @@ from clarke.link.opensand import entity as opensand_role
 from clarke.place import netns, procs
 from clarke.place.plan import plan
 from clarke.roles import link_config
-from clarke.run import linkcheck
-from clarke.run.session import Session
+from clarke.run.linkcheck import check as linkcheck
+from clarke.run.session.session import Session
+from clarke.run.session.settings import ROLES_ONLY
 from clarke.testbed import lifecycle
 from clarke.testbed.state import Store
 from clarke.testbed.substrate import NetnsSubstrate
@@ -171,13 +172,15 @@ def test_testbed_on_opensand(testbed_env: Path, run_cli, capsys) -> None:  # typ
     assert stats["terminal"]["link"]["delay_value_ms"] == 127
 
     # Another profile on the running testbed, and back: through the agents, once each.
-    session = Session(NetnsSubstrate(TESTBED_ID), [], engine="selenium", roles_only=True)
+    session = Session(NetnsSubstrate(TESTBED_ID), [], ROLES_ONLY)
     session.start("geo")
     try:
         for name in ("meo", "geo"):
             agents = session.agents
             assert agents is not None
-            pids = {r: agents[r].health()["opensand"]["pid"] for r in ("satellite", "terminal")}
+            pids = {
+                r: agents[r].health().said("opensand")["pid"] for r in ("satellite", "terminal")
+            }
             applied = session.ensure_profile(name)
             assert applied is not None and applied.roles == ("satellite", "gateway", "terminal")
             assert session.ensure_profile(name) is None  # in force: nothing to do
@@ -185,7 +188,7 @@ def test_testbed_on_opensand(testbed_env: Path, run_cli, capsys) -> None:  # typ
             assert now is not None and now.profile == name  # the state file follows
             for role, pid in pids.items():
                 assert procs.start_time(pid) is None, f"the old {role} entity still runs"
-            result = linkcheck.ping(session.probe(), count=10)
+            result = linkcheck.ping(session.link().probe(), count=10)
             s = result.summary()
             expected = opensand.derive(profiles.read(name)).expected_rtt_ms
             report(
@@ -241,7 +244,7 @@ def test_role_agents_in_namespaces(tmp_path: Path, capsys) -> None:  # type: ign
     configure (satellite, gateway, terminal) restarts each on another profile, a profile
     OpenSAND cannot take is refused without touching the running entity, stop leaves
     no process, TAP or bridge."""
-    from clarke.link.opensand.entity import LinkEnd, OpenSandRole
+    from clarke.link.opensand.entity import EntitySetup, LinkEnd, OpenSandRole
     from clarke.vocab import LINK_START_ORDER as START_ORDER
 
     require_opensand()
@@ -275,9 +278,7 @@ def test_role_agents_in_namespaces(tmp_path: Path, capsys) -> None:  # type: ign
                     end = LinkEnd(
                         p.sat.cidr(role), p.sat.address(peer), (str(p.remote_lan(role).prefix),)
                     )
-                roles[role] = OpenSandRole(
-                    role,
-                    entities,
+                setup = EntitySetup(
                     emu_iface="br-emu" if role == "satellite" else "emu",
                     config_dir=tmp_path / role / "etc",
                     run_dir=tmp_path / role / "run",
@@ -285,6 +286,7 @@ def test_role_agents_in_namespaces(tmp_path: Path, capsys) -> None:  # type: ign
                     netns=ns[role],
                     link_end=end,
                 )
+                roles[role] = OpenSandRole(role, entities, setup)
                 reply = roles[role].configure(link_config("geo", profiles.read("geo")))
                 assert reply["applied"] and reply["restarts"] == 0
                 h = roles[role].health()

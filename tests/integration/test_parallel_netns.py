@@ -22,7 +22,6 @@ from clarke.place import netns
 from clarke.results import store
 from clarke.results.journal import Journal
 from clarke.results.record import Status
-from clarke.results.summary import cell_of
 from clarke.testbed import lifecycle
 from clarke.testbed.state import Store
 from conftest import SMALL_LAN_CAMPAIGN, need
@@ -119,7 +118,7 @@ def test_two_testbeds_stopped_resumed_and_merged(tmp_path: Path) -> None:
     testbeds = {r.testbed for r in records}
     assert len(testbeds) >= 2 and all(t.startswith("netns-") for t in testbeds)
     for cell in {r.cell for r in plan.runs}:  # every cell on both testbeds
-        assert {r.shard for r in final.values() if cell_of(r) == cell} == {"1/2", "2/2"}
+        assert {r.shard for r in final.values() if r.cell == cell} == {"1/2", "2/2"}
     meta = json.loads((merged / store.META).read_text())
     assert meta["parallel"]["testbeds"] == 2 and meta["shard_by"] == "repetition"
     assert [lane["shard"] for lane in meta["parallel"]["lanes"]] == ["1/2", "2/2"]

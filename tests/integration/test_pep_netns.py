@@ -16,7 +16,8 @@ from clarke.errors import EnvironmentProblem
 from clarke.pep import tproxy
 from clarke.place import Place
 from clarke.results.record import Status
-from clarke.run.session import Session
+from clarke.run.session.session import Session
+from clarke.run.session.settings import PageLoad
 from clarke.testbed.substrate import NetnsSubstrate
 from conftest import need
 
@@ -31,7 +32,7 @@ CC = "cubic"
 def session() -> Iterator[Session]:
     need(os.geteuid() == 0, "root (network namespaces)")
     need(registry.names("pep") != (), "the pep registry")
-    s = Session(NetnsSubstrate(), [PAGE], engine="selenium")
+    s = Session(NetnsSubstrate(), [PAGE])
     s.start("lan")
     try:
         s.ensure_cc(CC)
@@ -42,7 +43,7 @@ def session() -> Iterator[Session]:
 
 def _load(session: Session, pep: str, http: str) -> tuple[Status, str, dict]:  # type: ignore[type-arg]
     session.ensure_pep(pep, CC)
-    result, details = session.load_page(PAGE, http, CC, 6, pep=pep)
+    result, details = session.load_page(PageLoad(PAGE, http, CC, 6, pep=pep))
     return result.status, result.reason, details
 
 
@@ -96,7 +97,7 @@ def test_a_pep_that_did_not_split_fails_the_load(session: Session) -> None:
     )  # fmt: skip
     tproxy.remove(terminal)
     try:
-        result, details = session.load_page(PAGE, "2", CC, 6, pep="splittcp")
+        result, details = session.load_page(PageLoad(PAGE, "2", CC, 6, pep="splittcp"))
     finally:
         # Back to a clean state for the next test: none, then splittcp again afresh.
         session.ensure_pep("none", CC)

@@ -93,7 +93,8 @@ def test_a_resume_with_another_campaign_stops_with_the_difference(tmp_path: Path
     # Comments and layout are not a different campaign.
     same = tmp_path / "same.yaml"
     same.write_text("# a comment\n" + text)
-    from clarke.run.campaign import campaign_difference
+    from clarke.campaign.plan import plan_file
+    from clarke.run.campaign.resume import campaign_difference
 
-    assert campaign_difference(d / store.CAMPAIGN_COPY, same) == ""
-    assert "repetitions" in campaign_difference(d / store.CAMPAIGN_COPY, edited)
+    assert campaign_difference(d / store.CAMPAIGN_COPY, plan_file(same)) == ""
+    assert "repetitions" in campaign_difference(d / store.CAMPAIGN_COPY, plan_file(edited))

@@ -18,11 +18,12 @@ import pytest
 import yaml
 
 from capture_check import check_capture
+from clarke.campaign.dimensions import CONNECTIONS
 from clarke.campaign.plan import plan_file
 from clarke.results.influx import InfluxSink
 from clarke.results.journal import Journal
 from clarke.results.record import Status
-from clarke.run.loop import finished
+from clarke.run.campaign.loop import finished
 from clarke.testbed import lifecycle
 from conftest import SMALL_LAN_CAMPAIGN, _influx_config, free_port, need
 
@@ -322,7 +323,7 @@ def test_connections_per_server_as_a_campaign_dimension(tmp_path: Path) -> None:
     assert set(records) == {"lan-h1-bbr-uniform-100k-c1-r1", "lan-h1-bbr-uniform-100k-c4-r1"}
     assert all(r.status is Status.ok for r in records.values()), records
     one, four = (records[f"lan-h1-bbr-uniform-100k-c{n}-r1"] for n in (1, 4))
-    assert (one.connections, four.connections) == (1, 4)
+    assert (one.cell[CONNECTIONS], four.cell[CONNECTIONS]) == (1, 4)
     carrying = [
         len([c for c in r.details["server_connections"] if c.get("requests")]) for r in (one, four)
     ]

@@ -161,10 +161,11 @@ def test_run_checks_every_part_before_anything_runs(  # type: ignore[no-untyped-
     campaign.write_text(
         Path("campaigns/smoke.yaml")
         .read_text()
-        .replace("engine: selenium", "engine: selenium\n  binary: /nonexistent/firefox")
+        .replace("engine: selenium", "engine: selenium\n  binary: bin/no-firefox")
     )
     code, out, err = run_cli("run", str(campaign), "--results", str(results))
-    assert code == 3 and "no Firefox found" in err and "/nonexistent/firefox" in err
+    # A path beside the campaign (docs/campaigns.md), taken relative to it.
+    assert code == 3 and "no Firefox found" in err and str(tmp_path / "bin/no-firefox") in err
     code, out, err = run_cli(
         "run", "campaigns/smoke.yaml", "--link", "opensand", "--results", str(results)
     )

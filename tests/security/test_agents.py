@@ -44,7 +44,8 @@ from clarke.place.plan import AGENT_PORT, HTTPS_PORT, ORIGIN_CONTROL, NetnsPlan
 from clarke.profiles import LinkProfile
 from clarke.results.record import Status
 from clarke.roles import link_config
-from clarke.run.session import Session
+from clarke.run.session.session import Session
+from clarke.run.session.settings import PageLoad, SessionSettings
 from clarke.testbed.substrate import NetnsSubstrate
 from clarke.tls import DEFAULT_HOST as HOST
 from clarke.vocab import LINK_ROLES, LINK_START_ORDER, ROLES
@@ -85,7 +86,7 @@ def bed() -> Iterator[Bed]:
     previous = os.environ.get("CLARKE_STATE_DIR")
     os.environ["CLARKE_STATE_DIR"] = str(state)
     substrate = NetnsSubstrate()
-    session = Session(substrate, [PAGE], engine="selenium")
+    session = Session(substrate, [PAGE])
     try:
         session.start("lan")
         session.ensure_profile("lan")
@@ -222,7 +223,7 @@ def test_nobody_gets_nothing_without_the_token(bed: Bed) -> None:
     assert not marker.exists()
     lan = profiles.read("lan")
     for role in LINK_ROLES:
-        assert bed.agent(role).state()["profile"] == "lan", role
+        assert bed.agent(role).link_state().profile == "lan", role
         in_effect = bed.agent(role).health()["satlink"]["config"]
         assert in_effect["forward"]["uplink_delay_ms"] == lan.forward.uplink_delay_ms, role
     assert bed.agent("server").state()["tcp_cc"] == "bbr"
@@ -349,7 +350,7 @@ def test_half_sent_requests_block_nothing(bed: Bed) -> None:
     timed("server /config", lambda: bed.agent("server").configure({"tcp_cc": "bbr"}))
     for role in ROLES:
         timed(f"{role} /stats/reset", lambda r=role: bed.agent(r).reset_stats())
-    result, _ = timed("client /load", lambda: bed.session.load_page(PAGE, "2", "bbr", 6))
+    result, _ = timed("client /load", lambda: bed.session.load_page(PageLoad(PAGE, "2", "bbr", 6)))
     assert result.status is Status.ok, result.reason
     slow = {k: v for k, v in took.items() if k != "client /load" and v > server.REQUEST_TIMEOUT_S}
     assert not slow, slow
@@ -363,7 +364,7 @@ def test_half_sent_requests_block_nothing(bed: Bed) -> None:
 
 
 def test_a_testbed_keeps_the_browser_it_started_with(bed: Bed) -> None:
-    other = Session(NetnsSubstrate(bed.plan.id), [PAGE], engine="selenium", firefox="/bin/true")
+    other = Session(NetnsSubstrate(bed.plan.id), [PAGE], SessionSettings(firefox="/bin/true"))
     try:
         with pytest.raises(InputError, match="bring up a new testbed for another browser"):
             other.start("lan")

@@ -18,10 +18,13 @@ from typing import Any
 import httpx
 import pytest
 
+from clarke import profiles
 from clarke.agent import auth, server
 from clarke.agent.client import AgentClient
 from clarke.agent.server import make_handler
 from clarke.browser.client import BrowserClient
+from clarke.browser.load import LoadRequest
+from clarke.contract import LinkConfig
 from clarke.errors import ClarkeError, EnvironmentProblem, InputError
 from clarke.place import Place
 from clarke.place.plan import plan
@@ -88,14 +91,14 @@ def _raw(url: str, data: bytes, timeout: float = 10) -> bytes:
 def test_health_stats_and_unknown_paths(client_agent: str) -> None:
     c = AgentClient("client", client_agent, TOKEN)
     h = c.health()
-    assert h["role"] == "client" and h["ready"] is True and h["firefox_version"] == "1.0"
+    assert h.role == "client" and h.ready is True and h.said("firefox_version") == "1.0"
     assert c.stats() == {"loads": 0}
-    assert c.state() == {}
-    assert c.configure({}) == {"applied": False, "state": {}}
+    assert c.state().body() == {}
+    assert c.configure(None).body() == {"applied": False, "state": {}}
     r = httpx.get(f"{client_agent}/nope", trust_env=False, headers=auth.bearer(TOKEN))
     assert r.status_code == 404 and "no GET /nope on the client agent" in r.json()["error"]
     with pytest.raises(ClarkeError, match="unknown engine 'lynx'"):
-        c.load(GOOD_LOAD, "lynx", 10)
+        c.load(LoadRequest.model_validate(GOOD_LOAD), "lynx", 10)
 
 
 def test_every_request_but_health_needs_the_token(client_agent: str) -> None:
@@ -208,6 +211,10 @@ def short_timeouts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(server, "REQUEST_TIMEOUT_S", 2.0)
 
 
+def _link_config(name: str) -> LinkConfig:
+    return LinkConfig(name=name, profile=profiles.read("lan"))
+
+
 class Slow:
     """A role whose configuration change takes as long as the test wants."""
 
@@ -225,7 +232,7 @@ class Slow:
     def configure(self, body: dict[str, Any]) -> dict[str, Any]:
         self.entered.set()
         self.release.wait(30)
-        return {"applied": body.get("name")}
+        return {"applied": True, "state": {"profile": body["name"]}}
 
     def stats(self) -> dict[str, Any]:
         return {}
@@ -259,7 +266,7 @@ def test_half_sent_request_holds_nothing(short_timeouts: None) -> None:
         time.sleep(0.3)
         agent = AgentClient("terminal", url, TOKEN, timeout=5)
         started = time.monotonic()
-        assert agent.configure({"name": "geo"}) == {"applied": "geo"}
+        assert agent.configure(_link_config("geo")).state == {"profile": "geo"}
         assert agent.reset_stats() == {"reset": True}
         assert time.monotonic() - started < server.REQUEST_TIMEOUT_S
         for t in threads:
@@ -297,7 +304,9 @@ def test_a_change_in_progress_makes_the_next_one_409() -> None:
     with _serve(role) as url:
         first: dict[str, Any] = {}
         t = threading.Thread(
-            target=lambda: first.update(AgentClient("t", url, TOKEN).configure({"name": "a"}))
+            target=lambda: first.update(
+                AgentClient("terminal", url, TOKEN).configure(_link_config("a")).state
+            )
         )
         t.start()
         assert role.entered.wait(10)
@@ -309,8 +318,10 @@ def test_a_change_in_progress_makes_the_next_one_409() -> None:
         assert httpx.get(url + "/stats", headers=auth.bearer(TOKEN), trust_env=False).is_success
         role.release.set()
         t.join(10)
-        assert first == {"applied": "a"}
-        assert AgentClient("t", url, TOKEN).configure({"name": "b"}) == {"applied": "b"}
+        assert first == {"profile": "a"}
+        assert AgentClient("terminal", url, TOKEN).configure(_link_config("b")).state == {
+            "profile": "b"
+        }
 
 
 def test_unreachable_implementation_is_a_clear_error(
@@ -397,3 +408,71 @@ def test_every_agent_starts_with_the_token_file_and_only_the_client_with_a_brows
         if role == "client":
             assert argv[argv.index("--firefox") + 1] == "/opt/ff/firefox"
     assert "--firefox" not in agent_argv(plan(41), tmp_path, "client", "firefox")
+
+
+class OffContract(Slow):
+    """A link role whose state and counters break the contract (clarke.contract)."""
+
+    def state(self) -> dict[str, Any]:
+        return {"profile": 7, "running": "maybe"}
+
+
+def test_requests_and_replies_are_held_to_the_contract_at_both_ends() -> None:
+    role = OffContract()
+    role.release.set()
+    with _serve(role) as url:
+        headers = auth.bearer(TOKEN)
+        # The agent refuses a request outside the contract before its role sees it.
+        for body, named in (
+            ({"tcp_cc": "vegas"}, "profile: required field is missing"),
+            ({"name": "geo", "profile": {}}, "profile.forward: required field is missing"),
+        ):
+            r = httpx.post(f"{url}/config", json=body, headers=headers, trust_env=False)
+            assert r.status_code == 400 and named in r.json()["error"], r.text
+        assert not role.entered.is_set()
+        # A reply outside the contract is the agent's bug, said as one, and the runner
+        # refuses it too.
+        r = httpx.get(f"{url}/state", headers=headers, trust_env=False)
+        assert r.status_code == 500 and "outside the contract" in r.json()["error"], r.text
+        with pytest.raises(ClarkeError, match="outside the contract"):
+            AgentClient("terminal", url, TOKEN).link_state()
+
+
+def test_the_server_contract_names_its_congestion_controls() -> None:
+    from clarke.contract import ServerConfig
+
+    with pytest.raises(ValueError, match="tcp_cc"):
+        ServerConfig.model_validate({"tcp_cc": "vegas"})
+    with pytest.raises(ValueError, match="allowed: cubic, bbr, newreno"):
+        ServerConfig.model_validate({"quic_cc": "reno"})
+    assert ServerConfig.model_validate({"tcp_cc": "bbr"}).body() == {"tcp_cc": "bbr"}
+
+
+class NoPep:
+    """A station's PEP slot running none (agent/pep_slot.py's replies)."""
+
+    def state(self) -> dict[str, Any]:
+        return {"pep": "none"}
+
+    def configure(self, body: dict[str, Any]) -> dict[str, Any]:
+        return {"applied": False, "state": self.state()}
+
+    def stats(self) -> dict[str, Any]:
+        return {"pep": "none"}
+
+    def reset_stats(self) -> dict[str, Any]:
+        return {"pep": "none"}
+
+
+def test_a_stations_pep_routes_answer_within_the_contract() -> None:
+    role = Slow()
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(role, TOKEN, pep=NoPep()))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        agent = AgentClient("terminal", f"http://127.0.0.1:{httpd.server_address[1]}", TOKEN)
+        assert agent.pep_configure({"name": "none"}).applied is False
+        assert agent.pep_state() == {"pep": "none"} == agent.pep_stats()
+        assert agent.pep_reset_stats() == {"pep": "none"}
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from clarke.run.bench_load import breakdown, spread
+from clarke.run.bench.load import breakdown, spread
 from clarke.timing import Phases
 
 

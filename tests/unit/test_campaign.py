@@ -11,7 +11,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from clarke.campaign.plan import plan_file
+from clarke.campaign.dimensions import (
+    BROWSER,
+    CC,
+    CONNECTIONS,
+    CROSS_TRAFFIC,
+    HTTP,
+    MODEL,
+    PROFILE,
+    SIZE,
+)
+from clarke.campaign.plan import Run, plan_file
 
 GOOD = {
     "name": "t",
@@ -158,9 +168,14 @@ def test_shipped_campaigns_are_valid(run_cli) -> None:  # type: ignore[no-untype
         assert code == 0, err
 
 
+def _study_cell(r: Run) -> tuple[object, ...]:
+    """The study's coordinates of a run: profile, HTTP version, cc, page model and size."""
+    return (r.cell[PROFILE], r.cell[HTTP], r.cell[CC], r.cell[MODEL], r.cell[SIZE])
+
+
 def test_study_campaign_covers_table_4() -> None:
     plan = plan_file(Path("campaigns/alshagri2023.yaml"))
-    cells = {r.cell[:5] for r in plan.runs}  # connections per server: one per HTTP version
+    cells = {_study_cell(r) for r in plan.runs}  # connections per server: one per HTTP version
     sizes = ("100k", "500k", "1m", "2m")
     for profile in ("geo", "lan"):
         for h in ("1.1", "2", "3"):
@@ -172,14 +187,10 @@ def test_study_campaign_covers_table_4() -> None:
     # nothing beyond Table 4: 24 + 12 new (cubic) + 8 new (triangular) per profile
     assert len(cells) == 2 * 44
     assert len(plan.runs) == 3 * len(cells)
-    shared = next(
-        r
-        for r in plan.runs
-        if r.cell == ("geo", "2", "bbr", "uniform", "1m", "6", "none", "none", "firefox")
-    )
+    shared = next(r for r in plan.runs if r.cell.path == "geo/2/bbr/uniform/1m/6/none/none/firefox")
     assert shared.scenarios == ("parallel-streams", "congestion-control", "page-structure")
-    h1 = next(r for r in plan.runs if r.http == "1.1")
-    assert h1.connections == 1
+    h1 = next(r for r in plan.runs if r.cell[HTTP] == "1.1")
+    assert h1.cell[CONNECTIONS] == 1
 
 
 def test_listed_order_and_stable_ids(tmp_path: Path) -> None:
@@ -211,7 +222,7 @@ def test_shuffled_order_is_reproducible_from_its_seed(tmp_path: Path) -> None:
     assert [r.run_id for r in again.runs] == [r.run_id for r in a.runs]
     assert sorted(r.run_id for r in a.runs) == sorted(r.run_id for r in b.runs)
     # profiles stay in blocks, in the listed order
-    profiles = [r.profile for r in a.runs]
+    profiles = [r.cell[PROFILE] for r in a.runs]
     assert profiles == ["lan"] * 15 + ["geo"] * 15
     assert [r.run_id for r in a.runs][:15] != sorted(r.run_id for r in a.runs[:15]) or a.seed == 0
 
@@ -291,7 +302,7 @@ def test_the_implementations_campaign_is_the_studys_scenarios() -> None:
     plan = plan_file(Path("campaigns/implementations.yaml"))
     c = plan.campaign
     assert c.repetitions == 5 and len(c.implementations.combinations()) == 4
-    cells = {r.cell[:5] for r in plan.runs}
+    cells = {_study_cell(r) for r in plan.runs}
     for h in ("1.1", "2", "3"):
         for s in ("500k", "2m"):
             assert ("geo", h, "bbr", "single", s) in cells
@@ -320,12 +331,12 @@ def test_connections_per_server_as_a_dimension(tmp_path: Path, run_cli) -> None:
         "lan-h1-bbr-uniform-100k-c1-r2",
         "lan-h1-bbr-uniform-100k-c4-r2",
     ]
-    assert [r.connections for r in plan.runs] == [1, 4, 1, 4]
+    assert [r.cell[CONNECTIONS] for r in plan.runs] == [1, 4, 1, 4]
     assert len({r.cell for r in plan.runs}) == 2
     # Without the axis, ids stay as they were and the browser's setting decides.
     f.write_text(yaml.safe_dump(GOOD))
     first = plan_file(f).runs[0]
-    assert (first.run_id, first.connections) == ("lan-h1-bbr-uniform-100k-r1", 6)
+    assert (first.run_id, first.cell[CONNECTIONS]) == ("lan-h1-bbr-uniform-100k-r1", 6)
     for bad, field in (([1, 1], "listed more than once"), ([0], "greater than or equal to 1")):
         f.write_text(yaml.safe_dump(_with("matrix.connections", bad)))
         code, _, err = run_cli("campaign", "validate", str(f))
@@ -401,11 +412,11 @@ def test_cross_traffic_as_a_dimension(tmp_path: Path) -> None:
     }
     assert described[3]["rate_mbps"] == 2.5 and described[3]["direction"] == "forward"
     assert (described[4]["flows"], described[4]["direction"]) == (4, "both")
-    assert [r.cell[6] for r in plan.runs][:2] == ["none", "bulk-cubic"]
+    assert [r.cell[CROSS_TRAFFIC].label for r in plan.runs][:2] == ["none", "bulk-cubic"]
     # Without the axis: no load has cross traffic and the ids stay as they were.
     f.write_text(yaml.safe_dump(GOOD))
     first = plan_file(f).runs[0]
-    assert (first.run_id, first.cross_traffic, first.cross.active) == (
+    assert (first.run_id, first.cell[CROSS_TRAFFIC].label, first.cell[CROSS_TRAFFIC].active) == (
         "lan-h1-bbr-uniform-100k-r1",
         "none",
         False,
@@ -453,12 +464,12 @@ def test_the_browser_as_a_dimension(tmp_path: Path, run_cli) -> None:  # type: i
         "lan-h2-bbr-uniform-100k-firefox-r2",
         "lan-h2-bbr-uniform-100k-chromium-r2",
     ]
-    assert [r.browser for r in plan.runs] == ["firefox", "chromium"] * 2
-    assert {r.cell[-1] for r in plan.runs} == {"firefox", "chromium"}
+    assert [r.cell[BROWSER] for r in plan.runs] == ["firefox", "chromium"] * 2
+    assert {r.cell.texts()["browser"] for r in plan.runs} == {"firefox", "chromium"}
     # Without the axis, ids stay as they were and every load is Firefox's.
     f.write_text(yaml.safe_dump(GOOD))
     first = plan_file(f).runs[0]
-    assert (first.run_id, first.browser) == ("lan-h1-bbr-uniform-100k-r1", "firefox")
+    assert (first.run_id, first.cell[BROWSER]) == ("lan-h1-bbr-uniform-100k-r1", "firefox")
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ from clarke.errors import InputError
 from clarke.place import Place
 from clarke.place.capture import PacketCapture, whole_packets
 from clarke.place.plan import plan
-from clarke.run.captures import CaptureMode, CapturePolicy, write
+from clarke.run.session.captures import CaptureMode, CapturePolicy, write
 
 TOKEN = "t" * 43
 

@@ -144,12 +144,12 @@ def test_the_console_summary_has_a_browser_column_only_with_several_browsers() -
     from rich.console import Console
 
     from clarke.results.summary import summarise
-    from clarke.run.console import table
-    from helpers import record
+    from clarke.run.campaign.console import table
+    from helpers import moved, record
 
     firefox = [record(i) for i in range(2)]
     both = firefox + [
-        r.model_copy(update={"browser": "chromium", "run_id": r.run_id + "-chromium"})
+        moved(r, browser="chromium").model_copy(update={"run_id": r.run_id + "-chromium"})
         for r in firefox
     ]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from clarke.errors import InputError
-from clarke.run.compare import Verdict, compare_records, holm, markdown
-from helpers import record
+from clarke.run.compare.cells import Verdict, compare_records, holm, markdown
+from helpers import moved, record
 
 
 def test_holm_adjustment() -> None:
@@ -43,9 +43,9 @@ def test_unusable_input() -> None:
     other = [r.model_copy(update={"campaign": "other"}) for r in base]
     with pytest.raises(InputError, match="different campaigns: other, t"):
         compare_records(base, other)
-    moved = [r.model_copy(update={"size": "1m"}) for r in base]
+    elsewhere = [moved(r, size="1m") for r in base]
     with pytest.raises(InputError, match="in the baseline only"):
-        compare_records(base, moved)
+        compare_records(base, elsewhere)
     with pytest.raises(InputError, match="successful loads"):
         compare_records(base, base[:1])
 

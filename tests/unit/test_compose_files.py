@@ -251,10 +251,17 @@ def test_secrets_are_made_once_private_and_kept(tmp_path: Path) -> None:
 def test_secrets_service_mounts_only_its_script(base: dict[str, Any]) -> None:
     svc = base["services"]["secrets"]
     assert svc["network_mode"] == "none" and svc["read_only"] is True
+    shares = ("agents", "client", "influxdb", "grafana")
     assert svc["volumes"] == [
         "./images/secrets.sh:/usr/local/bin/clarke-secrets:ro",
         "secrets:/run/clarke-secrets",
+        *(f"secrets-{s}:/run/clarke-secrets-shares/{s}" for s in shares),
     ]
+    # The whole store is mounted nowhere else (tests/security/test_compose_secrets.py
+    # checks each service's share).
+    for name, other in base["services"].items():
+        if name != "secrets":
+            assert not any(v.startswith("secrets:") for v in other.get("volumes", [])), name
 
 
 def test_start_order_and_health(base: dict[str, Any]) -> None:

@@ -14,8 +14,8 @@ from clarke.campaign.cross import CrossKind, CrossTraffic, Direction
 from clarke.compose.substrate import ComposeSubstrate
 from clarke.errors import InputError
 from clarke.place.procs import Proc
-from clarke.run import cross
-from clarke.run.session import Session
+from clarke.run.session import cross
+from clarke.run.session.session import Session
 
 
 def _spec(name: str, **kw: object) -> CrossTraffic:
@@ -132,7 +132,7 @@ def test_defaults_and_labels() -> None:
 
 def test_the_compose_stack_refuses_cross_traffic_naming_why(tmp_path: Path) -> None:
     """The session asks its substrate for the endpoints; compose has none."""
-    session = Session(ComposeSubstrate(tmp_path, tmp_path), [], engine="selenium")
+    session = Session(ComposeSubstrate(tmp_path, tmp_path), [])
     session.ensure_cross(_spec("none"))  # nothing asked, nothing refused
     with pytest.raises(InputError, match="only the netns substrate builds"):
         session.ensure_cross(_spec("bulk-cubic"))

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from clarke.campaign.dimensions import HTTP
 from clarke.errors import InputError
 from clarke.results.journal import Journal
-from clarke.run.implementation_table import build, forward_drops, markdown
-from clarke.run.implementations import Combination, Index, State
+from clarke.run.implementations.several import Combination, Index, State
+from clarke.run.implementations.table import build, forward_drops, markdown
 
 RECORDED = Path("tests/data/recorded-repeats")
 
@@ -29,7 +30,7 @@ def _top(tmp_path: Path, factor: float) -> Path:
         shutil.copy(RECORDED / name, slow / name)
     lines = []
     for r in Journal.in_dir(RECORDED).records():
-        if r.http == "2" and "plt_ms" in r.metrics:
+        if r.cell[HTTP] == "2" and "plt_ms" in r.metrics:
             r = r.model_copy(
                 update={"metrics": {**r.metrics, "plt_ms": r.metrics["plt_ms"] * factor}}
             )
@@ -62,7 +63,7 @@ def test_ratios_to_the_baseline(tmp_path: Path) -> None:
         assert other.n == base.n == 20
         assert other.ratio is not None and other.ratio_ci is not None
         lo, hi = other.ratio_ci
-        if cell[1] == "2":  # slowed by 1.5: measured so, and 1 is outside the interval
+        if cell[HTTP] == "2":  # slowed by 1.5: measured so, and 1 is outside the interval
             assert other.ratio == pytest.approx(1.5) and 1.0 < lo <= 1.5 <= hi
         else:
             assert other.ratio == 1.0 and lo <= 1.0 <= hi
@@ -104,3 +105,13 @@ def test_forward_drops_from_each_links_counters() -> None:
     }
     assert forward_drops(opensand) == 237.0
     assert forward_drops({}) is None
+
+
+def test_every_cell_has_its_evidence_per_combination(tmp_path: Path) -> None:
+    """The loads' own evidence is found under the cells the table lists (it was keyed by
+    an integer connection count while the cells had text, and never found)."""
+    t = build(_top(tmp_path, 1.5))
+    for cell in t.cells:
+        for c in t.ran:
+            evidence = t.evidence.get((cell, c.label))
+            assert evidence and evidence["ttfb_ms"] > 0, (cell, c.label)

@@ -9,15 +9,17 @@ from typing import Any
 
 import pytest
 
-from clarke.browser.load import LoadResult
+from clarke.campaign.dimensions import Cell
 from clarke.campaign.plan import Run
+from clarke.contract import LinkState
 from clarke.errors import ClarkeError
 from clarke.results.journal import Journal
 from clarke.results.record import RunRecord, Status
-from clarke.run import loop
-from clarke.run.loop import RecordContext, execute, finished
-from clarke.run.schedule import LinkCheck, schedule
-from clarke.run.verdicts import link_overhead, link_verdict, server_verdict
+from clarke.run.campaign import loop
+from clarke.run.campaign.loop import LoopSettings, RecordContext, execute, finished
+from clarke.run.campaign.schedule import LinkCheck, schedule
+from clarke.run.session.verdicts import link_overhead, link_verdict, server_verdict
+from helpers import FakeSession
 
 CTX = RecordContext("t", "t-1", "selenium", "abc")
 
@@ -27,55 +29,10 @@ def runs(*profiles: str, reps: int = 1) -> list[Run]:
     for profile in profiles:
         for rep in range(1, reps + 1):
             i = len(out)
-            out.append(Run(i, f"{profile}-h2-bbr-uniform-100k-r{rep}", profile, "2", "bbr",
-                           "uniform", "100k", rep, 6))  # fmt: skip
+            cell = Cell.parse({"profile": profile, "http": "2", "cc": "bbr", "model": "uniform",
+                               "size": "100k", "connections": 6})  # fmt: skip
+            out.append(Run(i, f"{profile}-h2-bbr-uniform-100k-r{rep}", cell, rep))
     return out
-
-
-class FakeSession:
-    """A testbed as the loop sees it. `script`: per run id, what each attempt does: "ok",
-    "fail" (a failed load), "down" (the testbed does not answer)."""
-
-    def __init__(self, script: dict[str, list[str]] | None = None) -> None:
-        self.implementations = {"link": "satlink", "server": "origin", "client": "firefox"}
-        self.script = {k: list(v) for k, v in (script or {}).items()}
-        self.profile: str | None = None
-        self.cc: str | None = None
-        self.applied: list[tuple[str, str]] = []
-        self.events: list[str] = []
-
-    def versions(self) -> dict[str, str]:
-        return {"clarke": "test"}
-
-    def ensure_profile(self, name: str) -> object:
-        if name != self.profile:
-            self.profile = name
-            self.applied.append(("profile", name))
-        return None
-
-    def ensure_cc(self, cc: str) -> object:
-        if cc != self.cc:
-            self.cc = cc
-            self.applied.append(("cc", cc))
-        return None
-
-    def check_link(self, profile: str, phase: str, level: str) -> dict[str, Any]:
-        self.ensure_profile(profile)
-        self.events.append(f"{phase} {profile}")
-        return {"phase": phase, "profile": profile, "passed": True}
-
-    def load(
-        self, run: Run, attempt: int, next_run: Run | None = None
-    ) -> tuple[LoadResult, dict[str, Any]]:
-        assert self.profile == run.profile and self.cc == run.cc
-        what = (self.script.get(run.run_id) or ["ok"]).pop(0)
-        self.events.append(f"load {run.run_id} {what}")
-        if what == "down":
-            raise ClarkeError("client agent at http://x: ConnectError")
-        if what == "fail":
-            return LoadResult.failed("selenium", "asked for h2, fell back to http/1.1"), {}
-        ok = LoadResult(status=Status.ok, engine="selenium", metrics={"plt_ms": 100.0})
-        return ok, {"link": {"profile": run.profile, "profile_sha256": "f" * 64}}
 
 
 class Seen:
@@ -103,15 +60,9 @@ def run_all(tmp_path: Path, plan: list[Run], session: FakeSession, retries: int 
     done, _, _ = finished(journal, retries)
     seen = Seen()
     with journal:
-        out = execute(
-            schedule(plan, done),
-            session,
-            journal,
-            CTX,
-            retries,
-            observer=seen,
-            skipped=[r for r in plan if r.run_id in done],
-        )
+        skipped = [r for r in plan if r.run_id in done]
+        settings = LoopSettings(retries, observer=seen, skipped=skipped)
+        out = execute(schedule(plan, done), session, journal, CTX, settings)
     return out, seen, list(Journal.in_dir(tmp_path).records())
 
 
@@ -217,9 +168,10 @@ def test_a_failed_link_check_is_recorded_not_fatal(tmp_path: Path) -> None:
 
 
 def test_link_verdict_names_what_the_link_runs() -> None:
-    good = {r: {"profile": "lan", "profile_sha256": "a" * 64} for r in ("satellite", "terminal")}
+    lan = LinkState(profile="lan", profile_sha256="a" * 64)
+    good = {r: lan for r in ("satellite", "terminal")}
     assert link_verdict("lan", "a" * 64, good) == ""
-    bad = good | {"terminal": {"profile": "geo", "profile_sha256": "b" * 64}}
+    bad = good | {"terminal": LinkState(profile="geo", profile_sha256="b" * 64)}
     reason = link_verdict("lan", "a" * 64, bad)
     assert reason.startswith("the link does not run profile lan") and "terminal geo" in reason
     # Same name, other content (an edited profile file): also refused.

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from clarke.results import store
-from clarke.run.campaign import MetaKeeper
-from clarke.run.schedule import LinkCheck
+from clarke.run.campaign.run import MetaKeeper
+from clarke.run.campaign.schedule import LinkCheck
 
 
 def _dir(tmp_path: Path, earlier: list[dict[str, Any]]) -> Path:

@@ -360,12 +360,8 @@ def _site(tmp_path: Path, port: int = 443, address: str = "198.19.130.2") -> Ols
 
 
 def test_configure_refuses_before_touching_anything(tmp_path: Path) -> None:
-    role = ols.OpenLiteSpeedRole(
-        _site(tmp_path),
-        server_root=tmp_path / "lsws",
-        client_lan="198.19.128.0/24",
-        gateway="198.19.130.1",
-    )
+    where = ols.OlsPlace("198.19.128.0/24", "198.19.130.1", tmp_path / "lsws")
+    role = ols.OpenLiteSpeedRole(_site(tmp_path), None, where)
     for body in (
         {"quic_cc": "newreno"},
         {"quic_initial_window": 40000},
@@ -377,14 +373,14 @@ def test_configure_refuses_before_touching_anything(tmp_path: Path) -> None:
     assert not (tmp_path / "lsws").exists()
     assert role.tcp_applied is None and role.settings == OlsSettings()
     with pytest.raises(InputError, match="give both or neither"):
-        ols.OpenLiteSpeedRole(_site(tmp_path), client_lan="198.19.128.0/24")
+        ols.OpenLiteSpeedRole(_site(tmp_path), None, ols.OlsPlace(client_lan="198.19.128.0/24"))
 
 
 def test_health_without_openlitespeed(tmp_path: Path) -> None:
     from clarke import __version__
 
-    role = ols.OpenLiteSpeedRole(_site(tmp_path, port=free_port(), address="127.0.0.1"),
-                                 server_root=tmp_path / "lsws")  # fmt: skip
+    site = _site(tmp_path, port=free_port(), address="127.0.0.1")
+    role = ols.OpenLiteSpeedRole(site, None, ols.OlsPlace(server_root=tmp_path / "lsws"))
     h = role.health()
     assert (h["role"], h["implementation"], h["clarke"]) == ("server", "openlitespeed", __version__)
     info = h["openlitespeed"]
@@ -804,14 +800,11 @@ def fake_ols(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ols.Op
     for script in (ctl, bin_dir / "ip", bin_dir / "sysctl"):
         script.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    where = ols.OlsPlace(
+        "198.19.128.0/24", "198.19.130.1", root, start_timeout_s=15, log_flush_wait_s=0
+    )
     role = ols.OpenLiteSpeedRole(
-        _site(tmp_path, port=port, address="127.0.0.1"),
-        OlsSettings("cubic", "cubic"),
-        client_lan="198.19.128.0/24",
-        gateway="198.19.130.1",
-        server_root=root,
-        start_timeout_s=15,
-        log_flush_wait_s=0,
+        _site(tmp_path, port=port, address="127.0.0.1"), OlsSettings("cubic", "cubic"), where
     )
     try:
         yield role

@@ -502,7 +502,7 @@ def test_tap_counters_lose_the_ethernet_header() -> None:
 
 
 def role(tmp_path: Path, name: str = "satellite", **kwargs: object):  # type: ignore[no-untyped-def]
-    from clarke.link.opensand.entity import LinkEnd, OpenSandRole
+    from clarke.link.opensand.entity import EntitySetup, LinkEnd, OpenSandRole
 
     end = None if name == "satellite" else LinkEnd("198.18.171.2/24", "198.18.171.1", ("a",))
     args: dict[str, object] = {
@@ -512,7 +512,7 @@ def role(tmp_path: Path, name: str = "satellite", **kwargs: object):  # type: ig
         "link_end": end,
         **kwargs,
     }
-    return OpenSandRole(name, ENT, **args)  # type: ignore[arg-type]
+    return OpenSandRole(name, ENT, EntitySetup(**args))  # type: ignore[arg-type]
 
 
 def test_role_refuses_bad_arguments(tmp_path: Path) -> None:

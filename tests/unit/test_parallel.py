@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 import signal
 import subprocess
 import sys
@@ -24,8 +25,10 @@ from clarke.campaign.plan import ShardBy, plan_file
 from clarke.results import store
 from clarke.results.journal import Journal
 from clarke.results.record import RunRecord
-from clarke.run import parallel
-from clarke.run.parallel import (
+from clarke.run.campaign.options import RunOptions, Shard
+from clarke.run.parallel import testbeds as parallel
+from clarke.run.parallel.check import TOO_FEW, check_testbeds, warnings
+from clarke.run.parallel.testbeds import (
     STATE_FILE,
     Lane,
     ParallelState,
@@ -33,7 +36,6 @@ from clarke.run.parallel import (
     cpu_sets,
     resolve_resume,
 )
-from clarke.run.testbed_check import TOO_FEW, check_testbeds, warnings
 from helpers import split_results
 
 RECORDED = Path("tests/data/recorded-repeats")
@@ -103,18 +105,15 @@ def test_cpu_sets() -> None:
 
 
 def test_child_argv(tmp_path: Path) -> None:
-    argv = child_argv(
-        Path("c.yaml"), 2, 3, tmp_path, "cid", resume=None, link_check="quick", link=None,
-        server="origin", influx_url=None,
-    )  # fmt: skip
+    shard = Shard(2, 3, ShardBy.repetition)
+    options = RunOptions(link_check="quick", server="origin")
+    argv = child_argv(Path("c.yaml"), shard, tmp_path, "cid", options)
     joined = " ".join(argv)
     assert "run c.yaml --shard 2/3 --shard-by repetition --campaign-id cid" in joined
     assert "--link-check quick" in joined and "--server origin" in joined
     assert "--link " not in joined and "--influx" not in joined and "--resume" not in joined
-    again = child_argv(
-        Path("c.yaml"), 2, 3, tmp_path, "cid", resume=tmp_path / "d", link_check="full",
-        link="satlink", server=None, influx_url="http://127.0.0.1:1",
-    )  # fmt: skip
+    options = RunOptions(resume=tmp_path / "d", link="satlink", influx_url="http://127.0.0.1:1")
+    again = child_argv(Path("c.yaml"), shard, tmp_path, "cid", options)
     assert f"--resume {tmp_path / 'd'}" in " ".join(again) and "--campaign-id" not in again
 
 
@@ -163,9 +162,11 @@ def test_shuffled_without_seed_is_refused(tmp_path: Path, run_cli) -> None:  # t
     assert code == 2 and "seed" in err and "--parallel 2" in err
 
 
-def test_resume_combinations(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_resume_combinations(tmp_path: Path, run_cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     campaign = _campaign(tmp_path)
     parts = _parts_dir(tmp_path, campaign)
+    # A host with 4 CPUs, so that --parallel 3 passes its bound (one testbed per CPU).
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(4)))
     code, _, err = run_cli("run", str(campaign), "--parallel", "3", "--resume", str(parts))
     assert code == 2 and "--parallel 3" in err and "--parallel 2" in err
     code, _, err = run_cli("run", str(campaign), "--resume", str(parts))

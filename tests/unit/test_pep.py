@@ -11,13 +11,14 @@ import yaml
 
 from clarke import profiles
 from clarke.agent.pep_slot import PepSlot
+from clarke.campaign.dimensions import CC, HTTP, PEP, PROFILE, Cell
 from clarke.campaign.plan import plan_file
 from clarke.errors import ClarkeError, InputError
 from clarke.pep import parse_settings
 from clarke.pep.pepsal import parse_log
 from clarke.place import Place
 from clarke.place.plan import plan
-from clarke.run.pep import hop_buffer_bytes, pep_body, pep_verdict
+from clarke.run.session.pep import hop_buffer_bytes, pep_body, pep_verdict
 
 CAMPAIGN = {
     "name": "t",
@@ -51,15 +52,15 @@ def test_the_pep_axis_names_runs_and_cells(tmp_path: Path) -> None:
         "geo-h3-cubic-uniform-1m-none-r1",
         "geo-h3-cubic-uniform-1m-splittcp-r1",
     ]
-    assert [r.pep for r in runs] == ["none", "splittcp", "none", "splittcp"]
-    assert len({r.cell for r in runs}) == 4 and runs[1].cell[7] == "splittcp"
+    assert [r.cell[PEP] for r in runs] == ["none", "splittcp", "none", "splittcp"]
+    assert len({r.cell for r in runs}) == 4 and runs[1].cell[PEP] == "splittcp"
     # Without the axis, run ids are as they always were, and no run has a PEP.
     runs = plan_file(_write(tmp_path)).runs
     assert [r.run_id for r in runs] == [
         "geo-h2-cubic-uniform-1m-r1",
         "geo-h3-cubic-uniform-1m-r1",
     ]
-    assert {r.pep for r in runs} == {"none"}
+    assert {r.cell[PEP] for r in runs} == {"none"}
 
 
 def test_bad_pep_values_exit_2_naming_the_field_and_the_choices(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
@@ -75,10 +76,10 @@ def test_bad_pep_values_exit_2_naming_the_field_and_the_choices(tmp_path: Path, 
 
 def test_the_shipped_pep_campaign() -> None:
     runs = plan_file(Path("campaigns/pep-geo.yaml")).runs
-    assert {(r.http, r.pep) for r in runs} == {
+    assert {(r.cell[HTTP], r.cell[PEP]) for r in runs} == {
         (h, p) for h in ("1.1", "2", "3") for p in ("none", "splittcp")
     }
-    assert {r.profile for r in runs} == {"geo"} and {r.cc for r in runs} == {"cubic"}
+    assert {r.cell[PROFILE] for r in runs} == {"geo"} and {r.cell[CC] for r in runs} == {"cubic"}
     assert {r.page for r in runs} == {"uniform-1m"} and len(runs) == 6 * 5
 
 
@@ -231,12 +232,11 @@ def test_the_console_summary_shows_the_pep() -> None:
     from rich.console import Console
 
     from clarke.results.summary import CellSummary, MetricStats
-    from clarke.run.console import print_summary
+    from clarke.run.campaign.console import print_summary
 
-    cell = CellSummary(
-        ("geo", "2", "cubic", "uniform", "1m", "6", "none", "splittcp", "firefox"), 3, 0,
-        {"plt_ms": MetricStats(3, 5000.0, 5000.0, 4900.0, 5100.0)},
-    )  # fmt: skip
+    key = Cell.parse({"profile": "geo", "http": "2", "cc": "cubic", "model": "uniform",
+                      "size": "1m", "connections": 6, "pep": "splittcp"})  # fmt: skip
+    cell = CellSummary(key, 3, 0, {"plt_ms": MetricStats(3, 5000.0, 5000.0, 4900.0, 5100.0)})
     console = Console(width=200, record=True)
     print_summary([cell], "t", console)
     assert "splittcp" in console.export_text()

@@ -12,7 +12,7 @@ from clarke import profiles
 from clarke.errors import ValidationFailed
 from clarke.link import netem
 from clarke.link.opensand import mapping as opensand
-from clarke.run.timeline import queue_metrics
+from clarke.run.session.timeline import queue_metrics
 
 GEO = Path("profiles/geo.yaml").read_text()
 GEO_QUEUE = "queue: {bytes: 662500}"

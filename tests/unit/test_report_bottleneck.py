@@ -3,12 +3,16 @@ with every link (queue) on one axis and one bar per series."""
 
 from __future__ import annotations
 
+from clarke.campaign.dimensions import Cell
 from clarke.report.figures import study_figures
 from clarke.results.summary import CellSummary, MetricStats
 
 
 def _cell(profile: str, http: str, cross: str, pep: str, plt_s: list[float]) -> CellSummary:
-    key = (profile, http, "cubic", "uniform", "1m", "6", cross, pep, "firefox")
+    key = Cell.parse(
+        {"profile": profile, "http": http, "cc": "cubic", "model": "uniform", "size": "1m",
+         "connections": 6, "cross_traffic": cross, "pep": pep}
+    )  # fmt: skip
     return CellSummary(key, len(plt_s), 0, {"plt_ms": MetricStats.of([v * 1000 for v in plt_s])})
 
 

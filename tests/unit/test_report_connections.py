@@ -8,6 +8,7 @@ import re
 import statistics
 from pathlib import Path
 
+from clarke.campaign.dimensions import CONNECTIONS, HTTP
 from clarke.report.html import CONNECTION_METRICS, build
 from clarke.results.journal import Journal
 from clarke.results.record import Status
@@ -24,12 +25,12 @@ def test_the_connections_table_holds_each_cells_medians() -> None:
     section = _section(build(WITH_ROWS))
     rows = re.findall(r"<tr><td>(.*?)</tr>", section)
     ok = [r for r in Journal.in_dir(WITH_ROWS).records() if r.status is Status.ok]
-    assert len(rows) == len({(r.http, r.connections) for r in ok}) == 3
+    assert len(rows) == len({(r.cell[HTTP], r.cell[CONNECTIONS]) for r in ok}) == 3
     for http in ("1.1", "2", "3"):
-        loads = [r for r in ok if r.http == http]
+        loads = [r for r in ok if r.cell[HTTP] == http]
         row = next(r for r in rows if r.startswith(f"lan</td><td>{http}</td>"))
         cells = re.findall(r'<td class="n">([^<]*)</td>', row)
-        want = [str(loads[0].connections), str(len(loads))] + [
+        want = [str(loads[0].cell[CONNECTIONS]), str(len(loads))] + [
             f"{statistics.median(r.metrics[m] for r in loads):,.0f}"
             for m, _, _ in CONNECTION_METRICS
         ]

@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from clarke import profiles
-from clarke.run.timeline import at_navigation, navigate_at
+from clarke.run.session.timeline import at_navigation, navigate_at
 from clarke.schedules import Schedule
 from clarke.schema import problems_of
 

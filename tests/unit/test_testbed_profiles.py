@@ -10,7 +10,7 @@ import pytest
 from clarke import profiles, registry
 from clarke.errors import InputError, UnknownName, ValidationFailed
 from clarke.link import netem
-from clarke.run import linkcheck
+from clarke.run.linkcheck import check as linkcheck
 
 
 def test_shipped_profiles_load_and_cite_sources() -> None:

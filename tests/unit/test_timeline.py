@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from clarke.campaign.dimensions import HTTP
 from clarke.campaign.model import SlotPhase
 from clarke.campaign.plan import plan_file, positions_per_profile
-from clarke.run.timeline import at_navigation, crossed_metrics
+from clarke.run.session.timeline import at_navigation, crossed_metrics
 from clarke.schedules import Schedule
 
 SCHEDULE = Schedule.model_validate(
@@ -80,7 +81,7 @@ def test_sweep_gives_a_profiles_loads_evenly_spaced_phases_in_plan_order() -> No
     sweep = SlotPhase(mode="sweep")
     aims = [sweep.phase_s(420, r.repetition, 12, positions[r.index]) for r in plan.runs]
     assert aims == [420 * (k + 0.5) / 24 for k in range(24)]
-    assert [r.http for r in plan.runs[:4]] == ["2", "3", "2", "3"]
+    assert [r.cell[HTTP] for r in plan.runs[:4]] == ["2", "3", "2", "3"]
     second = plan.shard(2, 2)
     assert [positions[r.index] for r in second] == [(r.index, 24) for r in second]
     with pytest.raises(ValueError, match="at_s"):

@@ -11,8 +11,8 @@ from pydantic import ValidationError
 
 from clarke import profiles
 from clarke.published import Figure, PublishedFigure, Verdict
-from clarke.run import validate
-from clarke.run.validate_figures import (
+from clarke.run.bench import validate
+from clarke.run.bench.validate_figures import (
     Echo,
     analyse_echoes,
     echo_ber,
@@ -165,7 +165,7 @@ def test_the_table_sets_each_figure_beside_its_published_one() -> None:
 
 
 def test_link_checks_report_rtts_a_schedule_or_jitter_moves() -> None:
-    from clarke.run import linkcheck
+    from clarke.run.linkcheck import check as linkcheck
 
     pr = linkcheck.PingResult(sent=5, rtts_ms=[50.0, 52.0, 47.0, 61.0, 49.0])
     for name, why in (

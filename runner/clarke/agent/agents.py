@@ -13,11 +13,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from clarke.agent.client import AgentClient
+from clarke.contract import Health, LinkConfig, LinkState, ServerConfig
 from clarke.errors import ClarkeError, EnvironmentProblem
 from clarke.place.plan import Addresses
 from clarke.profiles import LinkProfile
-from clarke.roles import link_config, profile_digest
-from clarke.vocab import LINK_ROLES, LINK_START_ORDER, PEP_ROLES, CongestionControl
+from clarke.roles import profile_digest
+from clarke.vocab import BROWSERS, LINK_ROLES, LINK_START_ORDER, PEP_ROLES, CongestionControl
 
 log = logging.getLogger(__name__)
 
@@ -52,20 +53,20 @@ class LinkView:
 
     profile: str | None
     sha256: str | None
-    states: dict[str, dict[str, Any]]
+    states: dict[str, LinkState]
 
     @property
     def consistent(self) -> bool:
         """Every link role runs the same profile, and runs."""
-        seen = {(s.get("profile"), s.get("profile_sha256")) for s in self.states.values()}
-        return len(seen) == 1 and all(s.get("running") for s in self.states.values())
+        seen = {(s.profile, s.profile_sha256) for s in self.states.values()}
+        return len(seen) == 1 and all(s.running for s in self.states.values())
 
 
 class Agents:
     def __init__(self, plan: Addresses, roles: Iterable[str], token: str) -> None:
         """`token`: the testbed's agent token, sent with every request."""
         self.clients = {role: AgentClient(role, plan.agent_url(role), token) for role in roles}
-        self.health: dict[str, dict[str, Any]] = {}
+        self.health: dict[str, Health] = {}
         self.applied: list[Applied] = []
 
     def __getitem__(self, role: str) -> AgentClient:
@@ -99,11 +100,11 @@ class Agents:
     def implementations(self) -> dict[str, str]:
         """Which implementation fills each role (recorded with every result)."""
         h = self.health
-        links = sorted({str(h[r].get("implementation")) for r in LINK_ROLES if r in h})
+        links = sorted({str(h[r].implementation) for r in LINK_ROLES if r in h})
         return {
             "link": "+".join(links),
-            "server": str(h.get("server", {}).get("implementation")),
-            "client": str(h.get("client", {}).get("implementation")),
+            "server": str(h["server"].implementation if "server" in h else None),
+            "client": str(h["client"].implementation if "client" in h else None),
         }
 
     def versions(self) -> dict[str, str]:
@@ -112,36 +113,36 @@ class Agents:
         out: dict[str, str] = {}
         for role, agent in self.clients.items():
             h = agent.health()
-            out[f"clarke_{role}"] = str(h.get("clarke", ""))
-            impl = str(h.get("implementation", ""))
+            out[f"clarke_{role}"] = h.clarke
+            impl = h.implementation or ""
             if role == "client":
-                for browser in ("firefox", "chromium"):
-                    if h.get(f"{browser}_version"):
-                        out[browser] = str(h[f"{browser}_version"])
+                for browser in BROWSERS:
+                    if h.said(f"{browser}_version"):
+                        out[browser] = str(h.said(f"{browser}_version"))
                 continue
-            version = str((h.get(impl) or {}).get("version", ""))
+            version = str((h.said(impl) or {}).get("version", ""))
             out[impl if role == "server" else f"{impl}_{role}"] = version
         return out
 
     def quic_offered(self) -> set[str] | None:
         """The server's QUIC congestion controls, None when it does not say."""
         server = self.health.get("server") or self["server"].health()
-        offered = (server.get(str(server.get("implementation"))) or {}).get("quic_available")
+        offered = (server.said(str(server.implementation)) or {}).get("quic_available")
         return set(offered) if isinstance(offered, list) else None
 
     # --- the link ----------------------------------------------------------------------
     def link(self) -> LinkView:
         """Read back what the link roles run; LinkStopped when one does not answer or
         its implementation is not running any more."""
-        states: dict[str, dict[str, Any]] = {}
+        states: dict[str, LinkState] = {}
         for role in LINK_START_ORDER:
             try:
-                states[role] = self[role].state()
+                states[role] = self[role].link_state()
             except ClarkeError as e:
                 raise LinkStopped(f"the link stopped answering: {e}") from None
         first = states[LINK_START_ORDER[0]]
-        view = LinkView(first.get("profile"), first.get("profile_sha256"), states)
-        stopped = [r for r, s in states.items() if s.get("profile") and not s.get("running")]
+        view = LinkView(first.profile, first.profile_sha256, states)
+        stopped = [r for r, s in states.items() if s.profile and not s.running]
         if stopped:
             raise LinkStopped(f"the link stopped: {', '.join(stopped)} no longer running")
         return view
@@ -154,11 +155,11 @@ class Agents:
         if view.consistent and (view.profile, view.sha256) == (name, digest):
             return None
         started, t0 = dt.datetime.now(dt.UTC), time.monotonic()
-        body = link_config(name, profile)
+        body = LinkConfig(name=name, profile=profile)
         applied = tuple(
             role
             for role in LINK_START_ORDER
-            if self[role].configure(body, timeout=CONFIGURE_TIMEOUT_S).get("applied", True)
+            if self[role].configure(body, timeout=CONFIGURE_TIMEOUT_S).applied
         )
         seconds = round(time.monotonic() - t0, 3)
         done = Applied("profile", name, digest, applied, started.isoformat(), seconds)
@@ -177,9 +178,7 @@ class Agents:
         """Make terminal and gateway run the PEP `body` names (agent/pep_slot.py), each
         only when it does not already."""
         started, t0 = dt.datetime.now(dt.UTC), time.monotonic()
-        applied = tuple(
-            role for role in PEP_ROLES if self[role].pep_configure(body).get("applied", True)
-        )
+        applied = tuple(role for role in PEP_ROLES if self[role].pep_configure(body).applied)
         if not applied:
             return None
         done = Applied(
@@ -191,20 +190,19 @@ class Agents:
         return done
 
     # --- the server ----------------------------------------------------------------------
-    def cc_body(self, cc: str) -> dict[str, str]:
+    def cc_body(self, cc: str) -> ServerConfig:
         """TCP's and QUIC's algorithm of the same family. A server whose QUIC stack lacks
         it keeps its QUIC setting (its h3 loads with this cc then fail as such)."""
-        body = {"tcp_cc": cc}
         quic = CongestionControl(cc).quic
         offered = self.quic_offered()
         if offered is None or quic in offered:
-            body["quic_cc"] = quic
-        return body
+            return ServerConfig.model_validate({"tcp_cc": cc, "quic_cc": quic})
+        return ServerConfig.model_validate({"tcp_cc": cc})
 
     def ensure_cc(self, cc: str) -> Applied | None:
         body = self.cc_body(cc)
-        state = self["server"].state()
-        if all(state.get(k) == v for k, v in body.items()):
+        state = self["server"].server_state().body()
+        if all(state.get(k) == v for k, v in body.body().items()):
             return None
         started, t0 = dt.datetime.now(dt.UTC), time.monotonic()
         self["server"].configure(body)
@@ -217,5 +215,5 @@ class Agents:
             round(time.monotonic() - t0, 3),
         )
         self.applied.append(done)
-        log.warning("applied congestion control %s to the server (%s)", cc, body)
+        log.warning("applied congestion control %s to the server (%s)", cc, body.body())
         return done

@@ -55,7 +55,9 @@ def ensure_token_file(path: Path) -> Path:
 
 def read_token(path: Path) -> str:
     """The token in `path`. Refused (exit 3, naming the file) when it is missing, not a
-    regular file, open to other users, or not a token of at least 128 bits."""
+    regular file, not the running user's (or root's): another user could have planted
+    it, open to other users or writable by its group, or not a token of at least 128
+    bits."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as e:
@@ -64,10 +66,17 @@ def read_token(path: Path) -> str:
         st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode):
             raise EnvironmentProblem(f"agent token file {path}: not a regular file")
-        if st.st_mode & 0o007:
+        if st.st_uid not in (0, os.geteuid()):
             raise EnvironmentProblem(
-                f"agent token file {path}: other users may access it "
-                f"(mode {stat.S_IMODE(st.st_mode):04o}); it must be 0600 (or 0640/0400)"
+                f"agent token file {path}: it belongs to uid {st.st_uid}, not to root or "
+                f"uid {os.geteuid()} (who runs clarke): another user could have planted it; "
+                "remove it (`clarke testbed up` makes a new one)"
+            )
+        if st.st_mode & 0o027:
+            raise EnvironmentProblem(
+                f"agent token file {path}: other users may access it or its group write it "
+                f"(mode {stat.S_IMODE(st.st_mode):04o}); it must be 0600 (or 0640/0400): "
+                f"chmod 600 {path}"
             )
         raw = f.read(MAX_TOKEN_CHARS + 2)
     token = raw.decode("ascii", errors="replace").strip()

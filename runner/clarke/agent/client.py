@@ -3,12 +3,31 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
+from pydantic import BaseModel, ValidationError
 
 from clarke.agent import auth
+from clarke.browser.load import LoadRequest, LoadResult
+from clarke.contract import (
+    CaptureStart,
+    CaptureStopped,
+    Configured,
+    Health,
+    LinkState,
+    Reply,
+    Request,
+    ServerState,
+    Stats,
+    kind_of_role,
+    state_of,
+)
 from clarke.errors import ClarkeError, EnvironmentProblem, InputError
+from clarke.schema import problems_of
+
+M = TypeVar("M", bound=BaseModel)
+
 
 # An agent's error keeps its kind (and so its exit code) on the runner's side.
 KIND_OF_EXIT = {2: InputError, 3: EnvironmentProblem}
@@ -56,42 +75,71 @@ class AgentClient:
             raise kind(f"{self.role} agent: {method} {path}: {resp.status_code} {said}")
         return data
 
-    def health(self) -> dict[str, Any]:
-        return self._call("GET", "/health")
+    def _reply(self, model: type[M], path: str, data: dict[str, Any]) -> M:
+        """An agent's answer as the contract's model (clarke.contract); an answer
+        outside it is the agent's fault, said as such."""
+        try:
+            return model.model_validate(data)
+        except ValidationError as e:
+            raise ClarkeError(
+                f"{self.role} agent at {self.url}: {path} answered outside the contract: "
+                + "; ".join(problems_of(e))
+            ) from None
 
-    def state(self) -> dict[str, Any]:
-        return self._call("GET", "/state")
+    def health(self) -> Health:
+        return self._reply(Health, "/health", self._call("GET", "/health"))
 
-    def configure(self, body: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
-        return self._call("POST", "/config", body, timeout=timeout)
+    def link_state(self) -> LinkState:
+        return self._reply(LinkState, "/state", self._call("GET", "/state"))
+
+    def server_state(self) -> ServerState:
+        return self._reply(ServerState, "/state", self._call("GET", "/state"))
+
+    def state(self) -> Reply:
+        """What the role runs, as its kind's state (LinkState, ServerState)."""
+        return self._reply(state_of(kind_of_role(self.role)), "/state", self._call("GET", "/state"))
+
+    def configure(self, body: Request | None, timeout: float | None = None) -> Configured:
+        """POST /config with a request of the contract (LinkConfig, ServerConfig; None:
+        an empty one, for a role that takes no configuration)."""
+        data = body.body() if body is not None else {}
+        return self._reply(Configured, "/config", self._call("POST", "/config", data, timeout))
 
     def stats(self) -> dict[str, Any]:
-        return self._call("GET", "/stats")
+        """The role's counters (its implementation's own, normalised: contract.Stats)."""
+        return self._reply(Stats, "/stats", self._call("GET", "/stats")).body()
 
     def reset_stats(self) -> dict[str, Any]:
-        return self._call("POST", "/stats/reset")
+        return self._reply(Stats, "/stats/reset", self._call("POST", "/stats/reset")).body()
 
-    def load(self, request: dict[str, Any], engine: str, timeout: float) -> dict[str, Any]:
-        return self._call("POST", "/load", request, timeout=timeout, engine=engine)
+    def load(self, request: LoadRequest, engine: str, timeout: float) -> LoadResult:
+        body = request.model_dump(mode="json")
+        data = self._call("POST", "/load", body, timeout=timeout, engine=engine)
+        return self._reply(LoadResult, "/load", data)
 
     def capture_start(self, max_bytes: int) -> dict[str, Any]:
-        return self._call("POST", "/capture/start", {"max_bytes": max_bytes})
+        body = CaptureStart(max_bytes=max_bytes).body()
+        return self._reply(
+            Stats, "/capture/start", self._call("POST", "/capture/start", body)
+        ).body()
 
     def capture_stop(self) -> dict[str, Any]:
         """The packets (base64) and tcpdump's counts; up to the cap, so give it time."""
-        return self._call("POST", "/capture/stop", {}, timeout=120)
+        data = self._call("POST", "/capture/stop", {}, timeout=120)
+        return self._reply(CaptureStopped, "/capture/stop", data).body()
 
     def pep_state(self) -> dict[str, Any]:
-        return self._call("GET", "/pep/state")
+        return self._reply(Reply, "/pep/state", self._call("GET", "/pep/state")).body()
 
-    def pep_configure(self, body: dict[str, Any]) -> dict[str, Any]:
-        return self._call("POST", "/pep/config", body, timeout=60)
+    def pep_configure(self, body: dict[str, Any]) -> Configured:
+        return self._reply(Configured, "/pep/config", self._call("POST", "/pep/config", body, 60))
 
     def pep_stats(self) -> dict[str, Any]:
-        return self._call("GET", "/pep/stats")
+        return self._reply(Stats, "/pep/stats", self._call("GET", "/pep/stats")).body()
 
     def pep_reset_stats(self) -> dict[str, Any]:
-        return self._call("POST", "/pep/stats/reset")
+        data = self._call("POST", "/pep/stats/reset")
+        return self._reply(Stats, "/pep/stats/reset", data).body()
 
     def close(self) -> None:
         self._http.close()

@@ -7,7 +7,9 @@ What it takes from a caller, in this order, before any role code runs:
 - `Authorization: Bearer <token>` on everything but `GET /health` (401 without, 403
   wrong; without it /health says only which role and implementation answer);
 - a body of at most MAX_BODY_BYTES with a Content-Length (413 above, 411 chunked),
-  holding one JSON object nested at most MAX_JSON_DEPTH deep (400 otherwise);
+  holding one JSON object nested at most MAX_JSON_DEPTH deep (400 otherwise); for a
+  link role's `POST /config`, config_body_limit(): the largest link profile that
+  validates, by the same setting the profile's reader uses (clarke.schedules.limits);
 - then, for a change (`/config`, `/load`, `/stats/reset`), the agent's one lock,
   without waiting: a change already in progress makes the next one answer 409.
 A link agent built with a PacketCapture also takes `POST /capture/start` {"max_bytes"}
@@ -31,10 +33,27 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, NoReturn, Protocol, runtime_checkable
 from urllib.parse import parse_qs, urlsplit
 
+from pydantic import BaseModel, ValidationError
+
 from clarke.agent import auth
+from clarke.browser.load import LoadResult
+from clarke.contract import (
+    CaptureStart,
+    CaptureStopped,
+    Configured,
+    Health,
+    Reply,
+    Stats,
+    config_of,
+    kind_of_role,
+    state_of,
+)
 from clarke.errors import ClarkeError, InputError
 from clarke.place.capture import PacketCapture
 from clarke.roles import RoleProcess
+from clarke.schedules.limits import config_body_limit
+from clarke.schema import problems_of
+from clarke.vocab import LINK_ROLES, Engine
 
 log = logging.getLogger(__name__)
 
@@ -167,15 +186,21 @@ def make_handler(
                     raise ConnectionError(f"request not complete after {REQUEST_TIMEOUT_S:.0f} s")
                 self._reading = False
 
+        def _body_limit(self) -> int:
+            """A link role's profile may be long (its schedule); every other body is small."""
+            if role.role in LINK_ROLES and urlsplit(self.path).path == "/config":
+                return max(MAX_BODY_BYTES, config_body_limit())
+            return MAX_BODY_BYTES
+
         def _body(self) -> bytes:
             if self.headers.get("Transfer-Encoding"):
                 raise Refused(411, "send the body with a Content-Length, not chunked")
             raw = (self.headers.get("Content-Length") or "0").strip()
             if not raw.isdigit():
                 raise Refused(400, f"Content-Length {raw[:40]!r} is not a number of bytes")
-            n = int(raw)
-            if n > MAX_BODY_BYTES:
-                raise Refused(413, f"the body is {n} bytes; the limit is {MAX_BODY_BYTES}")
+            n, limit = int(raw), self._body_limit()
+            if n > limit:
+                raise Refused(413, f"the body is {n} bytes; the limit is {limit}")
             try:
                 data = self.rfile.read(n) if n else b""
             except OSError as e:  # the read timeout, a reset
@@ -192,7 +217,7 @@ def make_handler(
                 return
             raw = (self.headers.get("Content-Length") or "0").strip()
             n = int(raw) if raw.isdigit() else 0
-            if 0 < n <= MAX_BODY_BYTES:
+            if 0 < n <= self._body_limit():
                 with contextlib.suppress(OSError):
                     self.rfile.read(n)
 
@@ -242,17 +267,19 @@ def make_handler(
                 self._read_done()
                 if method == "GET" and url.path.startswith("/pep/"):
                     assert pep is not None
-                    self._reply(200, pep.state() if url.path == "/pep/state" else pep.stats())
+                    answer = pep.state() if url.path == "/pep/state" else pep.stats()
+                    self._reply(200, replied(role, url.path, answer))
                 elif method == "GET":
                     get = {"/health": role.health, "/state": role.state, "/stats": role.stats}
-                    answer = get[url.path]()
+                    answer = replied(role, url.path, get[url.path]())
                     if not full:
                         answer = {k: answer[k] for k in PUBLIC_HEALTH if k in answer}
                     self._reply(200, answer)
                 elif url.path.startswith("/capture/"):
-                    self._reply(200, self._capture(url.path, body))
+                    self._reply(200, replied(role, url.path, self._capture(url.path, body)))
                 else:
-                    self._reply(200, self._change(url.path, url.query, body))
+                    answer = self._change(url.path, url.query, body)
+                    self._reply(200, replied(role, url.path, answer))
             except Refused as e:
                 self._reply(e.status, {"error": str(e)})
             except ConnectionError as e:
@@ -274,6 +301,7 @@ def make_handler(
                                    "page load; ask again when it is done")  # fmt: skip
             try:
                 if path == "/config":
+                    requested(config_of(kind_of_role(role.role)), path, body)
                     return role.configure(body)
                 if path.startswith("/pep/"):
                     assert pep is not None
@@ -281,20 +309,16 @@ def make_handler(
                 if path == "/stats/reset":
                     return role.reset_stats()
                 assert isinstance(role, Loader)
-                return role.load(body, parse_qs(query).get("engine", ["selenium"])[0])
+                return role.load(body, parse_qs(query).get("engine", [Engine.selenium])[0])
             finally:
                 lock.release()
 
         def _capture(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
             assert capture is not None
             if path == "/capture/start":
-                unknown = sorted(set(body) - {"max_bytes"})
-                if unknown:
-                    raise Refused(400, f"unknown field(s): {', '.join(unknown)}")
-                max_bytes = body.get("max_bytes")
-                if not isinstance(max_bytes, int) or isinstance(max_bytes, bool):
-                    raise Refused(400, "max_bytes: an integer number of bytes is needed")
-                return capture.start(max_bytes)
+                start = requested(CaptureStart, path, body)
+                assert isinstance(start, CaptureStart)
+                return capture.start(start.max_bytes)
             got = capture.stop()
             return {
                 "interface": got.interface,
@@ -321,6 +345,48 @@ def make_handler(
             self._dispatch("PATCH")
 
     return Handler
+
+
+def requested(model: type[BaseModel] | None, path: str, body: dict[str, Any]) -> BaseModel | None:
+    """A request's body as the contract's model (clarke.contract); InputError (400)
+    naming each field that is not as the contract says."""
+    if model is None:
+        return None
+    try:
+        return model.model_validate(body)
+    except ValidationError as e:
+        raise InputError(f"POST {path}: " + "; ".join(problems_of(e))) from None
+
+
+REPLIES: dict[str, type[BaseModel]] = {
+    "/health": Health,
+    "/stats": Stats,
+    "/stats/reset": Stats,
+    "/config": Configured,
+    "/capture/start": Stats,
+    "/capture/stop": CaptureStopped,
+    "/load": LoadResult,
+    "/pep/state": Reply,
+    "/pep/stats": Stats,
+    "/pep/config": Configured,
+    "/pep/stats/reset": Stats,
+}
+
+
+def replied(role: RoleProcess, path: str, answer: dict[str, Any]) -> dict[str, Any]:
+    """`answer`, checked against the contract's reply for `path` before it is sent: an
+    implementation that answers outside it is a bug, said as one (500)."""
+    model = state_of(kind_of_role(role.role)) if path == "/state" else REPLIES[path]
+    try:
+        model.model_validate(answer)
+    except ValidationError as e:
+        log.error("%s %s: %s", role.role, path, e)
+        raise Refused(
+            500,
+            f"the {role.role} agent's {role.implementation} answered {path} outside the "
+            "contract: " + "; ".join(problems_of(e)),
+        ) from None
+    return answer
 
 
 def check_listen_address(host: str) -> None:

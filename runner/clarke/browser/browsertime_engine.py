@@ -22,8 +22,9 @@ from clarke.browser.capture import BrowserCapture
 from clarke.browser.load import BrowserSetup, LoadRequest, LoadResult, judged, with_netlog
 from clarke.errors import EnvironmentProblem
 from clarke.timing import Phases
+from clarke.vocab import Browser, Engine, HttpVersion
 
-NAME = "browsertime"
+NAME = Engine.browsertime.value
 VERSION = "26.3.2"
 
 # Ends the iteration once the load event is 300 ms old, instead of Browsertime's fixed
@@ -33,14 +34,16 @@ PAGE_COMPLETE = (
     "return !!n && n.loadEventEnd > 0 && performance.now() - n.loadEventEnd > 300;})()"
 )
 
+# What a HAR's httpVersion says -> the protocol as the browser reports it (nextHopProtocol).
+_H1, _H2, _H3 = (v.next_hop_protocol for v in HttpVersion)
 HAR_PROTOCOLS = {
     "http/1.0": "http/1.0",
-    "http/1.1": "http/1.1",
-    "http/2": "h2",
-    "http/2.0": "h2",
-    "h2": "h2",
-    "http/3": "h3",
-    "h3": "h3",
+    _H1: _H1,
+    "http/2": _H2,
+    "http/2.0": _H2,
+    _H2: _H2,
+    "http/3": _H3,
+    _H3: _H3,
 }
 
 
@@ -50,7 +53,7 @@ def find_browsertime() -> Path:
     for c in candidates:
         if c.is_file():
             return c
-    found = shutil.which("browsertime")
+    found = shutil.which(NAME)
     if found:
         return Path(found)
     raise EnvironmentProblem(
@@ -100,7 +103,7 @@ def normalise(result: dict[str, Any], har: dict[str, Any], url: str) -> dict[str
         "fcp": (timings.get("paintTiming") or {}).get("first-contentful-paint"),
         "lcp": lcp,
         "resources": resources,
-        "browsertime": {"pageTimings": timings.get("pageTimings")},
+        NAME: {"pageTimings": timings.get("pageTimings")},
     }
 
 
@@ -110,7 +113,7 @@ def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> 
         return LoadResult.failed(
             NAME, "Browsertime navigates as soon as its browser is up: no navigate_at_unix_ms"
         )
-    if req.browser == "chromium":
+    if req.browser is Browser.chromium:
         return _load_chromium(req, setup, workdir)
     binary = firefox.find_firefox(setup.firefox)
     prefs = firefox_prefs.layered(
@@ -127,7 +130,7 @@ def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> 
     capture = BrowserCapture(workdir) if req.capture_max_bytes else None
     try:
         # Browsertime starts, loads, settles and exits Firefox in one process: one phase.
-        with phases.phase("browsertime"):
+        with phases.phase(NAME):
             result = _run(req, _firefox_args(binary, template), out, capture, firefox_binary=binary)
         if capture is not None:
             with phases.phase("capture"):
@@ -172,7 +175,7 @@ def _load_chromium(req: LoadRequest, setup: BrowserSetup, workdir: Path | None) 
     out = Path(tempfile.mkdtemp(prefix="clarke-browsertime-", dir=workdir))
     capture = BrowserCapture(workdir) if req.capture_max_bytes else None
     try:
-        with phases.phase("browsertime"):
+        with phases.phase(NAME):
             result = _run(req, browser_args, out, capture, chromium_binary=binary)
         with phases.phase("netlog"):
             result = with_netlog(result, chromium.netlog_summary(netlog), req.url)
@@ -186,13 +189,13 @@ def _load_chromium(req: LoadRequest, setup: BrowserSetup, workdir: Path | None) 
             shutil.rmtree(out, ignore_errors=True)
             if capture is not None:
                 capture.remove()
-    return result.model_copy(update={"phases_ms": phases.ms, "browser": "chromium"})
+    return result.model_copy(update={"phases_ms": phases.ms, "browser": Browser.chromium})
 
 
 def _firefox_args(binary: str, template: Path) -> list[str]:
     return [
         "-b",
-        "firefox",
+        Browser.firefox.value,
         "--firefox.binaryPath",
         binary,
         "--firefox.geckodriverPath",

@@ -33,12 +33,18 @@ class CapturedFiles(BaseModel):
 
 
 class BrowserCapture:
-    """A directory for one load's key log and temporary files; `remove()` when done."""
+    """A directory for one load's key log and temporary files; `remove()` when done.
+
+    The directory is 0700 (mkdtemp) and the key log is made here, empty and 0600, before
+    the browser starts: NSS and BoringSSL append to the file SSLKEYLOGFILE names, so
+    the secrets are never in a file another user may read, not even for a moment."""
 
     def __init__(self, parent: Path | None = None) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="clarke-capture-", dir=parent))
         self.tmp = self.dir / "tmp"
-        self.tmp.mkdir()
+        self.tmp.mkdir(mode=0o700)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        os.close(os.open(self.dir / KEYLOG, flags, 0o600))
 
     def env(self) -> dict[str, str]:
         """The browser's environment: this process's, plus the key log and TMPDIR."""
@@ -47,7 +53,7 @@ class BrowserCapture:
     def collect(self, max_bytes: int) -> CapturedFiles:
         found: list[tuple[str, Path]] = []
         keylog = self.dir / KEYLOG
-        if keylog.is_file():
+        if keylog.is_file() and keylog.stat().st_size:
             found.append((KEYLOG, keylog))
         qlogs = sorted(p for p in self.tmp.rglob("*") if p.suffix in QLOG_SUFFIXES and p.is_file())
         found += [(f"{QLOG_DIR}/{p.name}", p) for p in qlogs]

@@ -20,7 +20,7 @@ from clarke.place import Place
 from clarke.place.plan import HTTPS_PORT
 from clarke.roles import Implementation, RoleProcess
 from clarke.tls import DEFAULT_HOST
-from clarke.vocab import ENGINES, Engine
+from clarke.vocab import ENGINES, Browser, Engine
 
 LOADERS = {Engine.selenium: selenium_engine.load, Engine.browsertime: browsertime_engine.load}
 
@@ -34,7 +34,7 @@ class BrowserClient:
         self,
         place: Place,
         binary: str | None = None,
-        implementation: str = "firefox",
+        implementation: str = Browser.firefox,
         chromium_binary: str | None = None,
     ) -> None:
         self.place = place
@@ -57,13 +57,16 @@ class BrowserClient:
         }
         try:
             binary = firefox.find_firefox(self.setup.firefox)
-            out |= {"firefox": binary, "firefox_version": firefox.version(binary)}
+            out |= {Browser.firefox: binary, f"{Browser.firefox}_version": firefox.version(binary)}
         except ClarkeError as e:
             out["firefox_error"] = str(e)
         try:
             binary = chromium.find_chromium(self.setup.chromium)
             chromium.find_chromedriver()
-            out |= {"chromium": binary, "chromium_version": chromium.version(binary)}
+            out |= {
+                Browser.chromium: binary,
+                f"{Browser.chromium}_version": chromium.version(binary),
+            }
         except ClarkeError as e:
             out["chromium_error"] = str(e)
         error = out.get(f"{self.implementation}_error")
@@ -105,7 +108,7 @@ class BrowserClient:
 
 class Firefox(Implementation):
     kind = "client"
-    name = "firefox"
+    name = Browser.firefox.value
     summary = "Firefox (Nightly, release or ESR) with geckodriver, by Selenium or Browsertime"
     install = "install firefox-esr (Debian) and geckodriver (ci/setup.sh installs both)"
 
@@ -122,7 +125,7 @@ class Firefox(Implementation):
 
 class Chromium(Implementation):
     kind = "client"
-    name = "chromium"
+    name = Browser.chromium.value
     summary = (
         "Chromium with chromedriver, by Selenium or Browsertime (6 connections per server "
         "for HTTP/1.1, fixed)"

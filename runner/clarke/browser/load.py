@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeGuard, get_args
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -33,7 +33,7 @@ from clarke.errors import ValidationFailed
 from clarke.results.metric_families import object_metrics
 from clarke.results.record import Status
 from clarke.schema import problems_of
-from clarke.vocab import HttpVersion, StartAhead
+from clarke.vocab import BROWSERS, HTTP_VERSIONS, Browser, HttpVersion, StartAhead
 
 # Only these characters (RFC 3986's unreserved, reserved and %) in a URL: no spaces,
 # backslashes or controls a browser might read differently from this check.
@@ -96,20 +96,18 @@ def check_url(url: str, setup: BrowserSetup | None) -> str:
     return url
 
 
-Http = Literal["1.1", "2", "3"]  # clarke.vocab.HttpVersion's values
-BrowserName = Literal["firefox", "chromium"]  # clarke.vocab.Browser's values
 # Chromium opens at most 6 connections per host for HTTP/1.1 and has no setting for it.
 CHROMIUM_CONNECTIONS = 6
 
 
-def is_http(version: str) -> TypeGuard[Http]:
+def is_http(version: str) -> bool:
     """Whether `version` is one LoadRequest.http takes."""
-    return version in get_args(Http)
+    return version in HTTP_VERSIONS
 
 
-def is_browser(name: str) -> TypeGuard[BrowserName]:
+def is_browser(name: str) -> bool:
     """Whether `name` is a browser LoadRequest.browser takes."""
-    return name in get_args(BrowserName)
+    return name in BROWSERS
 
 
 class BrowserSettings(BaseModel):
@@ -118,8 +116,8 @@ class BrowserSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    http: Http
-    browser: BrowserName = "firefox"
+    http: HttpVersion
+    browser: Browser = Browser.firefox
     connections: Annotated[StrictInt, Field(ge=1, le=256)] = 6
     window: tuple[Pixels, Pixels] = (1366, 768)
     # Overrides of Firefox preferences, prefs.OVERRIDABLE_PREFIXES only (no strings: no
@@ -130,7 +128,7 @@ class BrowserSettings(BaseModel):
 
     @model_validator(mode="after")
     def _what_chromium_honours(self) -> BrowserSettings:
-        if self.browser == "chromium":
+        if self.browser is Browser.chromium:
             if self.connections != CHROMIUM_CONNECTIONS:
                 raise ValueError(
                     f"connections: Chromium opens {CHROMIUM_CONNECTIONS} connections per "
@@ -208,7 +206,7 @@ class LoadResult(BaseModel):
     status: Status
     reason: str = ""
     engine: str
-    browser: str = "firefox"
+    browser: Browser = Browser.firefox
     browser_version: str = ""
     metrics: dict[str, float] = Field(default_factory=dict)
     protocols: dict[str, str] = Field(default_factory=dict)  # URL -> nextHopProtocol

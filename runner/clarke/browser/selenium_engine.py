@@ -25,8 +25,9 @@ from clarke.browser.load import (
     with_netlog,
 )
 from clarke.timing import Phases
+from clarke.vocab import Browser, Engine
 
-NAME = "selenium"
+NAME = Engine.selenium.value
 log = logging.getLogger(__name__)
 COLLECT_JS = files("clarke.browser").joinpath("collect.js").read_text()
 
@@ -36,7 +37,7 @@ def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> 
     # Selenium must not look for drivers or browsers on the network: SE_OFFLINE has to
     # be set before selenium is imported, hence the imports here.
     os.environ["SE_OFFLINE"] = "true"
-    if req.browser == "chromium":
+    if req.browser is Browser.chromium:
         prestart.SPARES.discard()
         return _load_chromium(req, setup, workdir)
     from selenium.common.exceptions import WebDriverException
@@ -63,7 +64,7 @@ def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> 
 
         def start_next() -> None:
             nxt = req.next_load
-            if nxt is not None and nxt.browser == "firefox" and not capture:
+            if nxt is not None and nxt.browser is Browser.firefox and not capture:
                 prestart.SPARES.prepare(
                     nxt,
                     lambda: _start_firefox(nxt, setup, workdir, Phases(), None, quiet=True),
@@ -204,7 +205,7 @@ def _load_chromium(req: LoadRequest, setup: BrowserSetup, workdir: Path | None) 
             shutil.rmtree(profile, ignore_errors=True)
             if capture is not None:
                 capture.remove()
-    return result.model_copy(update={"phases_ms": phases.ms, "browser": "chromium"})
+    return result.model_copy(update={"phases_ms": phases.ms, "browser": Browser.chromium})
 
 
 def _drive(

@@ -10,6 +10,7 @@ Generators run on extra endpoints behind the terminal (xclient) and behind the g
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import Annotated, Any, Final
 
@@ -123,9 +124,29 @@ class CrossTraffic(StrictModel):
         }
 
 
+_LABEL = re.compile(
+    r"^(?P<name>[a-z-]+?)(?:-f(?P<flows>\d+))?(?:-(?P<direction>return|both))?"
+    r"(?:-(?P<rate>[0-9.e+-]+)mbps)?$"
+)
+
+
 def _entry(v: Any) -> Any:
-    """A name alone is the entry with that name and its defaults."""
-    return {"name": v} if isinstance(v, str) else v
+    """A name alone is the entry with that name and its defaults; a label
+    (CrossTraffic.label: `udp-cbr-f2-both-2.5mbps`, as records and run ids carry it) is
+    the entry it labels."""
+    if not isinstance(v, str):
+        return v
+    m = _LABEL.match(v)
+    if v in CrossKind.__members__.values() or m is None or m["name"] not in set(CrossKind):
+        return {"name": v}
+    entry: dict[str, Any] = {"name": m["name"]}
+    if m["flows"]:
+        entry["flows"] = int(m["flows"])
+    if m["direction"]:
+        entry["direction"] = m["direction"]
+    if m["rate"]:
+        entry["rate_mbps"] = float(m["rate"])
+    return entry
 
 
 CrossTrafficEntry = Annotated[CrossTraffic, BeforeValidator(_entry)]

@@ -3,27 +3,25 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, create_model, model_validator
 
-from clarke.campaign.cross import CrossTrafficEntry
+from clarke.campaign import dimensions
+from clarke.campaign.dimensions import (
+    BROWSER,
+    CONNECTIONS,
+    HTTP,
+    ConnectionsPerServer,
+    Dimension,
+    HttpVersionField,
+    Name,
+)
 from clarke.schema import StrictModel
 from clarke.vocab import Browser as BrowserName
-from clarke.vocab import CongestionControl, Engine, HttpVersion, StartAhead
+from clarke.vocab import Engine, StartAhead
 
-
-def _http_version(v: Any) -> Any:
-    """YAML reads `1.1` as a float and `2` as an int; accept them as the version strings."""
-    if isinstance(v, bool):
-        return v
-    if isinstance(v, int | float):
-        return {1.1: "1.1", 2: "2", 3: "3"}.get(v, str(v))
-    return v
-
-
-HttpVersionField = Annotated[HttpVersion, BeforeValidator(_http_version)]
-Name = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]*$", max_length=64)]
+V = TypeVar("V")
 
 
 def _unique(values: list[Any]) -> list[Any]:
@@ -42,28 +40,39 @@ T = TypeVar("T")
 Axis = Annotated[list[T], Field(min_length=1), BeforeValidator(_listify), AfterValidator(_unique)]
 
 
-ConnectionsPerServer = Annotated[int, Field(ge=1, le=256)]
 # Chromium's fixed limit for HTTP/1.1 (browser/load.py's CHROMIUM_CONNECTIONS).
 CHROMIUM_CONNECTIONS_PER_SERVER = 6
 
 
-class Matrix(StrictModel):
-    profiles: Axis[Name]
-    http: Axis[HttpVersionField]
-    cc: Axis[CongestionControl]
-    models: Axis[Name]
-    sizes: Axis[Name]
-    # Connections per server as a dimension (the connection studies [C], [K]); without
-    # it, browser.connections_per_server decides per HTTP version.
-    connections: Axis[ConnectionsPerServer] | None = None
-    # What else crosses the link during the load (campaign/cross.py); without it, nothing.
-    cross_traffic: Axis[CrossTrafficEntry] | None = None
-    # A performance-enhancing proxy at terminal and gateway as a dimension: "none" or a
-    # PEP of the registry (checked there: clarke.registry.check_names); without it,
-    # every run is without one.
-    pep: Axis[Name] | None = None
-    # The browser as a dimension; without it, every load is Firefox's.
-    browser: Axis[BrowserName] | None = None
+class MatrixAxes(StrictModel):
+    """What every matrix offers; its fields are the dimensions' axes (one each,
+    under the dimension's key: clarke.campaign.dimensions)."""
+
+    def axis(self, dimension: Dimension[V]) -> list[V] | None:
+        """The values the matrix lists for `dimension`; None where it gives none (a
+        dimension with a default then takes it)."""
+        values: list[V] | None = getattr(self, dimension.key)
+        return values
+
+
+def _axis_field(d: Dimension[Any]) -> tuple[Any, Any]:
+    item = Axis[d.item]  # type: ignore[name-defined]  # a pydantic annotation built at run time
+    if d.required:
+        return (item, Field(description=d.help))
+    return (item | None, Field(default=None, description=d.help))
+
+
+if TYPE_CHECKING:
+    Matrix = MatrixAxes
+else:
+    # One axis per dimension: a required one for the dimensions a campaign must give, an
+    # optional one (None: the dimension's default) for the others.
+    Matrix = create_model(
+        "Matrix",
+        __base__=MatrixAxes,
+        __module__=__name__,
+        **{d.key: _axis_field(d) for d in dimensions.seal()},
+    )
 
 
 class Scenario(StrictModel):
@@ -128,7 +137,7 @@ class Implementations(StrictModel):
     """Which implementation fills each role (names from clarke.registry, checked against
     it before anything runs; `clarke run --link/--server` override them). A list runs
     the whole campaign once per combination of link and server, each in its own results
-    directory (clarke.run.implementations), for the cross-implementation table."""
+    directory (clarke.run.implementations.several), for the cross-implementation table."""
 
     link: ImplementationNames | None = Field(
         default=None, description="satlink, opensand or netem, or a list of them"
@@ -228,42 +237,33 @@ class Campaign(StrictModel):
 
     def _chromium(self, prefix: str, m: Matrix) -> list[str]:
         """What Chromium, in a matrix's browser axis, cannot do as asked."""
-        if BrowserName.chromium not in (m.browser or []):
+        if BrowserName.chromium not in (m.axis(BROWSER) or []):
             return []
         fixed = CHROMIUM_CONNECTIONS_PER_SERVER
         why = f"Chromium opens {fixed} connections per server and has no setting for it"
-        if m.connections:
-            wrong = [n for n in m.connections if n != fixed]
-            return [f"{prefix}.connections: {wrong} with browser chromium: {why}"] if wrong else []
+        connections = m.axis(CONNECTIONS)
+        if connections:
+            wrong = [n for n in connections if n != fixed]
+            key = f"{prefix}.{CONNECTIONS.key}"
+            return [f"{key}: {wrong} with browser chromium: {why}"] if wrong else []
         out = []
-        for http in m.http:
+        for http in m.axis(HTTP) or []:
             n = self.browser.connections_for(http.value)
             if n != fixed:
                 out.append(
                     f"browser.connections_per_server: {n} for HTTP/{http.value} with "
-                    f"{prefix}.browser chromium: {why} (give {fixed})"
+                    f"{prefix}.{BROWSER.key} chromium: {why} (give {fixed})"
                 )
         return out
 
-    @property
-    def varies_browser(self) -> bool:
-        """Whether a matrix has the browser axis (run ids then carry it)."""
-        return any(m.browser for _, _, m in self.matrices())
+    def varies(self, dimension: Dimension[Any]) -> bool:
+        """Whether a matrix gives the dimension's axis (run ids then carry it)."""
+        return any(m.axis(dimension) for _, _, m in self.matrices())
 
-    @property
-    def varies_connections(self) -> bool:
-        """Whether a matrix has the connections axis (run ids then carry it)."""
-        return any(m.connections for _, _, m in self.matrices())
-
-    @property
-    def varies_cross_traffic(self) -> bool:
-        """Whether a matrix has the cross_traffic axis (run ids then carry it)."""
-        return any(m.cross_traffic for _, _, m in self.matrices())
-
-    @property
-    def varies_pep(self) -> bool:
-        """Whether a matrix has the pep axis (run ids then carry it)."""
-        return any(m.pep for _, _, m in self.matrices())
+    def values(self, dimension: Dimension[V]) -> list[V]:
+        """Every value a matrix lists for the dimension, in order, once each."""
+        seen = [v for _, _, m in self.matrices() for v in m.axis(dimension) or []]
+        return list(dict.fromkeys(seen))
 
     def matrices(self) -> list[tuple[str, str, Matrix]]:
         """(scenario name, field path prefix, matrix) for each matrix in the file."""

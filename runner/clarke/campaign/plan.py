@@ -11,64 +11,41 @@ from __future__ import annotations
 
 import random
 import secrets
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from clarke import profiles, schema
-from clarke.campaign.cross import NO_CROSS_TRAFFIC, CrossTraffic
-from clarke.campaign.model import Campaign, Order
+from clarke.campaign import dimensions
+from clarke.campaign.dimensions import MODEL, PROFILE, SIZE, Cell, Dimension
+from clarke.campaign.model import Campaign, Matrix, Order
+from clarke.campaign.paths import contained, with_paths_checked
 from clarke.errors import InputError, ValidationFailed
 from clarke.pages.models import Registry, Units
-from clarke.vocab import PEP_NONE, Browser, HttpVersion
 
 
 @dataclass(frozen=True)
 class Run:
     index: int  # position in the plan, from 0
     run_id: str
-    profile: str
-    http: str
-    cc: str
-    model: str
-    size: str
+    cell: Cell  # one value per dimension (campaign/dimensions.py)
     repetition: int  # from 1
-    connections: int
     scenarios: tuple[str, ...] = field(default=())
-    cross: CrossTraffic = NO_CROSS_TRAFFIC
-    pep: str = PEP_NONE  # the PEP at terminal and gateway (vocab.PEP_NONE: none)
-    browser: str = "firefox"
-
-    @property
-    def cross_traffic(self) -> str:
-        return self.cross.label
 
     @property
     def page(self) -> str:
-        return f"{self.model}-{self.size}"
-
-    @property
-    def cell(self) -> tuple[str, ...]:
-        """The matrix cell: what repetitions of the same run have in common
-        (results.summary.CELL_KEYS, each as text)."""
-        return (
-            self.profile,
-            self.http,
-            self.cc,
-            self.model,
-            self.size,
-            str(self.connections),
-            self.cross_traffic,
-            self.pep,
-            self.browser,
-        )
+        return self.cell.page
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["scenarios"] = list(self.scenarios)
-        d["cross"] = self.cross.describe()
-        d["cross_traffic"] = self.cross_traffic
+        """The run as plan.json keeps it: each dimension under its record field, with
+        what a dimension describes beyond that (the cross traffic's parameters)."""
+        d: dict[str, Any] = {"index": self.index, "run_id": self.run_id}
+        for dim, value in self.cell.items():
+            d[dim.name] = dim.record(value)
+            if dim.describe is not None:
+                d |= dim.describe(value)
+        d |= {"repetition": self.repetition, "scenarios": list(self.scenarios)}
         d["page"] = self.page
         return d
 
@@ -114,24 +91,24 @@ def _check_names(c: Campaign, source: Path, registry: Registry) -> None:
     problems: list[str] = []
     known_profiles = profiles.available()
     for _, prefix, m in c.matrices():
-        for i, p in enumerate(m.profiles):
+        for i, p in enumerate(m.axis(PROFILE) or []):
             if p not in known_profiles:
                 problems.append(
-                    f"{prefix}.profiles[{i}]: unknown link profile {p!r}; allowed: "
+                    f"{prefix}.{PROFILE.key}[{i}]: unknown link profile {p!r}; allowed: "
                     f"{', '.join(known_profiles)}"
                 )
-        for i, name in enumerate(m.models):
+        for i, name in enumerate(m.axis(MODEL) or []):
             if name not in registry.names():
                 problems.append(
-                    f"{prefix}.models[{i}]: unknown page model {name!r}; allowed: "
+                    f"{prefix}.{MODEL.key}[{i}]: unknown page model {name!r}; allowed: "
                     f"{', '.join(registry.names())}"
                 )
                 continue
             model = registry.get(name)
-            for j, size in enumerate(m.sizes):
+            for j, size in enumerate(m.axis(SIZE) or []):
                 if size not in model.sizes:
                     problems.append(
-                        f"{prefix}.sizes[{j}]: page model {name!r} has no size {size!r}; "
+                        f"{prefix}.{SIZE.key}[{j}]: page model {name!r} has no size {size!r}; "
                         f"allowed: {', '.join(model.sizes)}"
                     )
     if problems:
@@ -141,21 +118,21 @@ def _check_names(c: Campaign, source: Path, registry: Registry) -> None:
 def page_registry(c: Campaign, source: Path) -> Registry:
     extra = []
     if c.pages.models_file:
-        extra.append((source.parent / c.pages.models_file).resolve())
+        extra.append(contained(source, c.pages.models_file, "pages.models_file"))
         if not extra[0].is_file():
             raise ValidationFailed(str(source), [f"pages.models_file: file not found: {extra[0]}"])
     return Registry.default(extra)
 
 
 def read_campaign(path: Path) -> Campaign:
-    c = schema.read(Campaign, path)
+    c = with_paths_checked(schema.read(Campaign, path), path)
     registry = page_registry(c, path)
     _check_names(c, path, registry)
     # Building every page spec catches model/size combinations too small for a JPEG.
     held: list[str] = []
     for _, _, m in c.matrices():
-        for model in m.models:
-            for size in m.sizes:
+        for model in m.axis(MODEL) or []:
+            for size in m.axis(SIZE) or []:
                 if registry.get(model).page(size, Units(c.pages.units)).server_delays:
                     held.append(f"{model}-{size}")
     others = [s for s in c.implementations.server or () if s != "origin"]
@@ -172,33 +149,41 @@ def read_campaign(path: Path) -> Campaign:
     return c
 
 
+def cells_of(c: Campaign, m: Matrix) -> list[Cell]:
+    """A matrix's cells, in order: the product of its axes, dimension after dimension
+    in their declared order (a dimension the matrix does not give takes its default,
+    which may depend on the coordinates before it)."""
+    partial: list[dict[str, Any]] = [{}]
+    for d in dimensions.seal():
+        given = m.axis(d)
+        partial = [
+            {**coords, d.name: value}
+            for coords in partial
+            for value in (given if given else [d.default_for(coords, c.browser)])
+        ]
+    return [Cell(coords) for coords in partial]
+
+
+def run_id(c: Campaign, cell: Cell, repetition: int) -> str:
+    """Every required dimension's part, then the part of each other dimension a matrix
+    of the campaign gives, then the repetition: geo-h2-bbr-uniform-1m-c6-r1."""
+    varied: dict[str, bool] = {}
+
+    def carried(d: Dimension[Any]) -> bool:
+        if d.name not in varied:
+            varied[d.name] = d.required or c.varies(d)
+        return varied[d.name]
+
+    parts = [d.run_id(v) for d, v in cell.items() if carried(d)]
+    return "-".join([*parts, f"r{repetition}"])
+
+
 def expand(c: Campaign, source: Path, seed: int | None = None) -> CampaignPlan:
-    Key = tuple[str, str, str, str, str, int, CrossTraffic, str, str]
-    cells: dict[Key, list[str]] = {}
+    cells: dict[Cell, list[str]] = {}
     for scenario, _, m in c.matrices():
-        for profile in m.profiles:
-            for version in m.http:
-                http = str(version.value)
-                for algorithm in m.cc:
-                    for model in m.models:
-                        for size in m.sizes:
-                            for n in m.connections or [c.browser.connections_for(http)]:
-                                for x in m.cross_traffic or [NO_CROSS_TRAFFIC]:
-                                    for pep in m.pep or [PEP_NONE]:
-                                        for b in m.browser or [Browser.firefox]:
-                                            key = (
-                                                profile,
-                                                http,
-                                                str(algorithm.value),
-                                                model,
-                                                size,
-                                                n,
-                                                x,
-                                                pep,
-                                                b.value,
-                                            )
-                                            cells.setdefault(key, []).append(scenario)
-    profile_order = list(dict.fromkeys(k[0] for k in cells))
+        for cell in cells_of(c, m):
+            cells.setdefault(cell, []).append(scenario)
+    profile_order = list(dict.fromkeys(cell[PROFILE] for cell in cells))
     if c.order is Order.shuffled:
         seed = (
             seed
@@ -210,31 +195,21 @@ def expand(c: Campaign, source: Path, seed: int | None = None) -> CampaignPlan:
     runs: list[Run] = []
     for profile in profile_order:
         block = [
-            (rep, key) for rep in range(1, c.repetitions + 1) for key in cells if key[0] == profile
+            (rep, cell)
+            for rep in range(1, c.repetitions + 1)
+            for cell in cells
+            if cell[PROFILE] == profile
         ]
         if seed is not None:
             random.Random(f"{seed}:{profile}").shuffle(block)
-        for rep, key in block:
-            prof, http, cc, model, size, n, x, pep, browser = key
-            conns = f"-c{n}" if c.varies_connections else ""
-            conns += f"-x{x.label}" if c.varies_cross_traffic else ""
-            conns += f"-{pep}" if c.varies_pep else ""
-            conns += f"-{browser}" if c.varies_browser else ""
+        for rep, cell in block:
             runs.append(
                 Run(
                     index=len(runs),
-                    run_id=f"{prof}-{HttpVersion(http).tag}-{cc}-{model}-{size}{conns}-r{rep}",
-                    profile=prof,
-                    http=http,
-                    cc=cc,
-                    model=model,
-                    size=size,
+                    run_id=run_id(c, cell, rep),
+                    cell=cell,
                     repetition=rep,
-                    connections=n,
-                    scenarios=tuple(cells[key]),
-                    cross=x,
-                    pep=pep,
-                    browser=browser,
+                    scenarios=tuple(cells[cell]),
                 )
             )
     return CampaignPlan(c, source, seed, runs)
@@ -250,5 +225,5 @@ def positions_per_profile(runs: list[Run]) -> dict[int, tuple[int, int]]:
     whole campaign would (slot_phase sweep)."""
     by_profile: dict[str, list[int]] = {}
     for r in runs:
-        by_profile.setdefault(r.profile, []).append(r.index)
+        by_profile.setdefault(r.cell[PROFILE], []).append(r.index)
     return {i: (k, len(idx)) for idx in by_profile.values() for k, i in enumerate(idx)}

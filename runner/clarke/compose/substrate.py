@@ -21,6 +21,7 @@ from clarke.agent.agents import Applied
 from clarke.errors import EnvironmentProblem, InputError
 from clarke.place import procs
 from clarke.place.plan import ComposePlan, compose_plan
+from clarke.vocab import Browser
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,8 @@ class ComposeSubstrate:
     def _start_client_agent(self) -> None:
         """The client's agent runs in this container, as the runner's child."""
         LOG_DIR.mkdir(parents=True, exist_ok=True)
-        argv = [sys.executable, "-m", "clarke", "serve", "client", "--implementation", "firefox",
+        argv = [sys.executable, "-m", "clarke", "serve", "client",
+                "--implementation", Browser.firefox,
                 "--pages-dir", str(self.pages_dir), "--pki-dir", str(self.pki_dir),
                 "--token-file", str(auth.COMPOSE_TOKEN_FILE)]  # fmt: skip
         argv += ["--firefox", self.firefox] if self.firefox else []

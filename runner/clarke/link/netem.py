@@ -24,7 +24,7 @@ from clarke.roles import (
     parse_link_config,
     profile_digest,
 )
-from clarke.vocab import sends
+from clarke.vocab import QueueDiscipline, sends
 
 PROBE_PREFIX = "clkprobe-"
 MTU_BYTES = 1500
@@ -197,7 +197,7 @@ class Netem(Implementation):
                     "overtake each other (its queue orders them by send time) and draws "
                     "from normal or Pareto tables only; use --link satlink"
                 )
-            if d.queue.discipline != "drop_tail":
+            if d.queue.discipline is not QueueDiscipline.drop_tail:
                 problems.append(
                     f"{name}.queue.discipline: {d.queue.discipline} cannot be emulated: "
                     "netem's queue is drop-tail only (its limit), and a codel or fq_codel "

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from clarke.errors import InputError
-from clarke.vocab import CONGESTION_CONTROLS
+from clarke.vocab import CONGESTION_CONTROLS, CongestionControl
 
 SETTINGS: Final = ("hop_cc", "hop_buffer_bytes")
 MAX_BUFFER_BYTES: Final = 1 << 30
@@ -36,7 +36,7 @@ def parse_settings(body: dict[str, Any]) -> dict[str, Any]:
             f"unknown key(s) {', '.join(map(repr, unknown))} in a PEP's configuration; "
             f"allowed: name, {', '.join(SETTINGS)}"
         )
-    cc = body.get("hop_cc", "cubic")
+    cc = body.get("hop_cc", CongestionControl.cubic.value)
     if cc not in CONGESTION_CONTROLS:
         raise InputError(f"hop_cc: {cc!r} is not one of {', '.join(CONGESTION_CONTROLS)}")
     buffer = body.get("hop_buffer_bytes", 0)

@@ -3,7 +3,7 @@
 relays each connection over one of its own. At the terminal its own connection crosses
 the satellite hop (--hop-side outbound); at the gateway the accepted one did (inbound).
 Outbound connections are not transparent: the server sees the gateway's LAN address,
-which is how a load proves its TCP was split (run/pep.py)."""
+which is how a load proves its TCP was split (run/session/pep.py)."""
 
 from __future__ import annotations
 

@@ -99,13 +99,14 @@ class PacketCapture:
             # for hundreds of whole super-packets, so that a busy host (the browser
             # starting) does not make the kernel drop any; -U: write each packet as it
             # comes (the size check sees it); -Z root: keep writing the file as the
-            # user that created it.
+            # user that created it. umask 077: the file is 0600 from its first byte, in
+            # a directory of 0700 (mkdtemp) under the role's run directory.
             argv = self.place.argv(
                 [binary, "-i", self._interface, "-w", str(out), "-U", "-n", "-s", "0",
                  "--immediate-mode", "-B", str(BUFFER_KIB), "-Z", "root"]
             )  # fmt: skip
             with open(self._dir / "tcpdump.err", "wb") as err:
-                proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err)
+                proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, umask=0o077)
             if not self._wait_listening(proc):
                 self._end(proc)
                 said = (self._dir / "tcpdump.err").read_text(errors="replace").strip()
@@ -146,7 +147,7 @@ class PacketCapture:
     # --- helpers -------------------------------------------------------------------------
     def _parent(self) -> Path:
         parent = self.place.run_dir / "captures"
-        parent.mkdir(parents=True, exist_ok=True)
+        parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         return parent
 
     def _wait_listening(self, proc: subprocess.Popen[bytes]) -> bool:

@@ -23,7 +23,7 @@ are the netns testbeds' cross-traffic LANs; 198.19.134.0 and above stay free (ot
 tests use 198.19.240.0/20 and 198.19.250.0/24).
 Namespaces are `clk<N>-<role>` plus `clk<N>-mgmt`, which holds the management bridge,
 and `clk<N>-xclient` / `clk<N>-xserver`, the cross-traffic endpoints (no agent: the
-runner starts their generators in them, run/cross.py); each sits on its own LAN
+runner starts their generators in them, run/session/cross.py); each sits on its own LAN
 (interface `xlan` at both ends), so the browser's LAN and the capture taken on it
 carry only the page load;
 the runner reaches it through one veth, `clk<N>-mgmt`, in the root namespace. No

@@ -12,9 +12,13 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from clarke.campaign import dimensions
+from clarke.campaign.dimensions import CC, MODEL, PROFILE, SIZE
 from clarke.results.metric_families import DEFAULT_FAMILY, DESCRIPTION, FAMILIES, LABEL
 from clarke.results.summary import CellSummary, MetricStats
-from clarke.vocab import HttpVersion
+from clarke.vocab import PEP_NONE, CongestionControl, HttpVersion
+
+BBR = CongestionControl.bbr
 
 HTTP_LABEL = {v.value: v.label for v in HttpVersion}
 SIZE_ORDER = ("100k", "500k", "1m", "2m")
@@ -53,7 +57,7 @@ Select = Callable[[CellSummary], bool]
 
 
 def _profiles(cells: list[CellSummary]) -> list[str]:
-    return list(dict.fromkeys(c.cell[0] for c in cells))
+    return list(dict.fromkeys(c.cell[PROFILE] for c in cells))
 
 
 def lines(
@@ -75,11 +79,11 @@ def lines(
     for ax, profile in zip(axes[0], profiles, strict=True):
         groups: dict[str, list[CellSummary]] = {}
         for c in chosen:
-            if c.cell[0] == profile:
+            if c.cell[PROFILE] == profile:
                 groups.setdefault(series(c), []).append(c)
         for label, cs in sorted(groups.items()):
-            cs.sort(key=lambda c: _size_key(c.cell[4]))
-            xs = [c.cell[4] for c in cs]
+            cs.sort(key=lambda c: _size_key(c.cell[SIZE]))
+            xs = [c.cell[SIZE] for c in cs]
             ys = [c.metrics[metric].mean / 1000 for c in cs]
             ax.errorbar(
                 xs,
@@ -115,18 +119,18 @@ def bars(
         (p, m)
         for p in _profiles(chosen)
         for m in metrics
-        if any(c.cell[0] == p and m in c.metrics for c in chosen)
+        if any(c.cell[PROFILE] == p and m in c.metrics for c in chosen)
     ]
     if not panels:
         return None
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 3.8), squeeze=False)
     for ax, (profile, metric) in zip(axes[0], panels, strict=True):
-        cs = [c for c in chosen if c.cell[0] == profile and metric in c.metrics]
-        sizes = sorted({c.cell[4] for c in cs}, key=_size_key)
+        cs = [c for c in chosen if c.cell[PROFILE] == profile and metric in c.metrics]
+        sizes = sorted({c.cell[SIZE] for c in cs}, key=_size_key)
         labels = sorted({series(c) for c in cs})
         width = 0.8 / max(1, len(labels))
         for i, label in enumerate(labels):
-            by_size = {c.cell[4]: c.metrics[metric] for c in cs if series(c) == label}
+            by_size = {c.cell[SIZE]: c.metrics[metric] for c in cs if series(c) == label}
             xs = [j + i * width for j, s in enumerate(sizes) if s in by_size]
             ys = [by_size[s].mean / 1000 for s in sizes if s in by_size]
             errs = _errbars([by_size[s] for s in sizes if s in by_size])
@@ -160,7 +164,7 @@ def per_profile(
     width = 0.8 / max(1, len(labels))
     fig, ax = plt.subplots(figsize=(max(5.2, 1.6 * len(profiles) * max(1, len(labels) / 2)), 4))
     for i, label in enumerate(labels):
-        by_profile = {c.cell[0]: c.metrics[metric] for c in chosen if series(c) == label}
+        by_profile = {c.cell[PROFILE]: c.metrics[metric] for c in chosen if series(c) == label}
         xs = [j + i * width for j, p in enumerate(profiles) if p in by_profile]
         stats = [by_profile[p] for p in profiles if p in by_profile]
         ax.bar(xs, [s.mean / 1000 for s in stats], width, yerr=_errbars(stats), capsize=2,
@@ -179,20 +183,18 @@ def study_figures(cells: list[CellSummary], family: str = DEFAULT_FAMILY) -> lis
     _, first, largest = FAMILIES[family]
     pair = f"{LABEL[first]} and {LABEL[largest]}"
 
-    several_browsers = len({c.cell[8] for c in cells}) > 1
+    every = [c.cell for c in cells]
 
     def h(c: CellSummary) -> str:
-        """The HTTP version; the cross traffic beside the load and the PEP where there was
-        one; with more than one browser, the browser too (cells that differ only in them
-        are separate series)."""
-        label = HTTP_LABEL.get(c.cell[1], c.cell[1])
-        crossing, pep, browser = c.cell[6:9]
-        label = label if crossing == "none" else f"{label} + {crossing}"
-        label = label if pep == "none" else f"{label}, PEP {pep}"
-        return f"{label} {browser}" if several_browsers else label
+        """The cell's series label: the HTTP version, and every other dimension whose
+        legend part says something here (the cross traffic beside the load, the PEP,
+        the browser when there are several: clarke.campaign.dimensions.legend)."""
+        return dimensions.legend(c.cell, every)
 
     # Cross traffic or a PEP: every cell's PLT on one axis, per link (queue) and series.
-    bottleneck = any(c.cell[6] != "none" or c.cell[7] != "none" for c in cells)
+    bottleneck = any(
+        c.cell[dimensions.CROSS_TRAFFIC].active or c.cell[dimensions.PEP] != PEP_NONE for c in cells
+    )
     candidates = [
         per_profile(
             cells,
@@ -201,7 +203,7 @@ def study_figures(cells: list[CellSummary], family: str = DEFAULT_FAMILY) -> lis
             title="PLT per link and queue, with the cross traffic and the PEP",
             caption="Effect of the bottleneck: the link's queue, what else crosses it, and a "
             "performance-enhancing proxy (docs/queues.md, docs/peps.md).",
-            series=lambda c: f"{h(c)}, {c.cell[2]}",
+            series=lambda c: f"{h(c)}, {c.cell[CC]}",
         )
         if bottleneck
         else None,
@@ -211,19 +213,19 @@ def study_figures(cells: list[CellSummary], family: str = DEFAULT_FAMILY) -> lis
             metric="plt_ms",
             title="PLT against total page size: single vs uniform, per HTTP version",
             caption="Effect of parallel streams (the study's first scenario), BBR.",
-            select=lambda c: c.cell[3] in ("single", "uniform") and c.cell[2] == "bbr",
-            series=lambda c: f"{h(c)}, {c.cell[3]}",
+            select=lambda c: c.cell[MODEL] in ("single", "uniform") and c.cell[CC] is BBR,
+            series=lambda c: f"{h(c)}, {c.cell[MODEL]}",
         ),
         None
-        if len({c.cell[2] for c in cells}) < 2  # one congestion control: nothing to compare
+        if len({c.cell[CC] for c in cells}) < 2  # one congestion control: nothing to compare
         else bars(
             cells,
             key="cc",
             metrics=("plt_ms",),
             title="Cubic against BBR per HTTP version (uniform pages)",
             caption="Effect of congestion control (the study's second scenario).",
-            select=lambda c: c.cell[3] == "uniform",
-            series=lambda c: f"{h(c)}, {c.cell[2]}",
+            select=lambda c: c.cell[MODEL] == "uniform",
+            series=lambda c: f"{h(c)}, {c.cell[CC]}",
         ),
         bars(
             cells,
@@ -232,8 +234,8 @@ def study_figures(cells: list[CellSummary], family: str = DEFAULT_FAMILY) -> lis
             title=f"{pair}: uniform against triangular",
             caption=f"Effect of page structure (the study's third scenario), BBR; "
             f"{DESCRIPTION[family]}.",
-            select=lambda c: c.cell[3] in ("uniform", "triangular") and c.cell[2] == "bbr",
-            series=lambda c: f"{h(c)}, {c.cell[3]}",
+            select=lambda c: c.cell[MODEL] in ("uniform", "triangular") and c.cell[CC] is BBR,
+            series=lambda c: f"{h(c)}, {c.cell[MODEL]}",
         ),
         bars(
             cells,
@@ -241,8 +243,8 @@ def study_figures(cells: list[CellSummary], family: str = DEFAULT_FAMILY) -> lis
             metrics=("plt_ms",),
             title="PLT: uniform against triangular",
             caption="Effect of page structure on the page load time, BBR.",
-            select=lambda c: c.cell[3] in ("uniform", "triangular") and c.cell[2] == "bbr",
-            series=lambda c: f"{h(c)}, {c.cell[3]}",
+            select=lambda c: c.cell[MODEL] in ("uniform", "triangular") and c.cell[CC] is BBR,
+            series=lambda c: f"{h(c)}, {c.cell[MODEL]}",
         ),
     ]
     return [f for f in candidates if f is not None]

@@ -9,12 +9,21 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from clarke.campaign.dimensions import (
+    BROWSER,
+    HTTP,
+    PROFILE,
+    SIZE,
+    Cell,
+    Dimension,
+    table_columns,
+)
 from clarke.report.figures import HTTP_LABEL, Figure, _size_key, study_figures
 from clarke.report.timeline import timeline_figures
 from clarke.results import store
 from clarke.results.metric_families import DEFAULT_FAMILY, DESCRIPTION, FAMILIES, LABEL
 from clarke.results.record import RunRecord, Status
-from clarke.results.summary import CELL_KEYS, final_attempts, summarise
+from clarke.results.summary import CellSummary, final_attempts, summarise
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em}
@@ -62,7 +71,9 @@ def _overhead(records: list[RunRecord]) -> str:
     groups: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     for r in records:
         if r.status is Status.ok and "overhead" in r.metrics:
-            groups[(r.profile, r.http, r.size)].append(r.metrics["overhead"])
+            groups[(r.cell[PROFILE], r.cell[HTTP].value, r.cell[SIZE])].append(
+                r.metrics["overhead"]
+            )
     if not groups:
         return "<p>No load in these results carries a protocol-overhead measurement.</p>"
     rows = [
@@ -86,23 +97,19 @@ CONNECTION_METRICS = (
 )
 
 
-def _coordinates(cell: tuple[str, ...], browsers: bool) -> list[str]:
-    """A cell's coordinates for a table: the text ones first (the browser only when the
-    results hold more than one), then the connections per server, where numbers start."""
-    named = dict(zip(CELL_KEYS, cell, strict=True))
-    keys = [k for k in CELL_KEYS if k not in ("connections", "browser")]
-    keys += ["browser", "connections"] if browsers else ["connections"]
-    return [_e(named[k]) for k in keys]
+def _columns(cells: list[CellSummary]) -> list[Dimension[Any]]:
+    """The dimensions a table of these cells shows: the text ones first, then the
+    numeric ones (the connections per server), where numbers start."""
+    return table_columns([c.cell for c in cells])
 
 
-def _heads(browsers: bool) -> list[str]:
-    """The text columns of _coordinates(), in its order."""
-    head = ["profile", "http", "cc", "model", "size", "cross traffic", "pep"]
-    return head + (["browser"] if browsers else [])
+def _coordinates(cell: Cell, columns: list[Dimension[Any]]) -> list[str]:
+    texts = cell.texts()
+    return [_e(texts[d.name]) for d in columns]
 
 
-def _several_browsers(records: list[RunRecord]) -> bool:
-    return len({r.browser for r in records}) > 1
+def _text_heads(columns: list[Dimension[Any]]) -> list[str]:
+    return [d.column for d in columns if not d.numeric]
 
 
 def _connections(records: list[RunRecord]) -> str:
@@ -111,22 +118,23 @@ def _connections(records: list[RunRecord]) -> str:
     cells = [c for c in summarise(records, tuple(m for m, _, _ in CONNECTION_METRICS)) if c.metrics]
     if not cells:
         return "<p>No load in these results carries per-connection rows.</p>"
-    browsers = _several_browsers(records)
+    columns = _columns(summarise(records, ()))
     rows = []
     for c in cells:
-        row = [*_coordinates(c.cell, browsers), str(c.ok)]
+        row = [*_coordinates(c.cell, columns), str(c.ok)]
         for m, _, digits in CONNECTION_METRICS:
             s = c.metrics.get(m)
             row.append(_num(s.median, digits) if s else "-")
         rows.append(row)
-    head = [*_heads(browsers), "per server", "loads"]
+    # "per server": beside the connections the loads used, a column of that name.
+    head = [*_text_heads(columns), *("per server" for d in columns if d.numeric), "loads"]
     head += [f"{label} (median)" for _, label, _ in CONNECTION_METRICS]
     return (
         "<p>Per cell, the medians over successful loads of: the connections that carried "
         "requests, the most open and the most requests outstanding at once, and the "
         "connections' summed idle time (open, nothing in flight). One row per connection "
         "is in the journal (details.per_connection) and InfluxDB (`connection`); "
-        "docs/metrics.md defines each.</p>" + _table(head, rows, len(_heads(browsers)))
+        "docs/metrics.md defines each.</p>" + _table(head, rows, len(_text_heads(columns)))
     )
 
 
@@ -161,10 +169,10 @@ def build(results_dir: Path, family: str = DEFAULT_FAMILY) -> str:
         or "<p>No cell has the data for the study's figures.</p>",
         "<h2>Summary per cell</h2>",
     ]
-    browsers = _several_browsers(records)
+    columns = _columns(cells)
     rows = []
     for c in cells:
-        row = [*_coordinates(c.cell, browsers), str(c.ok), str(c.failed)]
+        row = [*_coordinates(c.cell, columns), str(c.ok), str(c.failed)]
         for m in metrics:
             s = c.metrics.get(m)
             row += (
@@ -179,10 +187,10 @@ def build(results_dir: Path, family: str = DEFAULT_FAMILY) -> str:
                 else ["-"] * 3
             )
         rows.append(row)
-    head = [*_heads(browsers), "connections", "ok", "failed"]
+    head = [*(d.column for d in columns), "ok", "failed"]
     for m in metrics:
         head += [f"{LABEL[m]} mean ms", "median", "95 % CI"]
-    parts.append(_table(head, rows, len(_heads(browsers))))
+    parts.append(_table(head, rows, len(_text_heads(columns))))
     parts += ["<h2>Protocol overhead</h2>", _overhead(final)]
     parts += ["<h2>Connections</h2>", _connections(records)]
     parts += [
@@ -194,7 +202,7 @@ def build(results_dir: Path, family: str = DEFAULT_FAMILY) -> str:
         for k, v in {
             **r.versions,
             **{f"implementation of {a}": b for a, b in r.implementations.items()},
-            "browser": f"{r.browser} {r.browser_version}",
+            "browser": f"{r.cell[BROWSER]} {r.browser_version}",
             "engine": r.engine,
         }.items():
             versions[k].add(v)

@@ -9,24 +9,16 @@ import json
 from pathlib import Path
 from typing import Any
 
+from clarke.campaign import dimensions
 from clarke.results.record import KNOWN_METRICS, RunRecord
 
-DIMENSIONS = (
-    "campaign",
-    "campaign_id",
-    "run_id",
-    "run_index",
-    "attempt",
-    "profile",
-    "http",
-    "cc",
-    "model",
-    "size",
+# The record's own columns, around its cell's: one column per dimension of the matrix
+# (clarke.campaign.dimensions), under its record field's name.
+LEADING = ("campaign", "campaign_id", "run_id", "run_index", "attempt")
+TRAILING = (
     "page",
     "repetition",
-    "connections",
     "engine",
-    "browser",
     "browser_version",
     "git_rev",
     "shard",
@@ -43,10 +35,13 @@ def rows(records: list[RunRecord]) -> tuple[list[str], list[dict[str, Any]]]:
         {m for r in records for m in r.metrics} - set(KNOWN_METRICS)
     )
     roles = sorted({role for r in records for role in r.implementations})
-    columns = [*DIMENSIONS, "scenarios", *(f"impl_{r}" for r in roles), *metric_names]
+    cell_columns = [d.name for d in dimensions.seal()]
+    columns = [*LEADING, *cell_columns, *TRAILING, "scenarios"]
+    columns += [*(f"impl_{r}" for r in roles), *metric_names]
     out = []
     for r in records:
-        row: dict[str, Any] = {d: getattr(r, d) for d in DIMENSIONS}
+        row: dict[str, Any] = {c: getattr(r, c) for c in (*LEADING, *TRAILING)}
+        row |= r.cell.record()
         row["status"] = r.status.value
         row["started_at"] = r.started_at.isoformat()
         row["finished_at"] = r.finished_at.isoformat()

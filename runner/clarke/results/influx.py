@@ -4,7 +4,8 @@ is the load's start, so writing the same records again overwrites them (no dupli
 
 URL form: http://[user:password@]host:port[/database] (database default: clarke). Without
 credentials in the URL, CLARKE_INFLUX_USER and CLARKE_INFLUX_PASSWORD_FILE (a file holding
-the password: the compose stack's secrets) give them. A token for 2.x/3.x comes from the
+the password: the compose stack's secrets, the demo's build/influxdb/credentials/) give
+them; a password file other users may read is refused. A token for 2.x/3.x comes from the
 INFLUX_TOKEN environment variable."""
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ from urllib.parse import urlsplit
 import httpx
 from influxdb_client import Point, WritePrecision
 
+from clarke.campaign.dimensions import BROWSER, CC, HTTP, PROFILE
 from clarke.errors import InputError, SinkError
+from clarke.private_files import check_private_file
 from clarke.results.link_timeline import link_schedule_points
 from clarke.results.metric_families import number
 from clarke.results.record import RunRecord
-from clarke.results.summary import ALL_FAMILY_METRICS, CELL_KEYS, summarise
+from clarke.results.summary import ALL_FAMILY_METRICS, summarise
 from clarke.vocab import SENDER
 
 log = logging.getLogger(__name__)
@@ -35,23 +38,15 @@ DEFAULT_DB = "clarke"
 BATCH = 500
 ATTEMPTS = 4
 
-# Record attributes written as tags (indexed, for grouping and filtering).
+# Record attributes written as tags (indexed, for grouping and filtering), besides one
+# tag per dimension of the matrix (clarke.campaign.dimensions: profile, http, cc, ...).
 TAGS = (
     "campaign",
     "campaign_id",
     "run_id",
-    "profile",
-    "http",
-    "cc",
-    "model",
-    "size",
     "page",
     "repetition",
-    "connections",
-    "cross_traffic",
-    "pep",
     "engine",
-    "browser",
     "status",
     "git_rev",
     "shard",
@@ -59,10 +54,14 @@ TAGS = (
 )
 
 
+def tags_of(r: RunRecord) -> dict[str, str]:
+    """The record's tags: its attributes in TAGS and its cell's dimensions."""
+    return {**{tag: str(getattr(r, tag)) for tag in TAGS}, **r.cell.texts()}
+
+
 def to_point(r: RunRecord) -> Point:
     p = Point(MEASUREMENT)
-    for tag in TAGS:
-        value = str(getattr(r, tag))
+    for tag, value in tags_of(r).items():
         if value != "":
             p = p.tag(tag, value)
     for role, impl in sorted(r.implementations.items()):
@@ -109,10 +108,15 @@ def _env_auth() -> tuple[str, str] | None:
         return None
     if not password_file:
         raise InputError("CLARKE_INFLUX_USER is set without CLARKE_INFLUX_PASSWORD_FILE")
+    path = Path(password_file)
     try:
-        password = Path(password_file).read_text().strip()
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError as e:
         raise InputError(f"CLARKE_INFLUX_PASSWORD_FILE {password_file}: {e.strerror}") from e
+    with os.fdopen(fd, "rb") as f:
+        # A password others may read is no secret: refused, naming the file and the fix.
+        check_private_file(path, os.fstat(f.fileno()), "CLARKE_INFLUX_PASSWORD_FILE")
+        password = f.read(4096).decode(errors="replace").strip()
     return user, password
 
 
@@ -217,9 +221,9 @@ def cell_summary_points(
                 .tag("campaign_id", first.campaign_id)
             )
             p = p.tag("kind", kind).tag("metric", metric)
-            for key, value in zip(CELL_KEYS, cell.cell, strict=True):
+            for key, value in cell.cell.texts().items():
                 p = p.tag(key, value)
-            p = p.tag("page", f"{cell.cell[3]}-{cell.cell[4]}")
+            p = p.tag("page", cell.cell.page)
             p = p.field("n", s.n).field("mean", s.mean).field("median", s.median)
             p = p.field("ok", cell.ok).field("failed", cell.failed)
             if s.n >= 2:
@@ -259,7 +263,8 @@ def link_stats_points(records: list[RunRecord]) -> list[Point]:
             drops = d.get("drops") or {}
             delay = d.get("queue_delay") or {}
             p = Point("link_stats").tag("campaign", r.campaign).tag("campaign_id", r.campaign_id)
-            p = p.tag("run_id", r.run_id).tag("profile", r.profile).tag("direction", direction)
+            p = p.tag("run_id", r.run_id).tag(PROFILE.name, r.cell[PROFILE])
+            p = p.tag("direction", direction)
             p = p.tag("attempt", str(r.attempt))
             p = p.field("frames", int(d.get("frames_out", 0))).field(
                 "bytes", int(d.get("bytes_out", 0))
@@ -294,8 +299,10 @@ def connection_points(records: list[RunRecord]) -> list[Point]:
         for row in r.details.get("per_connection") or []:
             p = Point("connection").tag("campaign", r.campaign).tag("campaign_id", r.campaign_id)
             p = p.tag("run_id", r.run_id).tag("attempt", str(r.attempt))
-            for tag in ("profile", "http", "cc", "page", "browser"):
-                p = p.tag(tag, str(getattr(r, tag)))
+            texts = r.cell.texts()
+            for name in (PROFILE.name, HTTP.name, CC.name, BROWSER.name):
+                p = p.tag(name, texts[name])
+            p = p.tag("page", r.page)
             p = p.tag("conn_id", str(row.get("id"))).tag("protocol", str(row.get("protocol")))
             for key in CONNECTION_FIELDS:
                 if (value := number(row.get(key))) is not None:

@@ -5,7 +5,7 @@ schedule and the loads on one time axis.
 
 Each load anchors the schedule's clock to the wall clock: its record carries the link
 time at navigation start (`details.timeline.link_time_s`) and that navigation's wall time
-(`navigation_unix_ms`), both read by run/timeline.py from satlink's own clock. The steps
+(`navigation_unix_ms`), both read by run/session/timeline.py from satlink's own clock. The steps
 come from the profile as this checkout reads it, and only when its schedule id is the one
 the link ran (the id carries a digest of the steps unless the file names its own): a
 changed profile gives no points rather than wrong ones. Loads recorded before
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from influxdb_client import Point, WritePrecision
 
 from clarke import profiles
+from clarke.campaign.dimensions import PROFILE
 from clarke.errors import ClarkeError
 from clarke.profiles import LinkProfile
 from clarke.results.record import RunRecord
@@ -97,16 +98,16 @@ def link_schedule_points(records: list[RunRecord]) -> list[Point]:
         schedule_id = (r.details.get("timeline") or {}).get("schedule_id")
         if not schedule_id:
             continue
-        if r.profile not in read:
+        if r.cell[PROFILE] not in read:
             try:
-                read[r.profile] = profiles.read(r.profile)
+                read[r.cell[PROFILE]] = profiles.read(r.cell[PROFILE])
             except ClarkeError:
-                read[r.profile] = None  # a profile this checkout does not have
-        profile = read[r.profile]
+                read[r.cell[PROFILE]] = None  # a profile this checkout does not have
+        profile = read[r.cell[PROFILE]]
         if profile is None or profile.schedule is None or profile.schedule.id != schedule_id:
             continue
         following = ordered[i + 1] if i + 1 < len(ordered) else None
-        same_link = following is not None and following.profile == r.profile
+        same_link = following is not None and following.cell[PROFILE] == r.cell[PROFILE]
         end = following.started_at if following is not None and same_link else r.finished_at
         anchor = _anchor(r, end.timestamp() * 1000)
         if anchor is None:
@@ -116,7 +117,7 @@ def link_schedule_points(records: list[RunRecord]) -> list[Point]:
                 if n >= MAX_POINTS_PER_LOAD:
                     break
                 p = Point(MEASUREMENT).tag("campaign", r.campaign)
-                p = p.tag("campaign_id", r.campaign_id).tag("profile", r.profile)
+                p = p.tag("campaign_id", r.campaign_id).tag("profile", r.cell[PROFILE])
                 p = p.tag("schedule_id", schedule_id).tag("direction", direction)
                 p = p.field("one_way_delay_ms", delay).field("rate_mbps", rate)
                 points.append(p.time(round(wall_ms * 1_000_000), WritePrecision.NS))

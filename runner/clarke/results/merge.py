@@ -14,7 +14,6 @@ successful load (a shard that failed or never ran)."""
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,7 +64,7 @@ def _read(d: Path) -> Shard:
     return Shard(
         d,
         meta,
-        json.loads(plan_path.read_text()),
+        store.read_plan(d).model_dump(),
         hashlib.sha256(campaign_path.read_bytes()).hexdigest(),
         list(journal.records()),
     )
@@ -139,16 +138,6 @@ def check(shards: list[Shard]) -> None:
         )
 
 
-def _same_runs(recorded: list[dict[str, Any]], expanded: list[dict[str, Any]]) -> bool:
-    """A shard's plan.json runs against the campaign's expansion, on the fields the shard
-    recorded: a plan written before an axis existed (cross traffic, PEP, browser) lacks
-    its key, and its run ids, which carry every axis a campaign uses, say it was not
-    used."""
-    return len(recorded) == len(expanded) and all(
-        r == {k: e.get(k) for k in r} for r, e in zip(recorded, expanded, strict=True)
-    )
-
-
 def merge(dirs: list[Path], out: Path) -> Merged:
     if not dirs:
         raise InputError("no shard directories given")
@@ -171,7 +160,7 @@ def merge(dirs: list[Path], out: Path) -> Merged:
         want = [
             r.to_dict() for r in (plan.shard(*label, ShardBy(s.shard_by)) if label else plan.runs)
         ]
-        if not _same_runs(s.plan.get("runs") or [], want):
+        if not store.same_runs(s.plan.get("runs") or [], want):
             raise InputError(
                 f"{s.path}: its plan is not shard {s.label or '-'} of the campaign's plan "
                 "(run with another Clarke version or plan order?)"

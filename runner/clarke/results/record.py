@@ -7,11 +7,37 @@ from __future__ import annotations
 
 import datetime as dt
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+from pydantic_core.core_schema import SerializerFunctionWrapHandler
+
+from clarke.campaign import dimensions
+from clarke.campaign.dimensions import Cell
 
 SCHEMA_VERSION = 1
+
+
+def _cell(value: Any) -> Cell:
+    if isinstance(value, Cell):
+        return value
+    if not isinstance(value, dict):
+        raise ValueError("a cell is a mapping of the matrix's dimensions")
+    return Cell.parse(value)
+
+
+# The matrix cell of the load: one value per dimension (clarke.campaign.dimensions). In
+# the journal each dimension is a top-level field of its own (profile, http, cc, ...).
+RecordCell = Annotated[Cell, PlainValidator(_cell), PlainSerializer(lambda c: c.record())]
 
 # Metrics a page load reports, all in milliseconds from navigation start unless named
 # otherwise. Engines may add more; these are the ones dashboards and reports rely on.
@@ -44,21 +70,14 @@ class RunRecord(BaseModel):
     run_index: int
     attempt: int = Field(ge=1)
     scenarios: list[str] = Field(default_factory=list)
-    profile: str
+    # Every dimension of the matrix: in the journal each under its own name (profile,
+    # http, cc, model, size, connections, cross_traffic, pep, browser: docs/results.md).
+    # The cross traffic's parameters and achieved rates are in details["cross_traffic"].
+    cell: RecordCell
     profile_sha256: str = ""  # the profile's content hash, as the link roles confirmed it
-    http: str
-    cc: str
-    model: str
-    size: str
     page: str
     repetition: int
-    connections: int
-    # The cross traffic's label (campaign/cross.py); its parameters and achieved rates are
-    # in details["cross_traffic"], the rates also in metrics (cross_*_mbps).
-    cross_traffic: str = "none"
-    pep: str = "none"  # the PEP at terminal and gateway (docs/peps.md)
     engine: str
-    browser: str
     browser_version: str = ""
     implementations: dict[str, str] = Field(default_factory=dict)
     versions: dict[str, str] = Field(default_factory=dict)
@@ -73,6 +92,25 @@ class RunRecord(BaseModel):
     reason: str = ""
     metrics: dict[str, float] = Field(default_factory=dict)
     details: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gather_cell(cls, data: Any) -> Any:
+        """The journal's top-level dimension fields, gathered into the cell."""
+        if not isinstance(data, dict) or "cell" in data:
+            return data
+        names = [d.name for d in dimensions.seal()]
+        return {
+            **{k: v for k, v in data.items() if k not in names},
+            "cell": {k: data[k] for k in names if k in data},
+        }
+
+    @model_serializer(mode="wrap")
+    def _spread_cell(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Each dimension back at the top level, where the journal has always kept it."""
+        out: dict[str, Any] = handler(self)
+        cell = out.pop("cell", None)
+        return {**out, **cell} if isinstance(cell, dict) else out
 
     @field_validator("schema_version")
     @classmethod

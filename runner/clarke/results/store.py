@@ -15,8 +15,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from clarke.errors import InputError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from clarke.errors import InputError, ValidationFailed
 from clarke.results.journal import JOURNAL, Journal
+from clarke.schema import problems_of
 
 CAMPAIGN_COPY = "campaign.yaml"
 META = "meta.json"
@@ -48,6 +51,68 @@ def create(
     write_json(d / META, {"campaign_id": cid, **meta})
     (d / JOURNAL).touch()
     return d
+
+
+class PlanFile(BaseModel):
+    """plan.json as `create` writes it: the campaign, its order and seed, the whole plan's
+    size, the shard and the shard's runs (each Run.to_dict())."""
+
+    model_config = ConfigDict(extra="allow")
+
+    campaign: str
+    order: str | None = None
+    seed: int | None = None
+    count: int | None = Field(default=None, ge=0)
+    shard: str = ""
+    shard_by: str | None = None
+    runs: list[dict[str, Any]]
+
+
+def read_plan(d: Path) -> PlanFile:
+    """plan.json, or an error naming it (exit 2): a damaged plan is never run from."""
+    path = d / PLAN
+    try:
+        data = json.loads(path.read_bytes())
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: damaged, not JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: damaged, not a JSON object")
+    try:
+        return PlanFile.model_validate(data)
+    except ValidationError as e:
+        raise ValidationFailed(f"{path} (damaged)", problems_of(e)) from None
+
+
+def same_runs(recorded: list[dict[str, Any]], expanded: list[dict[str, Any]]) -> bool:
+    """A plan.json's runs against the campaign's expansion, on the fields the file
+    recorded: a plan written before an axis existed (cross traffic, PEP, browser) lacks
+    its key, and its run ids, which carry every axis a campaign uses, say it was not
+    used."""
+    return len(recorded) == len(expanded) and all(
+        r == {k: e.get(k) for k in r} for r, e in zip(recorded, expanded, strict=True)
+    )
+
+
+def check_plan(
+    d: Path, recorded: PlanFile, campaign: str, count: int, runs: list[dict[str, Any]]
+) -> None:
+    """A resume's plan.json against the plan the campaign file expands to (with the
+    recorded seed): InputError naming plan.json unless they agree."""
+    path = d / PLAN
+    if recorded.campaign != campaign:
+        raise InputError(f"{path}: a plan of campaign {recorded.campaign!r}, not {campaign!r}")
+    if recorded.count is not None and recorded.count != count:
+        raise InputError(
+            f"{path}: counts {recorded.count} runs, but the campaign expands to {count}"
+        )
+    if not same_runs(recorded.runs, runs):
+        raise InputError(
+            f"{path}: its runs are not the ones the campaign plans for this directory "
+            f"({len(recorded.runs)} recorded, {len(runs)} planned): damaged, or written by "
+            "another Clarke version; start a new results directory"
+        )
 
 
 def read_meta(d: Path) -> dict[str, Any]:

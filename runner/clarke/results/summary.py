@@ -11,30 +11,13 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from clarke.campaign.dimensions import Cell
 from clarke.results.metric_families import DEFAULT_FAMILY, FAMILIES, metrics_of_record
 from clarke.results.record import RunRecord, Status
 
 METRICS = FAMILIES[DEFAULT_FAMILY]
 # Both families' metrics, as the per-cell statistics InfluxDB receives.
 ALL_FAMILY_METRICS = tuple(dict.fromkeys(m for ms in FAMILIES.values() for m in ms))
-# A cell's coordinates, each as text: `connections` is the connections per server,
-# `cross_traffic` the label of what else crossed the link (campaign/cross.py), `pep` the
-# performance-enhancing proxy (none without one), `browser` the client's browser.
-CELL_KEYS = (
-    "profile",
-    "http",
-    "cc",
-    "model",
-    "size",
-    "connections",
-    "cross_traffic",
-    "pep",
-    "browser",
-)
-
-
-def cell_of(r: RunRecord) -> tuple[str, ...]:
-    return tuple(str(getattr(r, k)) for k in CELL_KEYS)
 
 
 @dataclass(frozen=True)
@@ -59,7 +42,7 @@ class MetricStats:
 
 @dataclass(frozen=True)
 class CellSummary:
-    cell: tuple[str, ...]
+    cell: Cell
     ok: int
     failed: int
     metrics: dict[str, MetricStats]
@@ -77,9 +60,9 @@ def final_attempts(records: Iterable[RunRecord]) -> dict[str, RunRecord]:
 def summarise(
     records: Iterable[RunRecord], metrics: tuple[str, ...] = METRICS
 ) -> list[CellSummary]:
-    cells: dict[tuple[str, ...], list[RunRecord]] = {}
+    cells: dict[Cell, list[RunRecord]] = {}
     for r in final_attempts(records).values():
-        cells.setdefault(cell_of(r), []).append(r)
+        cells.setdefault(r.cell, []).append(r)
     out = []
     for cell, rs in cells.items():
         ok = [r for r in rs if r.status is Status.ok]

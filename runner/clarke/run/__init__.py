@@ -1,1 +1,1 @@
-"""Running campaigns: the campaign loop, one run, and the summary of a campaign."""
+"""Running campaigns: the loop, a session, link checks, benchmarks, comparisons."""

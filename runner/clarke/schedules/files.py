@@ -15,6 +15,7 @@ import yaml
 
 from clarke import __version__, schema
 from clarke.errors import InputError, ValidationFailed
+from clarke.schedules import limits
 from clarke.schedules.model import DIRECTIONS, Clock, Schedule
 
 SCHEDULE_DIR = "schedules"  # beside the profiles: profiles/schedules/
@@ -22,8 +23,17 @@ FILE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*\.ya?ml$"
 
 
 def schedule_path(profile_path: Path, file_name: str) -> Path:
-    """Where a profile's `schedule_file: NAME.yaml` is: schedules/ beside the profile."""
-    return profile_path.parent / SCHEDULE_DIR / file_name
+    """Where a profile's `schedule_file: NAME.yaml` is: schedules/ beside the profile,
+    and there it stays: a link in schedules/ that leads out of the profile's directory is
+    refused before the file it names is read."""
+    path = profile_path.parent / SCHEDULE_DIR / file_name
+    home = profile_path.parent.resolve()
+    if not path.resolve().is_relative_to(home):
+        raise ValidationFailed(
+            str(profile_path),
+            [f"schedule_file: {file_name} leads outside the profile's directory ({home})"],
+        )
+    return path
 
 
 def read(path: Path, referenced_by: str | None = None) -> Schedule:
@@ -31,7 +41,8 @@ def read(path: Path, referenced_by: str | None = None) -> Schedule:
     source = str(path) + (f" (schedule_file of {referenced_by})" if referenced_by else "")
     if not path.is_file():
         raise ValidationFailed(source, ["file not found"])
-    return schema.parse(Schedule, schema.read_yaml(path), source)
+    data = schema.read_yaml(path, limits.max_file_bytes(), limits.HOW_TO_RAISE, limits.count_steps)
+    return schema.parse(Schedule, data, source)
 
 
 def read_csv(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict[str, float]]]:
@@ -40,6 +51,8 @@ def read_csv(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict[str,
     text = schema.read_text(path)
     lines = [(n, ln) for n, ln in enumerate(text.splitlines(), 1) if ln.strip()]
     lines = [(n, ln) for n, ln in lines if not ln.lstrip().startswith("#")]
+    if len(lines) - 1 > limits.max_steps():  # each row may become a step
+        raise ValidationFailed(str(path), [limits.too_many(len(lines) - 1, "rows")])
     if not lines:
         raise ValidationFailed(str(path), ["no header line (e.g. `t_s,attenuation_db`)"])
     header = [h.strip() for h in next(csv.reader([lines[0][1]]))]

@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    BeforeValidator,
     Discriminator,
     Field,
     SerializerFunctionWrapHandler,
@@ -24,6 +25,7 @@ from pydantic import (
     model_validator,
 )
 
+from clarke.schedules import limits
 from clarke.schema import StrictModel, located_error
 
 SCHEDULE_VERSION = 1
@@ -155,6 +157,13 @@ class Step(StrictModel):
         return self.forward if direction == "forward" else self.return_
 
 
+def _not_too_many(steps: Any) -> Any:
+    """Counted before a single step is validated (clarke.schedules.limits)."""
+    if isinstance(steps, list | tuple) and len(steps) > limits.max_steps():
+        raise ValueError(limits.too_many(len(steps)))
+    return steps
+
+
 class End(StrEnum):
     loop = "loop"  # the schedule repeats every length_s
     hold = "hold"  # the last step stays in force
@@ -175,7 +184,7 @@ class Schedule(StrictModel):
     # Where slots start in link time: a load's slot phase is (link time - slot_offset_s)
     # modulo slot_s (Starlink's start at second 12 of the minute).
     slot_offset_s: float = Field(default=0.0, ge=0, le=MAX_AT_S, allow_inf_nan=False)
-    steps: list[Step] = Field(min_length=1)
+    steps: Annotated[list[Step], BeforeValidator(_not_too_many)] = Field(min_length=1)
 
     @model_validator(mode="after")
     def _steps_in_order(self) -> Schedule:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from clarke.errors import InputError, ValidationFailed
 from clarke.schedules import files as schedule_files
+from clarke.schedules import limits
 from clarke.schedules.model import End, Schedule, Step
 
 RATE_DECIMALS = 6  # Mb/s: 1 b/s
@@ -123,6 +124,7 @@ def synthetic(fade: Fade, length_s: float, step_s: float) -> list[tuple[float, f
             f"the fade ends at {fade.start_s + fade.duration_s:g} s, after --length-s {length_s:g}"
         )
     n = math.ceil(length_s / step_s - 1e-9)
+    limits.check_count(n, f"a fade over {length_s:g} s sampled every {step_s:g} s", "samples")
     return [(round(k * step_s, 6), fade.attenuation_db(k * step_s)) for k in range(n)]
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from clarke import schema
 from clarke.errors import InputError, ValidationFailed
 from clarke.schedules import files as schedule_files
+from clarke.schedules import limits
 from clarke.schedules.model import End, Schedule, Step
 
 PACKET_BITS = 1500 * 8
@@ -29,10 +30,19 @@ State = dict[str, Any]
 
 
 def read_mahimahi(path: Path) -> list[int]:
-    """The timestamps (ms) of a mahimahi trace; ValidationFailed naming the line."""
-    text = schema.read_text(path)
+    """The timestamps (ms) of a mahimahi trace; ValidationFailed naming the line, or the
+    limit (clarke.schedules.limits) a trace too long for it passes."""
+    most = limits.max_trace_lines()
+    # A line is at most a 20-digit number and its newline: the size says enough first.
+    text = schema.read_text(path, most * 21, limits.HOW_TO_RAISE)
     out: list[int] = []
     for n, line in enumerate(text.splitlines(), 1):
+        if n > most:
+            raise ValidationFailed(
+                str(path),
+                [f"more than {most:,} lines: a trace has at most {limits.TRACE_LINES_PER_STEP} "
+                 f"lines per schedule step ({limits.HOW_TO_RAISE})"],
+            )  # fmt: skip
         if not line.strip():
             continue
         try:
@@ -59,6 +69,9 @@ def mahimahi_rates(timestamps: list[int], interval_ms: int) -> list[tuple[float,
         raise InputError("--interval-s must be at least 1 ms")
     period = timestamps[-1]
     n = math.ceil(period / interval_ms)
+    limits.check_count(
+        n, f"a trace of {period / 1000:g} s in intervals of {interval_ms} ms", "intervals"
+    )
     counts = [0] * n
     for ts in timestamps:
         counts[max(0, math.ceil(ts / interval_ms) - 1)] += 1

@@ -48,6 +48,7 @@ import re
 import subprocess
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -90,6 +91,7 @@ from clarke.server.tcp_cc import (
     available_tcp_cc,
     netns_argv,
 )
+from clarke.vocab import CongestionControl
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +137,23 @@ def _pid_alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+@dataclass(frozen=True)
+class OlsPlace:
+    """Where OpenLiteSpeed runs: the route towards the clients whose congctl sets TCP's
+    congestion control (`client_lan` through `gateway`: both or neither), its install
+    (`server_root`: bin/lswsctrl, conf/, VERSION), the network namespace of every
+    command (tests), and its timings (start, the TCP sampler's interval, the wait for
+    its logs to be written)."""
+
+    client_lan: str | None = None
+    gateway: str | None = None
+    server_root: Path = DEFAULT_SERVER_ROOT
+    netns: str | None = None
+    start_timeout_s: float = 60.0
+    sample_interval_s: float = 0.1
+    log_flush_wait_s: float = 1.5
+
+
 class OpenLiteSpeedRole:
     """The server role, filled by OpenLiteSpeed.
 
@@ -150,18 +169,10 @@ class OpenLiteSpeedRole:
     implementation = "openlitespeed"
 
     def __init__(
-        self,
-        site: OlsSite,
-        settings: OlsSettings | None = None,
-        *,
-        client_lan: str | None = None,
-        gateway: str | None = None,
-        server_root: Path = DEFAULT_SERVER_ROOT,
-        netns: str | None = None,
-        start_timeout_s: float = 60.0,
-        sample_interval_s: float = 0.1,
-        log_flush_wait_s: float = 1.5,
+        self, site: OlsSite, settings: OlsSettings | None = None, where: OlsPlace | None = None
     ) -> None:
+        where = where or OlsPlace()
+        client_lan, gateway = where.client_lan, where.gateway
         if (client_lan is None) != (gateway is None):
             raise InputError("client_lan and gateway go together: give both or neither")
         try:
@@ -173,12 +184,12 @@ class OpenLiteSpeedRole:
             raise InputError(f"client_lan / gateway: {e}") from None
         self.site, self.settings = site, settings or OlsSettings()
         self.client_lan, self.gateway = client_lan, gateway
-        self.server_root, self.netns = Path(server_root), netns
-        self.start_timeout_s, self.log_flush_wait_s = start_timeout_s, log_flush_wait_s
+        self.server_root, self.netns = Path(where.server_root), where.netns
+        self.start_timeout_s, self.log_flush_wait_s = where.start_timeout_s, where.log_flush_wait_s
         self.tcp_applied: dict[str, Any] | None = None
         self.restarts = 0
-        self.sampler = TcpSampler(site.port, netns, sample_interval_s)
-        self.quic_wire = QuicWireCounter(site.port, netns)
+        self.sampler = TcpSampler(site.port, where.netns, where.sample_interval_s)
+        self.quic_wire = QuicWireCounter(site.port, where.netns)
         self.quic_wire_error: str | None = None
         self._log_offset = 0
         self._error_log_offset = 0
@@ -217,14 +228,13 @@ class OpenLiteSpeedRole:
                 state_dir=root / "tmp" / "clarke",
             )
             let_workers_in(site, root)
-        return cls(
-            site,
-            initial_settings(),
+        where = OlsPlace(
             client_lan=str(place.plan.st_lan.prefix),
             gateway=place.plan.next_hop("server"),
             server_root=root,
             netns=place.ns,
         )
+        return cls(site, initial_settings(), where)
 
     # --- paths and commands ----------------------------------------------------------
     @property
@@ -553,9 +563,9 @@ def initial_settings() -> OlsSettings:
     try:
         tcp = Path("/proc/sys/net/ipv4/tcp_congestion_control").read_text().strip()
     except OSError:
-        tcp = "cubic"
-    tcp = tcp if tcp in TCP_CC else "cubic"
-    return OlsSettings(tcp_cc=tcp, quic_cc=tcp if tcp in QUIC_CC else "cubic")
+        tcp = CongestionControl.cubic
+    tcp = tcp if tcp in TCP_CC else CongestionControl.cubic
+    return OlsSettings(tcp_cc=tcp, quic_cc=tcp if tcp in QUIC_CC else CongestionControl.cubic)
 
 
 class OpenLiteSpeed(Implementation):

@@ -44,6 +44,7 @@ from typing import Final
 
 from clarke.errors import InputError
 from clarke.tls import DEFAULT_HOST  # www.clarke.test
+from clarke.vocab import CONGESTION_CONTROLS, CongestionControl
 
 OLS_VERSION: Final = "1.8.5"  # the release the keys below were checked against
 VHOST: Final = "clarke"
@@ -51,9 +52,9 @@ HTTPD_CONFIG: Final = "conf/httpd_config.conf"
 VHCONF: Final = f"conf/vhosts/{VHOST}/vhconf.conf"
 FILES: Final = {HTTPD_CONFIG: "httpd_config.conf", VHCONF: "vhconf.conf"}
 
-TCP_CC: Final = ("cubic", "bbr", "reno")
+TCP_CC: Final = CONGESTION_CONTROLS
 # quicCongestionCtrl's documented choices (ServTuning_Help, WebAdmin): 1 Cubic, 2 BBR.
-QUIC_CC: Final = {"cubic": 1, "bbr": 2}
+QUIC_CC: Final = {CongestionControl.cubic.value: 1, CongestionControl.bbr.value: 2}
 ENABLE_SPDY: Final = 12  # HTTP/2 (4) + HTTP/3 (8): h2 and http/1.1 on TCP, h3 on QUIC
 SSL_PROTOCOL: Final = 24  # TLS 1.2 (8) + TLS 1.3 (16)
 # errorlog's debugLevel with logLevel DEBUG. OpenLiteSpeed turns lsquic's debug log on
@@ -298,12 +299,12 @@ def _check_path(field_name: str, value: Path) -> Path:
 class OlsSettings:
     """What the runner changes between runs: the congestion controls."""
 
-    tcp_cc: str = "cubic"
-    quic_cc: str = "cubic"
+    tcp_cc: str = CongestionControl.cubic
+    quic_cc: str = CongestionControl.cubic
 
     def __post_init__(self) -> None:
         _check_choice("tcp_cc", self.tcp_cc, TCP_CC)
-        if self.quic_cc in ("newreno", "reno"):
+        if self.quic_cc in (CongestionControl.reno, CongestionControl.reno.quic):
             raise InputError(
                 f"quic_cc: {self.quic_cc!r} is not available in OpenLiteSpeed: its QUIC "
                 "library (lsquic) implements Cubic and BBR only (quicCongestionCtrl 1 or 2); "

@@ -29,6 +29,7 @@ from typing import Any, Final
 from clarke import sh
 from clarke.errors import ClarkeError
 from clarke.server.tcp_cc import netns_argv
+from clarke.vocab import CongestionControl
 
 UDP_IP_HEADER: Final = {4: 28, 6: 48}  # IPv4 20 + UDP 8; IPv6 40 + 8
 
@@ -47,7 +48,9 @@ _SELECTED = re.compile(r"select (?P<algo>Cubic|BBRv1) congestion controller")
 _RETRY = re.compile(r"Peer not validated and do not have transport parameters .*: retry$")
 # A connection announcing its other ids ("generated and sent SCID <cid>", "new SCID ...").
 _OTHER_CID = re.compile(r"\b(?:SCID|CID|DCID)[: ]+(?P<cid>[0-9A-Fa-f]{8,40})\b")
-CC_MODULES: Final = ("cubic", "bbr", "adaptive-cc")
+# lsquic's congestion-control modules, as its log names them (our names for two of them).
+CUBIC, BBR = CongestionControl.cubic.value, CongestionControl.bbr.value
+CC_MODULES: Final = (CUBIC, BBR, "adaptive-cc")
 
 
 @dataclass
@@ -68,10 +71,10 @@ class QuicConnLog:
         selected); None if no congestion controller wrote a line."""
         if self.modules["adaptive-cc"] or self.selected:
             return "adaptive"
-        if self.modules["cubic"] and not self.modules["bbr"]:
-            return "cubic"
-        if self.modules["bbr"] and not self.modules["cubic"]:
-            return "bbr"
+        if self.modules[CUBIC] and not self.modules[BBR]:
+            return CUBIC
+        if self.modules[BBR] and not self.modules[CUBIC]:
+            return BBR
         return None
 
     def view(self) -> dict[str, Any]:
@@ -110,7 +113,7 @@ def parse_lsquic_log(lines: list[str]) -> list[QuicConnLog]:
             conn.retries += 1
         selected = _SELECTED.search(msg)
         if selected:
-            conn.selected = "cubic" if selected.group("algo") == "Cubic" else "bbr"
+            conn.selected = CUBIC if selected.group("algo") == "Cubic" else BBR
         for other in _OTHER_CID.finditer(msg):
             other_cid = other.group("cid").upper()
             if other_cid != cid and other_cid not in by_cid:

@@ -25,6 +25,7 @@ from clarke.errors import ClarkeError
 from clarke.server.openlitespeed_config import OlsSettings
 from clarke.server.openlitespeed_quic import UDP_IP_HEADER, QuicConnLog
 from clarke.server.tcp_cc import netns_argv
+from clarke.vocab import HttpVersion
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +175,8 @@ _LOG_LINE = re.compile(
     r'(?P<version>HTTP/[0-9.]+)" (?P<status>\d{3}) (?P<body>\d+|-) (?P<out>\d+|-) '
     r"(?P<us>\d+|-)$"
 )
-PROTOCOL_OF_VERSION: Final = {"HTTP/1.0": "h1", "HTTP/1.1": "h1", "HTTP/2": "h2", "HTTP/3": "h3"}
+H1, H2, H3 = (v.tag for v in HttpVersion)
+PROTOCOL_OF_VERSION: Final = {"HTTP/1.0": H1, "HTTP/1.1": H1, "HTTP/2": H2, "HTTP/3": H3}
 
 
 @dataclass(frozen=True)
@@ -339,7 +341,7 @@ def _log_only_record(
 ) -> dict[str, Any]:
     protocol = Counter(line.protocol for line in lines).most_common(1)[0][0]
     rec: dict[str, Any] = {
-        "id": f"{'quic' if protocol == 'h3' else 'tcp'} {key}",
+        "id": f"{'quic' if protocol == H3 else 'tcp'} {key}",
         "tls": True,
         "peer": key,
         "local": local,
@@ -400,13 +402,13 @@ def connection_records(
     quic_peers = (set(quic_logs or {}) | set(quic_wire or {})) - tcp_peers
     relabelled = 0
     for line in lines:
-        if line.protocol == "h1" and _peer_key(line.addr, line.port) in quic_peers:
+        if line.protocol == H1 and _peer_key(line.addr, line.port) in quic_peers:
             # OpenLiteSpeed 1.9.1 writes HTTP/3 requests as "HTTP/1.1": a request from a
             # client socket that spoke QUIC to the server port (lsquic's log, the UDP
             # counters) and is no TCP connection came over HTTP/3.
-            line = dataclasses.replace(line, protocol="h3")
+            line = dataclasses.replace(line, protocol=H3)
             relabelled += 1
-        target = quic if line.protocol == "h3" else by_peer
+        target = quic if line.protocol == H3 else by_peer
         target.setdefault((line.addr, line.port), []).append(line)
     if relabelled:
         notes.append(

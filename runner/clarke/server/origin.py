@@ -17,6 +17,7 @@ from clarke.place import Place, procs
 from clarke.place.plan import HTTPS_PORT, ORIGIN_CONTROL
 from clarke.roles import Implementation, RoleProcess
 from clarke.server import serve_link_checks
+from clarke.vocab import CongestionControl
 
 START_TIMEOUT_S = 30.0
 SETTINGS = ("tcp_cc", "quic_cc", "quic_initial_window")
@@ -55,7 +56,7 @@ class OriginServer:
             "--listen", f"{place.plan.addresses['server']}:{HTTPS_PORT}",
             "--cert", str(pki.cert), "--key", str(pki.key),
             "--control", ORIGIN_CONTROL,
-            "--tcp-cc", "cubic", "--quic-cc", "cubic",
+            "--tcp-cc", CongestionControl.cubic, "--quic-cc", CongestionControl.cubic,
             "--log", str(place.run_dir / "origin-connections.log"),
         ])  # fmt: skip
         popen = self.children.spawn("origin", argv)

@@ -26,6 +26,7 @@ from clarke.place.plan import (
 from clarke.place.procs import Proc
 from clarke.testbed.state import Store, TestbedState
 from clarke.tls import DEFAULT_HOST
+from clarke.vocab import CongestionControl
 
 EMU_MTU = 9000  # carriers encapsulate a full 1500-byte packet plus satlink's header
 
@@ -67,7 +68,7 @@ class Builder:
 def build(tb: Builder) -> None:
     """The namespaces, links and addresses of a testbed: every role's place."""
     p = tb.plan
-    note = netns.add_allowed_cc("cubic")
+    note = netns.add_allowed_cc(CongestionControl.cubic)
     if note:
         tb.state.host_changes.append(note)
         tb.save()
@@ -124,7 +125,7 @@ def build(tb: Builder) -> None:
     # The client's sends of several UDP datagrams at once (GSO: Firefox's QUIC uses it)
     # are split into datagrams as they leave the client, not first at the link's TUN
     # device (which takes no UDP super-packets): the same work, earlier, so that the
-    # terminal's interface, where captures are taken (run/captures.py), sees the
+    # terminal's interface, where captures are taken (run/session/captures.py), sees the
     # datagrams the link carries.
     sh.run(netns.exec_argv(p.ns("client"), ["ethtool", "-K", IF_LAN, "tx-udp-segmentation", "off"]))
     # Client and server: one route each, to the other LAN, through their link end.

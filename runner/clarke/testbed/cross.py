@@ -2,7 +2,7 @@
 behind the gateway; testbed/build.py builds them with every testbed): processes started
 in them are recorded in the testbed's state file first, so that `clarke testbed down`
 stops them also after the runner died; their LAN interface's counters say what moved.
-The runner drives them itself (run/cross.py): they have no agent and no mgmt address,
+The runner drives them itself (run/session/cross.py): they have no agent and no mgmt address,
 only the generators the runner starts and stops."""
 
 from __future__ import annotations

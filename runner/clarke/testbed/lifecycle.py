@@ -36,7 +36,7 @@ from clarke.place.plan import MAX_ID, NetnsPlan, parse_ns, plan
 from clarke.profiles import LinkProfile
 from clarke.testbed.build import Builder, build, remove_etc
 from clarke.testbed.state import Store, TestbedState
-from clarke.vocab import LINK_START_ORDER, ROLES, kind_of
+from clarke.vocab import LINK_START_ORDER, ROLES, CongestionControl, kind_of
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +98,13 @@ def up(
         plan(testbed_id)  # range check
     profile, link, server = check(profile_name, link, server)
     store = store or Store()
+    # Nothing found here is believed unless only root could have put it there: run
+    # dirs and tokens another user planted are refused before anything is built.
+    for i in range(MAX_ID + 1) if testbed_id is None else [testbed_id]:
+        if store.run_dir(i).exists() or store.run_dir(i).is_symlink():
+            store.make_run_dir(i)
+            if (store.run_dir(i) / auth.TOKEN_FILE).exists():
+                auth.read_token(store.run_dir(i) / auth.TOKEN_FILE)
     with store.locked():
         existing = netns.namespaces()
         if testbed_id is None:
@@ -120,11 +127,11 @@ def up(
     try:
         with _sigterm_interrupts():
             # Only root enters the run dir: control sockets, keys, the agents' token.
-            run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            store.make_run_dir(testbed_id)
             # The role agents' bearer token: a new one per testbed, in a file only root
             # may read (clarke.agent.auth).
             token = auth.read_token(auth.ensure_token_file(run_dir / auth.TOKEN_FILE))
-            note = netns.add_allowed_cc("cubic")
+            note = netns.add_allowed_cc(CongestionControl.cubic)
             if note:
                 state.host_changes.append(note)
                 tb.save()

@@ -4,7 +4,12 @@ exists, also after the runner was killed half-way through `up`.
 
 The state dir is $CLARKE_STATE_DIR, else /run/clarke/testbeds (tmpfs: a reboot removes
 namespaces and state together). Each testbed also has a run dir, <state dir>/<id>/, for
-role configurations, control sockets and logs."""
+role configurations, control sockets, logs and the agents' token.
+
+What is found there is believed (processes to stop, a token to hand the agents), so the
+state dir, and every run dir, must belong to root (the user running clarke) and be
+writable by nobody else, nor sit below a directory another user could swap: otherwise
+every use is refused (exit 3, naming the directory and the fix; private_files.py)."""
 
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from clarke.errors import ValidationFailed
 from clarke.place.procs import Proc
+from clarke.private_files import check_private_dir, make_private_dir
 from clarke.schema import problems_of
 
 DEFAULT_DIR = Path("/run/clarke/testbeds")
@@ -60,9 +66,26 @@ class TestbedState(BaseModel):
         return data
 
 
+STATE_DIR = "testbed state dir"
+
+
 class Store:
     def __init__(self, root: Path | None = None) -> None:
         self.root = root or state_dir()
+
+    def _checked(self) -> Path:
+        """The state dir, if it is root's alone (or does not exist yet)."""
+        check_private_dir(self.root, f"{STATE_DIR} (CLARKE_STATE_DIR)")
+        return self.root
+
+    def make_run_dir(self, testbed_id: int) -> Path:
+        """The testbed's run dir: made, or adopted if it is root's alone (a run dir `down`
+        has not removed yet); 0700 either way."""
+        run_dir = make_private_dir(
+            self.run_dir(testbed_id), f"run dir of testbed {testbed_id} (in the {STATE_DIR})"
+        )
+        run_dir.chmod(0o700)
+        return run_dir
 
     @property
     def owner(self) -> str:
@@ -76,7 +99,7 @@ class Store:
         return self.root / str(testbed_id)
 
     def save(self, state: TestbedState) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
+        make_private_dir(self.root, f"{STATE_DIR} (CLARKE_STATE_DIR)")
         path = self.path(state.id)
         tmp = path.with_suffix(".json.tmp")
         with tmp.open("w", encoding="utf-8") as f:
@@ -86,6 +109,7 @@ class Store:
         tmp.replace(path)
 
     def read(self, testbed_id: int) -> TestbedState | None:
+        self._checked()
         path = self.path(testbed_id)
         try:
             text = path.read_text(encoding="utf-8")
@@ -98,7 +122,7 @@ class Store:
             raise ValidationFailed(str(path), problems) from None
 
     def ids(self) -> list[int]:
-        if not self.root.is_dir():
+        if not self._checked().is_dir():
             return []
         return sorted(int(p.stem) for p in self.root.glob("*.json") if p.stem.isdigit())
 
@@ -108,7 +132,7 @@ class Store:
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
         """Serialise id allocation between concurrent `clarke testbed up`s."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        make_private_dir(self.root, f"{STATE_DIR} (CLARKE_STATE_DIR)")
         with (self.root / ".lock").open("w") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
             try:

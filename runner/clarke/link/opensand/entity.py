@@ -211,6 +211,22 @@ def cpu_seconds(pid: int | None) -> float | None:
 # --- the role ----------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class EntitySetup:
+    """Where an entity runs: its emulation interface, its configuration and run
+    directories, the entrypoint that starts OpenSAND, its bridge and LAN (`link_end`:
+    None for the satellite), the network namespace of its commands (tests) and how long
+    it may take to start."""
+
+    emu_iface: str
+    config_dir: Path
+    link_end: LinkEnd | None = None
+    run_dir: Path = Path("/run/opensand")
+    entrypoint: Path = DEFAULT_ENTRYPOINT
+    netns: str | None = None
+    start_timeout_s: float = 60.0
+
+
 class OpenSandRole:
     """terminal, satellite or gateway, filled by one OpenSAND 8.2 entity.
 
@@ -227,21 +243,10 @@ class OpenSandRole:
 
     implementation = "opensand"
 
-    def __init__(
-        self,
-        role: str,
-        entities: Entities,
-        *,
-        emu_iface: str,
-        config_dir: Path,
-        link_end: LinkEnd | None = None,
-        run_dir: Path = Path("/run/opensand"),
-        entrypoint: Path = DEFAULT_ENTRYPOINT,
-        netns: str | None = None,
-        start_timeout_s: float = 60.0,
-    ) -> None:
+    def __init__(self, role: str, entities: Entities, setup: EntitySetup) -> None:
         if role not in ENTITY_OF:
             raise InputError(f"OpenSAND role must be one of {', '.join(LINK_ROLES)}, not {role!r}")
+        link_end = setup.link_end
         if (role == "satellite") != (link_end is None):
             raise InputError(
                 f"OpenSAND {role}: "
@@ -252,10 +257,10 @@ class OpenSandRole:
                 )
             )
         self.role, self.entity = role, ENTITY_OF[role]
-        self.entities, self.emu_iface, self.link_end = entities, emu_iface, link_end
-        self.config_dir, self.run_dir = Path(config_dir), Path(run_dir)
-        self.entrypoint, self.netns = Path(entrypoint), netns
-        self.start_timeout_s = start_timeout_s
+        self.entities, self.emu_iface, self.link_end = entities, setup.emu_iface, link_end
+        self.config_dir, self.run_dir = Path(setup.config_dir), Path(setup.run_dir)
+        self.entrypoint, self.netns = Path(setup.entrypoint), setup.netns
+        self.start_timeout_s = setup.start_timeout_s
         self.profile_name: str | None = None
         self.digest: str | None = None
         self.mapping: Mapping | None = None
@@ -286,9 +291,7 @@ class OpenSandRole:
                 lan_iface=place.iface("st-lan" if role == "terminal" else "gw-lan"),
             )
         env = os.environ
-        return cls(
-            role,
-            entities,
+        setup = EntitySetup(
             emu_iface=place.iface("emu"),
             config_dir=Path(env.get("OPENSAND_CONFIG_DIR") or place.run_dir / "xml"),
             run_dir=Path(env.get("OPENSAND_RUN_DIR") or place.run_dir / "opensand"),
@@ -296,6 +299,7 @@ class OpenSandRole:
             link_end=end,
             netns=place.ns,
         )
+        return cls(role, entities, setup)
 
     # --- paths and commands ----------------------------------------------------------
     @property

@@ -38,10 +38,11 @@ from typing import Final
 from clarke.errors import InputError, ValidationFailed
 from clarke.link.opensand import delay_file
 from clarke.profiles import BitErrors, Direction, LinkProfile, PacketLoss
+from clarke.vocab import QueueDiscipline
 
 OPENSAND_VERSION: Final = "8.2"
 
-# --- measured constants (shared/reference/opensand.md) ----------------------------------
+# --- measured constants (docs/opensand.md, the mapping table) -------------------------
 RTT_OVERHEAD_MS: Final = 23.5  # idle RTT = 4 x delay_value + 22..25 ms; the midpoint
 RTT_OVERHEAD_RANGE_MS: Final = (22.0, 25.0)
 FORWARD_KHZ_PER_MBPS: Final = 950  # 9500 kHz, ACM, wave_form 7 -> 10 Mb/s
@@ -291,7 +292,7 @@ def derive(profile: LinkProfile, source: str = "link profile") -> Mapping:
                 "FileDelay) give every packet the same delay; use the satlink link for a "
                 "profile with jitter"
             )
-        if d.queue.discipline != "drop_tail":
+        if d.queue.discipline is not QueueDiscipline.drop_tail:
             problems.append(
                 f"{name}.queue.discipline: {d.queue.discipline} cannot be mapped: OpenSAND "
                 "8.2's only queue is its drop-tail FIFO (gw_fifos / st_fifos capacity); "

@@ -1,0 +1,390 @@
+"""The run matrix's dimensions, each declared once.
+
+A dimension is what a campaign may vary from one run to the next: the link profile, the
+HTTP version, the congestion control, the page (model and size), the connections per
+server, the cross traffic, the PEP, the browser. Each is one `Dimension` below: its
+campaign key and vocabulary (typed, from `vocab.py` or a registry's names), its
+default, its part of the run id, its record field (also its InfluxDB tag and its column
+in summaries and exports), its label for people and its part in a figure's legend.
+Everything else is derived from `DIMENSIONS`, in this order:
+
+    campaign/model.py     Matrix: one axis per dimension (its key, its item type)
+    campaign/plan.py      the expansion into runs, the run id, Run.cell
+    results/record.py     RunRecord.cell: one field per dimension in the journal
+    results/influx.py     one tag per dimension
+    results/summary.py    cells, summary tables, compare, exports, report columns
+    report/figures.py     series labels (Dimension.legend)
+
+A cell (`Cell`) holds one value per dimension, read by dimension: `cell[HTTP]` is an
+`HttpVersion`, never `cell[1]`. How a run puts a dimension's value in force on the
+testbed is the run layer's part (clarke.run.campaign.apply): the data here says what the value is,
+not how a testbed applies it.
+
+A dimension declared elsewhere (a plug-in, a test) is added with `declare()` before any
+of the models above is built; `seal()`, called as they are built, makes a later
+declaration an error instead of a dimension missing from half of Clarke."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from enum import Enum, StrEnum
+from functools import total_ordering
+from typing import Annotated, Any, Generic, Protocol, TypeVar, get_args, get_origin
+
+from pydantic import BeforeValidator, Field, StringConstraints, TypeAdapter
+
+from clarke.campaign.cross import NO_CROSS_TRAFFIC, CrossTraffic, CrossTrafficEntry
+from clarke.vocab import PEP_NONE, Browser, CongestionControl, HttpVersion
+
+V = TypeVar("V")
+
+
+def _http_version(v: Any) -> Any:
+    """YAML reads `1.1` as a float and `2` as an int; accept them as the version strings."""
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int | float):
+        return {1.1: "1.1", 2: "2", 3: "3"}.get(v, str(v))
+    return v
+
+
+HttpVersionField = Annotated[HttpVersion, BeforeValidator(_http_version)]
+Name = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]*$", max_length=64)]
+ConnectionsPerServer = Annotated[int, Field(ge=1, le=256)]
+
+
+class Shown(StrEnum):
+    """When a dimension has a column in a results table, or a part in a figure's legend."""
+
+    always = "always"
+    several = "several"  # only when the results hold more than one of its values
+    never = "never"
+
+
+class BrowserSettings(Protocol):
+    """What a default may depend on besides the run's other coordinates (the
+    campaign's `browser:` block)."""
+
+    def connections_for(self, http: str) -> int: ...
+
+
+Default = Callable[[Mapping[str, Any], BrowserSettings], Any]
+
+
+@dataclass(frozen=True, eq=False)
+class Dimension(Generic[V]):
+    """One dimension of the run matrix (the module's docstring says what derives from it).
+
+    `item` is the pydantic type of one value of its axis in a campaign file; `record`
+    turns a value into what the record, the plan and the summary keep (text, or an int),
+    and `item`'s validation turns that back. `run_id` is its part of the run id, which
+    carries it always (`required`) or when a matrix of the campaign gives the axis.
+    `legend` is its part of a figure series' label ("" when the value says nothing)."""
+
+    name: str
+    key: str
+    item: Any
+    help: str
+    column: str
+    required: bool = False
+    default: Default | None = None
+    record: Callable[[V], str | int] = str
+    run_id: Callable[[V], str] = str
+    label: Callable[[V], str] = str
+    legend: Callable[[V], str] | None = None
+    legend_shown: Shown = Shown.never
+    column_shown: Shown = Shown.always
+    numeric: bool = False  # a number in tables (right-aligned, after the text columns)
+    registry_kind: str | None = None  # its values are this registry kind's names (or none)
+    describe: Callable[[V], dict[str, Any]] | None = None  # more of a value for plan.json
+    _adapter: TypeAdapter[Any] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_adapter", TypeAdapter(self.item))
+
+    def parse(self, value: Any) -> V:
+        """A value as a campaign file, a record or a plan gives it (ValidationError if
+        it is not one)."""
+        parsed: V = self._adapter.validate_python(value)
+        return parsed
+
+    def text(self, value: V) -> str:
+        return str(self.record(value))
+
+    @property
+    def vocabulary(self) -> tuple[str, ...] | None:
+        """Every value the dimension can take, where its item is a vocabulary of
+        clarke.vocab (an enum); None where its values are names (profiles, pages, a
+        registry's implementations) or numbers."""
+        item = self.item
+        if get_origin(item) is Annotated:
+            item = get_args(item)[0]
+        if isinstance(item, type) and issubclass(item, Enum):
+            return tuple(str(v.value) for v in item)
+        return None
+
+    def default_for(self, coordinates: Mapping[str, Any], browser: BrowserSettings) -> V:
+        if self.default is None:
+            raise ValueError(f"dimension {self.name} has no default: a campaign gives it")
+        value: V = self.default(coordinates, browser)
+        return value
+
+    def __repr__(self) -> str:
+        return f"Dimension({self.name})"
+
+
+def _fixed(value: Any) -> Default:
+    return lambda _coordinates, _browser: value
+
+
+def _connections_default(coordinates: Mapping[str, Any], browser: BrowserSettings) -> int:
+    """Without the axis, the campaign's browser block decides per HTTP version."""
+    return browser.connections_for(str(coordinates["http"]))
+
+
+PROFILE: Dimension[str] = Dimension(
+    name="profile",
+    key="profiles",
+    item=Name,
+    help="the emulated link: a link profile",
+    column="profile",
+    required=True,
+)
+HTTP: Dimension[HttpVersion] = Dimension(
+    name="http",
+    key="http",
+    item=HttpVersionField,
+    help="HTTP version, forced and verified",
+    column="http",
+    required=True,
+    record=lambda v: v.value,
+    run_id=lambda v: v.tag,
+    label=lambda v: v.label,
+    legend=lambda v: v.label,
+    legend_shown=Shown.always,
+)
+CC: Dimension[CongestionControl] = Dimension(
+    name="cc",
+    key="cc",
+    item=CongestionControl,
+    help="the server's congestion control (QUIC: reno is NewReno)",
+    column="cc",
+    required=True,
+    record=lambda v: v.value,
+    run_id=lambda v: v.value,
+)
+MODEL: Dimension[str] = Dimension(
+    name="model",
+    key="models",
+    item=Name,
+    help="page model (pages/)",
+    column="model",
+    required=True,
+)
+SIZE: Dimension[str] = Dimension(
+    name="size",
+    key="sizes",
+    item=Name,
+    help="page size, as the page model names it",
+    column="size",
+    required=True,
+)
+CONNECTIONS: Dimension[int] = Dimension(
+    name="connections",
+    key="connections",
+    item=ConnectionsPerServer,
+    help="connections per server (the connection studies [C], [K])",
+    column="connections",
+    default=_connections_default,
+    record=int,
+    run_id=lambda v: f"c{v}",
+    column_shown=Shown.always,
+    numeric=True,
+)
+CROSS_TRAFFIC: Dimension[CrossTraffic] = Dimension(
+    name="cross_traffic",
+    key="cross_traffic",
+    item=CrossTrafficEntry,
+    help="what else crosses the link during the load (campaign/cross.py)",
+    column="cross traffic",
+    default=_fixed(NO_CROSS_TRAFFIC),
+    record=lambda v: v.label,
+    run_id=lambda v: f"x{v.label}",
+    legend=lambda v: f" + {v.label}" if v.active else "",
+    legend_shown=Shown.always,
+    describe=lambda v: {"cross": v.describe()},
+)
+PEP: Dimension[str] = Dimension(
+    name="pep",
+    key="pep",
+    item=Name,
+    help=f"performance-enhancing proxy at terminal and gateway ({PEP_NONE}: without one)",
+    column="pep",
+    default=_fixed(PEP_NONE),
+    legend=lambda v: "" if v == PEP_NONE else f", PEP {v}",
+    legend_shown=Shown.always,
+    registry_kind="pep",
+)
+BROWSER: Dimension[Browser] = Dimension(
+    name="browser",
+    key="browser",
+    item=Browser,
+    help="the client's browser",
+    column="browser",
+    default=_fixed(Browser.firefox),
+    record=lambda v: v.value,
+    run_id=lambda v: v.value,
+    legend=lambda v: f" {v.value}",
+    legend_shown=Shown.several,
+    column_shown=Shown.several,
+)
+
+_declared: list[Dimension[Any]] = [
+    PROFILE,
+    HTTP,
+    CC,
+    MODEL,
+    SIZE,
+    CONNECTIONS,
+    CROSS_TRAFFIC,
+    PEP,
+    BROWSER,
+]
+_sealed = False
+
+
+def declare(dimension: Dimension[Any]) -> None:
+    """Add a dimension after the built-in ones; before anything derived is built."""
+    if _sealed:
+        raise RuntimeError(
+            f"dimension {dimension.name}: declared after the matrix was built from the "
+            "dimensions (declare it before importing the campaign model)"
+        )
+    if any(d.name == dimension.name or d.key == dimension.key for d in _declared):
+        raise ValueError(f"dimension {dimension.name}: its name or key is taken")
+    _declared.append(dimension)
+
+
+def seal() -> tuple[Dimension[Any], ...]:
+    """Every dimension, in order; none can be declared from now on."""
+    global _sealed
+    _sealed = True
+    return tuple(_declared)
+
+
+def by_name(name: str) -> Dimension[Any]:
+    for d in _declared:
+        if d.name == name:
+            return d
+    raise KeyError(name)
+
+
+@total_ordering
+class Cell:
+    """A matrix cell: one value per dimension, read by dimension (`cell[HTTP]`). Equal,
+    hashed and ordered by the values' record form, so that a cell from a plan and one
+    from a record of the same run are one cell."""
+
+    __slots__ = ("_key", "_values")
+
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        dims = seal()
+        missing = [d.name for d in dims if d.name not in values]
+        extra = sorted(set(values) - {d.name for d in dims})
+        if missing or extra:
+            raise ValueError(f"a cell has every dimension: missing {missing}, unknown {extra}")
+        self._values = {d.name: values[d.name] for d in dims}
+        self._key = tuple(d.text(self._values[d.name]) for d in dims)
+
+    @classmethod
+    def parse(cls, values: Mapping[str, Any]) -> Cell:
+        """From record or plan values (text, numbers, mappings): each parsed by its
+        dimension; a dimension missing from `values` (records written before it was
+        declared) takes its default."""
+        out: dict[str, Any] = {}
+        for d in seal():
+            if d.name in values:
+                out[d.name] = d.parse(values[d.name])
+            else:
+                out[d.name] = d.default_for(out, _NO_BROWSER_SETTINGS)
+        return cls(out)
+
+    def __getitem__(self, dimension: Dimension[V]) -> V:
+        value: V = self._values[dimension.name]
+        return value
+
+    def replace(self, dimension: Dimension[V], value: V) -> Cell:
+        return Cell({**self._values, dimension.name: value})
+
+    def items(self) -> Iterator[tuple[Dimension[Any], Any]]:
+        for d in seal():
+            yield d, self._values[d.name]
+
+    def record(self) -> dict[str, str | int]:
+        """Each dimension's value as the record keeps it, by field name."""
+        return {d.name: d.record(v) for d, v in self.items()}
+
+    def texts(self) -> dict[str, str]:
+        """Each dimension's value as text, by field name (tags, tables, JSON reports)."""
+        return {d.name: d.text(v) for d, v in self.items()}
+
+    @property
+    def path(self) -> str:
+        """The cell in one word: its values joined with `/` (compare's tables)."""
+        return "/".join(self._key)
+
+    @property
+    def page(self) -> str:
+        """The page a run loads: its model and size, as `clarke pages build` names it."""
+        return f"{self[MODEL]}-{self[SIZE]}"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Cell) and self._key == other._key
+
+    def __lt__(self, other: Cell) -> bool:
+        return self._key < other._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def __repr__(self) -> str:
+        return f"Cell({self.path})"
+
+
+class _NoBrowserSettings:
+    """For cells read back from records: every default but the connections is fixed,
+    and records have always carried their connections."""
+
+    def connections_for(self, http: str) -> int:
+        return HttpVersion(http).default_connections
+
+
+_NO_BROWSER_SETTINGS = _NoBrowserSettings()
+
+
+def shown(dimension: Dimension[Any], policy: Shown, cells: list[Cell]) -> bool:
+    """Whether `policy` shows `dimension` for these cells."""
+    if policy is Shown.always:
+        return True
+    if policy is Shown.never:
+        return False
+    return len({c[dimension] for c in cells}) > 1
+
+
+def legend(cell: Cell, cells: list[Cell]) -> str:
+    """A figure series' label for `cell` among `cells`: every dimension's legend part
+    (HTTP/2, + bulk-cubic, , PEP splittcp, firefox) where its policy shows it."""
+    parts = [
+        d.legend(v)
+        for d, v in cell.items()
+        if d.legend is not None and shown(d, d.legend_shown, cells)
+    ]
+    return "".join(parts).strip()
+
+
+def table_columns(cells: list[Cell]) -> list[Dimension[Any]]:
+    """The dimensions a results table shows for these cells: the text ones in order,
+    then the numeric ones, so that numbers start at one column."""
+    dims = [d for d in seal() if shown(d, d.column_shown, cells)]
+    return [d for d in dims if not d.numeric] + [d for d in dims if d.numeric]

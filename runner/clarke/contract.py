@@ -1,0 +1,164 @@
+"""What runner and role agents say to each other, as models: each request an agent
+takes and each reply it gives. The agent (clarke.agent.server) validates a request
+before its implementation sees it and a reply before it is sent; the runner
+(clarke.agent.client) validates every reply it receives. A request names only values
+(a profile, a congestion control, a number of bytes: never a file or a program).
+
+    GET  /health          Health          every role
+    GET  /state           LinkState       link roles
+                          ServerState     the server
+    POST /config          LinkConfig -> Configured       link roles (the whole profile)
+                          ServerConfig -> Configured     the server
+    GET  /stats           Stats           normalised counters (the implementation's own)
+    POST /stats/reset     Stats
+    POST /capture/start   CaptureStart -> Stats          the terminal (tcpdump)
+    POST /capture/stop    CaptureStopped                 the terminal
+    POST /load            browser.load.LoadRequest -> LoadResult   the client
+
+Replies keep what an implementation adds beyond the contract (`extra`): a reply must
+have the contract's fields, of their types, and may say more."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StringConstraints,
+)
+
+from clarke.profiles import LinkProfile
+from clarke.schema import StrictModel
+from clarke.vocab import CongestionControl, kind_of
+
+ProfileName = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+QUIC_CCS = tuple(c.quic for c in CongestionControl)
+
+
+def _quic_cc(name: str) -> str:
+    if name not in QUIC_CCS:
+        raise ValueError(f"not a QUIC congestion control; allowed: {', '.join(QUIC_CCS)}")
+    return name
+
+
+QuicCc = Annotated[str, AfterValidator(_quic_cc)]  # CongestionControl's QUIC names
+
+
+class Reply(BaseModel):
+    """An agent's answer: the contract's fields, and whatever else the implementation
+    reports."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    def body(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    def said(self, key: str) -> Any:
+        """What the implementation reported beyond the contract under `key`, or None."""
+        return (self.model_extra or {}).get(key)
+
+
+class Health(Reply):
+    role: str
+    implementation: str | None = None
+    clarke: str = ""
+    ready: bool = True
+    error: str | None = None
+
+
+class LinkState(Reply):
+    """The profile a link role runs (None before its first configure)."""
+
+    profile: str | None = None
+    profile_sha256: str | None = None
+    running: bool = False
+
+
+class ServerState(Reply):
+    """The congestion controls a server runs."""
+
+    tcp_cc: str | None = None
+    quic_cc: str | None = None
+
+
+class Configured(Reply):
+    """Whether a configure changed anything (a no-op when its body was in force), and
+    the state after it."""
+
+    applied: bool
+    state: dict[str, Any]
+
+
+class Stats(Reply):
+    """A role's counters, as its implementation normalises them (docs/architecture.md):
+    a station's `bytes_onto_link` per direction, a server's connections."""
+
+
+class CaptureStopped(Reply):
+    """The terminal's packets since /capture/start (base64), and tcpdump's counts."""
+
+    interface: str
+    pcap_b64: str
+    bytes: int = Field(ge=0)
+    truncated: bool
+    captured: int | None = None
+    dropped: int | None = None
+
+
+class Request(StrictModel):
+    """A request's body: only values (names, numbers, a profile)."""
+
+    def body(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+
+class LinkConfig(Request):
+    """A link role's POST /config: the whole profile, under its name."""
+
+    name: ProfileName
+    profile: LinkProfile
+
+
+class ServerConfig(Request):
+    """A server's POST /config: its TCP and QUIC congestion controls (either or both)."""
+
+    tcp_cc: CongestionControl | None = None
+    quic_cc: QuicCc | None = None
+    quic_initial_window: StrictInt | None = Field(default=None, ge=1)
+
+    def body(self) -> dict[str, Any]:
+        """Only the settings asked for: a server keeps the others."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+class CaptureStart(Request):
+    """The most bytes of packets the terminal keeps."""
+
+    max_bytes: StrictInt = Field(ge=1)
+
+
+CONFIGS: dict[str, type[Request]] = {"link": LinkConfig, "server": ServerConfig}
+STATES: dict[str, type[Reply]] = {"link": LinkState, "server": ServerState}
+
+
+def kind_of_role(role: str) -> str | None:
+    """The kind of implementation a role takes; None for a role Clarke does not have
+    (an agent serving a test's stand-in)."""
+    try:
+        return kind_of(role)
+    except ValueError:
+        return None
+
+
+def config_of(kind: str | None) -> type[Request] | None:
+    """The POST /config request of a kind of role (None: the kind takes none)."""
+    return CONFIGS.get(kind or "")
+
+
+def state_of(kind: str | None) -> type[Reply]:
+    """The GET /state reply of a kind of role."""
+    return STATES.get(kind or "", Reply)

@@ -1,0 +1,137 @@
+"""The harness overhead of a page load: wall time minus PLT, per engine, on one testbed.
+
+Two figures per load: the load's own wall time in the client (browser start, profile,
+load, collection, browser exit) minus PLT, and the runner's wall time for the whole
+load (agents, stats, verification included) minus PLT. With the breakdown, each phase
+the runner and the client timed (details.phases_ms; clarke.timing), median and spread:
+the client's phases (profile, browser start, navigation, settle and collection, judging,
+browser exit, clean-up), the agent round trip around them, and the runner's own steps
+(link checks before and after, stats resets, server and link stats)."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import replace
+from typing import Any
+
+from clarke.results.record import Status
+from clarke.run.session.session import Session
+from clarke.run.session.settings import PageLoad, SessionSettings
+from clarke.testbed.substrate import NetnsSubstrate
+from clarke.vocab import CongestionControl, HttpVersion, StartAhead
+
+
+def harness_overhead(
+    engines: list[str],
+    n: int,
+    page: str,
+    http: str,
+    profile: str = "lan",
+    testbed_id: int | None = None,
+    start_ahead: StartAhead = "after-page",
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "profile": profile,
+        "page": page,
+        "http": http,
+        "n": n,
+        "start_ahead": start_ahead,
+        "engines": {},
+    }
+    phases: dict[str, dict[str, list[float]]] = {}
+    settings = SessionSettings(engine=engines[0], start_ahead=start_ahead)
+    session = Session(NetnsSubstrate(testbed_id), [page], settings)
+    with session.start(profile) as s:
+        s.ensure_profile(profile)
+        s.ensure_cc(CongestionControl.bbr)
+        for engine in engines:
+            s.settings = replace(settings, engine=engine)
+            browser, runner, plts, failed = [], [], [], 0
+            timed = phases.setdefault(engine, {})
+            connections = HttpVersion(http).default_connections
+            for i in range(n):
+                # As in a campaign, each load announces the next, so the client may start
+                # its browser ahead (browser/prestart.py): the wall time between two loads'
+                # calls is what a campaign pays.
+                announce = s.request(page, http, connections) if i + 1 < n else None
+                t0 = time.monotonic()
+                load = PageLoad(page, http, CongestionControl.bbr, connections, next_load=announce)
+                result, details = s.load_page(load)
+                wall = (time.monotonic() - t0) * 1000
+                if result.status is not Status.ok:
+                    failed += 1
+                    continue
+                plt = result.metrics["plt_ms"]
+                plts.append(plt)
+                browser.append(result.wall_ms - plt)
+                runner.append(wall - plt)
+                for name, ms in breakdown(details.get("phases_ms") or {}, plt, wall).items():
+                    timed.setdefault(name, []).append(ms)
+            out["engines"][engine] = {
+                "ok": len(plts),
+                "failed": failed,
+                "plt_median_ms": statistics.median(plts) if plts else None,
+                "overhead_in_client_median_ms": statistics.median(browser) if browser else None,
+                "overhead_whole_load_median_ms": statistics.median(runner) if runner else None,
+                "overhead_whole_load_min_ms": min(runner) if runner else None,
+                "overhead_whole_load_max_ms": max(runner) if runner else None,
+                "phases": {name: spread(v) for name, v in timed.items()},
+            }
+    return out
+
+
+def breakdown(phases: dict[str, dict[str, float]], plt: float, wall: float) -> dict[str, float]:
+    """One load's phases, flat: `client.*` the client's own, `client.agent` the rest of
+    the agent round trip, `client.navigation-plt` the navigation call beyond the page
+    load itself, `runner.*` the runner's steps, `runner.other` what no phase covers."""
+    client, runner = phases.get("client", {}), phases.get("runner", {})
+    out = {f"client.{k}": v for k, v in client.items()}
+    if "navigation" in client:
+        out["client.navigation-plt"] = client["navigation"] - plt
+    out |= {f"runner.{k}": v for k, v in runner.items() if k != "client"}
+    if "client" in runner:
+        # ahead_*: a browser started ahead, in the background, before this load's call.
+        inside = sum(v for k, v in client.items() if not k.startswith("ahead_"))
+        out["client.agent"] = runner["client"] - inside
+    out["runner.other"] = wall - sum(runner.values())
+    return out
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    """Median and the 10th and 90th percentiles (the extremes below 10 values)."""
+    ordered = sorted(values)
+    if len(ordered) >= 10:
+        deciles = statistics.quantiles(ordered, n=10)
+        low, high = deciles[0], deciles[-1]
+    else:
+        low, high = ordered[0], ordered[-1]
+    return {"median_ms": statistics.median(ordered), "p10_ms": low, "p90_ms": high}
+
+
+def render(fig: dict[str, Any], breakdown_shown: bool = False) -> str:
+    lines = [
+        f"harness overhead: {fig['page']} over {fig['profile']}, HTTP/{fig['http']}, "
+        f"median of {fig['n']} loads per engine; next browser started "
+        f"{fig['start_ahead']}"
+    ]
+    for engine, e in fig["engines"].items():
+
+        def ms(v: float | None) -> str:
+            return "-" if v is None else f"{v / 1000:.2f} s"
+
+        lines.append(
+            f"  {engine:<12} whole load - PLT: {ms(e['overhead_whole_load_median_ms'])} "
+            f"(min {ms(e['overhead_whole_load_min_ms'])}, "
+            f"max {ms(e['overhead_whole_load_max_ms'])}); "
+            f"in the client: {ms(e['overhead_in_client_median_ms'])}; "
+            f"PLT {ms(e['plt_median_ms'])}; {e['ok']} ok, {e['failed']} failed"
+        )
+        if breakdown_shown:
+            lines.append(f"    {'phase':<28} {'median':>9} {'p10':>9} {'p90':>9}")
+            for name, p in e["phases"].items():
+                lines.append(
+                    f"    {name:<28} {p['median_ms']:>7.0f}ms {p['p10_ms']:>7.0f}ms "
+                    f"{p['p90_ms']:>7.0f}ms"
+                )
+    return "\n".join(lines)

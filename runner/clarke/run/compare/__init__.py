@@ -1,0 +1,1 @@
+"""Comparing two campaigns cell by cell: median ratios, intervals, verdicts."""

@@ -1,0 +1,1 @@
+"""One campaign on several link and server implementations, and their table."""

@@ -1,0 +1,1 @@
+"""Link checks: the link measured against its profile, and a schedule followed."""

@@ -1,0 +1,1 @@
+"""One campaign on several netns testbeds at once, and whether they agree."""

@@ -1,0 +1,499 @@
+"""A session on a testbed, the same on both substrates: the roles come up (or are
+attached to) through the substrate (testbed/substrate.py, compose/substrate.py), and
+from then on the runner reaches every role only through its agent.
+
+The session offers what a campaign needs, each change made once: `ensure_profile(P)`,
+`ensure_cc(C)` (and the cross traffic and the PEP) read back what is in force and apply
+only what differs (every apply logged and kept in `applied`; run/campaign/apply.py calls them);
+`load(run)` reads the link's profile back before and after the load, and a load that did
+not run on the profile asked for fails with the reason; `check_link` measures the link.
+
+    runner ──mgmt── agents: client (Firefox), terminal/satellite/gateway (satlink,
+                            OpenSAND or netem), server (origin or OpenLiteSpeed)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from pydantic import ValidationError
+
+from clarke import profiles, tls
+from clarke.agent.agents import Agents, Applied, LinkStopped
+from clarke.browser.load import (
+    ExpectedObject,
+    LoadRequest,
+    LoadResult,
+    is_browser,
+    is_http,
+)
+from clarke.campaign.cross import CrossTraffic
+from clarke.campaign.dimensions import BROWSER, CONNECTIONS, HTTP
+from clarke.campaign.plan import Run
+from clarke.errors import ClarkeError, InputError, UnknownName, ValidationFailed
+from clarke.pages import build as page_build
+from clarke.pages.models import Registry
+from clarke.place.plan import Addresses
+from clarke.results.connections import connection_rows
+from clarke.results.record import Status
+from clarke.roles import profile_digest
+from clarke.run.linkcheck.check import LINK_CHECKS
+from clarke.run.session import captures, cross, timeline
+from clarke.run.session.captures import CapturePolicy
+from clarke.run.session.link import LinkMeter, check_record
+from clarke.run.session.pep import pep_body, pep_metrics, pep_verdict
+from clarke.run.session.settings import PageLoad, SessionSettings
+from clarke.run.session.verdicts import link_verdict, server_verdict
+from clarke.schedules import Schedule
+from clarke.schema import problems_of
+from clarke.timing import Phases
+from clarke.vocab import (
+    BROWSERS,
+    HTTP_VERSIONS,
+    LINK_ROLES,
+    PEP_NONE,
+    PEP_ROLES,
+    ROLES,
+    Browser,
+    CongestionControl,
+    HttpVersion,
+)
+
+HOST = tls.DEFAULT_HOST
+# How long before an aimed navigation the browser is asked for: a first Firefox also makes
+# the profile template, every browser waits for its quiet (at most 3 s); a later start
+# navigates late, and the record says at which phase it did.
+NAVIGATION_LEAD_S = 8.0
+
+
+class Substrate(Protocol):
+    """How the roles come up and where things are (NetnsSubstrate, ComposeSubstrate)."""
+
+    name: str
+    applied: list[Applied]  # what bringing the roles up applied
+
+    def start(self, profile: str) -> Addresses: ...
+    @property
+    def pages_dir(self) -> Path: ...
+    @property
+    def agent_token(self) -> str: ...  # what every agent request carries (agent/auth.py)
+    def at_client(self, argv: list[str]) -> list[str]: ...
+    def note_profile(self, name: str, sha256: str) -> None: ...
+    def cross_endpoints(self) -> cross.CrossEndpoints: ...  # InputError where it has none
+    def close(self) -> None: ...
+
+
+class Session:
+    """`start()` brings the roles up, `close()` always undoes it."""
+
+    def __init__(
+        self,
+        substrate: Substrate,
+        page_names: list[str],
+        settings: SessionSettings | None = None,
+    ) -> None:
+        self.substrate = substrate
+        self.page_names = page_names
+        self.settings = settings = settings or SessionSettings()
+        self.registry = settings.registry or Registry.default()
+        self._schedules: dict[str, Schedule | None] = {}
+        self.pages: dict[str, Any] = {}
+        self.plan: Addresses | None = None
+        self.agents: Agents | None = None
+        self.profile: tuple[str, str] | None = None  # (name, sha256) the link should run
+        self.cross: cross.CrossTrafficDriver | None = None  # once a load asks for some
+        self._link: LinkMeter | None = None
+
+    # --- lifecycle -------------------------------------------------------------------
+    def start(self, profile: str) -> Session:
+        """Bring the roles up with `profile` on the link (or attach to them)."""
+        try:
+            self.plan = self.substrate.start(profile)
+            roles_only = self.settings.roles_only
+            roles = [r for r in ROLES if not (roles_only and r == "client")]
+            self.agents = Agents(self.plan, roles, self.substrate.agent_token)
+            self.agents.wait_ready()
+            if not roles_only:
+                self._check_browser()
+                self._check_server_delays()
+                self.pages = page_build.build_named(
+                    self.substrate.pages_dir, self.page_names, self.registry, self.settings.units
+                )
+            view = self.agents.link()
+            if view.consistent and view.profile and view.sha256:
+                self.profile = (view.profile, view.sha256)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _check_browser(self) -> None:
+        """The browser is the client agent's start-up option, never a request's: the
+        client must run the one asked for (an attached testbed keeps the one it started
+        with)."""
+        firefox = self.settings.firefox
+        if not firefox:
+            return
+        client = self._agents().health.get("client")
+        running = str(client.said(Browser.firefox) or "") if client else ""
+        wanted = shutil.which(firefox) or firefox
+        if running and os.path.realpath(running) != os.path.realpath(wanted):
+            raise InputError(
+                f"the client agent runs {running}, not {firefox}: the browser is fixed "
+                "when the testbed's agents start (bring up a new testbed for another browser)"
+            )
+
+    def _check_server_delays(self) -> None:
+        """Pages with server delays (docs/pages.md) only mean what they say on origin:
+        another server would serve every object at once, and the load would silently
+        measure a different page."""
+        server = self._agents().implementations.get("server")
+        if server == "origin":
+            return
+        held = [
+            n
+            for n in dict.fromkeys(self.page_names)
+            if self.registry.page_by_name(n, self.settings.units).server_delays
+        ]
+        if held:
+            raise InputError(
+                f"{', '.join(held)}: server delays (server_delays_ms, docs/pages.md) need "
+                f"the origin server, which holds each response as asked; {server} would "
+                "serve every object at once, and the load would measure another page"
+            )
+
+    def close(self) -> None:
+        try:
+            self.stop_cross()
+        finally:
+            self._close_roles()
+
+    def _close_roles(self) -> None:
+        if self.agents is not None:
+            self.agents.close()
+            self.agents = None
+        self.substrate.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _agents(self) -> Agents:
+        if self.agents is None:
+            raise ClarkeError("the session has not started")
+        return self.agents
+
+    @property
+    def implementations(self) -> dict[str, str]:
+        return self._agents().implementations
+
+    def versions(self) -> dict[str, str]:
+        return self._agents().versions()
+
+    @property
+    def applied(self) -> list[Applied]:
+        """Every change made to the testbed in this session, in order."""
+        return [*self.substrate.applied, *(self.agents.applied if self.agents else [])]
+
+    # --- configuration -----------------------------------------------------------------
+    def ensure_profile(self, name: str) -> Applied | None:
+        profile = profiles.read(name)
+        applied = self._agents().ensure_profile(name, profile)
+        self.profile = (name, profile_digest(profile))
+        if applied is not None:
+            self.substrate.note_profile(*self.profile)
+        return applied
+
+    def ensure_cc(self, cc: str) -> Applied | None:
+        return self._agents().ensure_cc(cc)
+
+    def ensure_cross(self, spec: CrossTraffic, page: str = "") -> None:
+        """`spec` crossing the link (started and confirmed running; nothing for none);
+        `page`: the cell's page (web cross traffic fetches it)."""
+        if self.cross is None:
+            if not spec.active:
+                return
+            self.cross = cross.CrossTrafficDriver(self.substrate.cross_endpoints())
+        entry = self.pages.get(page) or {}
+        paths = [entry["path"], *(o["path"] for o in entry["objects"])] if entry else []
+        self.cross.ensure(spec, self.profile[0] if self.profile else "", paths)
+
+    def stop_cross(self) -> None:
+        if self.cross is not None:
+            self.cross.stop()
+
+    def ensure_pep(self, name: str, cc: str) -> Applied | None:
+        """Terminal and gateway run PEP `name` (vocab.PEP_NONE: none), its satellite
+        hop on `cc` with buffers for the link profile in force (run/session/pep.py)."""
+        if name != PEP_NONE and self.substrate.name != "netns":
+            raise InputError(
+                f"PEP {name}: PEPs run on the netns substrate only (the compose images carry "
+                "no PEP; docs/peps.md)"
+            )
+        if name == PEP_NONE and self.substrate.name != "netns":
+            return None  # compose: the stations' agents host no PEP, none to stop
+        profile = profiles.read(self.profile[0]) if self.profile else None
+        if profile is None:
+            raise ClarkeError("a PEP is configured for the link profile in force: none yet")
+        return self._agents().ensure_pep(pep_body(name, cc, profile))
+
+    def quic_offers(self, cc: str) -> bool:
+        offered = self._agents().quic_offered()
+        return offered is None or CongestionControl(cc).quic in offered
+
+    # --- one load --------------------------------------------------------------------
+    def request(
+        self,
+        page: str,
+        http: str,
+        connections: int,
+        prefs: Mapping[str, bool | int] | None = None,
+        capture_max_bytes: int = 0,
+        browser: str | None = None,
+    ) -> LoadRequest:
+        if not is_http(http):
+            raise InputError(f"{http!r} is not an HTTP version ({', '.join(HTTP_VERSIONS)})")
+        browser = browser or self.settings.browser
+        if not is_browser(browser):
+            raise UnknownName("browser", browser, list(BROWSERS))
+        entry = self.pages[page]
+        try:
+            return LoadRequest(
+                url=f"https://{HOST}/{entry['path']}",
+                http=HttpVersion(http),
+                browser=Browser(browser),
+                connections=connections,
+                window=self.settings.window,
+                timeout_s=self.settings.timeout_s,
+                expected_objects=[
+                    ExpectedObject(path=o["path"], bytes=o["bytes"]) for o in entry["objects"]
+                ],
+                lcp_candidates=entry["lcp_candidates"],
+                prefs=dict(prefs or {}),
+                capture_max_bytes=capture_max_bytes,
+            )
+        except ValidationError as e:  # what the browser cannot honour, named
+            raise ValidationFailed("load request", problems_of(e)) from None
+
+    def load(
+        self, run: Run, attempt: int = 1, next_run: Run | None = None
+    ) -> tuple[LoadResult, dict[str, Any]]:
+        """`run`'s load (run/campaign/apply.py put its cell in force); `next_run` may start."""
+        schedule, aiming = self._schedule(), self.settings.aiming
+        aim = None
+        if aiming is not None and schedule is not None and schedule.slot_s:
+            aim = aiming.phase_s(schedule.slot_s, run)
+        load = PageLoad.of_run(run, f"{run.run_id}-a{attempt}", aim)
+        if next_run is not None:
+            c = next_run.cell
+            ahead = self.request(next_run.page, c[HTTP], c[CONNECTIONS], None, 0, c[BROWSER])
+            load = replace(load, next_load=ahead)
+        return self.load_page(load)
+
+    def _link_failure(self) -> str:
+        """Why the load does not count as a load on `self.profile`, or ""; LinkStopped
+        when the link no longer answers."""
+        view = self._agents().link()
+        if self.profile is None:
+            return "no link profile was applied in this session"
+        return link_verdict(*self.profile, view.states)
+
+    def load_page(self, load: PageLoad) -> tuple[LoadResult, dict[str, Any]]:
+        """One verified load; with the session's capture policy, the load's capture is
+        written under `load.label` (details["capture"] says what was kept). The PEP the
+        stations must run (ensure_pep puts it in force) is verified."""
+        agents, engine = self._agents(), self.settings.engine
+        browser = load.browser or self.settings.browser
+        details: dict[str, Any] = {"substrate": self.substrate.name, "pep": {"name": load.pep}}
+        if self.profile is not None:
+            details["link"] = {"profile": self.profile[0], "profile_sha256": self.profile[1]}
+        if HttpVersion(load.http) is HttpVersion.h3 and not self.quic_offers(load.cc):
+            offered = ", ".join(sorted(agents.quic_offered() or ()))
+            reason = (
+                f"the server ({self.implementations.get('server')}) has no "
+                f"{CongestionControl(load.cc).quic} for QUIC (it offers {offered}): not loaded"
+            )
+            return LoadResult.failed(engine, reason, browser=browser), details
+        t = Phases()
+        with t.phase("link_before"):
+            failure = self._link_failure()
+        if failure:
+            return LoadResult.failed(engine, failure, browser=browser), details
+        capture = self.settings.capture
+        capture = capture if capture and capture.active else None
+        req = self._request_for(load, browser, capture)
+        with t.phase("reset_stats"):
+            agents["server"].reset_stats()
+            for role in LINK_ROLES:
+                agents[role].reset_stats()
+            if self.substrate.name == "netns":
+                for role in PEP_ROLES:
+                    agents[role].pep_reset_stats()
+        if capture:
+            with t.phase("capture_start"):
+                agents[captures.AT_ROLE].capture_start(capture.max_bytes)
+        if load.slot_phase_s is not None:
+            with t.phase("aim"):  # the client waits briefly (browser start): the rest here
+                at = self._navigate_at(load.slot_phase_s)
+                if at is not None:
+                    time.sleep(max(0.0, at / 1000 - time.time() - NAVIGATION_LEAD_S - 5))
+                req = req.model_copy(update={"navigate_at_unix_ms": at})
+            details["aimed_slot_phase_s"] = load.slot_phase_s
+        link_capture: dict[str, Any] | None = None
+        crossing = self.cross.before_load() if self.cross else None
+        try:
+            with t.phase("client"):
+                result = agents["client"].load(req, engine, timeout=self.settings.timeout_s + 120)
+        except ClarkeError:
+            self._link_failure()  # LinkStopped says so when the link is why
+            raise
+        finally:
+            if capture:
+                with t.phase("capture_stop"):
+                    link_capture = self._stop_capture()
+        failure = self._verify(load, result, crossing, t, details)
+        if result.status is Status.ok and failure:
+            result = result.model_copy(update={"status": Status.failed, "reason": failure})
+        if capture:
+            problems = [] if link_capture else ["no pcap: the terminal's capture did not answer"]
+            with t.phase("capture_write"):
+                details["capture"] = captures.write(
+                    capture,
+                    load.label,
+                    result.status is Status.ok,
+                    link_capture,
+                    result.captured,
+                    problems,
+                )
+        # The client's own phases are inside "client"; the rest is the agent's round trip.
+        details["phases_ms"] = {"runner": t.ms, "client": result.phases_ms}
+        details |= {
+            k: v
+            for k, v in [("browser_profile", result.profile), ("browser_started", result.started)]
+            if v
+        }
+        return result.model_copy(update={"captured": None}), details
+
+    def _request_for(
+        self, load: PageLoad, browser: str, capture: CapturePolicy | None
+    ) -> LoadRequest:
+        req = self.request(
+            load.page,
+            load.http,
+            load.connections,
+            load.prefs,
+            capture.max_bytes if capture else 0,
+            browser,
+        )
+        if load.next_load is not None and not capture:
+            start_ahead = self.settings.start_ahead
+            ahead = {"next_load": load.next_load.settings(), "start_ahead": start_ahead}
+            req = req.model_copy(update=ahead)
+        return req
+
+    def _verify(
+        self,
+        load: PageLoad,
+        result: LoadResult,
+        crossing: tuple[cross.Sample, float] | None,
+        t: Phases,
+        details: dict[str, Any],
+    ) -> str:
+        """What the load really used, from the roles' own records, into `details`; why it
+        does not count, or "" (LinkStopped when the link died during the load)."""
+        agents = self._agents()
+        cross_failure = ""
+        if crossing is not None and self.cross is not None:
+            details["cross_traffic"], cross_failure = self.cross.after_load(crossing)
+        with t.phase("link_after"):
+            failure = self._link_failure()
+        with t.phase("server_stats"):
+            server = agents["server"].stats()
+        entry = self.pages[load.page]
+        objects = 1 + len(entry["objects"])
+        details |= server_verdict(
+            server, load.http, load.cc, entry["total_bytes"], objects, load.connections
+        )
+        with t.phase("link_stats"):
+            asked_unix_ms = time.time() * 1000
+            details["link_stats"] = {role: agents[role].stats() for role in LINK_ROLES}
+        origin = (result.raw or {}).get("timeOrigin")
+        metrics, details["timeline"] = timeline.link_metrics(
+            details["link_stats"],
+            entry["total_bytes"],
+            crossing is not None,
+            asked_unix_ms,
+            float(origin) if isinstance(origin, int | float) else None,
+            self._schedule(),
+        )
+        details["metrics"] |= metrics
+        pep = load.pep
+        if self.substrate.name == "netns":
+            with t.phase("pep_stats"):
+                stations = {role: agents[role].pep_stats() for role in PEP_ROLES}
+            details["pep"]["stations"] = stations
+            details["metrics"] |= pep_metrics(stations) if pep != PEP_NONE else {}
+            assert self.plan is not None
+            details["failure"] = details.get("failure") or pep_verdict(
+                pep, load.http, details["server_connections"], stations, self.plan
+            )
+        elif pep != PEP_NONE:
+            details["failure"] = details.get("failure") or f"PEP {pep}: the stations host no PEP"
+        details["per_connection"], concurrency = connection_rows(
+            details["server_connections"], result.raw or {}
+        )
+        details["metrics"] |= concurrency
+        details["metrics"] |= cross.metrics_of(details.get("cross_traffic") or {})
+        return failure or details.get("failure", "") or cross_failure
+
+    def _navigate_at(self, phase_s: float) -> float | None:
+        """When to navigate (Unix ms): run/timeline.navigate_at."""
+        asked = time.time() * 1000
+        state = (self._agents()["gateway"].stats().get("forward") or {}).get("schedule") or {}
+        return timeline.navigate_at(self._schedule(), state, asked, phase_s, NAVIGATION_LEAD_S)
+
+    def _schedule(self) -> Schedule | None:
+        """The schedule of the profile in force, if it has one."""
+        if self.profile is None:
+            return None
+        name = self.profile[0]
+        if name not in self._schedules:  # read once: up to three times a load otherwise
+            self._schedules[name] = profiles.read(name).schedule
+        return self._schedules[name]
+
+    def _stop_capture(self) -> dict[str, Any] | None:
+        """The terminal's packets; None (logged in the record) when it cannot say."""
+        try:
+            return self._agents()[captures.AT_ROLE].capture_stop()
+        except ClarkeError:
+            return None
+
+    # --- the link as it is -------------------------------------------------------------
+    def link(self) -> LinkMeter:
+        """The testbed's link, as the runner measures it (run/session/link.py)."""
+        if self._link is None:
+            assert self.plan is not None
+            self._link = LinkMeter(self._agents(), self.plan, self.substrate.at_client)
+        return self._link
+
+    def check_link(self, profile_name: str, phase: str, level: str = "full") -> dict[str, Any]:
+        """The link check of a campaign: `profile_name` on the link (applied if it is not
+        in force), measured alone, as TCP without a PEP; a record for meta.json."""
+        self.ensure_profile(profile_name)
+        if self.substrate.name == "netns":
+            self.ensure_pep(PEP_NONE, CongestionControl.cubic)
+        self.stop_cross()
+        report = self.link().measure(profile_name, LINK_CHECKS[level], self.substrate.name)
+        where = {"link": self.implementations.get("link", ""), "substrate": self.substrate.name}
+        return check_record(report, profile_name, phase, where)
+
+
+__all__ = ["LinkStopped", "Session", "Substrate"]

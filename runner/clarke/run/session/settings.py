@@ -1,0 +1,105 @@
+"""What a session is asked, as values: how it loads pages (SessionSettings, fixed for
+the session: from the campaign or from `clarke load`'s options), and what one load asks
+for (PageLoad: a run's cell, or the options)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from clarke.browser.load import LoadRequest
+from clarke.campaign.dimensions import BROWSER, CC, CONNECTIONS, HTTP, PEP
+from clarke.campaign.model import SlotPhase
+from clarke.campaign.plan import CampaignPlan, Run, page_registry, positions_per_profile
+from clarke.pages.models import Registry, Units
+from clarke.run.session.captures import CapturePolicy
+from clarke.vocab import PEP_NONE, Browser, Engine, StartAhead
+
+
+@dataclass(frozen=True)
+class Aiming:
+    """Where in the link schedule's reconfiguration slot each load of a campaign starts
+    navigating (the campaign's slot_phase, docs/schedules.md)."""
+
+    slot_phase: SlotPhase
+    repetitions: int
+    positions: Mapping[int, tuple[int, int]]  # run index -> (k, n) in its profile: sweep
+
+    def phase_s(self, slot_s: float, run: Run) -> float:
+        return self.slot_phase.phase_s(
+            slot_s, run.repetition, self.repetitions, self.positions.get(run.index, (0, 1))
+        )
+
+
+@dataclass(frozen=True)
+class SessionSettings:
+    """How a session loads pages. `roles_only`: no pages, no client (the link and the
+    server only); `capture`: which loads keep a capture, where (captures.py); `browser`:
+    a load's browser when it names none; `start_ahead`: when the next browser starts
+    (browser/prestart.py)."""
+
+    engine: str = Engine.selenium
+    registry: Registry | None = None
+    units: Units = Units.si
+    firefox: str | None = None
+    window: tuple[int, int] = (1366, 768)
+    timeout_s: float = 180.0
+    roles_only: bool = False
+    capture: CapturePolicy | None = None
+    browser: str = Browser.firefox
+    start_ahead: StartAhead = "after-page"
+    aiming: Aiming | None = None
+
+    @classmethod
+    def of_plan(cls, plan: CampaignPlan, capture: CapturePolicy | None) -> SessionSettings:
+        """What the campaign's browser block, pages and slot phase ask."""
+        c = plan.campaign
+        aiming = None
+        if c.slot_phase is not None:
+            aiming = Aiming(c.slot_phase, c.repetitions, positions_per_profile(plan.runs))
+        return cls(
+            engine=c.browser.engine,
+            registry=page_registry(c, plan.source),
+            units=Units(c.pages.units),
+            firefox=c.browser.binary,
+            window=c.browser.window,
+            capture=capture,
+            start_ahead=c.browser.start_ahead,
+            aiming=aiming,
+        )
+
+
+ROLES_ONLY = SessionSettings(roles_only=True)
+
+
+@dataclass(frozen=True)
+class PageLoad:
+    """What one load asks for: the page, its protocol, congestion control, connections
+    per server, PEP and browser (the session's when None), Firefox preference overrides;
+    `label`: its capture's name; `slot_phase_s`: where in the slot it navigates;
+    `next_load`: what the next load will ask of its browser (it may start ahead)."""
+
+    page: str
+    http: str
+    cc: str
+    connections: int
+    pep: str = PEP_NONE
+    browser: str | None = None
+    prefs: Mapping[str, bool | int] = field(default_factory=dict)
+    label: str = "load"
+    slot_phase_s: float | None = None
+    next_load: LoadRequest | None = None
+
+    @classmethod
+    def of_run(cls, run: Run, label: str, slot_phase_s: float | None = None) -> PageLoad:
+        c = run.cell
+        return cls(
+            page=run.page,
+            http=c[HTTP].value,
+            cc=c[CC].value,
+            connections=c[CONNECTIONS],
+            pep=c[PEP],
+            browser=c[BROWSER].value,
+            label=label,
+            slot_phase_s=slot_phase_s,
+        )
