@@ -50,6 +50,16 @@ class Options:
     ref_name: str | None = None
 
 
+@dataclass(frozen=True)
+class ScriptEnvironment:
+    """What a `run:` step sees: its environment, and the job's PATH entries and environment,
+    which its GITHUB_PATH and GITHUB_ENV files add to for the steps after it."""
+
+    env: dict[str, str]
+    paths: list[str]
+    job_env: dict[str, str]
+
+
 @dataclass
 class StepRecord:
     name: str
@@ -372,7 +382,7 @@ class LocalRun:
                 print(f"    {handling}: {note}", flush=True)
             else:
                 result, outputs = self.run_script(
-                    rec, n, step, machine, sctx, {**env, **step_env}, paths, env
+                    rec, n, step, machine, sctx, ScriptEnvironment({**env, **step_env}, paths, env)
                 )
                 handling, note = "ran", ""
             if step.id:
@@ -392,10 +402,9 @@ class LocalRun:
         step: Step,
         machine: Machine,
         sctx: dict[str, Any],
-        env: dict[str, str],
-        paths: list[str],
-        job_env: dict[str, str],
+        environment: ScriptEnvironment,
     ) -> tuple[str, dict[str, str]]:
+        env, paths, job_env = environment.env, environment.paths, environment.job_env
         script = expr.to_text(expr.render(step.run or "", self._ctx(sctx)))
         files = {
             k: f"{TEMP}/_runner_file_commands/{k}_{n}"

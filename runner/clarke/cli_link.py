@@ -108,7 +108,7 @@ def validate(target: str, as_json: bool) -> None:
 )  # fmt: skip
 @ID_OPTION
 @OUT_OPTION
-def leo_command(
+def leo_command(  # noqa: PLR0913 (a click command's parameters are its options)
     tle_file: Path,
     terminal: str,
     gateway: str | None,
@@ -330,7 +330,7 @@ def _wrap_lines(items: list[tuple[str, str]], width: int) -> list[str]:
 )  # fmt: skip
 @ID_OPTION
 @OUT_OPTION
-def rain_fade(
+def rain_fade(  # noqa: PLR0913 (a click command's parameters are its options)
     csv_file: Path | None,
     depth_db: float | None,
     duration_s: float | None,
@@ -405,7 +405,7 @@ def rain_fade(
 )
 @ID_OPTION
 @OUT_OPTION
-def import_command(
+def import_command(  # noqa: PLR0913 (a click command's parameters are its options)
     fmt: str,
     forward_file: Path | None,
     return_file: Path | None,

@@ -146,7 +146,7 @@ def parse_prefs(items: tuple[str, ...]) -> dict[str, bool | int]:
     help="The most MB of pcap, and of key log and qlog files together.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def load(
+def load(  # noqa: PLR0913 (a click command's parameters are its options)
     profile: str,
     http: str,
     cc: str,

@@ -208,7 +208,7 @@ def _check(
     help="Apply this link profile through the link agents first, then measure it "
     "(netns: default the profile the testbed runs; compose: required).",
 )
-def check_cmd(
+def check_cmd(  # noqa: PLR0913 (a click command's parameters are its options)
     testbed_id: int | None,
     samples: int,
     duration: float,

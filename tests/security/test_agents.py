@@ -38,6 +38,7 @@ from clarke.agent.client import AgentClient
 from clarke.agent.server import make_handler
 from clarke.browser.client import BrowserClient
 from clarke.browser.load import NOT_IN_A_REQUEST, BrowserSetup, LoadRequest
+from clarke.contract import ServerConfig
 from clarke.errors import ClarkeError, InputError
 from clarke.place import Place
 from clarke.place.plan import AGENT_PORT, HTTPS_PORT, ORIGIN_CONTROL, NetnsPlan
@@ -48,7 +49,7 @@ from clarke.run.session.session import Session
 from clarke.run.session.settings import PageLoad, SessionSettings
 from clarke.testbed.substrate import NetnsSubstrate
 from clarke.tls import DEFAULT_HOST as HOST
-from clarke.vocab import LINK_ROLES, LINK_START_ORDER, ROLES
+from clarke.vocab import LINK_ROLES, LINK_START_ORDER, ROLES, CongestionControl
 from conftest import need
 
 pytestmark = [pytest.mark.root, pytest.mark.browser, pytest.mark.slow]
@@ -224,9 +225,9 @@ def test_nobody_gets_nothing_without_the_token(bed: Bed) -> None:
     lan = profiles.read("lan")
     for role in LINK_ROLES:
         assert bed.agent(role).link_state().profile == "lan", role
-        in_effect = bed.agent(role).health()["satlink"]["config"]
+        in_effect = bed.agent(role).health().said("satlink")["config"]
         assert in_effect["forward"]["uplink_delay_ms"] == lan.forward.uplink_delay_ms, role
-    assert bed.agent("server").state()["tcp_cc"] == "bbr"
+    assert bed.agent("server").server_state().tcp_cc == "bbr"
     assert bed.agent("client").stats() == {"loads": 0}
     # The token file: made 0600 for root, in a run dir only root enters.
     st = bed.token_file.stat()
@@ -347,7 +348,10 @@ def test_half_sent_requests_block_nothing(bed: Bed) -> None:
     lan = link_config("lan", profiles.read("lan"))
     for role in LINK_START_ORDER:
         timed(f"{role} /config", lambda r=role: bed.agent(r).configure(lan))
-    timed("server /config", lambda: bed.agent("server").configure({"tcp_cc": "bbr"}))
+    timed(
+        "server /config",
+        lambda: bed.agent("server").configure(ServerConfig(tcp_cc=CongestionControl.bbr)),
+    )
     for role in ROLES:
         timed(f"{role} /stats/reset", lambda r=role: bed.agent(r).reset_stats())
     result, _ = timed("client /load", lambda: bed.session.load_page(PageLoad(PAGE, "2", "bbr", 6)))
@@ -370,7 +374,7 @@ def test_a_testbed_keeps_the_browser_it_started_with(bed: Bed) -> None:
             other.start("lan")
     finally:
         other.close()
-    assert bed.agent("client").health()["ready"] is True
+    assert bed.agent("client").health().ready is True
 
 
 # --- fuzzing: every body an agent is sent gets a 4xx (or, if it happens to be a valid
@@ -502,8 +506,8 @@ def test_fuzz_link_and_server_configs(bed: Bed, body: dict[str, Any]) -> None:
 
 def test_agents_serve_after_the_fuzzing(bed: Bed) -> None:
     for role in ROLES:
-        assert bed.agent(role).health()["role"] == role
+        assert bed.agent(role).health().role == role
     lan = {"name": "lan", "profile": LAN}
     for role in LINK_START_ORDER:
         assert bed.agent(role).configure(lan)["state"]["profile"] == "lan"
-    assert bed.agent("client").health()["ready"] is True
+    assert bed.agent("client").health().ready is True

@@ -32,7 +32,7 @@ import pytest
 
 from clarke.browser.capture import KEYLOG, CapturedFiles
 from clarke.errors import ClarkeError
-from clarke.run.captures import PCAP, CaptureMode, CapturePolicy, write
+from clarke.run.session.captures import PCAP, CaptureMode, CapturePolicy, write
 from conftest import need
 
 NOBODY = ["setpriv", "--reuid", "nobody", "--regid", "nogroup", "--clear-groups"]

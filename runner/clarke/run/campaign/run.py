@@ -21,9 +21,9 @@ from clarke.campaign.dimensions import PROFILE
 from clarke.campaign.plan import CampaignPlan, Run, ShardBy, expand
 from clarke.errors import ClarkeError, InputError
 from clarke.results import store
-from clarke.results.store import PlanFile
 from clarke.results.journal import Journal
 from clarke.results.record import RunRecord, Status
+from clarke.results.store import PlanFile
 from clarke.results.summary import summarise
 from clarke.run.campaign.console import ProgressDisplay, print_summary
 from clarke.run.campaign.loop import (
