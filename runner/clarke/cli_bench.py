@@ -84,7 +84,7 @@ def link(link: str, n: int, only: tuple[str, ...], as_json: bool, out: Path | No
 @click.option("--markdown", is_flag=True, help="Print the table in Markdown.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), help="Also write JSON.")
-def validate(
+def validate(  # noqa: PLR0913 (a click command's parameters are its options)
     profile: str,
     link: str,
     duration: float,

@@ -182,22 +182,25 @@ def test_link_checks_report_rtts_a_schedule_or_jitter_moves() -> None:
 
 
 def test_the_report_counts_loads_that_ran_into_the_next_slot() -> None:
+    from clarke.campaign.dimensions import HTTP, PROFILE
     from clarke.report.timeline import crosses_boundary, crossing_summary
     from clarke.results import store
+    from clarke.results.record import RunRecord
+    from clarke.vocab import HttpVersion
     from helpers import RECORDED_SCHEDULE
 
     _, journal = store.open_existing(RECORDED_SCHEDULE)
     base = next(iter(journal.records()))
 
-    def load(phase: float, plt_s: float, http: str) -> object:
+    def load(phase: float, plt_s: float, http: HttpVersion) -> RunRecord:
         metrics = {**base.metrics, "slot_phase_s": phase, "plt_ms": plt_s * 1000}
-        return base.model_copy(
-            update={"profile": "leo-starlink-measured", "metrics": metrics, "http": http}
-        )
+        cell = base.cell.replace(PROFILE, "leo-starlink-measured").replace(HTTP, http)
+        return base.model_copy(update={"metrics": metrics, "cell": cell})
 
-    loads = [load(14.0, 1.2, "2"), load(13.0, 1.9, "2"), load(3.0, 1.0, "2"), load(5.0, 1.4, "3")]
-    assert [crosses_boundary(r) for r in loads] == [True, False, False, False]  # type: ignore[arg-type]
-    lines = crossing_summary(loads)  # type: ignore[arg-type]
+    h2, h3 = HttpVersion.h2, HttpVersion.h3
+    loads = [load(14.0, 1.2, h2), load(13.0, 1.9, h2), load(3.0, 1.0, h2), load(5.0, 1.4, h3)]
+    assert [crosses_boundary(r) for r in loads] == [True, False, False, False]
+    lines = crossing_summary(loads)
     assert (
         lines[0].startswith("HTTP/2")
         and "1 crossed a reconfiguration, median PLT 1.20 s" in lines[0]

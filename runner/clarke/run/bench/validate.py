@@ -189,7 +189,7 @@ def measure(
     out["interval_s"] = interval_s
     with testbed(profile_name, link) as s:
         out["link"] = s.implementations.get("link")
-        probe = s.probe()
+        probe = s.link().probe()
         schedule = profile.schedule
         progress(f"{duration_s:g} s of echoes every {interval_s * 1000:g} ms")
         before = _clock(probe.link_stats(), "return")
