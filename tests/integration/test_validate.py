@@ -49,13 +49,23 @@ def test_validate_measures_the_starlink_profile(
     assert start["echoes"] >= 15 and start["lost_pct"] >= 10, r["echoes"]["phases"]
     assert middle["lost_pct"] <= 2, r["echoes"]["phases"]
     assert 0 < f["loss_after_boundary_pct"] <= 100
-    # The link follows the schedule's rates where the UDP flow could fill them.
+    # The link follows the schedule's rates where the UDP flow could fill them: stretches
+    # the flow offered enough for and whose queue never ran empty (a user-space sender
+    # that a busy VM pauses lets the queue drain: that stretch is a lower bound, and the
+    # command does not judge it either). The return's rates (tens of Mb/s) are always
+    # filled; the forward's, up to 250 Mb/s, may not be on a loaded machine.
+    judged_in = {}
     for direction in ("forward", "return"):
         rates = r["rates"][direction]
-        judged = [s for s in rates["segments"] if not s["offer_limited"]]
-        assert judged, rates
-        for s in judged:
+        assert rates["segments"], rates
+        judged_in[direction] = [
+            s for s in rates["segments"] if not s["offer_limited"] and not s["queue_ran_empty"]
+        ]
+        for s in judged_in[direction]:
             assert s["measured_mbps"] == pytest.approx(s["scheduled_mbps"], rel=0.03), s
+        for s in rates["segments"]:
+            assert s["measured_mbps"] <= s["scheduled_mbps"] * 1.03, s
+    assert judged_in["return"], r["rates"]["return"]
     verdicts = {p["figure"]: p["verdict"] for p in r["published"]}
     assert set(verdicts) >= {"rtt_median_ms", "loss_pct", "forward_rate_mbps"}
     assert set(verdicts.values()) <= {"inside", "outside", "not measured"}
