@@ -13,7 +13,8 @@ GECKODRIVER_VERSION=0.37.1
 NODE_MAJOR_MIN=20
 APT_PACKAGES=(iproute2 iputils-ping iperf3 ethtool curl influxdb procps
               firefox-esr libnss3-tools iptables nftables chromium chromium-driver
-              python3 python3-venv git gcc libc6-dev pkg-config tcpdump tshark)
+              python3 python3-venv git gcc libc6-dev pkg-config tcpdump tshark
+              slurm-wlm munge)
 
 say() { printf '==> %s\n' "$*" >&2; }
 
@@ -30,8 +31,10 @@ if ((${#missing[@]})); then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-# The Debian package may start influxd on its default ports; Clarke's tests start their
-# own on free loopback ports, so a system one does not matter either way.
+# The Debian packages may start influxd on its default ports, and munged and Slurm's
+# daemons with /etc's configuration; Clarke's tests start their own (InfluxDB on free
+# loopback ports, a Slurm cluster with its own configuration, key and namespaces), so
+# system ones do not matter either way.
 
 # uv, pinned, in a virtual environment of its own, linked into the PATH.
 uv_ok() { command -v uv >/dev/null 2>&1 && [[ "$(uv --version | cut -d' ' -f2)" == "$UV_VERSION" ]]; }

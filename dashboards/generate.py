@@ -65,7 +65,7 @@ BROWSER_VAR = query_var(
 )
 
 
-def panel(
+def panel(  # noqa: PLR0913 (keyword-only: the Grafana panel fields a caller may set)
     kind: str,
     title: str,
     query: str,

@@ -20,6 +20,7 @@ from clarke import (
     cli_results,
     cli_run,
     cli_serve,
+    cli_submit,
     cli_testbed,
 )
 from clarke.errors import ClarkeError, InputError
@@ -44,6 +45,7 @@ def cli(verbose: bool) -> None:
 
 cli.add_command(cli_load.load)
 cli.add_command(cli_run.run)
+cli.add_command(cli_submit.submit)
 cli.add_command(cli_compare.compare)
 cli.add_command(cli_pages.pages)
 cli.add_command(cli_campaign.campaign)

@@ -21,8 +21,11 @@ def option(
     **settings: Any,
 ) -> Decorator:
     """`--<dimension>` (its record field's name, dashed), its choices its vocabulary
-    unless given (a registry's names, say), its help the declaration's."""
+    unless given (a registry's names, say) or the names it takes (PEP presets), its help
+    the declaration's."""
     values = choices if choices is not None else dimension.vocabulary
+    if values is None and dimension.names is not None:
+        values = dimension.names()
     kind: Any = click.Choice(list(values)) if values is not None else settings.pop("type", None)
     help_text = (
         dimension.help[:1].upper() + dimension.help[1:] + (f". {more_help}" if more_help else ".")

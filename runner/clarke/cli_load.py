@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from clarke import profiles, registry
+from clarke import pep_presets, profiles, registry
 from clarke.browser.client import Firefox
 from clarke.browser.load import CHROMIUM_CONNECTIONS
 from clarke.browser.prefs import check_override
@@ -125,10 +125,9 @@ def parse_prefs(items: tuple[str, ...]) -> dict[str, bool | int]:
 )
 @option(
     PEP,
-    choices=(PEP_NONE, *registry.names("pep")),
     default=PEP_NONE,
     show_default=True,
-    more_help="Verified (docs/peps.md). " + registry.help_text("pep"),
+    more_help="Verified (docs/peps.md). " + pep_presets.help_text(),
 )
 @click.option(
     "--capture",
@@ -183,7 +182,7 @@ def load(  # noqa: PLR0913 (a click command's parameters are its options)
         registry.get("client", browser).check_environment()
         _what_chromium_honours(connections, prefs)
     if pep != PEP_NONE:
-        registry.get("pep", pep).check_environment()
+        registry.get("pep", pep_presets.read(pep).implementation).check_environment()
     if testbed_id is not None and NetnsSubstrate().store.read(testbed_id) is None:
         raise InputError(
             f"there is no testbed {testbed_id} (clarke testbed status; bring one up with "
@@ -270,6 +269,17 @@ def load(  # noqa: PLR0913 (a click command's parameters are its options)
                 for role, s in stations.items()
             )
             click.echo(f"  PEP {pep}: {counts}")
+        if "pep_hops_pre_opened" in m:
+            window = m.get("pep_hop_first_window_bytes")
+            click.echo(
+                f"  hop connections: {m['pep_hops_pre_opened']:.0f} pre-opened taken, "
+                f"{m['pep_hops_opened_on_demand']:.0f} opened for a client; first window "
+                + (
+                    "-"
+                    if window is None
+                    else f"{window:,.0f} bytes ({m['pep_hop_first_cwnd']:.0f} segments)"
+                )
+            )
         if "overhead" in m:
             click.echo(
                 f"  wire bytes: {m['wire_bytes']:,.0f}, overhead {100 * m['overhead']:.1f} %"

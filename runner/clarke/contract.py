@@ -14,13 +14,14 @@ before its implementation sees it and a reply before it is sent; the runner
     POST /capture/start   CaptureStart -> Stats          the terminal (tcpdump)
     POST /capture/stop    CaptureStopped                 the terminal
     POST /load            browser.load.LoadRequest -> LoadResult   the client
+    POST /pep/config      PepConfig -> Configured        the stations (terminal, gateway)
 
 Replies keep what an implementation adds beyond the contract (`extra`): a reply must
 have the contract's fields, of their types, and may say more."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 from pydantic import (
     AfterValidator,
@@ -31,9 +32,10 @@ from pydantic import (
     StringConstraints,
 )
 
+from clarke.pep_presets import SPLIT, Mode
 from clarke.profiles import LinkProfile
 from clarke.schema import StrictModel
-from clarke.vocab import CongestionControl, kind_of
+from clarke.vocab import PEP_NONE, CongestionControl, kind_of
 
 ProfileName = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 QUIC_CCS = tuple(c.quic for c in CongestionControl)
@@ -139,6 +141,71 @@ class CaptureStart(Request):
     """The most bytes of packets the terminal keeps."""
 
     max_bytes: StrictInt = Field(ge=1)
+
+
+MAX_HOP_BUFFER_BYTES: Final = 1 << 30
+MAX_HOP_INITIAL_WINDOW: Final = 65_535  # segments (a route's initcwnd)
+MAX_HOP_PACING_RATE: Final = 1 << 40  # bytes per second
+MAX_POOL: Final = 256
+PepName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]*$", max_length=64)]
+
+
+class _PerDirection(StrictModel):
+    """One value per direction of the link; each station takes the one it sends
+    (the gateway: forward, the terminal: return)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    def of(self, direction: str) -> int:
+        value: int = getattr(self, "return_" if direction == "return" else direction)
+        return value
+
+
+class HopWindow(_PerDirection):
+    """The hop's first window, in segments (0: the kernel's)."""
+
+    forward: StrictInt = Field(default=0, ge=0, le=MAX_HOP_INITIAL_WINDOW)
+    return_: StrictInt = Field(default=0, ge=0, le=MAX_HOP_INITIAL_WINDOW, alias="return")
+
+
+class HopPacing(_PerDirection):
+    """The hop's pacing cap (SO_MAX_PACING_RATE), bytes per second (0: none)."""
+
+    forward: StrictInt = Field(default=0, ge=0, le=MAX_HOP_PACING_RATE)
+    return_: StrictInt = Field(default=0, ge=0, le=MAX_HOP_PACING_RATE, alias="return")
+
+
+class PepSettings(Request):
+    """What a station's PEP runs with: a preset (peps/) made into numbers for the link
+    profile in force by the runner (run/session/pep.py). `hop_*` is the satellite hop's
+    connection; `pool_*` the accelerated mode's pre-opened hop connections."""
+
+    preset: Annotated[str, StringConstraints(max_length=64)] = ""
+    mode: Mode = SPLIT
+    hop_cc: CongestionControl = CongestionControl.cubic
+    hop_buffer_bytes: StrictInt = Field(default=0, ge=0, le=MAX_HOP_BUFFER_BYTES)
+    hop_initial_window: HopWindow = HopWindow()
+    hop_max_pacing_rate: HopPacing = HopPacing()
+    pool_size: StrictInt = Field(default=0, ge=0, le=MAX_POOL)
+    pool_max_opening: StrictInt = Field(default=1, ge=1, le=64)
+    pool_spare: StrictInt = Field(default=0, ge=0, le=MAX_POOL)
+
+
+class PepConfig(PepSettings):
+    """A station's POST /pep/config: the PEP implementation to run (a name of the
+    registry's `pep` kind, which the station's agent checks; or none) and its settings.
+    Idempotent: the same name and settings are a no-op (agent/pep_slot.py)."""
+
+    name: PepName = PEP_NONE
+
+    def settings(self) -> PepSettings:
+        return PepSettings.model_validate(self.model_dump(exclude={"name"}))
+
+    def body(self) -> dict[str, Any]:
+        """Without a PEP, only its name: no settings apply."""
+        if self.name == PEP_NONE:
+            return {"name": PEP_NONE}
+        return super().body()
 
 
 CONFIGS: dict[str, type[Request]] = {"link": LinkConfig, "server": ServerConfig}

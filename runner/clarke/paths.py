@@ -10,7 +10,7 @@ _SOURCE_ROOT = _PACKAGE.parent.parent  # runner/clarke -> repository root
 
 
 def data_dir(name: str) -> Path:
-    """`pages`, `campaigns` or `profiles`."""
+    """`pages`, `campaigns`, `profiles` or `peps`."""
     for candidate in (_SOURCE_ROOT / name, _PACKAGE / "_data" / name):
         if candidate.is_dir():
             return candidate

@@ -22,7 +22,6 @@ from collections.abc import Iterable
 from typing import Final
 
 from clarke.browser.client import Chromium, Firefox
-from clarke.campaign import dimensions
 from clarke.campaign.model import Campaign
 from clarke.errors import InputError, UnknownName, ValidationFailed
 from clarke.link.netem import Netem
@@ -34,7 +33,7 @@ from clarke.profiles import LinkProfile
 from clarke.roles import KINDS, Implementation
 from clarke.server.openlitespeed import OpenLiteSpeed
 from clarke.server.origin import Origin
-from clarke.vocab import PEP_NONE, Browser, kind_of
+from clarke.vocab import Browser, kind_of
 
 IMPLEMENTATIONS: Final[tuple[Implementation, ...]] = (
     Satlink(),
@@ -110,8 +109,9 @@ def campaign_choices(
 
 
 def check_names(campaign: Campaign, source: str) -> None:
-    """Every name under the campaign's `implementations:`, and every PEP of its
-    matrices, is one the registry has."""
+    """Every name under the campaign's `implementations:` is one the registry has (the
+    matrices' names, PEP presets included, are checked as the campaign is read:
+    clarke.campaign.plan)."""
     problems: list[str] = []
     for kind in ("link", "server"):
         for name in getattr(campaign.implementations, kind) or []:
@@ -120,17 +120,5 @@ def check_names(campaign: Campaign, source: str) -> None:
                     f"implementations.{kind}: unknown {kind} implementation {name!r}; "
                     f"allowed: {', '.join(names(kind))}"
                 )
-    # Every dimension whose values are a registry kind's names (the PEP), or none.
-    for d in dimensions.seal():
-        if d.registry_kind is None:
-            continue
-        allowed = (PEP_NONE, *names(d.registry_kind))
-        for _, prefix, m in campaign.matrices():
-            for i, name in enumerate(m.axis(d) or []):
-                if name not in allowed:
-                    problems.append(
-                        f"{prefix}.{d.key}[{i}]: unknown {d.registry_kind.upper()} {name!r}; "
-                        f"allowed: {', '.join(allowed)}"
-                    )
     if problems:
         raise ValidationFailed(source, problems)

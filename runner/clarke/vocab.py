@@ -11,7 +11,9 @@ clarke.registry).
     Substrate           netns | compose
     PEP_NONE            none: no performance-enhancing proxy (pep implementations:
                         clarke.registry)
-    PEP_ROLES           terminal, gateway: where a PEP runs
+    PepImplementation   splittcp | pepsal: what a PEP preset (peps/) runs, as the
+                        registry names the pep kind's implementations
+    PEP_ROLES           terminal, gateway: where a PEP runs (started gateway, terminal)
     roles               client, terminal, satellite, gateway, server
     link roles          terminal, satellite, gateway; started satellite, gateway, terminal
     directions          forward (gateway -> terminal), return (terminal -> gateway)
@@ -100,7 +102,20 @@ DIRECTIONS: Final = ("forward", "return")
 # A performance-enhancing proxy (PEP) runs at both ends of the satellite hop; "none"
 # is the campaign's and `clarke load --pep`'s name for running without one.
 PEP_NONE: Final = "none"
+
+
+class PepImplementation(StrEnum):
+    """The registry's `pep` implementations, which a preset names (the registry is above
+    the presets' layer; tests/unit/test_pep.py keeps the two equal)."""
+
+    splittcp = "splittcp"
+    pepsal = "pepsal"
+
+
 PEP_ROLES: Final = ("terminal", "gateway")
+# The order the stations take a PEP in: the gateway first, so that its listener is up
+# when the terminal's PEP opens its hop connections to it.
+PEP_START_ORDER: Final = ("gateway", "terminal")
 # Which station puts each direction onto the link, and which one receives it there.
 SENDER: Final = {"forward": "gateway", "return": "terminal"}
 RECEIVER: Final = {"forward": "terminal", "return": "gateway"}

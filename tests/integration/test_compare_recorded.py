@@ -37,7 +37,7 @@ def test_injected_slowdown_is_caught_in_its_cell_only(run_cli, tmp_path: Path) -
     assert len(cells) == 2
     c = compare_records(base, _slower(base, "2", 1.2))
     verdicts = c.cells()
-    slowed = next(cell for cell in verdicts if cell[1] == "2")
+    slowed = next(cell for cell in verdicts if cell[HTTP] == "2")
     assert verdicts[slowed] is Verdict.slower
     assert all(v is Verdict.same for cell, v in verdicts.items() if cell != slowed)
     plt = next(m for m in c.metrics if m.cell == slowed and m.metric == "plt_ms")

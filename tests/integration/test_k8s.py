@@ -1,4 +1,5 @@
-"""The example Kubernetes manifests (k8s/): their structure and wiring, parsed with
+"""The example Kubernetes manifests (k8s/), which are `clarke submit k8s --emit`'s
+output for the nightly campaign: that they are, their structure and wiring, parsed with
 PyYAML (no cluster here), and their shell scripts run: the shard script with recording
 stand-ins for `mount`, `mknod` and `clarke`, the merge script with the real `clarke` on
 recorded shards."""
@@ -19,6 +20,20 @@ from clarke.results.journal import Journal
 from helpers import split_results
 
 K8S = Path("k8s")
+# How the committed examples were written.
+EMIT = [
+    "submit", "k8s", "campaigns/nightly.yaml", "--shards", "4",
+    "--campaign-id", "nightly-20261122T010000Z", "--emit",
+]  # fmt: skip
+
+
+def test_the_examples_are_what_clarke_submit_k8s_writes(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    code, out, err = run_cli(*EMIT, "--out", str(tmp_path))
+    assert code == 0, err
+    for name in ("clarke-campaign.yaml", "clarke-merge.yaml"):
+        assert (K8S / name).read_text() == (tmp_path / name).read_text(), (
+            f"k8s/{name} differs from the generated one: clarke {' '.join(EMIT)} --out k8s"
+        )
 
 
 def _docs(name: str) -> dict[str, dict[str, Any]]:
@@ -40,7 +55,12 @@ def test_shards_are_an_indexed_job_wired_to_a_shared_influxdb() -> None:
     (c,) = pod["containers"]
     env = _env(c)
     assert int(env["SHARDS"]) == spec["completions"]
-    assert env["CAMPAIGN_ID"] and env["CAMPAIGN"]
+    assert env["CAMPAIGN_ID"] and env["CAMPAIGN_FILE"] == "/campaign/campaign.yaml"
+    # Each shard is retried on its own, and not at all for bad input or a missing part.
+    assert spec["backoffLimitPerIndex"] >= 1 and "backoffLimit" not in spec
+    (rule,) = spec["podFailurePolicy"]["rules"]
+    assert rule["action"] == "FailIndex" and rule["onExitCodes"]["values"] == [2, 3]
+    assert rule["onExitCodes"]["containerName"] == c["name"]
     assert c["image"].startswith("clarke-client")
     script = c["args"][0]
     assert "JOB_COMPLETION_INDEX" in script and "--campaign-id" in script
@@ -56,6 +76,9 @@ def test_shards_are_an_indexed_job_wired_to_a_shared_influxdb() -> None:
     claim = volumes["results"]["persistentVolumeClaim"]["claimName"]
     assert docs[f"PersistentVolumeClaim/{claim}"]["spec"]["accessModes"] == ["ReadWriteMany"]
     assert volumes["campaign"]["configMap"]["name"] == "clarke-campaign"
+    # The campaign travels in the ConfigMap, byte for byte.
+    campaign = docs["ConfigMap/clarke-campaign"]["data"]["campaign.yaml"]
+    assert campaign == Path("campaigns/nightly.yaml").read_text()
 
 
 def test_shard_pods_hold_the_capabilities_of_the_netns_substrate_and_no_more() -> None:
@@ -90,7 +113,8 @@ def test_shard_script_passes_index_plus_one_of_n(tmp_path: Path) -> None:
     ][0]
     env = {**_recording_path(tmp_path, ["mount", "mknod", "clarke"]), **_env(c)}
     results = tmp_path / "results"
-    script = c["args"][0].replace("/results", str(results))
+    env["RESULTS"] = str(results)
+    script = c["args"][0]
     for index in range(int(env["SHARDS"])):
         env["JOB_COMPLETION_INDEX"] = str(index)
         proc = subprocess.run([*c["command"], script], env=env, capture_output=True, text=True)
@@ -100,7 +124,8 @@ def test_shard_script_passes_index_plus_one_of_n(tmp_path: Path) -> None:
     n = env["SHARDS"]
     assert [r[r.index("--shard") + 1] for r in runs] == [f"{i}/{n}" for i in range(1, int(n) + 1)]
     assert all(r[r.index("--campaign-id") + 1] == env["CAMPAIGN_ID"] for r in runs)
-    assert all(r[2] == "/campaign/nightly.yaml" for r in runs)
+    assert all(r[2] == "/campaign/campaign.yaml" for r in runs)
+    assert all(r[r.index("--results") + 1] == str(results) for r in runs)
     assert sum(line == "mount -o remount,rw /proc/sys" for line in calls) == int(n)
     assert not any("--resume" in r for r in runs)
     # A retried pod of index 1 (shard 2) finds its shard's directory and resumes it.
@@ -129,12 +154,13 @@ def test_merge_job_merges_the_shards_for_real(tmp_path: Path) -> None:
     # Run the script on recorded data split into shards as `clarke run --shard` names them.
     results = tmp_path / "results"
     shards = split_results(Path("tests/data/recorded-repeats"), results, int(env["SHARDS"]))
-    script = c["args"][0].replace("/results/", f"{results}/")
+    script = c["args"][0]
     run_env = {
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
         "CAMPAIGN_ID": "recorded-repeats",
         "SHARDS": env["SHARDS"],
+        "RESULTS": str(results),
     }
     proc = subprocess.run(
         [*c["command"], script], env=run_env, capture_output=True, text=True, timeout=300

@@ -38,7 +38,7 @@ from clarke.agent.client import AgentClient
 from clarke.agent.server import make_handler
 from clarke.browser.client import BrowserClient
 from clarke.browser.load import NOT_IN_A_REQUEST, BrowserSetup, LoadRequest
-from clarke.contract import ServerConfig
+from clarke.contract import LinkConfig, ServerConfig
 from clarke.errors import ClarkeError, InputError
 from clarke.place import Place
 from clarke.place.plan import AGENT_PORT, HTTPS_PORT, ORIGIN_CONTROL, NetnsPlan
@@ -345,7 +345,7 @@ def test_half_sent_requests_block_nothing(bed: Bed) -> None:
         took[what] = time.monotonic() - started
         return out
 
-    lan = link_config("lan", profiles.read("lan"))
+    lan = LinkConfig(name="lan", profile=profiles.read("lan"))
     for role in LINK_START_ORDER:
         timed(f"{role} /config", lambda r=role: bed.agent(r).configure(lan))
     timed(
@@ -507,7 +507,7 @@ def test_fuzz_link_and_server_configs(bed: Bed, body: dict[str, Any]) -> None:
 def test_agents_serve_after_the_fuzzing(bed: Bed) -> None:
     for role in ROLES:
         assert bed.agent(role).health().role == role
-    lan = {"name": "lan", "profile": LAN}
+    lan = LinkConfig.model_validate({"name": "lan", "profile": LAN})
     for role in LINK_START_ORDER:
-        assert bed.agent(role).configure(lan)["state"]["profile"] == "lan"
+        assert bed.agent(role).configure(lan).state["profile"] == "lan"
     assert bed.agent("client").health().ready is True

@@ -24,7 +24,7 @@ from clarke.agent.client import AgentClient
 from clarke.agent.server import make_handler
 from clarke.browser.client import BrowserClient
 from clarke.browser.load import LoadRequest
-from clarke.contract import LinkConfig
+from clarke.contract import LinkConfig, PepConfig
 from clarke.errors import ClarkeError, EnvironmentProblem, InputError
 from clarke.place import Place
 from clarke.place.plan import plan
@@ -454,7 +454,11 @@ class NoPep:
     def state(self) -> dict[str, Any]:
         return {"pep": "none"}
 
-    def configure(self, body: dict[str, Any]) -> dict[str, Any]:
+    def __init__(self) -> None:
+        self.configured: list[PepConfig] = []
+
+    def configure(self, config: PepConfig) -> dict[str, Any]:
+        self.configured.append(config)
         return {"applied": False, "state": self.state()}
 
     def stats(self) -> dict[str, Any]:
@@ -466,11 +470,25 @@ class NoPep:
 
 def test_a_stations_pep_routes_answer_within_the_contract() -> None:
     role = Slow()
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(role, TOKEN, pep=NoPep()))
+    pep = NoPep()
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(role, TOKEN, pep=pep))
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:
         agent = AgentClient("terminal", f"http://127.0.0.1:{httpd.server_address[1]}", TOKEN)
-        assert agent.pep_configure({"name": "none"}).applied is False
+        assert agent.pep_configure(PepConfig(name="none")).applied is False
+        # The configure request is the contract's PepConfig, checked before the slot
+        # sees it: a field out of range, of the wrong type or unknown is a 400 naming it.
+        for bad, field in [
+            ({"name": "splittcp", "pool_size": 1000}, "pool_size"),
+            ({"name": "splittcp", "hop_initial_window": {"forward": "458"}}, "hop_initial_window"),
+            ({"name": "splittcp", "mode": "turbo"}, "mode"),
+            ({"name": "splittcp", "hop_cc": "vegas"}, "hop_cc"),
+            ({"name": "splittcp", "window": 3}, "window"),
+            ({"name": "../x"}, "name"),
+        ]:
+            with pytest.raises(InputError, match=f"400 POST /pep/config: {field}"):
+                agent._call("POST", "/pep/config", bad)
+        assert [c.name for c in pep.configured] == ["none"]
         assert agent.pep_state() == {"pep": "none"} == agent.pep_stats()
         assert agent.pep_reset_stats() == {"pep": "none"}
     finally:

@@ -308,6 +308,7 @@ def test_images_install_clarke_the_same_way(image: str) -> None:
         ("COPY", "pages /opt/clarke/pages"),
         ("COPY", "campaigns /opt/clarke/campaigns"),
         ("COPY", "profiles /opt/clarke/profiles"),
+        ("COPY", "peps /opt/clarke/peps"),
         ("RUN", "clarke-install"),
     ]
     positions = [steps.index(step) for step in order]

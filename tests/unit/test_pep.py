@@ -9,16 +9,18 @@ from typing import Any
 import pytest
 import yaml
 
-from clarke import profiles
+from clarke import pep_presets, profiles, registry
 from clarke.agent.pep_slot import PepSlot
 from clarke.campaign.dimensions import CC, HTTP, PEP, PROFILE, Cell
 from clarke.campaign.plan import plan_file
-from clarke.errors import ClarkeError, InputError
+from clarke.contract import PepConfig
+from clarke.errors import ClarkeError, InputError, ValidationFailed
 from clarke.pep import parse_settings
 from clarke.pep.pepsal import parse_log
 from clarke.place import Place
 from clarke.place.plan import plan
 from clarke.run.session.pep import hop_buffer_bytes, pep_body, pep_verdict
+from clarke.vocab import PepImplementation
 
 CAMPAIGN = {
     "name": "t",
@@ -67,35 +69,83 @@ def test_bad_pep_values_exit_2_naming_the_field_and_the_choices(tmp_path: Path, 
     f = _write(tmp_path, pep=["none", "squid"])
     code, _, err = run_cli("campaign", "validate", str(f))
     assert code == 2, err
-    assert "matrix.pep[1]: unknown PEP 'squid'; allowed: none, splittcp, pepsal" in err
+    assert "matrix.pep[1]: unknown PEP 'squid'; allowed: none, accelerated, pepsal, splittcp" in err
     assert "Traceback" not in err
     f = _write(tmp_path, pep=["splittcp", "splittcp"])
     code, _, err = run_cli("campaign", "validate", str(f))
     assert code == 2 and "matrix.pep" in err and "listed more than once" in err, err
 
 
+def test_the_pep_axis_takes_the_presets_in_peps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pep dimension's values are the preset files' names (like link profiles), not
+    the registry's implementations: a preset added to peps/ is a value at once."""
+    assert PEP.names is not None and tuple(PEP.names()) == pep_presets.names()
+    f = _write(tmp_path, pep=["accelerated", "turbo"])
+    with pytest.raises(ValidationFailed, match=r"matrix\.pep\[1\]: unknown PEP 'turbo'"):
+        plan_file(f)
+    presets = tmp_path / "peps"
+    presets.mkdir()
+    for name in pep_presets.available():
+        (presets / f"{name}.yaml").write_text(
+            (pep_presets.preset_dir() / f"{name}.yaml").read_text()
+        )
+    (presets / "turbo.yaml").write_text((pep_presets.preset_dir() / "accelerated.yaml").read_text())
+    monkeypatch.setattr(pep_presets, "preset_dir", lambda: presets)
+    assert [r.cell[PEP] for r in plan_file(f).runs][:2] == ["accelerated", "turbo"]
+
+
+def test_a_preset_names_an_implementation_of_the_registry() -> None:
+    assert {i.value for i in PepImplementation} == set(registry.names("pep"))
+    for name in pep_presets.available():
+        assert pep_presets.read(name).implementation in registry.names("pep")
+
+
 def test_the_shipped_pep_campaign() -> None:
     runs = plan_file(Path("campaigns/pep-geo.yaml")).runs
     assert {(r.cell[HTTP], r.cell[PEP]) for r in runs} == {
-        (h, p) for h in ("1.1", "2", "3") for p in ("none", "splittcp")
+        (h, p) for h in ("1.1", "2", "3") for p in ("none", "splittcp", "accelerated")
     }
-    assert {r.cell[PROFILE] for r in runs} == {"geo"} and {r.cell[CC] for r in runs} == {"cubic"}
-    assert {r.page for r in runs} == {"uniform-1m"} and len(runs) == 6 * 5
+    assert {r.cell[PROFILE] for r in runs} == {"geo"}
+    assert {r.cell[CC] for r in runs} == {"cubic", "bbr"}
+    sizes = ("100k", "500k", "1m", "2m")
+    assert {r.page for r in runs} == {f"uniform-{s}" for s in sizes}
+    assert len(runs) == 3 * 2 * 4 * 3 * 5
 
 
 def test_load_refuses_an_unknown_pep(run_cli) -> None:  # type: ignore[no-untyped-def]
     code, _, err = run_cli("load", "--pep", "squid")
-    assert code == 2 and "none" in err and "splittcp" in err and "pepsal" in err, err
+    assert code == 2 and "none" in err and "splittcp" in err and "accelerated" in err, err
 
 
 def test_settings_are_checked() -> None:
-    assert parse_settings({}) == {"hop_cc": "cubic", "hop_buffer_bytes": 0}
-    assert parse_settings({"hop_cc": "bbr", "hop_buffer_bytes": 1 << 20})["hop_cc"] == "bbr"
-    with pytest.raises(InputError, match="hop_cc: 'vegas' is not one of cubic, bbr, reno"):
+    """The contract's PepSettings (clarke.contract), as a station's PEP reads them."""
+    zero = {"forward": 0, "return": 0}
+    assert parse_settings({}).body() == {
+        "preset": "", "mode": "split", "hop_cc": "cubic", "hop_buffer_bytes": 0,
+        "hop_initial_window": zero, "hop_max_pacing_rate": zero,
+        "pool_size": 0, "pool_max_opening": 1, "pool_spare": 0,
+    }  # fmt: skip
+    assert parse_settings({"hop_cc": "bbr", "hop_buffer_bytes": 1 << 20}).hop_cc == "bbr"
+    # A direction not given keeps the kernel's window.
+    window = parse_settings({"hop_initial_window": {"forward": 10}}).hop_initial_window
+    assert (window.of("forward"), window.of("return")) == (10, 0)
+    with pytest.raises(InputError, match="mode: Input should be 'split' or 'accelerated'"):
+        parse_settings({"mode": "turbo"})
+    with pytest.raises(InputError, match=r"hop_initial_window\.forward: .* greater than or equal"):
+        parse_settings({"hop_initial_window": {"forward": -1, "return": 0}})
+    with pytest.raises(InputError, match=r"hop_initial_window\.return: .* less than or equal"):
+        parse_settings({"hop_initial_window": {"forward": 0, "return": 70_000}})
+    with pytest.raises(InputError, match="pool_size"):
+        parse_settings({"pool_size": 1000})
+    with pytest.raises(InputError, match="hop_cc: Input should be 'cubic', 'bbr' or 'reno'"):
         parse_settings({"hop_cc": "vegas"})
     with pytest.raises(InputError, match="hop_buffer_bytes"):
         parse_settings({"hop_buffer_bytes": -1})
-    with pytest.raises(InputError, match="unknown key"):
+    with pytest.raises(InputError, match="hop_buffer_bytes"):
+        parse_settings({"hop_buffer_bytes": True})
+    with pytest.raises(InputError, match="window: unknown field"):
         parse_settings({"window": 3})
 
 
@@ -103,8 +153,8 @@ def test_the_hop_buffers_cover_the_bdp() -> None:
     geo = profiles.read("geo")
     # 10 Mb/s over ~550 ms is ~690 kB in flight; twice that, so no window caps the hop.
     assert 1_300_000 < hop_buffer_bytes(geo) < 1_500_000
-    assert pep_body("none", "bbr", geo) == {"name": "none"}
-    assert pep_body("splittcp", "bbr", geo)["hop_cc"] == "bbr"
+    assert pep_body("none", "bbr", geo).body() == {"name": "none"}
+    assert pep_body("splittcp", "bbr", geo).hop_cc == "bbr"
 
 
 def _place(role: str, substrate: str = "netns") -> Place:
@@ -114,11 +164,11 @@ def _place(role: str, substrate: str = "netns") -> Place:
 def test_a_station_refuses_unknown_peps_and_peps_on_compose() -> None:
     slot = PepSlot(_place("terminal"))
     with pytest.raises(InputError, match="unknown PEP 'squid'; allowed: none, splittcp, pepsal"):
-        slot.configure({"name": "squid"})
-    assert slot.configure({"name": "none"})["applied"] is False
+        slot.configure(PepConfig(name="squid"))
+    assert slot.configure(PepConfig(name="none"))["applied"] is False
     assert slot.stats() == {"pep": "none"}
     with pytest.raises(InputError, match="netns substrate only"):
-        PepSlot(_place("gateway", "compose")).configure({"name": "splittcp"})
+        PepSlot(_place("gateway", "compose")).configure(PepConfig(name="splittcp"))
     with pytest.raises(ClarkeError, match="not at the server"):
         PepSlot(_place("server"))
 

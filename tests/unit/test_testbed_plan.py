@@ -11,7 +11,11 @@ from clarke.errors import InputError
 from clarke.place import plan as tp
 
 TESTBED_NET = ipaddress.ip_network("198.18.0.0/15")
-RESERVED = [ipaddress.ip_network("198.19.240.0/20"), ipaddress.ip_network("198.19.250.0/24")]
+RESERVED = [
+    ipaddress.ip_network("198.19.200.0/24"),  # tests/slurm_cluster.py
+    ipaddress.ip_network("198.19.240.0/20"),
+    ipaddress.ip_network("198.19.250.0/24"),
+]
 
 
 def test_every_id_has_disjoint_networks_inside_the_benchmark_range() -> None:

@@ -13,12 +13,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from clarke.agent.client import AgentClient
-from clarke.contract import Health, LinkConfig, LinkState, ServerConfig
+from clarke.contract import Health, LinkConfig, LinkState, PepConfig, ServerConfig
 from clarke.errors import ClarkeError, EnvironmentProblem
 from clarke.place.plan import Addresses
 from clarke.profiles import LinkProfile
 from clarke.roles import profile_digest
-from clarke.vocab import BROWSERS, LINK_ROLES, LINK_START_ORDER, PEP_ROLES, CongestionControl
+from clarke.vocab import BROWSERS, LINK_ROLES, LINK_START_ORDER, PEP_START_ORDER, CongestionControl
 
 log = logging.getLogger(__name__)
 
@@ -174,19 +174,21 @@ class Agents:
         return done
 
     # --- the stations' PEP ----------------------------------------------------------------
-    def ensure_pep(self, body: dict[str, Any]) -> Applied | None:
+    def ensure_pep(self, body: PepConfig) -> Applied | None:
         """Make terminal and gateway run the PEP `body` names (agent/pep_slot.py), each
         only when it does not already."""
         started, t0 = dt.datetime.now(dt.UTC), time.monotonic()
-        applied = tuple(role for role in PEP_ROLES if self[role].pep_configure(body).applied)
+        applied = tuple(role for role in PEP_START_ORDER if self[role].pep_configure(body).applied)
         if not applied:
             return None
         done = Applied(
-            "pep", str(body.get("name")), None, applied, started.isoformat(),
+            "pep", body.preset or body.name, None, applied, started.isoformat(),
             round(time.monotonic() - t0, 3),
         )  # fmt: skip
         self.applied.append(done)
-        log.warning("applied PEP %s to %s (%s)", body.get("name"), ", ".join(applied), body)
+        log.warning(
+            "applied PEP %s to %s (%s)", body.preset or body.name, ", ".join(applied), body.body()
+        )
         return done
 
     # --- the server ----------------------------------------------------------------------

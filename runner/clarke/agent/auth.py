@@ -104,3 +104,21 @@ def check(authorization: str | None, token: str) -> int:
     if hmac.compare_digest(given, token.encode("ascii")):
         return OK
     return WRONG
+
+
+def derive_key(token: str, label: str) -> str:
+    """A key for one purpose, derived from the testbed's token (HMAC-SHA256, hex): the
+    stations' PEPs prove it to each other (pep_slot.py) without the token itself
+    leaving the agent, and without any secret in a request."""
+    return hmac.new(token.encode("ascii"), label.encode("ascii"), "sha256").hexdigest()
+
+
+def write_secret(path: Path, secret: str) -> None:
+    """`secret` in `path`, 0600 from the start: written to a new file beside it (never
+    through a symlink), then renamed over `path`."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as f:
+        f.write(secret + "\n")
+    os.replace(tmp, path)

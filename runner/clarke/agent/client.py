@@ -16,6 +16,7 @@ from clarke.contract import (
     Configured,
     Health,
     LinkState,
+    PepConfig,
     Reply,
     Request,
     ServerState,
@@ -131,8 +132,9 @@ class AgentClient:
     def pep_state(self) -> dict[str, Any]:
         return self._reply(Reply, "/pep/state", self._call("GET", "/pep/state")).body()
 
-    def pep_configure(self, body: dict[str, Any]) -> Configured:
-        return self._reply(Configured, "/pep/config", self._call("POST", "/pep/config", body, 60))
+    def pep_configure(self, config: PepConfig) -> Configured:
+        data = self._call("POST", "/pep/config", config.body(), 60)
+        return self._reply(Configured, "/pep/config", data)
 
     def pep_stats(self) -> dict[str, Any]:
         return self._reply(Stats, "/pep/stats", self._call("GET", "/pep/stats")).body()

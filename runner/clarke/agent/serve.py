@@ -25,7 +25,7 @@ from pathlib import Path
 
 from clarke import profiles, registry
 from clarke.agent import auth
-from clarke.agent.pep_slot import PepSlot
+from clarke.agent.pep_slot import HOP_KEY_LABEL, PepSlot
 from clarke.agent.server import check_listen_address
 from clarke.agent.server import serve as serve_agent
 from clarke.browser.client import Firefox
@@ -104,7 +104,8 @@ def serve_role(
     # packet that crosses the satellite hop, whatever emulates the link.
     capture = PacketCapture(place, CAPTURE_NETWORK) if place.role == CAPTURE_ROLE else None
     # The stations host a PEP beside the link (none until a load asks for one).
-    pep = PepSlot(place) if place.role in PEP_ROLES else None
+    hop_key = auth.derive_key(token, HOP_KEY_LABEL)
+    pep = PepSlot(place, hop_key) if place.role in PEP_ROLES else None
     try:
         process = impl.start(place)
         if profile and place.role in LINK_ROLES:

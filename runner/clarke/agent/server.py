@@ -42,6 +42,7 @@ from clarke.contract import (
     CaptureStopped,
     Configured,
     Health,
+    PepConfig,
     Reply,
     Stats,
     config_of,
@@ -84,7 +85,7 @@ class PepHost(Protocol):
     """A station's PEP (agent/pep_slot.py)."""
 
     def state(self) -> dict[str, Any]: ...
-    def configure(self, body: dict[str, Any]) -> dict[str, Any]: ...
+    def configure(self, config: PepConfig) -> dict[str, Any]: ...
     def stats(self) -> dict[str, Any]: ...
     def reset_stats(self) -> dict[str, Any]: ...
 
@@ -303,9 +304,14 @@ def make_handler(
                 if path == "/config":
                     requested(config_of(kind_of_role(role.role)), path, body)
                     return role.configure(body)
+                if path == "/pep/config":
+                    assert pep is not None
+                    config = requested(PepConfig, path, body)
+                    assert isinstance(config, PepConfig)
+                    return pep.configure(config)
                 if path.startswith("/pep/"):
                     assert pep is not None
-                    return pep.configure(body) if path == "/pep/config" else pep.reset_stats()
+                    return pep.reset_stats()
                 if path == "/stats/reset":
                     return role.reset_stats()
                 assert isinstance(role, Loader)

@@ -3,7 +3,7 @@
 A dimension is what a campaign may vary from one run to the next: the link profile, the
 HTTP version, the congestion control, the page (model and size), the connections per
 server, the cross traffic, the PEP, the browser. Each is one `Dimension` below: its
-campaign key and vocabulary (typed, from `vocab.py` or a registry's names), its
+campaign key and vocabulary (typed, from `vocab.py`, or names of shipped data), its
 default, its part of the run id, its record field (also its InfluxDB tag and its column
 in summaries and exports), its label for people and its part in a figure's legend.
 Everything else is derived from `DIMENSIONS`, in this order:
@@ -26,7 +26,7 @@ declaration an error instead of a dimension missing from half of Clarke."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 from functools import total_ordering
@@ -34,6 +34,7 @@ from typing import Annotated, Any, Generic, Protocol, TypeVar, get_args, get_ori
 
 from pydantic import BeforeValidator, Field, StringConstraints, TypeAdapter
 
+from clarke import pep_presets
 from clarke.campaign.cross import NO_CROSS_TRAFFIC, CrossTraffic, CrossTrafficEntry
 from clarke.vocab import PEP_NONE, Browser, CongestionControl, HttpVersion
 
@@ -96,7 +97,10 @@ class Dimension(Generic[V]):
     legend_shown: Shown = Shown.never
     column_shown: Shown = Shown.always
     numeric: bool = False  # a number in tables (right-aligned, after the text columns)
-    registry_kind: str | None = None  # its values are this registry kind's names (or none)
+    # Where its values are names of shipped data (PEP presets, peps/): every name it
+    # takes, read when a campaign is, and what one is called in an error.
+    names: Callable[[], Sequence[str]] | None = None
+    noun: str = ""
     describe: Callable[[V], dict[str, Any]] | None = None  # more of a value for plan.json
     _adapter: TypeAdapter[Any] = field(init=False, repr=False)
 
@@ -115,8 +119,8 @@ class Dimension(Generic[V]):
     @property
     def vocabulary(self) -> tuple[str, ...] | None:
         """Every value the dimension can take, where its item is a vocabulary of
-        clarke.vocab (an enum); None where its values are names (profiles, pages, a
-        registry's implementations) or numbers."""
+        clarke.vocab (an enum); None where its values are names (profiles, pages, PEP
+        presets) or numbers."""
         item = self.item
         if get_origin(item) is Annotated:
             item = get_args(item)[0]
@@ -224,7 +228,8 @@ PEP: Dimension[str] = Dimension(
     default=_fixed(PEP_NONE),
     legend=lambda v: "" if v == PEP_NONE else f", PEP {v}",
     legend_shown=Shown.always,
-    registry_kind="pep",
+    names=pep_presets.names,
+    noun="PEP",
 )
 BROWSER: Dimension[Browser] = Dimension(
     name="browser",

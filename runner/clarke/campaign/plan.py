@@ -18,7 +18,7 @@ from typing import Any
 
 from clarke import profiles, schema
 from clarke.campaign import dimensions
-from clarke.campaign.dimensions import MODEL, PROFILE, SIZE, Cell, Dimension
+from clarke.campaign.dimensions import MODEL, PROFILE, SIZE, Cell, Dimension, seal
 from clarke.campaign.model import Campaign, Matrix, Order
 from clarke.campaign.paths import contained, with_paths_checked
 from clarke.errors import InputError, ValidationFailed
@@ -110,6 +110,16 @@ def _check_names(c: Campaign, source: Path, registry: Registry) -> None:
                     problems.append(
                         f"{prefix}.{SIZE.key}[{j}]: page model {name!r} has no size {size!r}; "
                         f"allowed: {', '.join(model.sizes)}"
+                    )
+        for d in seal():
+            if d.names is None:
+                continue
+            allowed = tuple(d.names())
+            for i, name in enumerate(m.axis(d) or []):
+                if name not in allowed:
+                    problems.append(
+                        f"{prefix}.{d.key}[{i}]: unknown {d.noun} {name!r}; allowed: "
+                        f"{', '.join(allowed)}"
                     )
     if problems:
         raise ValidationFailed(str(source), problems)

@@ -20,9 +20,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from clarke.errors import EnvironmentProblem
+from clarke.contract import PepSettings
+from clarke.errors import EnvironmentProblem, InputError
 from clarke.pep import tproxy
 from clarke.pep.process import TproxyPepProcess
+from clarke.pep_presets import SPLIT
 from clarke.place import Place, procs
 from clarke.roles import Implementation, RoleProcess
 from clarke.vocab import PEP_ROLES
@@ -93,14 +95,17 @@ class PepsalProcess(TproxyPepProcess):
         self.log = place.run_dir / "pepsal-syntab.log"
         self._seen: set[str] = set()  # connections counted before the last reset
 
-    def _start(self, settings: dict[str, Any]) -> None:
-        # PEPsal sizes its buffers itself: hop_buffer_bytes is kept as asked, not applied.
+    def _start(self, settings: PepSettings) -> None:
+        # PEPsal sizes its buffers itself: hop_buffer_bytes is kept as asked, not applied;
+        # it splits only (the accelerated settings are refused).
+        if settings.mode != SPLIT:
+            raise InputError("mode: PEPsal splits only (mode split)")
         place = self.place
         place.run_dir.mkdir(parents=True, exist_ok=True)
         self.log.unlink(missing_ok=True)
         argv = place.argv([
             str(self.binary), "-p", str(PEPSAL_PORT), "-l", str(self.log),
-            "-C", settings["hop_cc"], "-n",
+            "-C", settings.hop_cc.value, "-n",
         ])  # fmt: skip
         popen = self.children.spawn("pepsal", argv, log=place.run_dir / "pepsal.log")
         time.sleep(0.5)  # it has no readiness signal; a bad option ends it at once
@@ -123,7 +128,13 @@ class PepsalProcess(TproxyPepProcess):
             return {}
         conns = [c for c in self._connections() if c["accepted_from"] not in self._seen]
         syns = tproxy.intercepted_syns(self.place)
-        return {"accepted": syns or 0, "intercepted_syns": syns, "connections": conns}
+        return {
+            "accepted": syns or 0,
+            "intercepted_syns": syns,
+            "connections": conns,
+            "mode": self.settings.mode,
+            "preset": self.settings.preset,
+        }
 
     def reset_stats(self) -> dict[str, Any]:
         tproxy.reset_counters(self.place)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from clarke.contract import PepSettings
 from clarke.pep import parse_settings, tproxy
 from clarke.place import Place, procs
 
@@ -17,9 +18,9 @@ class TproxyPepProcess:
     def __init__(self, place: Place, binary: Path) -> None:
         self.place, self.binary, self.role = place, binary, place.role
         self.children = procs.Children()
-        self.settings: dict[str, Any] | None = None
+        self.settings: PepSettings | None = None
 
-    def _start(self, settings: dict[str, Any]) -> None:
+    def _start(self, settings: PepSettings) -> None:
         raise NotImplementedError
 
     def health(self) -> dict[str, Any]:
@@ -29,7 +30,7 @@ class TproxyPepProcess:
         return {
             "pep": self.implementation,
             "running": self.problem() is None,
-            **(self.settings or {}),
+            **(self.settings.body() if self.settings else {}),
         }
 
     def configure(self, body: dict[str, Any]) -> dict[str, Any]:

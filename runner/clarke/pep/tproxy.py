@@ -8,7 +8,10 @@ listener, and a policy route takes marked packets to the local stack.
                (the terminal's proxy connections, across the link)
 
 UDP is never matched: QUIC crosses the PEP's station untouched. The station's own
-outbound connections leave through OUTPUT, so the PEP never intercepts itself."""
+outbound connections leave through OUTPUT, so the PEP never intercepts itself, and
+packets for the station's own addresses are never matched (`addrtype`): nothing that
+arrives can make the PEP relay to its own host. The listener may sit on loopback
+(`on_ip`): then nothing but TPROXY reaches it from outside the namespace."""
 
 from __future__ import annotations
 
@@ -24,17 +27,19 @@ TABLE = "1011"
 
 def _where(place: Place) -> list[str]:
     gw_lan = str(place.plan.gw_lan.prefix)
+    not_local = ["-m", "addrtype", "!", "--dst-type", "LOCAL"]
     if place.role == "terminal":
         where = ["-i", place.iface("st-lan")]
     elif place.role == "gateway":
         where = ["!", "-i", place.iface("gw-lan")]
     else:
         raise EnvironmentProblem(f"a PEP runs at the terminal or the gateway, not the {place.role}")
-    return [*where, "-p", "tcp", "-d", gw_lan]
+    return [*where, "-p", "tcp", "-d", gw_lan, *not_local]
 
 
-def install(place: Place, port: int) -> None:
-    """The interception to `port` (idempotent: a previous one is removed first)."""
+def install(place: Place, port: int, on_ip: str | None = None) -> None:
+    """The interception to `port` (on `on_ip`, else the address of the interface the
+    packet came in on); idempotent: a previous one is removed first."""
     remove(place)
     ipt = place.argv(["iptables", "-w", "-t", "mangle"])
     try:
@@ -49,8 +54,9 @@ def install(place: Place, port: int) -> None:
         # the kernel's own that does not depend on the PEP's (clarke.pep.pepsal).
         sh.run([*ipt, "-A", CHAIN, *_where(place), "--syn",
                 "-m", "comment", "--comment", SYN_COMMENT])  # fmt: skip
+        on = ["--on-ip", on_ip] if on_ip else []
         sh.run([*ipt, "-A", CHAIN, *_where(place),
-                "-j", "TPROXY", "--on-port", str(port), "--tproxy-mark", MARK])  # fmt: skip
+                "-j", "TPROXY", *on, "--on-port", str(port), "--tproxy-mark", MARK])  # fmt: skip
         sh.run([*ipt, "-A", "PREROUTING", "-j", CHAIN])
         sh.run([*place.ip(), "rule", "add", "fwmark", MARK, "lookup", TABLE])
         sh.run([*place.ip(), "route", "add", "local", "0.0.0.0/0", "dev", "lo", "table", TABLE])

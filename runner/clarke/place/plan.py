@@ -20,7 +20,8 @@ The compose substrate (docker-compose.yml) has one testbed per Compose project, 
 fixed networks 198.19.128.0/24 .. 198.19.133.0/24 (ComposePlan below; the compose file
 repeats these addresses and a test checks that they agree). 198.19.64.0 .. 198.19.127.0
 are the netns testbeds' cross-traffic LANs; 198.19.134.0 and above stay free (other
-tests use 198.19.240.0/20 and 198.19.250.0/24).
+tests use 198.19.200.0/24, the Slurm cluster of tests/slurm_cluster.py, 198.19.240.0/20
+and 198.19.250.0/24).
 Namespaces are `clk<N>-<role>` plus `clk<N>-mgmt`, which holds the management bridge,
 and `clk<N>-xclient` / `clk<N>-xserver`, the cross-traffic endpoints (no agent: the
 runner starts their generators in them, run/session/cross.py); each sits on its own LAN

@@ -4,7 +4,7 @@ its roles come up on."""
 
 from __future__ import annotations
 
-from clarke import profiles, registry
+from clarke import pep_presets, profiles, registry
 from clarke.browser import browsertime_engine
 from clarke.browser.client import Firefox
 from clarke.campaign.dimensions import BROWSER, PEP, PROFILE
@@ -52,7 +52,7 @@ def preflight(plan: CampaignPlan, runs: list[Run], options: RunOptions) -> tuple
         link_impl.check_environment()
         server_impl.check_environment()
         for pep in peps:
-            registry.get("pep", pep).check_environment()
+            registry.get("pep", pep_presets.read(pep).implementation).check_environment()
     check_browser(c)
     return link_impl.name, server_impl.name
 

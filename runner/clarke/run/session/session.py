@@ -441,9 +441,11 @@ class Session:
                 stations = {role: agents[role].pep_stats() for role in PEP_ROLES}
             details["pep"]["stations"] = stations
             details["metrics"] |= pep_metrics(stations) if pep != PEP_NONE else {}
-            assert self.plan is not None
+            assert self.plan is not None and self.profile is not None
+            asked = pep_body(pep, load.cc, profiles.read(self.profile[0]))
+            details["pep"]["settings"] = asked.body()
             details["failure"] = details.get("failure") or pep_verdict(
-                pep, load.http, details["server_connections"], stations, self.plan
+                pep, load.http, details["server_connections"], stations, self.plan, asked
             )
         elif pep != PEP_NONE:
             details["failure"] = details.get("failure") or f"PEP {pep}: the stations host no PEP"

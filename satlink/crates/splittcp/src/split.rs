@@ -1,0 +1,100 @@
+//! The pure split (`--mode split`): every accepted connection is relayed over a new
+//! connection of the proxy's own to the destination the client asked for. Run at the
+//! terminal and at the gateway, the satellite hop carries the terminal's own
+//! connection; nothing else changes (its handshake and slow start still cross the hop).
+
+use std::io;
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::thread;
+
+use crate::guard::{Guard, Limit, Permit};
+use crate::relay;
+use crate::stats::{ConnInfo, Stats};
+use crate::sys::{self, HopOptions};
+use crate::{accept_loop, Destination, HopSide};
+
+/// The pure split's settings.
+#[derive(Clone, Debug)]
+pub struct Proxy {
+    pub destination: Destination,
+    pub hop_side: HopSide,
+    pub hop: HopOptions,
+    pub guard: Guard,
+}
+
+impl Proxy {
+    /// Accept and relay until the listener fails; one thread per direction of each
+    /// connection, at most `limit` connections at once.
+    pub fn serve(
+        self: Arc<Self>,
+        listener: TcpListener,
+        stats: Arc<Stats>,
+        limit: Arc<Limit>,
+    ) -> io::Result<()> {
+        accept_loop(&listener, &stats, &limit, |inbound, peer, permit| {
+            let proxy = Arc::clone(&self);
+            let stats = Arc::clone(&stats);
+            thread::Builder::new()
+                .name("conn".into())
+                .spawn(move || proxy.handle(inbound, peer, &stats, permit))
+                .map(|_| ())
+        })
+    }
+
+    fn handle(&self, inbound: TcpStream, peer: SocketAddr, stats: &Stats, _permit: Permit) {
+        let Some(to) = self.destination.of(&inbound, peer, &self.guard, stats) else {
+            return;
+        };
+        stats.accepted();
+        let mut info = ConnInfo {
+            accepted_from: peer.to_string(),
+            destination: to.to_string(),
+            open: true,
+            ..ConnInfo::default()
+        };
+        let _ = inbound.set_nodelay(true);
+        if self.hop_side == HopSide::Inbound {
+            // Inherited from the listener already where the kernel does; set again so
+            // that the hop's algorithm is certain before any data is sent.
+            let _ = sys::apply_hop(
+                inbound.as_raw_fd(),
+                &HopOptions {
+                    buffer_bytes: 0,
+                    ..self.hop.clone()
+                },
+            );
+        }
+        let hop = (self.hop_side == HopSide::Outbound).then_some(&self.hop);
+        let outbound = match sys::connect(SocketAddr::V4(to), hop) {
+            Ok(s) => s,
+            Err(e) => {
+                stats.failed();
+                info.error = Some(e.to_string());
+                info.open = false;
+                stats.open(info);
+                let _ = inbound.shutdown(Shutdown::Both);
+                return;
+            }
+        };
+        let _ = outbound.set_nodelay(true);
+        stats.relayed();
+        info.relayed_from = outbound
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        let hop_fd = match self.hop_side {
+            HopSide::Outbound => outbound.as_raw_fd(),
+            HopSide::Inbound => inbound.as_raw_fd(),
+        };
+        info.hop_cc = sys::congestion(hop_fd).unwrap_or_default();
+        let slot = stats.open(info);
+        let outbound_is_hop = self.hop_side == HopSide::Outbound;
+        thread::scope(|s| {
+            s.spawn(|| relay::plain(&inbound, &outbound, stats, slot, true, outbound_is_hop));
+            relay::plain(&outbound, &inbound, stats, slot, false, !outbound_is_hop);
+        });
+        stats.update(slot, |c| c.open = false);
+    }
+}
