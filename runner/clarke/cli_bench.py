@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, get_args
 
 import click
 
 from clarke import profiles, registry
+from clarke.cli_types import options_into
 from clarke.place import netns
 from clarke.run.bench import link as bench_link
 from clarke.run.bench import load as bench_load
@@ -53,6 +55,79 @@ def link(link: str, n: int, only: tuple[str, ...], as_json: bool, out: Path | No
     if out:
         out.write_text(json.dumps(figures, indent=2, default=str))
     click.echo(json.dumps(figures, indent=2, default=str) if as_json else b.render(figures))
+
+
+@dataclass(frozen=True)
+class ValidateCommandOptions:
+    """What `clarke bench validate` was asked."""
+
+    profile: str
+    link: str
+    duration: float
+    interval: float
+    rate_duration: float
+    no_rates: bool
+    max_offered_mbps: float
+    markdown: bool
+    as_json: bool
+    out: Path | None
+
+
+@bench.command("validate")
+@click.argument("profile")
+@click.option(
+    "--link",
+    type=click.Choice(registry.names("link")),
+    default=registry.DEFAULTS["link"],
+    show_default=True,
+    help="The link's implementation. " + registry.help_text("link"),
+)
+@click.option(
+    "--duration", type=click.FloatRange(min=1, max=3600), default=60.0, show_default=True,
+    help="Seconds of echoes.",
+)  # fmt: skip
+@click.option(
+    "--interval", type=click.FloatRange(min=0.001, max=10), default=0.01, show_default=True,
+    help="Seconds between echoes.",
+)  # fmt: skip
+@click.option(
+    "--rate-duration", type=click.FloatRange(min=3, max=600), default=15.0, show_default=True,
+    help="Seconds of paced UDP per direction.",
+)  # fmt: skip
+@click.option("--no-rates", is_flag=True, help="Measure echoes only.")
+@click.option(
+    "--max-offered-mbps", type=click.FloatRange(min=1), default=400.0, show_default=True,
+    help="The most the UDP flow offers; slots scheduled above it are marked offer-limited.",
+)  # fmt: skip
+@click.option("--markdown", is_flag=True, help="Print the table in Markdown.")
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), help="Also write JSON.")
+@options_into(ValidateCommandOptions)
+def validate(o: ValidateCommandOptions) -> None:
+    """Measure PROFILE on a testbed of its own (needs root): idle RTT distribution,
+    echo loss and where in a slot it falls, the steps of each slot's RTT floor, and the
+    rate each way; printed beside the published figures the profile declares under
+    `validation:` (docs/validation.md)."""
+    from clarke.run.bench import validate as v
+
+    profiles.read(o.profile)  # a bad name or file: exit 2 before anything is built
+    if int(o.duration / o.interval) > 65_000:
+        raise click.BadParameter(
+            f"{o.duration:g} s every {o.interval:g} s is more than 65000 echoes (16-bit sequence)",
+            param_hint="--duration/--interval",
+        )
+    netns.require_root_and_tun()
+    options = v.ValidateOptions(
+        o.link, o.duration, o.interval, o.rate_duration, o.max_offered_mbps, rates=not o.no_rates
+    )
+    result = v.measure(
+        o.profile, options, progress=lambda text: click.echo(f"{o.profile}: {text}", err=True)
+    )
+    if o.out:
+        o.out.write_text(json.dumps(result, indent=2, default=str))
+    click.echo(
+        json.dumps(result, indent=2, default=str) if o.as_json else v.render(result, o.markdown)
+    )
 
 
 @bench.command("load")

@@ -23,7 +23,7 @@ from clarke.schedules import files as schedule_files
 from clarke.schema import problems_of
 
 if TYPE_CHECKING:
-    from clarke.schedules import leo
+    from clarke.schedules import leo, starlink
 
 T = TypeVar("T")
 IN_FILE = click.Path(path_type=Path, dir_okay=False)
@@ -213,6 +213,89 @@ def _wrap(items: list[str], width: int = 84) -> list[str]:
             line = ""
         line = f"{line}, {item}" if line else f"  {item}"
     return [*lines, line] if line else lines
+
+
+@schedule.command("starlink")
+@click.option(
+    "--params", "params_file", type=IN_FILE, required=True,
+    help="The parameter file: every parameter with its source "
+    "(profiles/schedules/leo-starlink-measured.params.yaml).",
+)  # fmt: skip
+@click.option("--seed", type=click.IntRange(min=0), help="Override the file's seed.")
+@ID_OPTION
+@OUT_OPTION
+def starlink_command(
+    params_file: Path, seed: int | None, schedule_id: str | None, out: Path
+) -> None:
+    """Starlink as measured: per 15 s slot from second 12 of every UTC minute, the SGP4
+    geometry plus a delay drawn from a distribution fitted to published RTTs, rates drawn
+    around the published medians, and at every boundary a reconfiguration event (delay
+    spike, loss burst, optional outage); background loss; per-packet jitter goes in the
+    profile. Seeded: the same parameters write the same file (docs/schedules.md)."""
+    from clarke.schedules import starlink  # numpy, scipy and SGP4: slow to import
+
+    params = starlink.read_params(params_file)
+    if seed is not None:
+        params = params.model_copy(update={"seed": seed})
+    geo_slots, tles = starlink.geometry(params, params_file.parent)
+    f = starlink.fitted(params, geo_slots)
+    slots = starlink.draw_slots(params, geo_slots, f)
+    sched = _made(f"{params_file}", lambda: starlink.schedule(params, slots, f, schedule_id))
+    figures = starlink.summary(slots, f)
+    tle = params_file.parent / params.geometry.tle
+    epochs = sorted(t.epoch for t in tles)
+    header = [
+        "Starlink as measured: clarke link schedule starlink",
+        f"  --params {params_file} (sha256 {schedule_files.file_digest(params_file)})"
+        + (f" --seed {seed}" if seed is not None else ""),
+        f"  TLEs {tle} (sha256 {schedule_files.file_digest(tle)}, {len(tles)} sets, epochs "
+        f"{_iso(epochs[0])} to {_iso(epochs[-1])})",
+        "Parameters and their sources:",
+        *_wrap_lines(_parameter_lines(params), width=86),
+        "Fitted (clarke.schedules.starlink_fit):",
+        f"  jitter: exponential, mean {f.jitter_mean_ms:g} ms per direction (= successive "
+        f"difference {params.jitter.successive_diff_ms:g} / 1.5); set in the profile",
+        f"  RTT floor per slot = geometry + {f.ground_ms:g} ms + excess, excess ~ normal("
+        f"{f.excess_mu_ms:g}, {f.excess_sigma_ms:g}) ms truncated at 0;",
+        "    with the jitter, RTT quartiles "
+        + "/".join(f"{q:.1f}" for q in f.quartiles_ms)
+        + " ms (least squares to the published ones)",
+        f"  background loss {100 * f.background_loss:.4f} % per direction outside events; "
+        f"rate sigma {f.rate_sigma:g} (lognormal; the return's",
+        "    spread is taken to be the forward's: no published spread of upload rates was read)",
+        f"Result: {len(slots)} slots, {starlink.handovers(slots)} changes of serving satellite;"
+        f" RTT floor {figures['floor_min_ms']:.1f} / {figures['floor_median_ms']:.1f} / "
+        f"{figures['floor_max_ms']:.1f} ms (min / median / max),",
+        f"  floor step between slots median {figures['step_median_ms']:.1f} ms, max "
+        f"{figures['step_max_ms']:.1f}; forward {figures['forward_min_mbps']:.1f} / "
+        f"{figures['forward_median_mbps']:.1f} / {figures['forward_max_mbps']:.1f} Mb/s, "
+        f"return median {figures['return_median_mbps']:.1f}.",
+        "The slots take each fitted distribution's quantiles at (k + 0.5) / n in a seeded order",
+        "(each minute one from each quarter); link time = Unix time mod the loop (clock: utc).",
+    ]
+    _write(out, sched, header)
+    click.echo(header[-4].strip())
+
+
+def _parameter_lines(params: starlink.Params) -> list[tuple[str, str]]:
+    out = [(f"seed = {params.seed}", "the draws' seed: another picks another realisation")]
+    for group in ("slots", "geometry", "rtt", "jitter", "event", "loss", "rates"):
+        g = getattr(params, group)
+        for name, source in g.sources.items():
+            value = getattr(g, name)
+            shown = _iso(value) if isinstance(value, datetime) else str(value)
+            out.append((f"{group}.{name} = {shown}", source))
+    return out
+
+
+def _wrap_lines(items: list[tuple[str, str]], width: int) -> list[str]:
+    import textwrap
+
+    lines = []
+    for what, source in items:
+        text = f"{what}: {source}" if source else what
+        lines += textwrap.wrap(text, width, initial_indent="  ", subsequent_indent="      ")
+    return lines
 
 
 @dataclass(frozen=True)

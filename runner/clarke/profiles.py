@@ -8,7 +8,10 @@ uplink + downlink + framing delay.
 
 A profile may change over time: `schedule:` (or `schedule_file: NAME.yaml` under
 schedules/ beside it) lists steps that change rate, delay, loss or cut the link
-(clarke.schedules, docs/schedules.md). read() resolves the file and the schedule's id."""
+(clarke.schedules, docs/schedules.md). read() resolves the file and the schedule's id.
+A direction may add `jitter:` (an extra delay drawn per packet, satlink only), and the
+profile lists under `validation:` the published figures it is held against
+(clarke.published, docs/validation.md)."""
 
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from pydantic import Field, model_validator
 
 from clarke import paths, schema
 from clarke.errors import InputError, UnknownName
+from clarke.published import PublishedFigure
 from clarke.queues import Queue
 from clarke.schedules import Schedule, limits
 from clarke.schedules import files as schedule_files
@@ -39,6 +43,42 @@ class BitErrors(StrictModel):
     bit_error_rate: float = Field(ge=0, lt=1e-2)
 
 
+MAX_JITTER_MS = 10_000.0  # satlink-model's jitter.rs: MAX_JITTER_MS
+
+
+class ExponentialJitter(StrictModel):
+    mean_ms: float = Field(gt=0, le=MAX_JITTER_MS, allow_inf_nan=False)
+
+
+class UniformJitter(StrictModel):
+    max_ms: float = Field(gt=0, le=MAX_JITTER_MS, allow_inf_nan=False)
+
+
+class Jitter(StrictModel):
+    """An extra delay drawn for every packet (satlink's `jitter`): exponential with a
+    mean, or uniform in [0, max_ms]. Packets never overtake each other: one whose draw
+    would make it due before the packet ahead is due with it, as behind a real queue."""
+
+    exponential: ExponentialJitter | None = None
+    uniform: UniformJitter | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Jitter:
+        if (self.exponential is None) == (self.uniform is None):
+            raise located_error((), "give exactly one of exponential: {mean_ms}, uniform: {max_ms}")
+        return self
+
+    @property
+    def mean_ms(self) -> float:
+        if self.exponential is not None:
+            return self.exponential.mean_ms
+        assert self.uniform is not None
+        return self.uniform.max_ms / 2
+
+    def to_satlink(self) -> dict[str, dict[str, float]]:
+        return self.model_dump(exclude_none=True)
+
+
 class Direction(StrictModel):
     rate_mbps: float = Field(
         ge=0, le=MAX_RATE_MBPS, allow_inf_nan=False, description="0 means unlimited"
@@ -48,6 +88,7 @@ class Direction(StrictModel):
     framing_delay_ms: float = Field(default=0, ge=0, le=10_000)
     queue: Queue = Queue()
     loss: PacketLoss | BitErrors | None = None
+    jitter: Jitter | None = None
 
     @property
     def one_way_delay_ms(self) -> float:
@@ -72,6 +113,8 @@ class Direction(StrictModel):
         discipline = self.queue.satlink_discipline()
         if discipline is not None:
             out["discipline"] = discipline
+        if self.jitter is not None:
+            out["jitter"] = self.jitter.to_satlink()
         return out
 
 
@@ -102,6 +145,7 @@ class LinkProfile(StrictModel):
     tolerance: Tolerance = Tolerance()
     schedule: Schedule | None = None
     schedule_file: str | None = Field(default=None, pattern=schedule_files.FILE_PATTERN)
+    validation: Annotated[list[PublishedFigure], Field(default_factory=list)]
 
     @model_validator(mode="after")
     def _one_schedule(self) -> LinkProfile:
@@ -136,6 +180,10 @@ class LinkProfile(StrictModel):
         return fixed or any(
             c is not None and c.loss is not None for s in steps for c in (s.forward, s.return_)
         )
+
+    @property
+    def jittery(self) -> bool:
+        return self.forward.jitter is not None or self.return_.jitter is not None
 
     @property
     def scheduled(self) -> bool:

@@ -182,7 +182,8 @@ class Netem(Implementation):
 
     def check_profile(self, profile: LinkProfile, source: str = "link profile") -> None:
         """A netem qdisc holds one fixed configuration: a scheduled profile is refused;
-        its queue is drop-tail (netem's own limit), so is any other discipline."""
+        its queue is drop-tail (netem's own limit), so is any other discipline; its jitter
+        reorders, so a profile's jitter is refused too."""
         problems = []
         if profile.scheduled:
             problems.append(
@@ -190,6 +191,12 @@ class Netem(Implementation):
                 "schedule (docs/schedules.md); use --link satlink"
             )
         for name, d in (("forward", profile.forward), ("return", profile.return_)):
+            if d.jitter is not None:
+                problems.append(
+                    f"{name}.jitter: cannot be emulated: netem's jitter lets packets "
+                    "overtake each other (its queue orders them by send time) and draws "
+                    "from normal or Pareto tables only; use --link satlink"
+                )
             if d.queue.discipline is not QueueDiscipline.drop_tail:
                 problems.append(
                     f"{name}.queue.discipline: {d.queue.discipline} cannot be emulated: "

@@ -6,7 +6,8 @@ left for the device, the receive time when the reply arrived, so that this proce
 scheduled late (several testbeds on two cores) does not count as link delay. Without a
 transmit timestamp the user-space send time is used. Prints one JSON object:
 {"sent": N, "rtts_ms": [...] (in sequence order, lost ones absent), "sent_unix_ns": [...]
-(their send times), "lost": [seq, ...]}."""
+(their send times), "lost": [seq, ...], "lost_sent_unix_ns": [...] (the lost ones' send
+times)}."""
 
 from __future__ import annotations
 
@@ -113,6 +114,7 @@ def run(target: str, count: int, interval: float, timeout: float) -> dict[str, o
         # when each answered request left (kernel timestamp where there is one), Unix ns
         "sent_unix_ns": [sent_at[k] for k in sorted(rtts)],
         "lost": [k for k in range(count) if k not in rtts],
+        "lost_sent_unix_ns": [sent_at[k] for k in range(count) if k not in rtts and k in sent_at],
         "kernel_tx_timestamps": len(kernel_tx),
     }
 

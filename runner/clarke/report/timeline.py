@@ -19,6 +19,50 @@ def _series(r: RunRecord) -> str:
     return f"{r.cell[HTTP].label}, {r.page}, {r.cell[CC]}"
 
 
+def _slot_s(profile: str) -> float | None:
+    try:
+        schedule = profiles.read(profile).schedule
+    except ClarkeError:
+        return None  # a profile this checkout does not have
+    return schedule.slot_s if schedule is not None else None
+
+
+def crosses_boundary(r: RunRecord) -> bool | None:
+    """Whether the load ran into the next slot (its phase at navigation start plus its
+    PLT reach the slot's end); None when its profile's slot is unknown."""
+    slot_s = _slot_s(r.cell[PROFILE])
+    if not slot_s:
+        return None
+    return r.metrics["slot_phase_s"] + r.metrics["plt_ms"] / 1000 >= slot_s
+
+
+def _median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+def crossing_summary(records: list[RunRecord]) -> list[str]:
+    """Per series: how many loads crossed a slot boundary and their median PLT, beside
+    those that did not."""
+    out = []
+    for label, rs in sorted(_by_series(records).items()):
+        split: dict[bool, list[float]] = {True: [], False: []}
+        for r in rs:
+            crossed = crosses_boundary(r)
+            if crossed is not None:
+                split[crossed].append(r.metrics["plt_ms"] / 1000)
+        if not split[True] and not split[False]:
+            continue
+        parts = [
+            f"{len(v)} {'crossed a reconfiguration' if k else 'stayed in their slot'}"
+            + (f", median PLT {_median(v):.2f} s" if v else "")
+            for k, v in ((True, split[True]), (False, split[False]))
+        ]
+        out.append(f"{label}: {'; '.join(parts)}")
+    return out
+
+
 def plt_by_slot_phase(records: list[RunRecord]) -> Figure | None:
     ok = [r for r in records if r.status is Status.ok and "slot_phase_s" in r.metrics]
     if not ok:
@@ -27,23 +71,37 @@ def plt_by_slot_phase(records: list[RunRecord]) -> Figure | None:
     groups: dict[str, list[RunRecord]] = defaultdict(list)
     for r in ok:
         groups[f"{r.cell[PROFILE]}: {_series(r)}"].append(r)
-    for label, rs in sorted(groups.items()):
+    for i, (label, rs) in enumerate(sorted(groups.items())):
+        color = f"C{i % 10}"
         ax.scatter(
             [r.metrics["slot_phase_s"] for r in rs],
             [r.metrics["plt_ms"] / 1000 for r in rs],
             label=label,
             s=18,
+            color=color,
         )
+        crossed = [r for r in rs if crosses_boundary(r)]
+        if crossed:
+            ax.scatter(
+                [r.metrics["slot_phase_s"] for r in crossed],
+                [r.metrics["plt_ms"] / 1000 for r in crossed],
+                s=70,
+                facecolors="none",
+                edgecolors=color,
+            )
     ax.set_xlabel("slot phase at navigation start (s since the last reconfiguration)")
     ax.set_ylabel("PLT (s)")
     ax.set_ylim(0, 1.15 * max(r.metrics["plt_ms"] for r in ok) / 1000)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
+    summary = crossing_summary(ok)
     return Figure(
         "plt-slot-phase",
         "PLT against slot phase",
         f"Every successful load on a scheduled link ({len(ok)} loads), at the phase of the "
-        "schedule's reconfiguration slot where its navigation started.",
+        "schedule's reconfiguration slot where its navigation started; circled: loads that "
+        "ran into the next slot (phase + PLT past the slot's end)."
+        + (" " + ". ".join(summary) + "." if summary else ""),
         _svg(fig),
     )
 

@@ -6,11 +6,14 @@ over time, and the generators that write them.
     leo.py        `clarke link schedule leo`: serving satellite and slant ranges from TLEs
     rainfade.py   `clarke link schedule rain-fade`: attenuation -> DVB-S2 ACM -> rate
     traces.py     `clarke link schedule import`: mahimahi traces and CSV series -> steps
+    starlink.py   `clarke link schedule starlink`: Starlink as measured, slot by slot
+    starlink_fit.py  the fits behind it (RTT floor, background loss, rate spread)
 """
 
 from clarke.schedules.model import (
     DIRECTIONS,
     Change,
+    Clock,
     End,
     GilbertElliott,
     Schedule,
@@ -22,6 +25,7 @@ from clarke.schedules.model import (
 __all__ = [
     "DIRECTIONS",
     "Change",
+    "Clock",
     "End",
     "GilbertElliott",
     "Schedule",

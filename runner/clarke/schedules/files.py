@@ -16,7 +16,7 @@ import yaml
 from clarke import __version__, schema
 from clarke.errors import InputError, ValidationFailed
 from clarke.schedules import limits
-from clarke.schedules.model import DIRECTIONS, Schedule
+from clarke.schedules.model import DIRECTIONS, Clock, Schedule
 
 SCHEDULE_DIR = "schedules"  # beside the profiles: profiles/schedules/
 FILE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*\.ya?ml$"
@@ -128,6 +128,10 @@ def render(schedule: Schedule, header: Iterable[str]) -> str:
         value = getattr(schedule, key)
         if value is not None:
             lines.append(f"{key}: {_number(value)}")
+    if schedule.clock is not Clock.apply:
+        lines.append(f"clock: {schedule.clock.value}")
+    if schedule.slot_offset_s:
+        lines.append(f"slot_offset_s: {_number(schedule.slot_offset_s)}")
     lines.append("steps:")
     for step in schedule.steps:
         item: dict[str, Any] = {"at_s": step.at_s}

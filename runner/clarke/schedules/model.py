@@ -169,12 +169,21 @@ class End(StrEnum):
     hold = "hold"  # the last step stays in force
 
 
+class Clock(StrEnum):
+    apply = "apply"  # link time 0 is the moment the link applies the schedule
+    utc = "utc"  # link time is the Unix time modulo length_s (loop only)
+
+
 class Schedule(StrictModel):
     version: Literal[1]
     id: str | None = Field(default=None, pattern=ID_PATTERN, max_length=100)
     end: End = End.hold
     length_s: float | None = Field(default=None, gt=0, le=MAX_AT_S, allow_inf_nan=False)
+    clock: Clock = Clock.apply
     slot_s: float | None = Field(default=None, gt=0, le=MAX_AT_S, allow_inf_nan=False)
+    # Where slots start in link time: a load's slot phase is (link time - slot_offset_s)
+    # modulo slot_s (Starlink's start at second 12 of the minute).
+    slot_offset_s: float = Field(default=0.0, ge=0, le=MAX_AT_S, allow_inf_nan=False)
     steps: Annotated[list[Step], BeforeValidator(_not_too_many)] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -203,8 +212,20 @@ class Schedule(StrictModel):
                 )
         elif self.length_s is not None:
             raise located_error(("length_s",), "only with end: loop (end is hold)")
+        if self.clock is Clock.utc and self.end is not End.loop:
+            raise located_error(
+                ("clock",), "utc needs end: loop (link time = Unix time mod length_s)"
+            )
+        if self.slot_offset_s and (self.slot_s is None or self.slot_offset_s >= self.slot_s):
+            raise located_error(("slot_offset_s",), "must be below slot_s (and needs it)")
         self._rates_with_outage()
         return self
+
+    def slot_phase_s(self, link_time_s: float) -> float | None:
+        """Where in its reconfiguration slot a link time falls; None without slot_s."""
+        if not self.slot_s:
+            return None
+        return (link_time_s - self.slot_offset_s) % self.slot_s
 
     def _rates_with_outage(self) -> None:
         """A rate of 0 is only allowed while the direction is out (outage: true)."""
@@ -236,7 +257,10 @@ class Schedule(StrictModel):
 
     def digest(self) -> str:
         """SHA-256 of the schedule's canonical JSON, without its id (docs/schedules.md)."""
-        data = self.model_dump(mode="json", by_alias=True, exclude={"id"})
+        # Fields added later count only when not at their defaults: older schedules keep
+        # their ids.
+        later = {k for k in ("clock", "slot_offset_s") if getattr(self, k) == DEFAULTS[k]}
+        data = self.model_dump(mode="json", by_alias=True, exclude={"id", *later})
         text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()
 
@@ -264,8 +288,13 @@ class Schedule(StrictModel):
         if self.end is End.loop:
             assert self.length_s is not None  # checked when read
             sched["length_ms"] = _ms(self.length_s)
+        if self.clock is not Clock.apply:
+            sched["clock"] = self.clock.value
         sched["steps"] = steps
         return sched
+
+
+DEFAULTS: dict[str, Any] = {"clock": Clock.apply, "slot_offset_s": 0.0}
 
 
 def _ms(seconds: float) -> float | int:

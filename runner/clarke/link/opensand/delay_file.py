@@ -29,7 +29,7 @@ import math
 from typing import Final
 
 from clarke.profiles import DELAY_FIELDS, LinkProfile
-from clarke.schedules.model import End
+from clarke.schedules.model import Clock, End
 
 MAX_REFRESH_MS: Final = 1000
 MIN_REFRESH_MS: Final = 10
@@ -46,6 +46,11 @@ def problems(profile: LinkProfile, overhead_range: tuple[float, float]) -> list[
     if schedule is None:
         return []
     out: list[str] = []
+    if schedule.clock is not Clock.apply:
+        out.append(
+            f"schedule.clock: {schedule.clock.value} cannot be followed: OpenSAND's FileDelay "
+            "counts its ticks from the gateway's start, not from the Unix time"
+        )
     refused: dict[tuple[str, str], list[int]] = {}
     for i, step in enumerate(schedule.steps):
         for d in DIRECTIONS:

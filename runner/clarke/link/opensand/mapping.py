@@ -286,6 +286,12 @@ def derive(profile: LinkProfile, source: str = "link profile") -> Mapping:
         problem = _loss_problem(name, d)
         if problem:
             problems.append(problem)
+        if d.jitter is not None:
+            problems.append(
+                f"{name}.jitter: cannot be mapped: OpenSAND 8.2's delay plugins (ConstantDelay, "
+                "FileDelay) give every packet the same delay; use the satlink link for a "
+                "profile with jitter"
+            )
         if d.queue.discipline is not QueueDiscipline.drop_tail:
             problems.append(
                 f"{name}.queue.discipline: {d.queue.discipline} cannot be mapped: OpenSAND "

@@ -4,8 +4,8 @@ rate it actually crossed (satlink's `crossed` counters), for every record.
 Link time comes from the gateway's stats (its schedule's clock: satlink's link time at
 the moment it answered), carried back to the browser's navigation start by the wall
 clock both share (the runner notes when it asked; the page reports
-performance.timeOrigin). The slot phase is that link time modulo the schedule's slot_s
-(docs/schedules.md)."""
+performance.timeOrigin). The slot phase is that link time less the schedule's
+slot_offset_s, modulo its slot_s (docs/schedules.md)."""
 
 from __future__ import annotations
 
@@ -82,8 +82,9 @@ def at_navigation(
         at_nav_ms %= schedule.length_s * 1000
     out["link_time_s"] = at_nav_ms / 1000
     out["navigation_unix_ms"] = time_origin_unix_ms  # the anchor of results/link_timeline.py
-    if schedule.slot_s:
-        out["slot_phase_s"] = (at_nav_ms / 1000) % schedule.slot_s
+    phase = schedule.slot_phase_s(at_nav_ms / 1000)
+    if phase is not None:
+        out["slot_phase_s"] = phase
     return out
 
 
@@ -100,7 +101,8 @@ def navigate_at(
     link_ms = state.get("link_time_ms")
     if schedule is None or not schedule.slot_s or not isinstance(link_ms, int | float):
         return None
-    slot_ms, phase_ms = schedule.slot_s * 1000, phase_s * 1000
+    slot_ms = schedule.slot_s * 1000
+    phase_ms = (schedule.slot_offset_s + phase_s) * 1000  # slots start at slot_offset_s
     earliest = link_ms + lead_s * 1000
     target = (earliest - phase_ms) // slot_ms * slot_ms + phase_ms
     if target < earliest:

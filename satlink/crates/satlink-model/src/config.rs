@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::jitter::JitterConfig;
 use crate::queue::Bound;
 use crate::schedule::ScheduleConfig;
 
@@ -60,7 +61,11 @@ pub struct DirConfig {
     /// Loss model; null means no loss.
     #[serde(default)]
     pub loss: Option<LossConfig>,
-    /// Seed of this direction's loss draws.
+    /// Extra delay drawn per frame (src/jitter.rs); absent means none. Frames stay in
+    /// order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter: Option<JitterConfig>,
+    /// Seed of this direction's loss and jitter draws.
     #[serde(default = "default_seed")]
     pub seed: u64,
     /// Frames longer than this (IP packet bytes) are dropped as `oversize`.
@@ -273,6 +278,13 @@ pub enum ConfigError {
     /// max_frame_bytes is outside 68..=65535.
     #[error("{dir}.max_frame_bytes must be between 68 and 65535, got {value}")]
     MaxFrame { dir: &'static str, value: usize },
+    /// A jitter parameter is not in (0, 10000] ms.
+    #[error("{dir}.jitter.{field} must be above 0 and at most 10000 ms, got {value}")]
+    Jitter {
+        dir: String,
+        field: &'static str,
+        value: f64,
+    },
     /// A schedule field is invalid: `field` is its path, e.g. `schedule.steps[2].at_ms`.
     #[error("{field} {problem}")]
     Schedule { field: String, problem: String },
@@ -352,6 +364,7 @@ impl DirConfig {
             downlink_delay_ms: 0.0,
             framing_delay_ms: 0.0,
             loss: None,
+            jitter: None,
             seed: 1,
             max_frame_bytes: default_max_frame(),
         }
@@ -377,6 +390,9 @@ impl DirConfig {
         self.validate_discipline(dir)?;
         if let Some(loss) = self.loss {
             loss.validate(dir)?;
+        }
+        if let Some(jitter) = self.jitter {
+            jitter.validate(dir)?;
         }
         if !(68..=65535).contains(&self.max_frame_bytes) {
             return Err(ConfigError::MaxFrame {

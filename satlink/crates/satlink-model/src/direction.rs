@@ -11,6 +11,11 @@
 //! its end. A step therefore takes effect exactly at its time whenever the model is
 //! called, with nothing torn down.
 //!
+//! With jitter (src/jitter.rs) each frame's due time gets its own draw, but never before
+//! the due time of the frame ahead. `next_deadline` cannot know a draw that is not made
+//! yet: without far hold it may name a time before the next frame is due (the caller
+//! wakes once for nothing); with far hold, as the stations run, it is exact.
+//!
 //! The queue's discipline dequeues at the computed start of serialization, not when the
 //! model happens to be called: CoDel's sojourn times and drops are the same whether
 //! the caller's timer woke up on time or late.
@@ -23,6 +28,7 @@ use crate::codel::{Codel, CodelParams};
 use crate::config::{DirConfig, Discipline};
 use crate::fq_codel::FqCodel;
 use crate::histogram::{Histogram, Summary};
+use crate::jitter::JitterState;
 use crate::loss::LossState;
 use crate::queue::{DropHead, DropTail, Dropped, Packet, Queue};
 use crate::schedule::{Params, Schedule};
@@ -134,8 +140,8 @@ pub struct DirectionStats {
     pub crossed: Crossed,
 }
 
-/// The one-way delay (uplink + downlink + framing in force at the end of serialization)
-/// and the rate (in force at its start) applied to each frame that crossed the link
+/// The one-way delay (uplink + downlink + framing in force at the end of serialization,
+/// plus the frame's jitter draw; not the wait behind a frame ahead) and the rate (in force at its start) applied to each frame that crossed the link
 /// (serialized, not lost).
 #[derive(Debug, Clone, Default)]
 pub struct Crossed {
@@ -239,6 +245,7 @@ pub struct Direction<T> {
     line: VecDeque<Departure<T>>,
     last_release: Nanos,
     loss: LossState,
+    jitter: JitterState,
     stats: DirectionStats,
     events: Option<Vec<Event>>,
     /// Hand frames over at the end of serialization (the receiver holds them until
@@ -258,6 +265,7 @@ impl<T: Send + 'static> Direction<T> {
             line: VecDeque::new(),
             last_release: 0,
             loss: LossState::new(cfg.seed),
+            jitter: JitterState::new(cfg.seed),
             stats: DirectionStats::default(),
             events: None,
             far_hold: false,
@@ -307,6 +315,7 @@ impl<T: Send + 'static> Direction<T> {
         self.advance(now);
         if cfg.seed != self.cfg.seed {
             self.loss = LossState::new(cfg.seed);
+            self.jitter = JitterState::new(cfg.seed);
         }
         self.base = Params::of(&cfg);
         self.schedule = schedule;
@@ -487,13 +496,13 @@ impl<T: Send + 'static> Direction<T> {
                 });
                 continue;
             }
-            // A delay that dropped may not let this frame overtake the one ahead: it
-            // is then due together with it (frames bunch up).
-            let release = (end + at_end.delay_ns).max(self.last_release);
+            // A delay that dropped, or a smaller jitter draw than the frame ahead's, may
+            // not let this frame overtake the one ahead: it is then due together with it
+            // (frames bunch up, as behind a real queue).
+            let delay = at_end.delay_ns + self.jitter.draw(self.cfg.jitter);
+            let release = (end + delay).max(self.last_release);
             self.last_release = release;
-            self.stats
-                .crossed
-                .record(at_end.delay_ns, at_start.rate_bps);
+            self.stats.crossed.record(delay, at_start.rate_bps);
             self.trace(Event::Dequeue {
                 t: start,
                 len: p.len,
@@ -588,3 +597,7 @@ mod tests;
 #[cfg(test)]
 #[path = "direction_queue_tests.rs"]
 mod queue_tests;
+
+#[cfg(test)]
+#[path = "direction_jitter_tests.rs"]
+mod jitter_tests;

@@ -3,8 +3,9 @@
 //! One [`Direction`] models one direction of the satellite link as the sending ground
 //! station sees it: a [`queue`] (drop-tail, drop-head, CoDel or FQ-CoDel) in front of a
 //! rate shaper (serialization at
-//! `rate_bps`), then the loss model, then a fixed delay line (uplink + downlink +
-//! framing). Nothing here reads a clock: every call takes `now` (nanoseconds on any
+//! `rate_bps`), then the loss model, then a delay line (uplink + downlink + framing,
+//! plus an optional per-frame [`jitter`] that never reorders frames). Nothing here
+//! reads a clock: every call takes `now` (nanoseconds on any
 //! monotonic clock), so the model is tested on a simulated clock with exact expected
 //! departure times, and the binary drives it with `CLOCK_MONOTONIC`. A [`Schedule`]
 //! changes a direction's rate, delay, loss and outage at given link times; the model
@@ -16,6 +17,7 @@ pub mod direction;
 pub mod flow;
 pub mod fq_codel;
 pub mod histogram;
+pub mod jitter;
 pub mod loss;
 pub mod queue;
 pub mod rng;
@@ -28,7 +30,8 @@ pub use config::{
 pub use direction::{Crossed, Departure, Direction, DirectionStats, DropCause, Drops, Event};
 pub use flow::flow_hash;
 pub use histogram::Histogram;
-pub use schedule::{End, Params, Schedule, ScheduleConfig};
+pub use jitter::JitterConfig;
+pub use schedule::{Clock, End, Params, Schedule, ScheduleConfig};
 
 /// Time in nanoseconds on the caller's monotonic clock.
 pub type Nanos = u64;

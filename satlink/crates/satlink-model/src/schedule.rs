@@ -6,7 +6,8 @@
 //! direction's own configuration for the first step). [`Schedule`] is one direction's
 //! resolved timeline: the [`Params`] in force at any link time, with the schedule either
 //! looping every `length_ms` or holding its last step. Link time 0 (the epoch) is given
-//! by the caller: the moment the configuration is applied.
+//! by the caller: the moment the configuration is applied; with `"clock": "utc"` link
+//! time is instead the Unix time modulo the loop's length ([`Schedule::aligned`]).
 
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -24,7 +25,27 @@ pub enum End {
     Hold,
 }
 
-/// `"schedule": {"id": ..., "end": "loop"|"hold", "length_ms": ..., "steps": [...]}`.
+/// What a schedule's link time counts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Clock {
+    /// Link time 0 is the moment the configuration is applied (each station its own).
+    #[default]
+    Apply,
+    /// Link time is the Unix time (CLOCK_REALTIME, UTC) modulo `length_ms`: every station
+    /// of a host shares it, and a loop of whole minutes puts a step at the same second of
+    /// every minute (Starlink reconfigures at seconds 12, 27, 42 and 57). Loop only.
+    Utc,
+}
+
+impl Clock {
+    pub fn is_apply(&self) -> bool {
+        *self == Clock::Apply
+    }
+}
+
+/// `"schedule": {"id": ..., "end": "loop"|"hold", "length_ms": ..., "clock": "apply"|"utc",
+/// "steps": [...]}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScheduleConfig {
@@ -36,6 +57,9 @@ pub struct ScheduleConfig {
     /// Required with `"end": "loop"` (and only then); greater than the last `at_ms`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub length_ms: Option<f64>,
+    /// What link time counts from (default: the moment the config is applied).
+    #[serde(default, skip_serializing_if = "Clock::is_apply")]
+    pub clock: Clock,
     /// At least one; `at_ms` strictly increasing, the first at 0.
     pub steps: Vec<StepConfig>,
 }
@@ -249,6 +273,13 @@ impl ScheduleConfig {
             }
             _ => {}
         }
+        if self.clock == Clock::Utc && self.end != End::Loop {
+            return Err(bad(
+                "schedule.clock",
+                "\"utc\" needs \"end\": \"loop\" (link time is the Unix time modulo \
+                 length_ms)",
+            ));
+        }
         for way in [Way::Forward, Way::Return] {
             let mut r = Resolved::base(link.dir(way));
             for (i, step) in self.steps.iter().enumerate() {
@@ -286,6 +317,9 @@ pub struct Schedule {
     id: Option<String>,
     /// Loop length in ns, or None: hold the last step.
     length: Option<Nanos>,
+    clock: Clock,
+    /// Link time at the epoch (0 unless aligned to the Unix time).
+    start: Nanos,
     at: Vec<Nanos>,
     params: Vec<Params>,
 }
@@ -308,9 +342,24 @@ impl Schedule {
                 End::Loop => s.length_ms.map(ms_to_ns),
                 End::Hold => None,
             },
+            clock: s.clock,
+            start: 0,
             at,
             params,
         })
+    }
+
+    /// The schedule as applied when the Unix time is `unix_ns`: with `"clock": "utc"`
+    /// its link time at the epoch is `unix_ns` modulo the loop's length; otherwise 0.
+    pub fn aligned(mut self, unix_ns: u128) -> Self {
+        if let (Clock::Utc, Some(len)) = (self.clock, self.length) {
+            self.start = (unix_ns % len as u128) as Nanos;
+        }
+        self
+    }
+
+    pub fn clock(&self) -> Clock {
+        self.clock
     }
 
     pub fn id(&self) -> Option<&str> {
@@ -329,8 +378,8 @@ impl Schedule {
     /// Link time after `elapsed` ns since the epoch (wrapped with a loop).
     pub fn link_time(&self, elapsed: Nanos) -> Nanos {
         match self.length {
-            Some(len) => elapsed % len,
-            None => elapsed,
+            Some(len) => (elapsed % len + self.start) % len,
+            None => elapsed + self.start,
         }
     }
 
@@ -346,3 +395,7 @@ impl Schedule {
 #[cfg(test)]
 #[path = "schedule_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "schedule_clock_tests.rs"]
+mod clock_tests;

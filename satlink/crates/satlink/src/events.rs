@@ -98,13 +98,15 @@ impl EventLog {
         );
     }
 
-    /// Link time 0 of the schedule in `# config` (its steps are at link times).
-    pub fn schedule_epoch(&mut self, t: u64, id: Option<&str>) {
+    /// When the schedule in `# config` took effect and its link time then (0, or with
+    /// `"clock": "utc"` the Unix time modulo its loop): its steps are at link times.
+    pub fn schedule_epoch(&mut self, t: u64, id: Option<&str>, link_time_ns: u64) {
         let _ = writeln!(
             self.out,
-            "# schedule {} epoch at {:.6}",
+            "# schedule {} epoch at {:.6} link time {:.6}",
             id.unwrap_or("-"),
-            self.ms(t)
+            self.ms(t),
+            link_time_ns as f64 / 1e6
         );
     }
 

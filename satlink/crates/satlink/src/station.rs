@@ -161,12 +161,15 @@ impl Station {
         dir.set_trace(o.events.is_some());
         dir.set_far_hold(true);
         let now = sys::now();
-        // Link time 0 of the schedule: now, as the config is applied.
-        let schedule = Schedule::new(&o.config, o.kind.way());
+        // The schedule's epoch: now, as the config is applied (link time 0, or the Unix
+        // time modulo its loop with "clock": "utc").
+        let schedule =
+            Schedule::new(&o.config, o.kind.way()).map(|s| s.aligned(sys::unix_now_ns()));
+        let start = schedule.as_ref().map_or(0, |s| s.link_time(0));
         dir.apply(now, o.kind.shaped(&o.config), schedule);
         let mut events = o.events;
         if let (Some(ev), Some(s)) = (events.as_mut(), &o.config.schedule) {
-            ev.schedule_epoch(now, s.id.as_deref());
+            ev.schedule_epoch(now, s.id.as_deref(), start);
         }
         Ok(Arc::new(Station {
             kind: o.kind,
@@ -534,8 +537,11 @@ impl Controlled for Station {
         if let Err(e) = sys::set_offload(&self.tun, cfg.is_unshaped(self.kind.way())) {
             return json!({"error": format!("cannot set the offloads of {}: {e}", self.dev)});
         }
-        // Link time 0 of a schedule: the moment it is applied, under the lock.
+        // A schedule's epoch: the moment it is applied, under the lock (link time 0, or
+        // the Unix time modulo its loop with "clock": "utc").
         let now = sys::now();
+        let schedule = schedule.map(|s| s.aligned(sys::unix_now_ns()));
+        let start = schedule.as_ref().map_or(0, |s| s.link_time(0));
         g.dir.apply(now, shaped, schedule);
         self.cv.notify_one();
         drop(g);
@@ -543,7 +549,7 @@ impl Controlled for Station {
             let mut ev = ev.lock().unwrap_or_else(|e| e.into_inner());
             ev.config(now, &cfg);
             if let Some(s) = &cfg.schedule {
-                ev.schedule_epoch(now, s.id.as_deref());
+                ev.schedule_epoch(now, s.id.as_deref(), start);
             }
         }
         crate::info!(
