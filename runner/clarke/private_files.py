@@ -26,6 +26,10 @@ from clarke.errors import ClarkeError, EnvironmentProblem
 
 FILE_MODE = 0o600
 DIR_MODE = 0o700
+# Others may pass through, but neither list nor write: for a directory whose secrets are
+# files of their own (0600) and below which a server's unprivileged workers must reach
+# the pages (OpenLiteSpeed runs as nobody).
+PASSABLE_DIR_MODE = 0o711
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -86,10 +90,11 @@ def check_private_dir(path: Path, what: str) -> None:
             )
 
 
-def make_private_dir(path: Path, what: str) -> Path:
-    """`path` made (0700, parents as needed) or adopted after check_private_dir."""
+def make_private_dir(path: Path, what: str, mode: int = DIR_MODE) -> Path:
+    """`path` made (`mode`, 0700 unless said, parents as needed) or adopted after
+    check_private_dir."""
     check_private_dir(path, what)
-    path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    path.mkdir(mode=mode, parents=True, exist_ok=True)
     check_private_dir(path, what)  # made by us, or by someone else just before us
     return path
 

@@ -295,19 +295,23 @@ def test_two_shards_make_the_plan(tmp_path: Path) -> None:
 
 
 def test_every_profile_has_its_link_checked_before_and_after_its_runs(tmp_path: Path) -> None:
-    matrix = {**CAMPAIGN["matrix"], "profiles": ["lan", "leo"], "http": [2]}  # type: ignore[dict-item]
+    """Two profiles, each checked before and after its runs. geo rather than leo: leo's
+    RTT tolerance is the 1 ms floor, which a 10-echo quick check missed once by 0.3 ms on
+    a busy machine (p50 51.36 against 50.05 ms); what this test asks is that each profile
+    has its own checks, not how tight leo's can be."""
+    matrix = {**CAMPAIGN["matrix"], "profiles": ["lan", "geo"], "http": [2]}  # type: ignore[dict-item]
     campaign = _campaign(tmp_path, matrix=matrix, repetitions=1)
     results = tmp_path / "results"
     proc = _clarke("run", str(campaign), "--results", str(results), "--link-check", "quick")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     meta = json.loads((_only_dir(results) / "meta.json").read_text())
-    assert meta["apply_counts"] == {"profile:lan": 1, "profile:leo": 1, "cc:bbr": 1}
+    assert meta["apply_counts"] == {"profile:lan": 1, "profile:geo": 1, "cc:bbr": 1}
     checks = [(c["phase"], c["profile"], c.get("passed")) for c in meta["link"]]
     assert checks == [
         ("before", "lan", True),
         ("after", "lan", True),
-        ("before", "leo", True),
-        ("after", "leo", True),
+        ("before", "geo", True),
+        ("after", "geo", True),
     ]
 
 

@@ -82,3 +82,14 @@ def test_an_older_state_file_is_still_read(tmp_path: Path) -> None:
     store.path(3).write_text(json.dumps(old))
     s = store.read(3)
     assert s is not None and (s.link, s.server, s.profile) == ("satlink", "origin", "lan")
+
+
+def test_state_and_run_dirs_let_others_pass_but_neither_list_nor_write(tmp_path: Path) -> None:
+    """OpenLiteSpeed's workers (nobody) read the pages below a run dir: the state dir and
+    run dirs are 0711. With 0700 every OpenLiteSpeed testbed failed at start-up ("closed
+    to other users"); the token in a run dir stays 0600 on its own."""
+    store = Store(tmp_path / "testbeds")
+    store.save(st.TestbedState(id=3, profile="geo", link="satlink", server="origin", run_dir="x"))
+    run_dir = store.make_run_dir(3)
+    for d in (store.root, run_dir):
+        assert d.stat().st_mode & 0o777 == 0o711, oct(d.stat().st_mode)

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from clarke.errors import ValidationFailed
 from clarke.place.procs import Proc
-from clarke.private_files import check_private_dir, make_private_dir
+from clarke.private_files import PASSABLE_DIR_MODE, check_private_dir, make_private_dir
 from clarke.schema import problems_of
 
 DEFAULT_DIR = Path("/run/clarke/testbeds")
@@ -80,11 +80,14 @@ class Store:
 
     def make_run_dir(self, testbed_id: int) -> Path:
         """The testbed's run dir: made, or adopted if it is root's alone (a run dir `down`
-        has not removed yet); 0700 either way."""
+        has not removed yet); 0711 either way (PASSABLE_DIR_MODE: the token in it is 0600,
+        and OpenLiteSpeed's workers pass through to the pages below it)."""
         run_dir = make_private_dir(
-            self.run_dir(testbed_id), f"run dir of testbed {testbed_id} (in the {STATE_DIR})"
+            self.run_dir(testbed_id),
+            f"run dir of testbed {testbed_id} (in the {STATE_DIR})",
+            PASSABLE_DIR_MODE,
         )
-        run_dir.chmod(0o700)
+        run_dir.chmod(PASSABLE_DIR_MODE)
         return run_dir
 
     @property
@@ -99,7 +102,7 @@ class Store:
         return self.root / str(testbed_id)
 
     def save(self, state: TestbedState) -> None:
-        make_private_dir(self.root, f"{STATE_DIR} (CLARKE_STATE_DIR)")
+        make_private_dir(self.root, f"{STATE_DIR} (CLARKE_STATE_DIR)", PASSABLE_DIR_MODE)
         path = self.path(state.id)
         tmp = path.with_suffix(".json.tmp")
         with tmp.open("w", encoding="utf-8") as f:
@@ -132,7 +135,7 @@ class Store:
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
         """Serialise id allocation between concurrent `clarke testbed up`s."""
-        make_private_dir(self.root, f"{STATE_DIR} (CLARKE_STATE_DIR)")
+        make_private_dir(self.root, f"{STATE_DIR} (CLARKE_STATE_DIR)", PASSABLE_DIR_MODE)
         with (self.root / ".lock").open("w") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
             try:
