@@ -16,7 +16,8 @@ Everything else is derived from `DIMENSIONS`, in this order:
     report/figures.py     series labels (Dimension.legend)
 
 A cell (`Cell`) holds one value per dimension, read by dimension: `cell[HTTP]` is an
-`HttpVersion`, never `cell[1]`. How a run puts a dimension's value in force on the
+`HttpVersion`, never a value found by its position. How a run puts a dimension's value
+in force on the
 testbed is the run layer's part (clarke.run.campaign.apply): the data here says what the value is,
 not how a testbed applies it.
 
