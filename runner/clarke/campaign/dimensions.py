@@ -17,9 +17,8 @@ Everything else is derived from `DIMENSIONS`, in this order:
 
 A cell (`Cell`) holds one value per dimension, read by dimension: `cell[HTTP]` is an
 `HttpVersion`, never a value found by its position. How a run puts a dimension's value
-in force on the
-testbed is the run layer's part (clarke.run.campaign.apply): the data here says what the value is,
-not how a testbed applies it.
+in force on the testbed is the run layer's part (clarke.run.campaign.apply): the data
+here says what the value is, not how a testbed applies it.
 
 A dimension declared elsewhere (a plug-in, a test) is added with `declare()` before any
 of the models above is built; `seal()`, called as they are built, makes a later
