@@ -12,5 +12,5 @@ say "layer contract (import-linter; pyproject.toml [tool.importlinter])"
 uv run lint-imports --no-logo
 say "types (mypy; pyproject.toml [tool.mypy])"
 uv run mypy
-say "unit tests"
-uv run pytest tests/unit -q "$@"
+say "unit tests (one worker per CPU)"
+uv run pytest tests/unit -q -n auto "$@"
