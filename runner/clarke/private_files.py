@@ -56,7 +56,7 @@ def check_private_dir(path: Path, what: str) -> None:
     """Refuse (exit 3, naming the path and the fix) a directory `what` that is not the
     running user's own and closed to others' writes, or that sits below a directory
     another user could swap. A directory that does not exist yet passes (it is made
-    new, 0700); so do the missing parts of its path."""
+    new, closed to others); so do the missing parts of its path."""
     path = Path(os.path.abspath(path))
     try:
         st = os.lstat(path)
@@ -74,7 +74,7 @@ def check_private_dir(path: Path, what: str) -> None:
         if problem:
             raise EnvironmentProblem(
                 f"{what} {path}: {problem}, so another user could have planted what is in "
-                f"it; remove it (clarke makes it anew, 0700), or use another directory"
+                f"it; remove it (clarke makes it anew, closed to others), or use another directory"
             )
     for parent in path.parents:
         try:
