@@ -300,6 +300,11 @@ def test_role_agents_in_namespaces(tmp_path: Path, capsys) -> None:  # type: ign
             stats = roles["terminal"].stats()
             assert stats["running"] and stats["restarts"] == 0 and stats["profile"] == "geo"
             assert stats["bytes_onto_link"]["forward"] > 0 and stats["tap"]["rx_packets"] > 0
+            # When the TAP was read, on this host's monotonic clock: between the request's
+            # ends (rates from samples must not carry the request's own latency).
+            before = time.monotonic()
+            at = roles["terminal"].stats()["counted_at_s"]
+            assert before <= at <= time.monotonic()
             roles["terminal"].reset_stats()
             assert roles["terminal"].stats()["tap"]["rx_packets"] == 0
 

@@ -509,14 +509,19 @@ class OpenSandRole:
             "expected_rtt_ms": mapping.expected_rtt_ms,
         }
 
-    def _counters(self) -> dict[str, dict[str, int] | None]:
+    def _counters(self) -> tuple[dict[str, dict[str, int] | None], float]:
+        """The devices' counters, and when the TAP's (the link's) were read: the middle of
+        that `ip` call on this host's monotonic clock, so that rates from samples do not
+        depend on how long an agent request took on a busy host."""
         out = {"emu": link_counters(self.emu_iface, self.netns)}
+        started = time.monotonic()
         if self.link_end is not None:
             out["tap"] = link_counters(TAP_IFACE, self.netns)
-        return out
+        return out, (started + time.monotonic()) / 2
 
     def stats(self) -> dict[str, Any]:
-        counters = {k: since(v, self._baseline.get(k)) for k, v in self._counters().items()}
+        now, counted_at_s = self._counters()
+        counters = {k: since(v, self._baseline.get(k)) for k, v in now.items()}
         child = self._child
         running = self.alive()
         out: dict[str, Any] = {
@@ -534,6 +539,7 @@ class OpenSandRole:
         if tap is not None and delivered and sent:
             out["bytes_onto_link"] = {delivered: ip_bytes(tap, "rx")}
             out["bytes_into_opensand"] = {sent: ip_bytes(tap, "tx")}
+            out["counted_at_s"] = counted_at_s
         if self.mapping is not None:
             out["link"] = {
                 "delay_value_ms": self.mapping.delay_value_ms,
@@ -544,5 +550,5 @@ class OpenSandRole:
         return out
 
     def reset_stats(self) -> dict[str, Any]:
-        self._baseline = self._counters()
+        self._baseline, _ = self._counters()
         return {"reset": True, "role": self.role}
