@@ -208,3 +208,27 @@ def test_the_report_counts_loads_that_ran_into_the_next_slot() -> None:
     assert "2 stayed in their slot, median PLT 1.45 s" in lines[0]
     assert "0 crossed a reconfiguration; 1 stayed" in lines[1]
     assert crosses_boundary(base) is None  # schedule-check has no slots
+
+
+def test_the_rate_is_read_where_the_link_counts_it() -> None:
+    # satlink and netem count at the sending station; OpenSAND at the receiving
+    # station's TAP (its stats carry no sender's count of that direction).
+    satlink = {
+        "terminal": {"bytes_onto_link": {"return": 10}},
+        "satellite": {},
+        "gateway": {"bytes_onto_link": {"forward": 20}},
+    }
+    opensand = {
+        "terminal": {"bytes_onto_link": {"forward": 20}},
+        "satellite": {},
+        "gateway": {"bytes_onto_link": {"return": 10}},
+    }
+    assert [validate.counting_role(satlink, d) for d in ("forward", "return")] == [
+        "gateway",
+        "terminal",
+    ]
+    assert [validate.counting_role(opensand, d) for d in ("forward", "return")] == [
+        "terminal",
+        "gateway",
+    ]
+    assert validate.counting_role({"satellite": {}}, "forward") == "gateway"

@@ -66,6 +66,17 @@ def echoes(probe: linkcheck.Probe, duration_s: float, interval_s: float) -> dict
     return data
 
 
+def counting_role(stats: dict[str, Any], direction: str) -> str:
+    """The link role whose `bytes_onto_link` counts `direction`: the sending station on
+    satlink and netem, the receiving station's TAP on OpenSAND; the sender where none
+    says."""
+    for role in (SENDER[direction], *stats):
+        counted = ((stats.get(role) or {}).get("bytes_onto_link") or {}).get(direction)
+        if isinstance(counted, int | float):
+            return role
+    return SENDER[direction]
+
+
 def _rates(
     probe: linkcheck.Probe,
     profile: profiles.LinkProfile,
@@ -81,10 +92,10 @@ def _rates(
     offered = min(linkcheck.CAPACITY_LOAD * highest, max_offered_mbps)
     samples: list[tuple[float, int]] = []
     queued: list[tuple[float, int]] = []  # frames waiting in the shaping queue
-    role = SENDER[direction]
 
     def counted(_: str) -> linkcheck.Counted | None:
-        stats = probe.link_stats().get(role) or {}
+        every = probe.link_stats()
+        stats = every.get(counting_role(every, direction)) or {}
         shaped = stats.get(direction) or {}
         value = (stats.get("bytes_onto_link") or {}).get(direction)
         if not isinstance(value, int | float):
