@@ -9,8 +9,8 @@ from typing import Any, get_args
 
 import click
 
-from clarke import profiles, registry
-from clarke.cli_types import options_into
+from clarke import profiles
+from clarke.cli_types import link_option, options_into
 from clarke.place import netns
 from clarke.run.bench import link as bench_link
 from clarke.run.bench import load as bench_load
@@ -23,13 +23,7 @@ def bench() -> None:
 
 
 @bench.command()
-@click.option(
-    "--link",
-    type=click.Choice(registry.names("link")),
-    default=registry.DEFAULTS["link"],
-    show_default=True,
-    help="The link's implementation. " + registry.help_text("link"),
-)
+@link_option()
 @click.option("--parallel", "n", default=8, show_default=True, help="Geo testbeds at once.")
 @click.option(
     "--only",
@@ -75,13 +69,7 @@ class ValidateCommandOptions:
 
 @bench.command("validate")
 @click.argument("profile")
-@click.option(
-    "--link",
-    type=click.Choice(registry.names("link")),
-    default=registry.DEFAULTS["link"],
-    show_default=True,
-    help="The link's implementation. " + registry.help_text("link"),
-)
+@link_option()
 @click.option(
     "--duration", type=click.FloatRange(min=1, max=3600), default=60.0, show_default=True,
     help="Seconds of echoes.",

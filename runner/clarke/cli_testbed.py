@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from clarke import profiles, registry
-from clarke.cli_types import FiniteFloat, options_into
+from clarke.cli_types import FiniteFloat, link_option, options_into
 from clarke.compose.substrate import ComposeSubstrate
 from clarke.errors import InputError
 from clarke.link import netem
@@ -41,13 +41,7 @@ def testbed() -> None:
     type=click.IntRange(0, plan.MAX_ID),
     help="Testbed id (addresses and names derive from it); default: the lowest free one.",
 )
-@click.option(
-    "--link",
-    type=click.Choice(registry.names("link")),
-    default=registry.DEFAULTS["link"],
-    show_default=True,
-    help="The link's implementation. " + registry.help_text("link"),
-)
+@link_option()
 @click.option(
     "--server",
     type=click.Choice(registry.names("server")),

@@ -12,6 +12,8 @@ from typing import Any, TypeVar
 
 import click
 
+from clarke import registry
+
 Options = TypeVar("Options")
 
 
@@ -43,3 +45,15 @@ def options_into(
         return callback
 
     return wrap
+
+
+def link_option() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`--link` of a command that builds a testbed of its own: which implementation runs
+    the link roles."""
+    return click.option(
+        "--link",
+        type=click.Choice(registry.names("link")),
+        default=registry.DEFAULTS["link"],
+        show_default=True,
+        help="The link's implementation. " + registry.help_text("link"),
+    )

@@ -193,9 +193,15 @@ class DriverOf(FakeDriver):
 def test_a_quiet_mark_spares_the_wait_only_for_a_browser_quiet_since(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    # The sleeper says when its interpreter has started: on a loaded host the start-up
+    # alone outlasts a quiet window, and its CPU would count against the marks below.
+    sleeper = subprocess.Popen(
+        [sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(30)"],
+        stdout=subprocess.PIPE,
+    )
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
+        assert sleeper.stdout is not None and sleeper.stdout.readline() == b"ready\n"
         young = prestart.QuietMark.now(sleeper.pid)
         waited, quiet = prestart.wait_quiet(sleeper.pid, young)
         assert quiet and waited >= prestart.QUIET_WINDOW_S, "a mark too young: a window"
@@ -210,6 +216,8 @@ def test_a_quiet_mark_spares_the_wait_only_for_a_browser_quiet_since(
         for p in (sleeper, busy):
             p.kill()
             p.wait()
+        assert sleeper.stdout is not None
+        sleeper.stdout.close()
 
 
 def test_promote_moves_a_started_spare_to_normal_priority_and_marks_it_quiet(
