@@ -233,10 +233,13 @@ def test_promote_moves_a_started_spare_to_normal_priority_and_marks_it_quiet(
 
     try:
         spares.prepare(H2, start, idle=True)
-        for _ in range(400):  # at idle priority, its start may wait for a free core
+        # At idle priority its start waits for a free core: under a build on both cores
+        # (cargo beside make check) that took longer than 20 s once.
+        for _ in range(2400):
             if spares._started is not None:
                 break
             threading.Event().wait(0.05)
+        assert spares._started is not None, "the spare did not start at idle priority in 120 s"
         assert prestart.tasks_at_idle(os.getpid()) == [children[0].pid]
         spares.promote()
         assert prestart.tasks_at_idle(os.getpid()) == []
