@@ -25,6 +25,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use serde::Serialize;
 
+use crate::exchanges::{ExchangeLog, ExchangesView};
 use crate::tcpinfo::{self, TcpInfo};
 
 /// IPv4 (20) + TCP with timestamps (20 + 12) header bytes per segment.
@@ -123,6 +124,10 @@ pub struct ConnRecord {
     /// Why the transport counters could not be read, if they could not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stats_error: Option<String>,
+    /// Its scheduler, each request and response, the priority signals, the DATA frames'
+    /// order (exchanges.rs).
+    #[serde(flatten)]
+    pub scheduling: ExchangesView,
 }
 
 impl ConnRecord {
@@ -166,6 +171,8 @@ pub struct Counters {
     pub app_bytes: AtomicU64,
     pub requests: AtomicU64,
     paths: Mutex<Vec<String>>,
+    /// Its requests and responses one by one, and its priority signals.
+    pub exchanges: ExchangeLog,
 }
 
 impl Counters {
@@ -208,6 +215,7 @@ impl Entry {
         self.rec.app_bytes_sent = self.counters.app_bytes.load(Ordering::Relaxed);
         self.rec.requests = self.counters.requests.load(Ordering::Relaxed);
         self.rec.request_paths = self.counters.paths();
+        self.rec.scheduling = self.counters.exchanges.view();
         match &self.probe {
             Some(Probe::Tcp(fd)) => self.rec.apply_tcp(tcpinfo::read(fd), self.v6),
             Some(Probe::Quic(c)) => self.rec.apply_quic(QuicInfo::from_connection(c), self.v6),
@@ -322,6 +330,7 @@ impl Registry {
         for e in conns.values_mut() {
             e.requests_at_reset = Some(e.counters.requests.load(Ordering::Relaxed));
             e.counters.clear_paths(); // a window's paths are its own requests'
+            e.counters.exchanges.clear();
         }
         before - conns.len()
     }
@@ -383,6 +392,7 @@ impl ConnRecord {
             open: true,
             transport,
             stats_error: None,
+            scheduling: ExchangesView::default(),
         }
     }
 }
