@@ -137,6 +137,7 @@ class FakeSession:
         self.script = {k: list(v) for k, v in (script or {}).items()}
         self.profile: str | None = None
         self.cc: str | None = None
+        self.scheduler: str = "own"
         self.applied: list[tuple[str, str]] = []
         self.events: list[str] = []
 
@@ -160,6 +161,12 @@ class FakeSession:
         if cc != self.cc:
             self.cc = cc
             self.applied.append(("cc", cc))
+        return None
+
+    def ensure_scheduler(self, scheduler: str) -> object:
+        if scheduler != self.scheduler:
+            self.scheduler = scheduler
+            self.applied.append(("scheduler", scheduler))
         return None
 
     def check_link(self, profile: str, phase: str, level: str) -> dict[str, Any]:

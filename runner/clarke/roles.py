@@ -40,6 +40,7 @@ from clarke.errors import InputError, ValidationFailed
 from clarke.place import Place
 from clarke.profiles import LinkProfile
 from clarke.schema import problems_of
+from clarke.vocab import Scheduler
 
 KINDS = ("link", "server", "client", "pep")
 
@@ -64,6 +65,10 @@ class Implementation(ABC):
     name: str
     summary: str  # one line, for --help
     install: str  # how to get it, for EnvironmentProblem
+    # Servers: the stream schedulers (vocab.Scheduler) it can be given besides its own,
+    # and what its own is (docs/scheduling.md).
+    schedulers: tuple[str, ...] = ()
+    own_scheduler: str = ""
 
     @abstractmethod
     def check_environment(self) -> None:
@@ -73,6 +78,19 @@ class Implementation(ABC):
         """Links: InputError naming every field this implementation cannot emulate. By
         default every profile is taken (servers and clients get none)."""
         return None
+
+    def check_scheduler(self, scheduler: str, source: str = "scheduler") -> None:
+        """Servers: InputError naming `source` when this server cannot run `scheduler`
+        (every server runs its own)."""
+        if scheduler == Scheduler.own or scheduler in self.schedulers:
+            return
+        own = f" ({self.own_scheduler})" if self.own_scheduler else ""
+        can = ", ".join([Scheduler.own, *self.schedulers])
+        raise InputError(
+            f"{source}: {scheduler}: the {self.name} server keeps its own stream "
+            f"scheduler{own}; it takes {can} (origin takes every scheduler; "
+            "docs/scheduling.md)"
+        )
 
     @abstractmethod
     def start(self, place: Place) -> RoleProcess:

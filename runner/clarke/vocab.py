@@ -7,6 +7,8 @@ clarke.registry).
     CongestionControl   cubic | bbr | reno  QUIC stacks: cubic bbr newreno
     Engine              selenium | browsertime
     Browser             firefox | chromium  run ids: -firefox -chromium (with a browser axis)
+    Scheduler           own | round-robin | sequential | rfc9218: the server's stream
+                        scheduler (own: the server's own; origin's is round-robin)
     QueueDiscipline     drop_tail | drop_head | codel | fq_codel
     Substrate           netns | compose
     PEP_NONE            none: no performance-enhancing proxy (pep implementations:
@@ -72,6 +74,23 @@ class Browser(StrEnum):
     chromium = "chromium"
 
 
+class Scheduler(StrEnum):
+    """Which response on an HTTP/2 or HTTP/3 connection the server sends next
+    (docs/scheduling.md; origin: origin/crates/origin/src/sched.rs)."""
+
+    own = "own"  # the server's own, untouched: origin's is round-robin
+    round_robin = "round-robin"
+    sequential = "sequential"
+    rfc9218 = "rfc9218"
+
+    @property
+    def tag(self) -> str:
+        """In run ids: sown, srr, sseq, s9218."""
+        return {"own": "sown", "round-robin": "srr", "sequential": "sseq", "rfc9218": "s9218"}[
+            self.value
+        ]
+
+
 class QueueDiscipline(StrEnum):
     """A link direction's queue (queues.py, docs/queues.md)."""
 
@@ -90,6 +109,7 @@ HTTP_VERSIONS: Final = tuple(v.value for v in HttpVersion)
 CONGESTION_CONTROLS: Final = tuple(c.value for c in CongestionControl)
 ENGINES: Final = tuple(e.value for e in Engine)
 BROWSERS: Final = tuple(b.value for b in Browser)
+SCHEDULERS: Final = tuple(s.value for s in Scheduler)
 SUBSTRATES: Final = tuple(s.value for s in Substrate)
 
 ROLES: Final = ("client", "terminal", "satellite", "gateway", "server")

@@ -8,6 +8,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,12 +21,14 @@ from conftest import need
 
 pytestmark = [pytest.mark.root, pytest.mark.browser, pytest.mark.slow]
 PAGE = "triangular-100k"
+# Objects of 5 to 270 K: most of several HTTP/2 frames, so a scheduler's order shows.
+TRIANGLE = "triangular-1m"
 
 
 @pytest.fixture(scope="module")
 def session() -> Iterator[Session]:
     need(os.geteuid() == 0, "root (network namespaces)")
-    s = Session(NetnsSubstrate(), [PAGE])
+    s = Session(NetnsSubstrate(), [PAGE, TRIANGLE])
     s.start("lan")
     try:
         s.ensure_cc("bbr")
@@ -245,3 +248,73 @@ def test_chromium_capture_decrypts_with_its_key_log(session: Session, tmp_path: 
     assert session.plan is not None
     client = session.plan.addresses["client"]
     assert decrypted_requests(tmp_path / "link.pcap", tmp_path / "keys.log", "3", client) == 9
+
+
+# How far the server's completion times of two responses may disagree with their order:
+# origin notes an HTTP/3 response done when its request's task wakes after the client's
+# last acknowledgement, which takes up to a few milliseconds on a busy 2-core machine; on
+# HTTP/2 the last two objects (100 K, then 10 K) were seen to finish in swapped order
+# within 3 ms under sequential (docs/scheduling.md, "Not yet").
+DONE_TOLERANCE_MS = 3.0
+
+
+def _objects(details: dict[str, Any], by: str) -> list[dict[str, Any]]:
+    """The page's objects (its HTML left out) in the order of `by`: request_order, or
+    server_start_ms (the order origin began sending them)."""
+    rows = [o for o in details["objects"] if o["path"] != f"/{TRIANGLE}/index.html"]
+    assert len(rows) == 8 and all(o["server_done_ms"] is not None for o in rows), rows
+    return sorted(rows, key=lambda o: o[by])
+
+
+def _overtaken(rows: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    """(earlier, later) streams where the later one's last bytes left the server more than
+    the tolerance before the earlier one's."""
+    return [
+        (a["stream"], b["stream"])
+        for i, a in enumerate(rows)
+        for b in rows[i + 1 :]
+        if b["server_done_ms"] < a["server_done_ms"] - DONE_TOLERANCE_MS
+    ]
+
+
+@pytest.mark.parametrize("http", ["2", "3"])
+def test_the_servers_scheduler_decides_the_order_objects_complete(
+    session: Session, http: str
+) -> None:
+    """Issue 32: a triangular page (objects of 5, 50, 135, 230, 270, 200, 100 and 10 K)
+    with `sequential` completes its objects in request order (within the tolerance of
+    origin's completion times); with `round-robin`, over HTTP/3, a later object completes
+    well before an earlier one (from origin's record of each exchange,
+    docs/scheduling.md)."""
+    session.settings = replace(session.settings, engine="selenium")
+    seen: dict[str, dict[str, Any]] = {}
+    try:
+        for scheduler in ("sequential", "round-robin"):
+            session.ensure_scheduler(scheduler)
+            result, details = session.load_page(PageLoad(TRIANGLE, http, "bbr", 6))
+            assert result.status is Status.ok, result.reason
+            (conn,) = [c for c in details["server_connections"] if c.get("exchanges")]
+            assert conn["scheduler"] == scheduler
+            seen[scheduler] = {"details": details, "conn": conn}
+    finally:
+        session.ensure_scheduler("own")
+    order = "request_order"
+    for scheduler, s in seen.items():  # for the record (pytest -rP shows it)
+        rows = _objects(s["details"], order)
+        print(scheduler, [(o["stream"], o["server_completion_order"]) for o in rows])
+        print(
+            f"{len(s['conn'].get('data_frames') or [])} runs of DATA;",
+            s["details"]["priority_signals"],
+        )
+    sequential = _objects(seen["sequential"]["details"], order)
+    assert not _overtaken(sequential), sequential
+    if http == "3":
+        # Over HTTP/2 on lan, round-robin had nothing to interleave in two loads of six
+        # (Firefox's requests reached origin spread out, each response written before the
+        # next arrived): loopback.rs checks h2's alternation with a small flow-control
+        # window instead.
+        round_robin = _objects(seen["round-robin"]["details"], order)
+        assert _overtaken(round_robin), round_robin
+    # What the browser said of each request's priority, as origin received it, is kept.
+    signals = seen["sequential"]["details"]["priority_signals"]
+    assert sum(signals["priority_headers"].values()) == 9, signals

@@ -19,6 +19,7 @@ from clarke.campaign.dimensions import (
     table_columns,
 )
 from clarke.report.figures import HTTP_LABEL, Figure, _size_key, study_figures
+from clarke.report.order import completion_order
 from clarke.report.timeline import timeline_figures
 from clarke.results import store
 from clarke.results.metric_families import DEFAULT_FAMILY, DESCRIPTION, FAMILIES, LABEL
@@ -146,7 +147,8 @@ def build(results_dir: Path, family: str = DEFAULT_FAMILY) -> str:
     records = list(journal.records())
     final = list(final_attempts(records).values())
     cells = summarise(records, metrics)
-    figures = study_figures(cells, family) + timeline_figures(final)
+    order = completion_order(final)
+    figures = study_figures(cells, family) + timeline_figures(final) + ([order] if order else [])
     campaign_text = (
         (results_dir / store.CAMPAIGN_COPY).read_text()
         if (results_dir / store.CAMPAIGN_COPY).is_file()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from clarke import pep_presets, profiles, registry
 from clarke.browser import browsertime_engine
 from clarke.browser.client import Firefox
-from clarke.campaign.dimensions import BROWSER, PEP, PROFILE
+from clarke.campaign.dimensions import BROWSER, PEP, PROFILE, SCHEDULER
 from clarke.campaign.model import Campaign
 from clarke.campaign.plan import CampaignPlan, Run, cells_of
 from clarke.compose.substrate import ComposeSubstrate
@@ -41,6 +41,8 @@ def preflight(plan: CampaignPlan, runs: list[Run], options: RunOptions) -> tuple
     link_impl, server_impl = registry.campaign_choices(c, str(source), options.link, options.server)
     names = sorted({r.cell[PROFILE] for r in runs})
     registry.check_profiles(link_impl, [(n, profiles.read(n)) for n in names])
+    for scheduler in sorted({r.cell[SCHEDULER] for r in runs}):
+        server_impl.check_scheduler(scheduler, f"{source}: {SCHEDULER.key}")
     peps = sorted({r.cell[PEP] for r in runs} - {PEP_NONE})
     if peps and options.substrate != "netns":
         raise InputError(
