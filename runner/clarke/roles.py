@@ -69,6 +69,8 @@ class Implementation(ABC):
     # and what its own is (docs/scheduling.md).
     schedulers: tuple[str, ...] = ()
     own_scheduler: str = ""
+    # What its state (contract.ServerState.scheduler) says while it runs its own.
+    own_scheduler_state: str = Scheduler.own.value
 
     @abstractmethod
     def check_environment(self) -> None:
@@ -91,6 +93,11 @@ class Implementation(ABC):
             f"scheduler{own}; it takes {can} (origin takes every scheduler; "
             "docs/scheduling.md)"
         )
+
+    def scheduler_state(self, scheduler: str) -> str:
+        """Servers: what its state says while `scheduler` is in force (its own: as it
+        names it), so that a scheduler already in force is not asked for again."""
+        return self.own_scheduler_state if scheduler == Scheduler.own else scheduler
 
     @abstractmethod
     def start(self, place: Place) -> RoleProcess:

@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from clarke import registry
+from clarke.agent.agents import Agents
 from clarke.campaign.dimensions import SCHEDULER
 from clarke.campaign.plan import plan_file
-from clarke.contract import ServerConfig
+from clarke.contract import Configured, ServerConfig, ServerState
 from clarke.errors import ClarkeError
 from clarke.report.order import completion_order
 from clarke.results.objects import kendall_tau_b, object_rows, signals_received
@@ -175,3 +177,42 @@ def test_the_report_draws_completion_order_per_scheduler() -> None:
     figure = completion_order(records)
     assert figure is not None and "sequential" in figure.svg and "round-robin" in figure.svg
     assert completion_order([record(0)]) is None  # no objects recorded: no figure
+
+
+class _Server:
+    """A server agent's client that counts what it is asked."""
+
+    def __init__(self, scheduler: str) -> None:
+        self.scheduler = scheduler
+        self.calls: list[str] = []
+
+    def server_state(self) -> ServerState:
+        self.calls.append("GET /state")
+        return ServerState(scheduler=self.scheduler)
+
+    def configure(self, body: ServerConfig) -> Configured:
+        self.calls.append("POST /config")
+        self.scheduler = str(body.body()["scheduler"])
+        return Configured(applied=True, state={"scheduler": self.scheduler})
+
+
+def test_a_scheduler_in_force_costs_one_state_call_per_run() -> None:
+    """origin names its own scheduler `round-robin`: a campaign without the axis (`own`)
+    asks its state once per run and never configures it (issue 32: each run put its
+    cell in force with a state call and a no-op POST /config)."""
+    server = _Server("round-robin")
+    agents = Agents.__new__(Agents)
+    agents.clients = {"server": server}  # type: ignore[dict-item]
+    agents.applied = []
+    origin = registry.get("server", "origin")
+    for _ in range(3):
+        own = Scheduler.own.value
+        assert agents.ensure_scheduler(own, origin.scheduler_state(own)) is None
+    assert server.calls == ["GET /state"] * 3
+    # Another scheduler is applied once, then found in force.
+    applied = agents.ensure_scheduler("sequential", origin.scheduler_state("sequential"))
+    assert applied is not None and applied.value == "sequential"
+    assert agents.ensure_scheduler("sequential", "sequential") is None
+    assert server.calls[3:] == ["GET /state", "POST /config", "GET /state"]
+    # A server that keeps its own says `own`.
+    assert registry.get("server", "openlitespeed").scheduler_state(own) == own

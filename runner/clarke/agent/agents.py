@@ -201,12 +201,14 @@ class Agents:
             return ServerConfig.model_validate({"tcp_cc": cc, "quic_cc": quic})
         return ServerConfig.model_validate({"tcp_cc": cc})
 
-    def ensure_scheduler(self, scheduler: str) -> Applied | None:
+    def ensure_scheduler(self, scheduler: str, in_state: str | None = None) -> Applied | None:
         """The server's stream scheduler (vocab.Scheduler), applied when the server
-        says another is in force (a server that names none is asked each time; its
-        configure is a no-op when nothing changes)."""
+        says another is in force: one GET /state per call, and a POST /config only for
+        a change. `in_state`: what the server's state says while `scheduler` is in force
+        (origin names its own `round-robin`; default: `scheduler`). A server that names
+        none is asked each time; its configure is a no-op when nothing changes."""
         body = ServerConfig.model_validate({"scheduler": scheduler})
-        if self["server"].server_state().scheduler == scheduler:
+        if self["server"].server_state().scheduler == (in_state or scheduler):
             return None
         started, t0 = dt.datetime.now(dt.UTC), time.monotonic()
         if not self["server"].configure(body).applied:

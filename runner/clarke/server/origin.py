@@ -137,6 +137,7 @@ class Origin(Implementation):
     summary = "Clarke's own server (origin/): congestion control and wire bytes per connection"
     schedulers = tuple(s for s in SCHEDULERS if s != Scheduler.own)
     own_scheduler = "round-robin: h2's per DATA frame, quinn's per STREAM frame"
+    own_scheduler_state = OWN_SCHEDULER.value
     install = "build it with `cargo build --release` in origin/ (ci/build.sh), or set CLARKE_ORIGIN"
 
     def check_environment(self) -> None:

@@ -218,9 +218,12 @@ class Session:
         """The server's stream scheduler; InputError (exit 2) naming the scheduler for a
         server that keeps its own."""
         server = self.implementations.get("server", "")
+        in_state = scheduler
         if server in registry.names("server"):
-            registry.get("server", server).check_scheduler(scheduler)
-        return self._agents().ensure_scheduler(scheduler)
+            implementation = registry.get("server", server)
+            implementation.check_scheduler(scheduler)
+            in_state = implementation.scheduler_state(scheduler)
+        return self._agents().ensure_scheduler(scheduler, in_state)
 
     def ensure_cross(self, spec: CrossTraffic, page: str = "") -> None:
         """`spec` crossing the link (started and confirmed running; nothing for none);
