@@ -128,7 +128,7 @@ def test_object_rows_join_the_servers_exchanges_with_resource_timing() -> None:
             _exchange(
                 5, "/p/b.jpg", ORIGIN_MS + 11, ORIGIN_MS + 50, handed_first_unix_ms=ORIGIN_MS + 21
             ),
-            _exchange(7, "/p/c.jpg", ORIGIN_MS + 12, ORIGIN_MS + 30),
+            _exchange(7, "/p/c.jpg", ORIGIN_MS + 12, ORIGIN_MS + 30, turn_released_unwritten=True),
         ],
         "signals": {"priority_updates": 2, "rfc7540_frames": 0, "settings": {"0x9": 1}},
     }
@@ -144,6 +144,7 @@ def test_object_rows_join_the_servers_exchanges_with_resource_timing() -> None:
     assert by_path["/p/b.jpg"]["server_start_ms"] == pytest.approx(21)
     assert by_path["/p/b.jpg"]["response_end_ms"] == 52
     assert by_path["/p/c.jpg"]["stream"] == 7 and by_path["/p/c.jpg"]["urgency"] == 2
+    assert [r["turn_released_unwritten"] for r in rows] == [False, False, False, True]
     # The HTML is left out of the metric: objects a, b, c against 2, 3, 1.
     assert metrics == {"completion_order_tau": pytest.approx(kendall_tau_b([1, 2, 3], [2, 3, 1]))}
     signals = signals_received([conn])

@@ -106,6 +106,9 @@ def object_rows(
                     "server_done_ms": done - origin if done is not None and origin else None,
                     "request_start_ms": number(entry.get("requestStart")),
                     "response_end_ms": number(entry.get("responseEnd")),
+                    # origin, HTTP/2: its end was not written in time and the next
+                    # response went first (docs/scheduling.md)
+                    "turn_released_unwritten": bool(x.get("turn_released_unwritten")),
                 }
             )
     if not rows:  # a server that keeps no exchanges: the browser's own order

@@ -44,8 +44,10 @@ impl Turn {
 
     /// HTTP/2: its last bytes are handed to hyper, but h2 may still hold them, and a
     /// next response's frames could be written first: the place is given up when the
-    /// connection writes its END_STREAM frame or a reset (priorities.rs), not here.
+    /// connection writes its END_STREAM frame or a reset (priorities.rs), or when none of
+    /// its frames has been written for sched::RELEASE_AFTER (gate.rs), not here.
     pub fn keep_until_written(mut self) {
+        self.gate.finishing(self.stream);
         self.armed = false;
     }
 

@@ -73,6 +73,11 @@ pub struct Exchange {
     /// h3: when the client had acknowledged all of it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub acked_unix_ms: Option<f64>,
+    /// h2 under a scheduler that orders: its last bytes were with h2 but none of its
+    /// frames was written for sched::RELEASE_AFTER, so the next response went before its
+    /// end (the order of completion is not the scheduler's from there).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub turn_released_unwritten: bool,
     #[serde(skip)]
     key: u64,
     #[serde(skip)]
@@ -175,6 +180,7 @@ impl ExchangeLog {
                 data_frames: None,
                 written_last_unix_ms: None,
                 acked_unix_ms: None,
+                turn_released_unwritten: false,
                 key,
                 claimed: stream.is_none(),
             });
@@ -339,6 +345,14 @@ impl ExchangeLog {
             if end_stream {
                 e.written_last_unix_ms = Some(now_unix_ms());
             }
+        }
+    }
+
+    /// An HTTP/2 response lost its turn before its end was written (gate.rs).
+    pub fn turn_released_unwritten(&self, stream: u64) {
+        let mut g = self.lock();
+        if let Some(e) = Self::by_stream(&mut g, stream) {
+            e.turn_released_unwritten = true;
         }
     }
 

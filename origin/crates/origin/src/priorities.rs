@@ -38,10 +38,13 @@ impl Conn {
     /// Its responses go through a queue when the scheduler orders them.
     pub fn new(scheduler: Scheduler, counters: Arc<Counters>, http2: bool) -> Arc<Self> {
         counters.exchanges.set_scheduler(scheduler);
+        let gate = scheduler
+            .orders()
+            .then(|| Arc::new(Gate::new(scheduler, Some(counters.clone()))));
         Arc::new(Self {
             scheduler,
             counters,
-            gate: scheduler.orders().then(|| Arc::new(Gate::new(scheduler))),
+            gate,
             http2,
             quic: Mutex::new(HashMap::new()),
         })
@@ -63,6 +66,8 @@ impl Conn {
                 log.h2_data(u64::from(stream), end_stream);
                 if end_stream {
                     self.h2_done(u64::from(stream));
+                } else if let Some(gate) = &self.gate {
+                    gate.progressed(u64::from(stream));
                 }
             }
             H2Event::Reset { stream } => self.h2_done(u64::from(stream)),

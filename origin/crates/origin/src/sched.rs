@@ -9,8 +9,10 @@
 //!   leaves it so. `sequential` and `rfc9218` gate each response body: a body hands its
 //!   next 16 KiB to hyper only when [`Queue::head`] names its stream, and h2 may buffer at
 //!   most `body::GATED_SEND_BUF` (one frame) per stream; a response keeps its turn until
-//!   its END_STREAM frame is written (tap.rs sees it), so h2 cannot write a next
-//!   response's frame before the last one of the response before.
+//!   its END_STREAM frame or a reset is written (tap.rs sees them), so h2 cannot write a
+//!   next response's frame before the last one of the response before; a response whose
+//!   end is never written gives its turn up after [`RELEASE_AFTER`] with none of its
+//!   frames written (gate.rs), and its exchange says so.
 //! - **HTTP/3** (h3 + quinn): quinn keeps a heap of the streams with unsent data, ordered
 //!   by a per-stream `i32` priority (higher first) and, within one priority, round-robin
 //!   per STREAM frame (its `send_fairness`, on by default). All streams have priority 0
@@ -32,6 +34,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
+use std::time::{Duration, Instant};
 
 use serde::{Serialize, Serializer};
 
@@ -168,11 +171,22 @@ pub fn quinn_priority(scheduler: Scheduler, index: u64, priority: Priority) -> i
     }
 }
 
+/// How long an HTTP/2 response that has handed its last bytes to the stack keeps its turn
+/// while none of its frames is written (its END_STREAM frame included): then the next
+/// response goes. The stack may hold its last frame for want of flow-control credit, which
+/// the client grants a round trip later (GEO: about 0.6 s; a few seconds under losses);
+/// a response whose end is never written (a stream the stack dropped without a frame
+/// origin sees) must not stall the connection.
+pub const RELEASE_AFTER: Duration = Duration::from_secs(10);
+
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     priority: Priority,
     /// When it last sent a chunk (0: never): round-robin serves the least recent.
     last: u64,
+    /// Its last bytes are with the stack: it keeps its turn until this time (pushed back
+    /// whenever one of its frames is written), or until it is closed.
+    release_at: Option<Instant>,
 }
 
 /// The responses of one connection that have bytes to send, and which may send its
@@ -183,6 +197,8 @@ pub struct Queue {
     streams: BTreeMap<u64, Entry>,
     /// Counts the chunks sent, to order turns.
     clock: u64,
+    /// [`RELEASE_AFTER`] unless a test wants it shorter.
+    release_after: Duration,
 }
 
 impl Queue {
@@ -191,7 +207,14 @@ impl Queue {
             scheduler,
             streams: BTreeMap::new(),
             clock: 0,
+            release_after: RELEASE_AFTER,
         }
+    }
+
+    /// How long a finishing response keeps its turn with nothing of it written.
+    pub fn release_after(mut self, after: Duration) -> Self {
+        self.release_after = after;
+        self
     }
 
     pub fn scheduler(&self) -> Scheduler {
@@ -200,7 +223,14 @@ impl Queue {
 
     /// A response starts sending.
     pub fn open(&mut self, stream: u64, priority: Priority) {
-        self.streams.insert(stream, Entry { priority, last: 0 });
+        self.streams.insert(
+            stream,
+            Entry {
+                priority,
+                last: 0,
+                release_at: None,
+            },
+        );
     }
 
     /// A PRIORITY_UPDATE for a response that is sending (ignored for others).
@@ -243,6 +273,43 @@ impl Queue {
                 least_recent(&mut same)
             }
         }
+    }
+
+    /// `stream` has handed its last bytes to the stack at `now`: it keeps its place until
+    /// it is closed (its END_STREAM frame written, or a reset) or [`RELEASE_AFTER`] (see
+    /// [`Queue::release_after`]) has passed with none of its frames written.
+    pub fn finishing(&mut self, stream: u64, now: Instant) {
+        if let Some(e) = self.streams.get_mut(&stream) {
+            e.release_at = Some(now + self.release_after);
+        }
+    }
+
+    /// A frame of `stream` was written at `now`: a finishing response is making progress.
+    pub fn progressed(&mut self, stream: u64, now: Instant) {
+        if let Some(e) = self.streams.get_mut(&stream) {
+            if e.release_at.is_some() {
+                e.release_at = Some(now + self.release_after);
+            }
+        }
+    }
+
+    /// The earliest time a finishing response gives its place up if nothing is written.
+    pub fn next_release(&self) -> Option<Instant> {
+        self.streams.values().filter_map(|e| e.release_at).min()
+    }
+
+    /// Closes the finishing responses whose time is up at `now`; their streams.
+    pub fn release_overdue(&mut self, now: Instant) -> Vec<u64> {
+        let overdue: Vec<u64> = self
+            .streams
+            .iter()
+            .filter(|(_, e)| e.release_at.is_some_and(|t| t <= now))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in &overdue {
+            self.streams.remove(id);
+        }
+        overdue
     }
 
     /// `stream` sent a chunk.
@@ -372,6 +439,33 @@ mod tests {
         q.close(1);
         assert_eq!(q.head(), None);
         assert!(q.is_empty());
+    }
+
+    #[test]
+    fn a_finishing_response_whose_end_is_never_written_gives_its_place_up() {
+        let t0 = Instant::now();
+        let mut q = Queue::new(Scheduler::Sequential);
+        q.open(1, D);
+        q.open(3, D);
+        assert_eq!(q.next_release(), None);
+        q.finishing(1, t0);
+        assert_eq!(q.next_release(), Some(t0 + RELEASE_AFTER));
+        // Until its time is up it keeps its turn, and each frame of it written pushes
+        // the time back.
+        let later = t0 + RELEASE_AFTER / 2;
+        assert!(q.release_overdue(later).is_empty());
+        q.progressed(1, later);
+        assert!(q.release_overdue(t0 + RELEASE_AFTER).is_empty());
+        assert_eq!(q.head(), Some(1));
+        // Nothing written for RELEASE_AFTER: the next response goes.
+        assert_eq!(q.release_overdue(later + RELEASE_AFTER), [1]);
+        assert_eq!(q.head(), Some(3));
+        assert_eq!(q.next_release(), None);
+        // A response still sending (not finishing) never times out, and progress of one
+        // that is not finishing sets no time.
+        q.progressed(3, later);
+        assert!(q.release_overdue(later + RELEASE_AFTER * 100).is_empty());
+        assert_eq!(q.head(), Some(3));
     }
 
     #[test]
