@@ -163,3 +163,9 @@ def receives(role: str) -> str | None:
 # When a load's client starts the next load's browser (browser/prestart.py): once the
 # page is measured, or during it at idle priority.
 StartAhead = Literal["after-page", "during-page"]
+
+# The HTTP priority signals a load's browser sends (browser/prefs.py, docs/scheduling.md):
+# its own (`default`), none it can be kept from sending (`none`, Firefox), or Firefox's
+# RFC 7540 HTTP/2 dependency tree instead of RFC 9218's Priority header (`rfc7540-tree`).
+PrioritySignals = Literal["default", "none", "rfc7540-tree"]
+PRIORITY_SIGNALS: tuple[PrioritySignals, ...] = ("default", "none", "rfc7540-tree")

@@ -324,3 +324,34 @@ def test_the_servers_scheduler_decides_the_order_objects_complete(
     # What the browser said of each request's priority, as origin received it, is kept.
     signals = seen["sequential"]["details"]["priority_signals"]
     assert sum(signals["priority_headers"].values()) == 9, signals
+
+
+def test_the_browsers_priority_signals_follow_its_setting(session: Session) -> None:
+    """Issue 32: Firefox's priority signals as a setting, judged by what origin received:
+    by default an RFC 9218 Priority header on the page's requests; `none`, no Priority
+    header and no PRIORITY_UPDATE (HTTP/2 and /3); `rfc7540-tree`, HTTP/2 PRIORITY frames
+    and no Priority header. A load whose server saw other signals fails (signals_verdict)."""
+    seen: dict[tuple[str, str], dict[str, Any]] = {}
+    settings = session.settings
+    try:
+        for http, signals in (
+            ("2", "default"),
+            ("2", "none"),
+            ("2", "rfc7540-tree"),
+            ("3", "none"),
+        ):
+            session.settings = replace(settings, engine="selenium", priority_signals=signals)
+            result, details = session.load_page(PageLoad(TRIANGLE, http, "bbr", 6))
+            assert result.status is Status.ok, (http, signals, result.reason)
+            seen[(http, signals)] = details["priority_signals"]
+            print(http, signals, details["priority_signals"])  # for the record (pytest -rP)
+    finally:
+        session.settings = settings
+    for (http, signals), got in seen.items():
+        assert got["asked"] == signals and got["observed"], got
+        headers = {k for k in got["priority_headers"] if k != "(none)"}
+        if signals == "default":
+            assert headers, got  # the settings below change something Firefox sends
+        else:
+            assert not headers and got["priority_updates"] == 0, (http, signals, got)
+        assert (got["rfc7540_frames"] > 0) == (signals == "rfc7540-tree"), (http, signals, got)

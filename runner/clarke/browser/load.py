@@ -33,7 +33,14 @@ from clarke.errors import ValidationFailed
 from clarke.results.metric_families import object_metrics
 from clarke.results.record import Status
 from clarke.schema import problems_of
-from clarke.vocab import BROWSERS, HTTP_VERSIONS, Browser, HttpVersion, StartAhead
+from clarke.vocab import (
+    BROWSERS,
+    HTTP_VERSIONS,
+    Browser,
+    HttpVersion,
+    PrioritySignals,
+    StartAhead,
+)
 
 # Only these characters (RFC 3986's unreserved, reserved and %) in a URL: no spaces,
 # backslashes or controls a browser might read differently from this check.
@@ -125,10 +132,22 @@ class BrowserSettings(BaseModel):
     prefs: Annotated[dict[str, StrictBool | StrictInt], Field(max_length=64)] = Field(
         default_factory=dict
     )
+    # The HTTP priority signals it sends (prefs.priority_signals).
+    priority_signals: PrioritySignals = "default"
 
     @model_validator(mode="after")
     def _what_chromium_honours(self) -> BrowserSettings:
+        if self.priority_signals == "rfc7540-tree" and self.http is not HttpVersion.h2:
+            raise ValueError(
+                f"priority_signals: rfc7540-tree is an HTTP/2 dependency tree, not for "
+                f"HTTP/{self.http.value}"
+            )
         if self.browser is Browser.chromium:
+            if self.priority_signals != "default":
+                raise ValueError(
+                    f"priority_signals: {self.priority_signals}: Chromium has no switch for "
+                    "the priority signals it sends (only default)"
+                )
             if self.connections != CHROMIUM_CONNECTIONS:
                 raise ValueError(
                     f"connections: Chromium opens {CHROMIUM_CONNECTIONS} connections per "

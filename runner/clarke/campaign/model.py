@@ -19,7 +19,7 @@ from clarke.campaign.dimensions import (
 )
 from clarke.schema import StrictModel
 from clarke.vocab import Browser as BrowserName
-from clarke.vocab import Engine, StartAhead
+from clarke.vocab import Engine, PrioritySignals, StartAhead
 
 V = TypeVar("V")
 
@@ -103,6 +103,9 @@ class Browser(StrictModel):
     # When the next load's browser starts (Selenium's Firefox): once this page is
     # measured, or during it at idle priority (browser/prestart.py, docs/running.md).
     start_ahead: StartAhead = "after-page"
+    # The HTTP priority signals the browser sends (docs/scheduling.md): its own, or
+    # Firefox's with the Priority header and PRIORITY_UPDATE off, or its RFC 7540 tree.
+    priority_signals: PrioritySignals = "default"
 
     @model_validator(mode="after")
     def _start_ahead_with_selenium(self) -> Browser:
@@ -235,10 +238,30 @@ class Campaign(StrictModel):
             raise ValueError("; ".join(problems))
         return self
 
+    @model_validator(mode="after")
+    def _what_the_signals_need(self) -> Campaign:
+        if self.browser.priority_signals != "rfc7540-tree":
+            return self
+        others = sorted(
+            {h.value for _, _, m in self.matrices() for h in m.axis(HTTP) or []} - {"2"}
+        )
+        if others:
+            raise ValueError(
+                f"browser.priority_signals: rfc7540-tree is an HTTP/2 dependency tree; the "
+                f"matrix also asks HTTP/{', HTTP/'.join(others)}"
+            )
+        return self
+
     def _chromium(self, prefix: str, m: Matrix) -> list[str]:
         """What Chromium, in a matrix's browser axis, cannot do as asked."""
         if BrowserName.chromium not in (m.axis(BROWSER) or []):
             return []
+        if self.browser.priority_signals != "default":
+            return [
+                f"browser.priority_signals: {self.browser.priority_signals} with "
+                f"{prefix}.{BROWSER.key} chromium: Chromium has no switch for the priority "
+                "signals it sends (only default)"
+            ]
         fixed = CHROMIUM_CONNECTIONS_PER_SERVER
         why = f"Chromium opens {fixed} connections per server and has no setting for it"
         connections = m.axis(CONNECTIONS)

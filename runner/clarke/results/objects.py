@@ -152,14 +152,20 @@ def object_rows(
     return rows, ({} if tau is None else {"completion_order_tau": tau})
 
 
-def signals_received(server_connections: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+def signals_received(
+    server_connections: Iterable[Mapping[str, Any]], asked: str = "default"
+) -> dict[str, Any]:
     """What the load's browser told the server about priorities, as the server saw it:
     the Priority header values, the number of each kind of priority frame, the client's
-    settings (per connection, HTTP/2 and HTTP/3 identifiers as hex)."""
+    settings (per connection, HTTP/2 and HTTP/3 identifiers as hex); `asked`: the
+    browser's priority signals setting; `observed`: whether the server records signals
+    (origin does, OpenLiteSpeed does not)."""
     headers: dict[str, int] = {}
     counts = {"rfc7540_headers": 0, "rfc7540_frames": 0, "priority_updates": 0}
     settings: list[dict[str, Any]] = []
+    observed = False
     for conn in server_connections:
+        observed = observed or "signals" in conn
         signals = conn.get("signals") or {}
         for key in counts:
             counts[key] += int(signals.get(key) or 0)
@@ -169,4 +175,28 @@ def signals_received(server_connections: Iterable[Mapping[str, Any]]) -> dict[st
             value = x.get("priority")
             label = "(none)" if value is None else str(value)
             headers[label] = headers.get(label, 0) + 1
-    return {"priority_headers": headers, **counts, "settings": settings}
+    return {
+        "asked": asked,
+        "observed": observed,
+        "priority_headers": headers,
+        **counts,
+        "settings": settings,
+    }
+
+
+def signals_verdict(asked: str, received: Mapping[str, Any]) -> str:
+    """Why the signals the server saw are not the ones the browser was set to send, or
+    "" (also when the server records none: nothing to judge)."""
+    if asked == "default" or not received.get("observed"):
+        return ""
+    headers = {k: v for k, v in (received.get("priority_headers") or {}).items() if k != "(none)"}
+    sent = []
+    if headers:
+        sent.append(f"Priority headers {headers}")
+    if received.get("priority_updates"):
+        sent.append(f"{received['priority_updates']} PRIORITY_UPDATE frames")
+    if asked == "rfc7540-tree" and not received.get("rfc7540_frames"):
+        sent.append("no RFC 7540 PRIORITY frame")
+    if not sent:
+        return ""
+    return f"priority signals {asked}: the server saw {'; '.join(sent)}"

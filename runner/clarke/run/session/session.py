@@ -39,7 +39,7 @@ from clarke.pages import build as page_build
 from clarke.pages.models import Registry
 from clarke.place.plan import Addresses
 from clarke.results.connections import connection_rows
-from clarke.results.objects import object_rows, signals_received
+from clarke.results.objects import object_rows, signals_received, signals_verdict
 from clarke.results.record import Status
 from clarke.roles import profile_digest
 from clarke.run.linkcheck.check import LINK_CHECKS
@@ -282,6 +282,7 @@ class Session:
                 ],
                 lcp_candidates=entry["lcp_candidates"],
                 prefs=dict(load.prefs),
+                priority_signals=self.settings.priority_signals,
                 capture_max_bytes=capture_max_bytes,
             )
         except ValidationError as e:  # what the browser cannot honour, named
@@ -453,7 +454,11 @@ class Session:
             details["server_connections"], result.raw or {}, "/" + entry["path"]
         )
         details["metrics"] |= order
-        details["priority_signals"] = signals_received(details["server_connections"])
+        signals = self.settings.priority_signals
+        details["priority_signals"] = signals_received(details["server_connections"], signals)
+        details["failure"] = details.get("failure") or signals_verdict(
+            signals, details["priority_signals"]
+        )
         details["metrics"] |= cross.metrics_of(details.get("cross_traffic") or {})
         return failure or details.get("failure", "") or cross_failure
 

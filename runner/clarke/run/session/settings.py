@@ -13,7 +13,7 @@ from clarke.campaign.model import SlotPhase
 from clarke.campaign.plan import CampaignPlan, Run, page_registry, positions_per_profile
 from clarke.pages.models import Registry, Units
 from clarke.run.session.captures import CapturePolicy
-from clarke.vocab import PEP_NONE, Browser, Engine, StartAhead
+from clarke.vocab import PEP_NONE, Browser, Engine, PrioritySignals, StartAhead
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,7 @@ class SessionSettings:
     browser: str = Browser.firefox
     start_ahead: StartAhead = "after-page"
     aiming: Aiming | None = None
+    priority_signals: PrioritySignals = "default"
 
     @classmethod
     def of_plan(cls, plan: CampaignPlan, capture: CapturePolicy | None) -> SessionSettings:
@@ -66,6 +67,7 @@ class SessionSettings:
             capture=capture,
             start_ahead=c.browser.start_ahead,
             aiming=aiming,
+            priority_signals=c.browser.priority_signals,
         )
 
 
