@@ -58,6 +58,14 @@ pub struct QuicInfo {
     pub rtt_us: u64,
     pub min_rtt_us: u64,
     pub mtu: u16,
+    /// Flow control: how often origin was held by the client's limits (STREAM_DATA_BLOCKED
+    /// and DATA_BLOCKED frames sent) and how often the client raised them (MAX_STREAM_DATA
+    /// and MAX_DATA frames received). A stream held by its limit lets quinn send a
+    /// lower-priority one meanwhile.
+    pub stream_data_blocked_sent: u64,
+    pub data_blocked_sent: u64,
+    pub max_stream_data_received: u64,
+    pub max_data_received: u64,
 }
 
 impl QuicInfo {
@@ -75,6 +83,10 @@ impl QuicInfo {
             rtt_us: s.path.rtt.as_micros() as u64,
             min_rtt_us: s.path.min_rtt.as_micros() as u64,
             mtu: s.path.current_mtu,
+            stream_data_blocked_sent: s.frame_tx.stream_data_blocked,
+            data_blocked_sent: s.frame_tx.data_blocked,
+            max_stream_data_received: s.frame_rx.max_stream_data,
+            max_data_received: s.frame_rx.max_data,
         }
     }
 }
