@@ -1,6 +1,11 @@
 """Per-cell statistics of a campaign's successful loads: n, mean, median and the 95 %
 confidence interval of the mean (Student's t, as the study reports means over few
-repetitions). Failed loads never enter these numbers; they are counted separately."""
+repetitions). Failed loads never enter these numbers; they are counted separately.
+
+Every metric summarised is a time, a count or a size: its interval is cut at zero (a t
+interval over two loads can reach far below it), and an interval over fewer than
+FEW_LOADS loads is marked (`MetricStats.few`): with n = 2, Student's t has one degree of
+freedom and the interval is twelve standard errors wide."""
 
 from __future__ import annotations
 
@@ -18,6 +23,8 @@ from clarke.results.record import RunRecord, Status
 METRICS = FAMILIES[DEFAULT_FAMILY]
 # Both families' metrics, as the per-cell statistics InfluxDB receives.
 ALL_FAMILY_METRICS = tuple(dict.fromkeys(m for ms in FAMILIES.values() for m in ms))
+# Fewer loads than this, and an interval is marked as resting on too little.
+FEW_LOADS = 3
 
 
 @dataclass(frozen=True)
@@ -25,7 +32,7 @@ class MetricStats:
     n: int
     mean: float
     median: float
-    ci_low: float  # NaN when n < 2
+    ci_low: float  # NaN when n < 2; never below zero
     ci_high: float
 
     @classmethod
@@ -37,7 +44,12 @@ class MetricStats:
         half = float(
             stats.t.ppf((1 + confidence) / 2, len(a) - 1) * a.std(ddof=1) / math.sqrt(len(a))
         )
-        return cls(len(a), mean, median, mean - half, mean + half)
+        return cls(len(a), mean, median, max(0.0, mean - half), mean + half)
+
+    @property
+    def few(self) -> bool:
+        """Too few loads for the interval to mean much (it is still shown, marked)."""
+        return self.n < FEW_LOADS
 
 
 @dataclass(frozen=True)
