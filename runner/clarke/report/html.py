@@ -23,7 +23,16 @@ from clarke.report.timeline import timeline_figures
 from clarke.results import store
 from clarke.results.metric_families import DEFAULT_FAMILY, DESCRIPTION, FAMILIES, LABEL
 from clarke.results.record import RunRecord, Status
-from clarke.results.summary import FEW_LOADS, CellSummary, MetricStats, final_attempts, summarise
+from clarke.results.summary import (
+    FEW_LOADS,
+    CellSummary,
+    MetricStats,
+    Sequential,
+    final_attempts,
+    sequential_of,
+    summarise,
+)
+from clarke.sequential import Decision, Stop
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em}
@@ -149,21 +158,51 @@ def _ci(s: MetricStats) -> str:
     return text
 
 
-def _summary_table(cells: list[CellSummary], metrics: tuple[str, ...]) -> str:
+def _stop(d: Decision) -> list[str]:
+    """A sequential cell's loads, why it stopped and its interval for the median."""
+    i = d.interval
+    why = {Stop.precise: "precise enough", Stop.exhausted: f"all {d.tried} runs"}
+    interval = f"{_num(i.low)} to {_num(i.high)}" if i.bounded else "not yet"
+    half = f"{100 * i.relative_half_width:.1f} %" if i.bounded else "-"
+    return [str(i.n), _e(why.get(d.stop, "not finished")), _num(i.median), interval, half]
+
+
+def _summary_table(
+    cells: list[CellSummary], metrics: tuple[str, ...], sequential: Sequential | None
+) -> str:
     """The full summary: one column per dimension; per metric mean, median and the 95 %
-    CI of the mean (marked under FEW_LOADS loads)."""
+    CI of the mean (marked under FEW_LOADS loads); with sequential repetitions, each
+    cell's loads, why it stopped and its interval for the median."""
     columns = _columns(cells)
     rows = []
     for c in cells:
         row = [*_coordinates(c.cell, columns), str(c.ok), str(c.failed)]
+        if sequential:
+            row += _stop(c.stop) if c.stop is not None else ["-"] * 5
         for m in metrics:
             s = c.metrics.get(m)
             row += [_num(s.mean), _num(s.median), _ci(s)] if s else ["-"] * 3
         rows.append(row)
     head = [*(d.column for d in columns), "ok", "failed"]
+    numbers_from = len(_text_heads(columns))
+    text: tuple[int, ...] = ()
+    if sequential:
+        rule = sequential.rule
+        name = LABEL.get(rule.metric, rule.metric)
+        head += ["loads", "stopped", f"{name} median", f"{rule.confidence:.0%} interval", "±"]
+        text = (len(head) - 4,)
     for m in metrics:
         head += [f"{LABEL[m]} mean ms", "median", "95 % CI"]
-    return _table(head, rows, len(_text_heads(columns)))
+    out = _table(head, rows, numbers_from, text)
+    if sequential:
+        out = (
+            "<p>Sequential repetitions: each cell took loads until the interval for its "
+            "median (which holds however the loads were stopped; docs/campaigns.md) was "
+            "within the campaign's half-width of it, or until its last planned run. "
+            "<i>loads</i> are its successful loads, <i>±</i> how far the interval reaches "
+            "from the median.</p>" + out
+        )
+    return out
 
 
 def build(results_dir: Path, family: str = DEFAULT_FAMILY) -> str:
@@ -173,7 +212,8 @@ def build(results_dir: Path, family: str = DEFAULT_FAMILY) -> str:
     meta, journal = store.open_existing(results_dir)
     records = list(journal.records())
     final = list(final_attempts(records).values())
-    cells = summarise(records, metrics)
+    sequential = sequential_of(results_dir)
+    cells = summarise(records, metrics, sequential)
     figures = study_figures(cells, family) + timeline_figures(final)
     campaign_text = (
         (results_dir / store.CAMPAIGN_COPY).read_text()
@@ -197,7 +237,7 @@ def build(results_dir: Path, family: str = DEFAULT_FAMILY) -> str:
         or "<p>No cell has the data for the study's figures.</p>",
         "<h2>Summary per cell</h2>",
     ]
-    parts.append(_summary_table(cells, metrics))
+    parts.append(_summary_table(cells, metrics, sequential))
     parts += ["<h2>Protocol overhead</h2>", _overhead(final)]
     parts += ["<h2>Connections</h2>", _connections(records)]
     parts += ["<h2>The link as measured</h2>", link_table(meta.get("link"))]

@@ -59,14 +59,31 @@ def rows(records: list[RunRecord]) -> tuple[list[str], list[dict[str, Any]]]:
 def cell_rows(cells: list[CellSummary]) -> tuple[list[str], list[dict[str, Any]]]:
     """One row per cell: every dimension, the page, its successful and failed runs; per
     metric n, mean, median, the 95 % CI of the mean and whether it rests on too few
-    loads (`<metric>_few`)."""
+    loads (`<metric>_few`); with sequential repetitions how the cell stopped and its
+    interval for the median (`stop_*`)."""
+    sequential = any(c.stop is not None for c in cells)
     columns = [d.name for d in dimensions.seal()] + ["page", "ok", "failed"]
+    if sequential:
+        columns += ["stop", "stop_loads", "stop_runs", "stop_median", "stop_low", "stop_high"]
+        columns += ["stop_half_width", "stop_confidence"]
     for m in METRICS:
         columns += [f"{m}_{k}" for k in ("n", "mean", "median", "ci_low", "ci_high", "few")]
     out = []
     for c in cells:
         row: dict[str, Any] = {**c.cell.record(), "page": c.cell.page}
         row |= {"ok": c.ok, "failed": c.failed}
+        if c.stop is not None:
+            i = c.stop.interval
+            row |= {
+                "stop": c.stop.stop.value,
+                "stop_loads": i.n,
+                "stop_runs": c.stop.tried,
+                "stop_median": i.median,
+                "stop_low": i.low if i.bounded else None,
+                "stop_high": i.high if i.bounded else None,
+                "stop_half_width": i.relative_half_width if i.bounded else None,
+                "stop_confidence": i.confidence,
+            }
         for m in METRICS:
             s = c.metrics.get(m)
             if s is not None:

@@ -5,20 +5,29 @@ repetitions). Failed loads never enter these numbers; they are counted separatel
 Every metric summarised is a time, a count or a size: its interval is cut at zero (a t
 interval over two loads can reach far below it), and an interval over fewer than
 FEW_LOADS loads is marked (`MetricStats.few`): with n = 2, Student's t has one degree of
-freedom and the interval is twelve standard errors wide."""
+freedom and the interval is twelve standard errors wide.
+
+With sequential repetitions (clarke.sequential) each cell also says how many loads it
+took, why it stopped and its interval for the median that holds under optional stopping
+(`CellSummary.stop`), judged again here from the records and the campaign's rule."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from scipy import stats
 
+from clarke import schema
 from clarke.campaign.dimensions import Cell
+from clarke.campaign.model import Campaign
+from clarke.results import store
 from clarke.results.metric_families import DEFAULT_FAMILY, FAMILIES, metrics_of_record
 from clarke.results.record import RunRecord, Status
+from clarke.sequential import Decision, StoppingRule
 
 METRICS = FAMILIES[DEFAULT_FAMILY]
 # Both families' metrics, as the per-cell statistics InfluxDB receives.
@@ -58,6 +67,7 @@ class CellSummary:
     ok: int
     failed: int
     metrics: dict[str, MetricStats]
+    stop: Decision | None = None  # sequential repetitions: how the cell ended
 
 
 def final_attempts(records: Iterable[RunRecord]) -> dict[str, RunRecord]:
@@ -69,8 +79,18 @@ def final_attempts(records: Iterable[RunRecord]) -> dict[str, RunRecord]:
     return last
 
 
+@dataclass(frozen=True)
+class Sequential:
+    """A campaign's stopping rule and the runs its plan gave each cell here."""
+
+    rule: StoppingRule
+    planned: dict[Cell, int]
+
+
 def summarise(
-    records: Iterable[RunRecord], metrics: tuple[str, ...] = METRICS
+    records: Iterable[RunRecord],
+    metrics: tuple[str, ...] = METRICS,
+    sequential: Sequential | None = None,
 ) -> list[CellSummary]:
     cells: dict[Cell, list[RunRecord]] = {}
     for r in final_attempts(records).values():
@@ -84,5 +104,27 @@ def summarise(
             values = [ms[m] for ms in of_run if m in ms]
             if values:
                 stats_by_metric[m] = MetricStats.of(values)
-        out.append(CellSummary(cell, len(ok), len(rs) - len(ok), stats_by_metric))
+        stop = None
+        if sequential is not None:
+            rule = sequential.rule
+            values = [r.metrics[rule.metric] for r in ok if rule.metric in r.metrics]
+            stop = rule.decide(values, len(rs), sequential.planned.get(cell, rule.maximum))
+        out.append(CellSummary(cell, len(ok), len(rs) - len(ok), stats_by_metric, stop))
     return out
+
+
+def sequential_of(results_dir: Path) -> Sequential | None:
+    """The stopping rule of the campaign a results directory ran, with each cell's
+    planned runs there (plan.json: a shard's share, or the whole plan); None for fixed
+    repetitions or a directory without its campaign file."""
+    path = results_dir / store.CAMPAIGN_COPY
+    if not path.is_file():
+        return None
+    rule = schema.read(Campaign, path).stopping
+    if rule is None:
+        return None
+    planned: dict[Cell, int] = {}
+    for run in store.read_plan(results_dir).runs:
+        cell = Cell.parse(run)
+        planned[cell] = planned.get(cell, 0) + 1
+    return Sequential(rule, planned)

@@ -3,9 +3,10 @@ loop, which changes nothing) and the summary at the end.
 
 The summary fits a 100-column terminal: one block per metric, each cell in one column
 (the values of the dimensions that differ between the cells, joined by `/`; those that
-do not are said once above the blocks), then its loads, mean, median and 95 % CI. The
-report (clarke report) and `clarke results export --cells` have the full table, one
-column per dimension."""
+do not are said once above the blocks), then its loads, mean, median and 95 % CI. With
+sequential repetitions a last block says how many loads each cell took and why it
+stopped. The report (clarke report) and `clarke results export --cells` have the full
+table, one column per dimension."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from clarke.results.metric_families import LABEL
 from clarke.results.record import RunRecord, Status
 from clarke.results.summary import FEW_LOADS, METRICS, CellSummary, MetricStats
 from clarke.run.campaign.schedule import LinkCheck
+from clarke.sequential import Decision, Stop
 
 SUMMARY_WIDTH = 100
 FEW_MARK = "*"
@@ -44,6 +46,15 @@ def ci_text(s: MetricStats) -> str:
     if math.isnan(s.ci_low):
         return "-"
     return f"{_fmt(s.ci_low)} to {_fmt(s.ci_high)}" + (f" {FEW_MARK}" if s.few else "")
+
+
+def stop_text(d: Decision) -> str:
+    """Why a sequential cell stopped, in a few words."""
+    if d.stop is Stop.precise:
+        return "precise enough"
+    if d.stop is Stop.exhausted:
+        return f"all {d.tried} runs"
+    return "not finished"
 
 
 def _cells_column(cells: list[CellSummary]) -> tuple[str, list[str], str]:
@@ -70,15 +81,39 @@ def _metric_block(cells: list[CellSummary], metric: str, head: str, texts: list[
     return t
 
 
+def _stop_block(cells: list[CellSummary], head: str, texts: list[str]) -> Table | None:
+    stops = [(c, text) for c, text in zip(cells, texts, strict=True) if c.stop is not None]
+    if not stops:
+        return None
+    i0 = stops[0][0].stop
+    assert i0 is not None
+    title = f"Sequential repetitions: {i0.interval.confidence:.0%} interval for the median"
+    t = Table(title=title, title_justify="left", box=None)
+    t.add_column(head, no_wrap=True)
+    for col in ("loads", "stopped", "median", "interval", "±"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for c, text in stops:
+        d = c.stop
+        assert d is not None
+        i = d.interval
+        interval = f"{_fmt(i.low)} to {_fmt(i.high)}" if i.bounded else "not yet"
+        half = f"{i.relative_half_width:.1%}" if i.bounded else "-"
+        t.add_row(text, str(i.n), stop_text(d), _fmt(i.median), interval, half)
+    return t
+
+
 def table(cells: list[CellSummary], title: str) -> RenderableType:
-    """The summary: one block per metric, each cell in one column; fits SUMMARY_WIDTH
-    columns."""
+    """The summary: one block per metric (and one for sequential repetitions), each
+    cell in one column; fits SUMMARY_WIDTH columns."""
     head, texts, shared = _cells_column(cells)
     parts: list[RenderableType] = [Text(title, style="bold")]
     if shared:
         parts.append(Text(f"every cell: {shared}"))
     for m in METRICS:
         parts += [Text(""), _metric_block(cells, m, head, texts)]
+    stop = _stop_block(cells, head, texts)
+    if stop is not None:
+        parts += [Text(""), stop]
     if any(s.few for c in cells for s in c.metrics.values()):
         parts.append(
             Text(
@@ -119,6 +154,20 @@ class ProgressDisplay:
 
     def skipped(self, run: Run) -> None:
         self.progress.advance(self.task)
+
+    def dropped(self, run: Run) -> None:
+        """A run its cell no longer needs: the campaign is that much shorter."""
+        self.total -= 1
+        self.progress.update(self.task, total=self.total)
+
+    def stopped(self, run: Run, decision: Decision) -> None:
+        i = decision.interval
+        why = (
+            f"within ±{i.relative_half_width:.1%} of its median"
+            if decision.stop is Stop.precise
+            else f"all its {decision.tried} runs tried"
+        )
+        self.progress.console.print(f"{run.cell.path}: stopped after {i.n} loads, {why}")
 
     def checking(self, check: LinkCheck) -> None:
         self.progress.update(self.task, description=f"checking link {check.profile}")
