@@ -57,7 +57,7 @@ class SessionSettings:
         c = plan.campaign
         aiming = None
         if c.slot_phase is not None:
-            aiming = Aiming(c.slot_phase, c.repetitions, positions_per_profile(plan.runs))
+            aiming = Aiming(c.slot_phase, c.planned_repetitions, positions_per_profile(plan.runs))
         return cls(
             engine=c.browser.engine,
             registry=page_registry(c, plan.source),
