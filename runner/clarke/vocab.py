@@ -168,4 +168,3 @@ StartAhead = Literal["after-page", "during-page"]
 # its own (`default`), none it can be kept from sending (`none`, Firefox), or Firefox's
 # RFC 7540 HTTP/2 dependency tree instead of RFC 9218's Priority header (`rfc7540-tree`).
 PrioritySignals = Literal["default", "none", "rfc7540-tree"]
-PRIORITY_SIGNALS: tuple[PrioritySignals, ...] = ("default", "none", "rfc7540-tree")
