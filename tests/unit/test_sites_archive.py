@@ -196,3 +196,26 @@ def test_certificate_names_cover_as_rfc_6125_says() -> None:
     assert not archive.covers(["*.example.org"], "a.b.example.org")
     assert archive.normalise("HTTPS://WWW.Ex.ORG:443/a?b#c") == "https://www.ex.org/a?b"
     assert archive.normalise("https://x.org:8443") == "https://x.org:8443/"
+
+
+def test_har_text_is_read_back_in_the_charset_its_writer_decoded_it_in(tmp_path: Path) -> None:
+    """mitmproxy writes a body whose response names no charset as Latin-1 text (a font
+    as much as a page), browsers as UTF-8; content.size settles it where it can."""
+    font = bytes(range(256)) * 2
+    flows = sample_flows()[:1]
+    har = write_har(tmp_path / "m.har", flows, creator="mitmproxy")
+    data = json.loads(har.read_text())
+    entry = data["log"]["entries"][0]
+    entry["response"]["headers"] = [{"name": "content-type", "value": "font/woff2"}]
+    entry["response"]["content"] = {"size": len(font), "text": font.decode("latin-1")}
+    har.write_text(json.dumps(data))
+    site = archive.read(import_har(har, tmp_path / "m", HarOptions("m")).path)
+    assert site.body(site.archive.exchanges[0]) == font
+    # No size to settle it: the writer's default (Latin-1 for mitmproxy, UTF-8 else).
+    del entry["response"]["content"]["size"]
+    for creator, expected in [("mitmproxy", font), ("Firefox", font.decode("latin-1").encode())]:
+        data["log"]["creator"]["name"] = creator
+        har.write_text(json.dumps(data))
+        out = tmp_path / f"m-{creator}"
+        site = archive.read(import_har(har, out, HarOptions("m")).path)
+        assert site.body(site.archive.exchanges[0]) == expected

@@ -101,16 +101,29 @@ class HarOptions:
     skip_incomplete: bool = False
 
 
-def _charset(content_type: str) -> str:
+def _charset(content_type: str) -> str | None:
+    """The charset a Content-Type names, or None."""
     for part in content_type.split(";")[1:]:
         key, _, value = part.strip().partition("=")
         if key.lower() == "charset" and value:
             return value.strip('"').lower()
+    return None
+
+
+def _unnamed_charset(writer: str, content_type: str) -> str:
+    """The charset a HAR's writer decoded a body in when the response named none:
+    mitmproxy takes Latin-1 (UTF-8 for JSON), browsers UTF-8."""
+    if writer.lower().startswith("mitmproxy") and "json" not in content_type:
+        return "latin-1"
     return "utf-8"
 
 
-def body_of(entry: HarEntry, where: str) -> bytes:
-    """The entry's body bytes from content.text (base64 or text in its charset)."""
+def body_of(entry: HarEntry, where: str, writer: str = "") -> bytes:
+    """The entry's body bytes from content.text: base64, or text its writer decoded in
+    the charset the response named, else in the writer's own default (`writer`: the HAR's
+    creator). `content.size` settles it where it can: the first of those charsets, then
+    UTF-8 and Latin-1, that gives that many bytes. It cannot always: mitmproxy gives the
+    size of the body as sent, content coding and all; then the first charset is taken."""
     content = entry.response.content
     if content.text is None:
         return b""
@@ -120,11 +133,20 @@ def body_of(entry: HarEntry, where: str) -> bytes:
         except (binascii.Error, ValueError) as e:
             raise InputError(f"{where}: response.content.text is not valid base64: {e}") from None
     ctype = next((h.value for h in entry.response.headers if h.name.lower() == "content-type"), "")
-    charset = _charset(ctype or content.mimeType)
-    try:
-        return content.text.encode(charset, errors="surrogateescape")
-    except (LookupError, UnicodeEncodeError):
-        return content.text.encode("utf-8", errors="surrogateescape")
+    ctype = ctype or content.mimeType
+    first = _charset(ctype) or _unnamed_charset(writer, ctype)
+    encoded: list[bytes] = []
+    for charset in dict.fromkeys([first, "utf-8", "latin-1"]):
+        try:
+            data = content.text.encode(charset)
+        except (LookupError, UnicodeEncodeError):
+            continue
+        if content.size and len(data) == content.size:
+            return data
+        encoded.append(data)
+    if not encoded:
+        raise InputError(f"{where}: response.content.text is in no charset tried ({first})")
+    return encoded[0]
 
 
 def _started(entry: HarEntry, where: str) -> float:
@@ -154,12 +176,13 @@ def read_har(path: Path) -> HarFile:
         raise ValidationFailed(str(path), problems_of(e)) from None
 
 
-def records(har: HarFile, skip_incomplete: bool) -> tuple[list[Recorded], list[str]]:
-    """The entries to import, and the ones left out with the reason."""
+def records(har: HarFile, skip_incomplete: bool, file: str) -> tuple[list[Recorded], list[str]]:
+    """The entries to import, and the ones left out with the reason (each named by
+    `file` and its place in it)."""
     out: list[Recorded] = []
     skipped: list[str] = []
     for i, entry in enumerate(har.log.entries):
-        where = f"log.entries[{i}]"
+        where = f"{file}: log.entries[{i}]"
         what = f"{where}: {entry.request.method} {entry.request.url[:120]}"
         if entry.from_cache:
             skipped.append(f"{what}: answered from the browser's {entry.from_cache} cache")
@@ -184,7 +207,7 @@ def records(har: HarFile, skip_incomplete: bool) -> tuple[list[Recorded], list[s
                 url=entry.request.url,
                 status=entry.response.status,
                 headers=[(h.name, h.value) for h in entry.response.headers],
-                body=body_of(entry, where),
+                body=body_of(entry, where, har.log.creator.name),
                 ttfb_ms=wait if wait is not None and wait >= 0 else None,
                 address=_address(entry.serverIPAddress),
                 protocol=protocol_tag(entry.response.httpVersion),
@@ -197,7 +220,7 @@ def records(har: HarFile, skip_incomplete: bool) -> tuple[list[Recorded], list[s
 def import_har(path: Path, out: Path, options: HarOptions) -> Imported:
     """The archive of the HAR file `path`, written to `out`."""
     har = read_har(path)
-    recs, skipped = records(har, options.skip_incomplete)
+    recs, skipped = records(har, options.skip_incomplete, str(path))
     creator = har.log.creator
     started = min((r.started for r in recs), default=None)
     source = Source(

@@ -103,7 +103,7 @@ def read_warc(path: Path) -> tuple[list[Recorded], list[str], str]:
             for n, record in enumerate(ArchiveIterator(stream, arc2warc=True), start=1):
                 rtype = record.rec_type
                 rh = record.rec_headers
-                where = f"record {n} ({rh.get_header('WARC-Record-ID') or '?'})"
+                where = f"{path}: record {n} ({rh.get_header('WARC-Record-ID') or '?'})"
                 if rtype == "warcinfo":
                     info = record.content_stream().read().decode("utf-8", "replace")
                     for line in info.splitlines():
