@@ -50,6 +50,13 @@ pub struct Exchange {
     /// 1-based, in the order requests arrived on the connection.
     pub order: u32,
     pub path: String,
+    /// A replayed site's request: the origin it asked (`:authority` or Host).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub authority: Option<String>,
+    /// A replayed site's request: how its recorded exchange was found (`exact`,
+    /// `query`, `prefix`), or `miss` (answered 404).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replay: Option<&'static str>,
     /// The Priority request header as received (RFC 9218 5), if any.
     pub priority: Option<String>,
     /// PRIORITY_UPDATE frames for its stream, in arrival order.
@@ -168,6 +175,8 @@ impl ExchangeLog {
                 stream,
                 order: g.next_order,
                 path,
+                authority: None,
+                replay: None,
                 priority: None,
                 priority_updates: Vec::new(),
                 urgency: d.urgency,
@@ -317,6 +326,15 @@ impl ExchangeLog {
             if last {
                 e.handed_last_unix_ms = Some(now);
             }
+        }
+    }
+
+    /// Exchange `key` asked a replayed site's origin `authority`, answered as `how`.
+    pub fn site(&self, key: u64, authority: &str, how: &'static str) {
+        let mut g = self.lock();
+        if let Some(e) = Self::by_key(&mut g, key) {
+            e.authority = Some(authority.to_owned());
+            e.replay = Some(how);
         }
     }
 

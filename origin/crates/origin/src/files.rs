@@ -121,6 +121,11 @@ pub fn bad_request(alt_svc: Option<&HeaderValue>, head: bool, why: &str) -> File
     refused(StatusCode::BAD_REQUEST, alt_svc, head, why)
 }
 
+/// `404 Not Found` with the reason on a second line of the body.
+pub fn not_found(alt_svc: Option<&HeaderValue>, head: bool, why: &str) -> FileResponse {
+    refused(StatusCode::NOT_FOUND, alt_svc, head, why)
+}
+
 fn refused(status: StatusCode, alt_svc: Option<&HeaderValue>, head: bool, why: &str) -> FileResponse {
     let text = if why.is_empty() {
         format!("{status}\n")

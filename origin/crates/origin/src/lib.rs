@@ -15,6 +15,7 @@ pub mod gate;
 pub mod h3conn;
 pub mod priorities;
 pub mod quic;
+pub mod replay;
 pub mod sched;
 pub mod server;
 pub mod settings;
