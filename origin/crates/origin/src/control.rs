@@ -57,6 +57,15 @@ fn health(shared: &Shared) -> Value {
         "settings": shared.settings(),
         "tcp_available": crate::cc::tcp_available().unwrap_or_default(),
         "quic_available": ["cubic", "bbr", "newreno"],
+        "site": shared.site.as_ref().map(|s| json!({
+            "name": s.name,
+            "archive": s.dir().display().to_string(),
+            "origins": s.origins.iter().map(|o| o.authority()).collect::<Vec<_>>(),
+            "exchanges": s.exchanges,
+            "listen": shared.addrs.site,
+            "ttfb": s.options.ttfb,
+            "script_seed": s.options.script_seed,
+        })),
     })
 }
 
@@ -64,11 +73,21 @@ async fn route(req: Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>>
     let path = req.uri().path().to_owned();
     match (req.method().clone(), path.as_str()) {
         (Method::GET, "/health") => reply(StatusCode::OK, &health(shared)),
-        (Method::GET, "/stats") => reply(
-            StatusCode::OK,
-            &json!({"now_unix_ms": now_ms(), "settings": shared.settings(), "connections": shared.registry.snapshot()}),
-        ),
-        (Method::POST, "/stats/reset") => reply(StatusCode::OK, &json!({"removed": shared.registry.reset()})),
+        (Method::GET, "/stats") => {
+            let mut body = json!({"now_unix_ms": now_ms(), "settings": shared.settings(), "connections": shared.registry.snapshot()});
+            if let Some(site) = &shared.site {
+                let mut stats = serde_json::to_value(site.stats()).unwrap_or_default();
+                stats["name"] = json!(site.name);
+                body["site"] = stats;
+            }
+            reply(StatusCode::OK, &body)
+        }
+        (Method::POST, "/stats/reset") => {
+            if let Some(site) = &shared.site {
+                site.reset();
+            }
+            reply(StatusCode::OK, &json!({"removed": shared.registry.reset()}))
+        }
         (Method::POST, "/config") => {
             let body = match Limited::new(req.into_body(), 64 * 1024).collect().await {
                 Ok(b) => b.to_bytes(),

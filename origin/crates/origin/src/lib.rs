@@ -26,5 +26,6 @@ pub mod tcp;
 pub mod tcpinfo;
 pub mod tls;
 
+pub use replay::SiteOptions;
 pub use server::{Options, Server};
-pub use shared::Addrs;
+pub use shared::{Addrs, Service};

@@ -7,8 +7,9 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Parser;
 use origin::cc::{QuicCc, TcpCc};
+use origin::replay::Ttfb;
 use origin::sched::Scheduler;
-use origin::{Options, Server};
+use origin::{Options, Server, SiteOptions};
 
 /// Clarke's built-in web server: serves a directory of generated pages over HTTP/1.1,
 /// HTTP/2 (TLS, ALPN) and HTTP/3 (QUIC on the same port number), with the congestion
@@ -60,9 +61,63 @@ struct Args {
     /// Send no Alt-Svc header
     #[arg(long)]
     no_alt_svc: bool,
+    /// Also replay a recorded site: a site archive directory (site.json, bodies/), served
+    /// on the --site-listen addresses, every origin by SNI and :authority
+    #[arg(long, value_name = "DIR", requires_all = ["site_listen", "site_certs"])]
+    site: Option<PathBuf>,
+    /// A listener for the site: TLS over TCP (h2, http/1.1) and QUIC (h3) on the same
+    /// port; repeat it for each address the site's origins have
+    #[arg(long, value_name = "ADDR:PORT")]
+    site_listen: Vec<SocketAddr>,
+    /// Directory of each site host's certificate chain and key: <host>.pem, <host>.key
+    #[arg(long, value_name = "DIR")]
+    site_certs: Option<PathBuf>,
+    /// Server time to first byte: as recorded in the archive, or zero [default: recorded]
+    #[arg(long, value_name = "WHEN")]
+    site_ttfb: Option<Ttfb>,
+    /// Seed of the deterministic Date and Math.random script put into the site's HTML
+    /// [default: 1]
+    #[arg(long, value_name = "SEED")]
+    site_seed: Option<u64>,
+    /// Put no deterministic script into the site's HTML
+    #[arg(long, conflicts_with = "site_seed")]
+    no_site_script: bool,
+    /// Unix ms the script's clock starts at [default: the archive's source.recorded_at,
+    /// else 2025-01-01T00:00:00Z]
+    #[arg(long, value_name = "MS")]
+    site_clock_ms: Option<i64>,
 }
 
-async fn run(args: Args) -> anyhow::Result<()> {
+impl Args {
+    /// The site to replay, if any; an error for a --site-* option without --site.
+    fn site(&mut self) -> anyhow::Result<Option<SiteOptions>> {
+        let Some(archive) = self.site.take() else {
+            let given = [
+                ("--site-listen", !self.site_listen.is_empty()),
+                ("--site-certs", self.site_certs.is_some()),
+                ("--site-ttfb", self.site_ttfb.is_some()),
+                ("--site-seed", self.site_seed.is_some()),
+                ("--no-site-script", self.no_site_script),
+                ("--site-clock-ms", self.site_clock_ms.is_some()),
+            ];
+            if let Some((name, _)) = given.iter().find(|(_, set)| *set) {
+                anyhow::bail!("{name} applies to a site: give --site DIR too");
+            }
+            return Ok(None);
+        };
+        Ok(Some(SiteOptions {
+            archive,
+            listen: std::mem::take(&mut self.site_listen),
+            certs: self.site_certs.take().unwrap_or_default(),
+            ttfb: self.site_ttfb.unwrap_or(Ttfb::Recorded),
+            script_seed: (!self.no_site_script).then_some(self.site_seed.unwrap_or(1)),
+            clock_ms: self.site_clock_ms,
+        }))
+    }
+}
+
+async fn run(mut args: Args) -> anyhow::Result<()> {
+    let site = args.site()?;
     let opts = Options {
         root: args.root,
         listen: args.listen,
@@ -78,6 +133,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         alt_svc_max_age: (!args.no_alt_svc).then_some(args.alt_svc_max_age),
         cache_bytes: args.cache_mb * 1024 * 1024,
         command: std::env::args().collect::<Vec<_>>().join(" "),
+        site,
     };
     let server = Server::start(opts).await?;
     let addrs = server.addrs();

@@ -13,10 +13,11 @@ use crate::body::CHUNK;
 use crate::delay;
 use crate::h3conn::PrioConnection;
 use crate::priorities::Conn;
-use crate::shared::Shared;
+use crate::replay;
+use crate::shared::{Service, Shared};
 
-/// Accepts connections until the endpoint closes.
-pub async fn accept_loop(endpoint: quinn::Endpoint, shared: Arc<Shared>) {
+/// Accepts connections until the endpoint closes; `service`: what they are served.
+pub async fn accept_loop(endpoint: quinn::Endpoint, shared: Arc<Shared>, service: Service) {
     while let Some(incoming) = endpoint.accept().await {
         let settings = shared.settings();
         let span = tracing::info_span!("quic", peer = %incoming.remote_address());
@@ -25,7 +26,7 @@ pub async fn accept_loop(endpoint: quinn::Endpoint, shared: Arc<Shared>) {
         tokio::spawn(
             async move {
                 match incoming.await {
-                    Ok(conn) => serve(conn, settings, local, shared).await,
+                    Ok(conn) => serve(conn, settings, local, shared, service).await,
                     Err(e) => debug!("QUIC handshake failed: {e}"),
                 }
             }
@@ -39,10 +40,21 @@ async fn serve(
     settings: crate::settings::Settings,
     local: std::net::SocketAddr,
     shared: Arc<Shared>,
+    service: Service,
 ) {
     let handle = shared
         .registry
         .open_quic(conn.clone(), local, settings.quic_cc.name().into());
+    let server_name = conn
+        .handshake_data()
+        .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
+        .and_then(|d| d.server_name);
+    handle.set_origin(server_name.as_deref(), service == Service::Site);
+    let served = Served {
+        service,
+        conn: handle.id,
+        alt_svc: shared.alt_svc(service, local.port(), true),
+    };
     let sched = Conn::new(settings.scheduler, handle.counters(), false);
     let quic = PrioConnection::new(conn.clone(), sched.clone());
     let mut h3c = match h3::server::Connection::<_, Bytes>::new(quic).await {
@@ -57,8 +69,9 @@ async fn serve(
             Ok(Some(resolver)) => {
                 let shared = shared.clone();
                 let sched = sched.clone();
+                let served = served.clone();
                 tokio::spawn(async move {
-                    if let Err(e) = request(resolver, shared, sched).await {
+                    if let Err(e) = request(resolver, shared, sched, served).await {
                         debug!("HTTP/3 request failed: {e:#}");
                     }
                 });
@@ -74,10 +87,20 @@ async fn serve(
     drop(handle);
 }
 
+/// How a connection's requests are served.
+#[derive(Clone)]
+struct Served {
+    service: Service,
+    /// Its id in the records.
+    conn: u64,
+    alt_svc: Option<http::HeaderValue>,
+}
+
 async fn request(
     resolver: RequestResolver<PrioConnection, Bytes>,
     shared: Arc<Shared>,
     sched: Arc<Conn>,
+    served: Served,
 ) -> anyhow::Result<()> {
     let (req, mut stream) = resolver.resolve_request().await.context("reading the request")?;
     let counters = sched.counters.clone();
@@ -87,14 +110,20 @@ async fn request(
     let (key, priority) = counters.exchanges.begin(Some(id), req.uri().path(), header);
     // Before its first byte is written: quinn reads a stream's priority as it queues it.
     let turn = sched.quic_arrived(id, key, priority);
-    let r = delay::serve(
-        &shared.root,
-        &shared.cache,
-        req.method(),
-        req.uri(),
-        shared.alt_svc.as_ref(),
-    )
-    .await;
+    let alt_svc = served.alt_svc.as_ref();
+    let r = match (served.service, &shared.site) {
+        (Service::Site, Some(site)) => {
+            let site_req = replay::Request {
+                method: req.method(),
+                authority: replay::authority_of(req.uri(), req.headers()),
+                path_and_query: req.uri().path_and_query().map_or("/", |p| p.as_str()),
+                protocol: "h3",
+                connection: served.conn,
+            };
+            replay::answer(site, &counters, key, &site_req, alt_svc).await
+        }
+        _ => delay::serve(&shared.root, &shared.cache, req.method(), req.uri(), alt_svc).await,
+    };
     let mut resp = http::Response::new(());
     *resp.status_mut() = r.status;
     *resp.headers_mut() = r.headers;

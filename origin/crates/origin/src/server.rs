@@ -12,9 +12,10 @@ use tokio::task::JoinHandle;
 
 use crate::cc::{self, QuicCc, TcpCc};
 use crate::files::FileCache;
+use crate::replay::{Site, SiteOptions};
 use crate::sched::Scheduler;
 use crate::settings::{self, Settings};
-use crate::shared::{Addrs, Shared};
+use crate::shared::{Addrs, Service, Shared};
 use crate::stats::Registry;
 use crate::tls::Identity;
 use crate::{control, quic, tcp};
@@ -43,6 +44,8 @@ pub struct Options {
     pub cache_bytes: u64,
     /// The command line, for the log header.
     pub command: String,
+    /// A recorded site to replay on listeners of its own, besides the pages.
+    pub site: Option<SiteOptions>,
 }
 
 /// A running origin.
@@ -92,6 +95,10 @@ impl Server {
             Some(a) => Some(bind_tcp(a, "cleartext", Some(opts.tcp_cc)).await?),
             None => None,
         };
+        let site = match &opts.site {
+            Some(o) => Some(bind_site(o.clone(), &settings).await?),
+            None => None,
+        };
         let control_listener = bind_tcp(opts.control, "control", None).await?;
         // Keep the SO_REUSEADDR-free control socket out of the measured congestion control.
         let _ = SockRef::from(control_listener.as_ref()).set_nodelay(true);
@@ -101,6 +108,7 @@ impl Server {
             quic_udp: endpoint.local_addr()?,
             plain_tcp: plain_listener.as_ref().map(|l| l.local_addr()).transpose()?,
             control: control_listener.local_addr()?,
+            site: site.as_ref().map(|s| s.addrs.clone()).unwrap_or_default(),
         };
         let header = vec![
             format!("origin {} connection log", env!("CARGO_PKG_VERSION")),
@@ -117,40 +125,120 @@ impl Server {
             .context("Alt-Svc header")?;
         let mut listeners = vec![tls_listener.clone()];
         listeners.extend(plain_listener.clone());
+        let mut endpoints = vec![(endpoint.clone(), quic_crypto)];
+        if let Some(s) = &site {
+            listeners.extend(s.tcp.iter().cloned());
+            endpoints.extend(s.quic.iter().map(|e| (e.clone(), s.quic_crypto.clone())));
+        }
         let shared = Arc::new(Shared {
             root: opts.root.clone(),
             cache: FileCache::new(opts.cache_bytes),
             alt_svc,
             registry,
-            addrs,
+            addrs: addrs.clone(),
+            site: site.as_ref().map(|s| s.site.clone()),
+            alt_svc_max_age: opts.alt_svc_max_age,
             settings: RwLock::new(settings),
-            endpoint: endpoint.clone(),
-            quic_crypto,
+            endpoints,
             listeners,
         });
 
         let acceptor = tokio_rustls::TlsAcceptor::from(tcp_tls);
         let mut tasks = vec![
-            tokio::spawn(tcp::accept_loop(tls_listener, Some(acceptor), shared.clone())),
-            tokio::spawn(quic::accept_loop(endpoint, shared.clone())),
+            tokio::spawn(tcp::accept_loop(
+                tls_listener,
+                Some(acceptor),
+                shared.clone(),
+                Service::Pages,
+            )),
+            tokio::spawn(quic::accept_loop(endpoint, shared.clone(), Service::Pages)),
             tokio::spawn(control::serve(control_listener, shared.clone())),
         ];
         if let Some(l) = plain_listener {
-            tasks.push(tokio::spawn(tcp::accept_loop(l, None, shared.clone())));
+            tasks.push(tokio::spawn(tcp::accept_loop(
+                l,
+                None,
+                shared.clone(),
+                Service::Pages,
+            )));
+        }
+        if let Some(s) = site {
+            let acceptor = tokio_rustls::TlsAcceptor::from(s.tcp_tls);
+            for l in s.tcp {
+                tasks.push(tokio::spawn(tcp::accept_loop(
+                    l,
+                    Some(acceptor.clone()),
+                    shared.clone(),
+                    Service::Site,
+                )));
+            }
+            for e in s.quic {
+                tasks.push(tokio::spawn(quic::accept_loop(e, shared.clone(), Service::Site)));
+            }
+            tracing::info!(site = %s.site.name, exchanges = s.site.exchanges, origins = s.site.origins.len(), listeners = ?s.addrs, "replaying a site");
         }
         tracing::info!(?addrs, tcp_cc = %settings.tcp_cc, quic_cc = %settings.quic_cc, scheduler = %settings.scheduler, root = %opts.root.display(), "origin listening");
         Ok(Self { shared, tasks })
     }
 
     pub fn addrs(&self) -> Addrs {
-        self.shared.addrs
+        self.shared.addrs.clone()
     }
 
-    /// Stops accepting and closes the QUIC endpoint.
+    /// Stops accepting and closes the QUIC endpoints.
     pub fn shutdown(self) {
-        self.shared.endpoint.close(0u32.into(), b"shutdown");
+        for (endpoint, _) in &self.shared.endpoints {
+            endpoint.close(0u32.into(), b"shutdown");
+        }
         for t in &self.tasks {
             t.abort();
         }
     }
+}
+
+/// A replayed site's listeners, bound.
+struct SiteListeners {
+    site: Arc<Site>,
+    tcp_tls: Arc<rustls::ServerConfig>,
+    quic_crypto: Arc<quinn::crypto::rustls::QuicServerConfig>,
+    tcp: Vec<Arc<TcpListener>>,
+    quic: Vec<quinn::Endpoint>,
+    addrs: Vec<SocketAddr>,
+}
+
+/// Loads and checks the site, loads each origin host's certificate, and binds TLS over
+/// TCP and QUIC (the same port) on every site address: any of them serves every origin,
+/// by SNI and `:authority` (the runner puts each recorded origin's address among them
+/// and lets DNS decide which one a browser reaches).
+async fn bind_site(opts: SiteOptions, settings: &Settings) -> anyhow::Result<SiteListeners> {
+    if opts.listen.is_empty() {
+        bail!("a site needs at least one --site-listen address");
+    }
+    let dir = opts.archive.clone();
+    let site = tokio::task::spawn_blocking(move || Site::load(opts))
+        .await
+        .context("loading the site")?
+        .with_context(|| format!("the site archive {}", dir.display()))?;
+    let mut hosts: Vec<String> = site.origins.iter().map(|o| o.host.to_ascii_lowercase()).collect();
+    hosts.sort();
+    hosts.dedup();
+    let (tcp_tls, quic_crypto) = crate::tls::by_host(&site.options.certs, &hosts)?;
+    let (mut tcp, mut quic, mut addrs) = (Vec::new(), Vec::new(), Vec::new());
+    for want in &site.options.listen {
+        let l = bind_tcp(*want, "site", Some(settings.tcp_cc)).await?;
+        let at = l.local_addr()?;
+        let e = quinn::Endpoint::server(settings::quic_server_config(quic_crypto.clone(), settings), at)
+            .with_context(|| format!("failed to bind the site's QUIC endpoint on UDP {at}"))?;
+        tcp.push(l);
+        quic.push(e);
+        addrs.push(at);
+    }
+    Ok(SiteListeners {
+        site: Arc::new(site),
+        tcp_tls,
+        quic_crypto,
+        tcp,
+        quic,
+        addrs,
+    })
 }

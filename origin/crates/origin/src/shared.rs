@@ -14,16 +14,27 @@ use tokio::net::TcpListener;
 
 use crate::cc;
 use crate::files::FileCache;
+use crate::replay::Site;
 use crate::settings::{self, ConfigError, Settings};
 use crate::stats::Registry;
 
 /// The addresses origin listens on.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Addrs {
     pub tls_tcp: SocketAddr,
     pub quic_udp: SocketAddr,
     pub plain_tcp: Option<SocketAddr>,
     pub control: SocketAddr,
+    /// A replayed site's listeners: TLS over TCP and QUIC on each (the same port).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub site: Vec<SocketAddr>,
+}
+
+/// What a listener serves: the page directory, or the replayed site.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Service {
+    Pages,
+    Site,
 }
 
 /// State shared by the accept loops and the control endpoint.
@@ -33,13 +44,29 @@ pub struct Shared {
     pub alt_svc: Option<HeaderValue>,
     pub registry: Arc<Registry>,
     pub addrs: Addrs,
+    /// The replayed site, if origin was started with one.
+    pub site: Option<Arc<Site>>,
+    /// `ma` of Alt-Svc (None: none sent); a site listener advertises its own port.
+    pub alt_svc_max_age: Option<u64>,
     pub(crate) settings: RwLock<Settings>,
-    pub(crate) endpoint: quinn::Endpoint,
-    pub(crate) quic_crypto: Arc<QuicServerConfig>,
+    /// Every QUIC endpoint with its TLS configuration (the pages', each site listener's).
+    pub(crate) endpoints: Vec<(quinn::Endpoint, Arc<QuicServerConfig>)>,
     pub(crate) listeners: Vec<Arc<TcpListener>>,
 }
 
 impl Shared {
+    /// The Alt-Svc header of a response on `service` arriving at local port `port`
+    /// (cleartext responses get none).
+    pub fn alt_svc(&self, service: Service, port: u16, tls: bool) -> Option<HeaderValue> {
+        match service {
+            _ if !tls => None,
+            Service::Pages => self.alt_svc.clone(),
+            Service::Site => self
+                .alt_svc_max_age
+                .and_then(|ma| HeaderValue::from_str(&format!("h3=\":{port}\"; ma={ma}")).ok()),
+        }
+    }
+
     /// The settings new connections get.
     pub fn settings(&self) -> Settings {
         *self.settings.read().unwrap_or_else(|e| e.into_inner())
@@ -52,8 +79,9 @@ impl Shared {
         for l in &self.listeners {
             cc::set_tcp_cc(l.as_ref(), new.tcp_cc)?;
         }
-        self.endpoint
-            .set_server_config(Some(settings::quic_server_config(self.quic_crypto.clone(), &new)));
+        for (endpoint, crypto) in &self.endpoints {
+            endpoint.set_server_config(Some(settings::quic_server_config(crypto.clone(), &new)));
+        }
         *cur = new;
         tracing::info!(tcp_cc = %new.tcp_cc, quic_cc = %new.quic_cc, quic_initial_window = ?new.quic_initial_window, scheduler = %new.scheduler, "configuration changed");
         self.registry.log_event(

@@ -117,6 +117,12 @@ pub struct ConnRecord {
     /// arrived (at most `MAX_PATHS`): the runner joins them with the browser's resource
     /// timings.
     pub request_paths: Vec<String>,
+    /// The host name the client asked for in its TLS handshake (SNI), if it sent one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_name: Option<String>,
+    /// Whether it arrived on a replayed site's listener (`--site-listen`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub site: bool,
     /// Transport payload bytes sent, retransmissions included (see the module doc).
     pub wire_bytes_sent: u64,
     /// Segments (TCP) or UDP datagrams (QUIC) sent.
@@ -392,6 +398,8 @@ impl ConnRecord {
             app_bytes_sent: 0,
             requests: 0,
             request_paths: Vec::new(),
+            server_name: None,
+            site: false,
             wire_bytes_sent: 0,
             wire_packets_sent: 0,
             ip_bytes_estimate: 0,
@@ -419,6 +427,16 @@ pub struct ConnHandle {
 impl ConnHandle {
     pub fn counters(&self) -> Arc<Counters> {
         self.counters.clone()
+    }
+
+    /// Notes what the handshake told: the name the client asked for (SNI), and whether
+    /// the connection is a replayed site's.
+    pub fn set_origin(&self, server_name: Option<&str>, site: bool) {
+        let mut conns = self.registry.conns.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(e) = conns.get_mut(&self.id) {
+            e.rec.server_name = server_name.map(str::to_owned);
+            e.rec.site = site;
+        }
     }
 
     /// Sets the protocol once ALPN has decided it.

@@ -19,7 +19,8 @@ use crate::body::{CountingBody, Turn, GATED_SEND_BUF};
 use crate::cc;
 use crate::delay;
 use crate::priorities::Conn;
-use crate::shared::Shared;
+use crate::replay;
+use crate::shared::{Service, Shared};
 use crate::stats::Counters;
 use crate::tap::H2Tap;
 
@@ -35,13 +36,23 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(20);
 /// An HTTP/2 peer that answers no PING within this long is gone.
 const H2_KEEP_ALIVE: Duration = Duration::from_secs(20);
 
-/// Accepts connections until the task is aborted.
-pub async fn accept_loop(listener: Arc<TcpListener>, tls: Option<TlsAcceptor>, shared: Arc<Shared>) {
+/// Accepts connections until the task is aborted; `service`: what they are served.
+pub async fn accept_loop(
+    listener: Arc<TcpListener>,
+    tls: Option<TlsAcceptor>,
+    shared: Arc<Shared>,
+    service: Service,
+) {
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
                 let span = tracing::info_span!("tcp", %peer);
-                tokio::spawn(handle(stream, peer, tls.clone(), shared.clone()).instrument(span));
+                let accepted = Accepted {
+                    peer,
+                    tls: tls.clone(),
+                    service,
+                };
+                tokio::spawn(handle(stream, accepted, shared.clone()).instrument(span));
             }
             Err(e) => {
                 warn!("accept failed: {e}");
@@ -51,12 +62,22 @@ pub async fn accept_loop(listener: Arc<TcpListener>, tls: Option<TlsAcceptor>, s
     }
 }
 
+/// One accepted connection, and how to serve it.
+struct Accepted {
+    peer: SocketAddr,
+    tls: Option<TlsAcceptor>,
+    service: Service,
+}
+
 /// Where a request arrived: what a response needs besides the request.
 #[derive(Clone)]
 struct Arrival {
     shared: Arc<Shared>,
     counters: Arc<Counters>,
-    tls: bool,
+    /// Its connection's id in the records.
+    conn: u64,
+    service: Service,
+    alt_svc: Option<http::HeaderValue>,
     /// HTTP/2: the connection's scheduling.
     h2: Option<Arc<Conn>>,
 }
@@ -85,8 +106,20 @@ async fn respond(
     turn: Option<Turn>,
     req: Request<Incoming>,
 ) -> Result<Response<CountingBody>, Infallible> {
-    let alt_svc = if a.tls { a.shared.alt_svc.as_ref() } else { None };
-    let r = delay::serve(&a.shared.root, &a.shared.cache, req.method(), req.uri(), alt_svc).await;
+    let alt_svc = a.alt_svc.as_ref();
+    let r = match (a.service, &a.shared.site) {
+        (Service::Site, Some(site)) => {
+            let site_req = replay::Request {
+                method: req.method(),
+                authority: replay::authority_of(req.uri(), req.headers()),
+                path_and_query: req.uri().path_and_query().map_or("/", |p| p.as_str()),
+                protocol: if a.h2.is_some() { "h2" } else { "h1" },
+                connection: a.conn,
+            };
+            replay::answer(site, &a.counters, key, &site_req, alt_svc).await
+        }
+        _ => delay::serve(&a.shared.root, &a.shared.cache, req.method(), req.uri(), alt_svc).await,
+    };
     let mut body = CountingBody::new(r.body, a.counters.clone()).recorded(key);
     if let Some(turn) = turn {
         // A PRIORITY_UPDATE may have come while it was read or held.
@@ -123,7 +156,12 @@ fn http1() -> hyper::server::conn::http1::Builder {
     b
 }
 
-async fn handle(stream: TcpStream, peer: SocketAddr, tls: Option<TlsAcceptor>, shared: Arc<Shared>) {
+async fn handle(stream: TcpStream, accepted: Accepted, shared: Arc<Shared>) {
+    let Accepted {
+        peer,
+        tls,
+        service: serves,
+    } = accepted;
     let wanted = shared.settings().tcp_cc;
     if let Err(e) = cc::set_tcp_cc(&stream, wanted) {
         warn!("{e}");
@@ -146,7 +184,9 @@ async fn handle(stream: TcpStream, peer: SocketAddr, tls: Option<TlsAcceptor>, s
     let arrival = Arrival {
         shared: shared.clone(),
         counters: counters.clone(),
-        tls: tls.is_some(),
+        conn: conn.id,
+        service: serves,
+        alt_svc: shared.alt_svc(serves, local.port(), tls.is_some()),
         h2: None,
     };
     let svc = service(arrival.clone());
@@ -161,6 +201,7 @@ async fn handle(stream: TcpStream, peer: SocketAddr, tls: Option<TlsAcceptor>, s
             )),
             Ok(Err(e)) => Err(anyhow::Error::from(e).context("TLS handshake failed")),
             Ok(Ok(tls_stream)) => {
+                conn.set_origin(tls_stream.get_ref().1.server_name(), serves == Service::Site);
                 if tls_stream.get_ref().1.alpn_protocol() == Some(b"h2") {
                     conn.set_protocol("h2");
                     let sched = Conn::new(scheduler, counters, true);

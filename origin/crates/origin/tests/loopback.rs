@@ -80,6 +80,7 @@ async fn start(name: &str) -> Fixture {
         alt_svc_max_age: Some(3600),
         cache_bytes: 64 << 20,
         command: "test".into(),
+        site: None,
     })
     .await
     .expect("origin starts");
@@ -475,6 +476,7 @@ async fn refuses_bad_input_without_panicking() {
         alt_svc_max_age: None,
         cache_bytes: 64 << 20,
         command: "test".into(),
+        site: None,
     };
     let err = |o: Options| async move { format!("{:#}", Server::start(o).await.err().expect("must fail")) };
     let e = err(Options {
