@@ -117,6 +117,7 @@ async fn request(
                 method: req.method(),
                 authority: replay::authority_of(req.uri(), req.headers()),
                 path_and_query: req.uri().path_and_query().map_or("/", |p| p.as_str()),
+                accept_encoding: req.headers().get(http::header::ACCEPT_ENCODING),
                 protocol: "h3",
                 connection: served.conn,
             };

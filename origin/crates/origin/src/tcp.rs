@@ -113,6 +113,7 @@ async fn respond(
                 method: req.method(),
                 authority: replay::authority_of(req.uri(), req.headers()),
                 path_and_query: req.uri().path_and_query().map_or("/", |p| p.as_str()),
+                accept_encoding: req.headers().get(http::header::ACCEPT_ENCODING),
                 protocol: if a.h2.is_some() { "h2" } else { "h1" },
                 connection: a.conn,
             };

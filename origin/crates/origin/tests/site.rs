@@ -214,6 +214,11 @@ fn client_tls(ca: &Path, alpn: &[u8]) -> Arc<rustls::ClientConfig> {
 
 /// GET `url` at `addr` over TLS with ALPN `alpn` (h2 or http/1.1), SNI the URL's host.
 async fn tcp_get(addr: SocketAddr, ca: &Path, alpn: &[u8], url: &str) -> Got {
+    tcp_get_coded(addr, ca, alpn, url, None).await
+}
+
+/// As tcp_get, with an Accept-Encoding header.
+async fn tcp_get_coded(addr: SocketAddr, ca: &Path, alpn: &[u8], url: &str, accept: Option<&str>) -> Got {
     let uri: http::Uri = url.parse().unwrap();
     let host = uri.host().unwrap().to_owned();
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
@@ -227,17 +232,23 @@ async fn tcp_get(addr: SocketAddr, ca: &Path, alpn: &[u8], url: &str) -> Got {
             .await
             .unwrap();
         tokio::spawn(conn);
-        let req = http::Request::get(uri).body(Empty::<Bytes>::new()).unwrap();
+        let mut req = http::Request::get(uri).body(Empty::<Bytes>::new()).unwrap();
+        if let Some(a) = accept {
+            req.headers_mut().insert("accept-encoding", a.parse().unwrap());
+        }
         send.send_request(req).await.unwrap()
     } else {
         let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
             .await
             .unwrap();
         tokio::spawn(conn);
-        let req = http::Request::get(uri.path_and_query().unwrap().as_str())
+        let mut req = http::Request::get(uri.path_and_query().unwrap().as_str())
             .header("host", host)
             .body(Empty::<Bytes>::new())
             .unwrap();
+        if let Some(a) = accept {
+            req.headers_mut().insert("accept-encoding", a.parse().unwrap());
+        }
         send.send_request(req).await.unwrap()
     };
     let (parts, body) = resp.into_parts();
@@ -345,6 +356,24 @@ async fn replays_two_origins_over_h1_h2_h3_on_identical_bytes_and_records_misses
         );
     }
 
+    // A text body recorded gzip-coded goes gzip-coded to a client that accepts it, on h1
+    // and h2 alike, and decodes to the bytes sent uncoded.
+    let plain = tcp_get(addrs.site[0], &ca, b"h2", &page).await;
+    let mut coded_shas = Vec::new();
+    for alpn in [&b"http/1.1"[..], b"h2"] {
+        let got = tcp_get_coded(addrs.site[0], &ca, alpn, &page, Some("gzip, deflate, br")).await;
+        assert_eq!(got.headers["content-encoding"], "gzip");
+        assert_eq!(got.headers["content-length"], got.body.len().to_string().as_str());
+        let mut decoded = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&got.body[..]), &mut decoded).unwrap();
+        assert_eq!(decoded, plain.body);
+        coded_shas.push(sha(&got.body));
+    }
+    assert_eq!(coded_shas[0], coded_shas[1]);
+    // An image recorded uncoded stays uncoded.
+    let img = tcp_get_coded(addrs.site[1], &ca, b"h2", &cases[2].0, Some("gzip, br")).await;
+    assert!(img.headers.get("content-encoding").is_none());
+
     // A name the site does not have gets no certificate.
     let tcp = tokio::net::TcpStream::connect(addrs.site[0]).await.unwrap();
     let refused = tokio_rustls::TlsConnector::from(client_tls(&ca, b"h2"))
@@ -362,7 +391,7 @@ async fn replays_two_origins_over_h1_h2_h3_on_identical_bytes_and_records_misses
     assert_eq!(site["name"], "two-origins");
     assert_eq!(
         (n("requests"), n("exact"), n("query"), n("prefix"), n("missed")),
-        (18, 6, 3, 3, 6)
+        (22, 10, 3, 3, 6)
     );
     let misses = site["misses"].as_array().unwrap();
     let mut seen: Vec<(String, String)> = misses
@@ -405,7 +434,7 @@ async fn replays_two_origins_over_h1_h2_h3_on_identical_bytes_and_records_misses
         .flat_map(|c| c["exchanges"].as_array().unwrap().iter())
         .map(|e| e["replay"].as_str().unwrap())
         .collect();
-    assert_eq!(verdicts.len(), 18);
+    assert_eq!(verdicts.len(), 22);
     // The schedule of the site's connections is the settings' one.
     assert!(conns
         .iter()

@@ -5,8 +5,10 @@
 //! A response is the recorded status and headers (a fresh Date; none of the headers that
 //! belong to one connection, the framing or a content coding; `Timing-Allow-Origin: *`
 //! added where the recording had none, so that the browser reports every origin's DNS,
-//! connect and TLS times), and the body as the archive keeps it: decoded, sent without a
-//! content coding. HTML gets the deterministic script (inject.rs). A response waits the
+//! connect and TLS times), and the body in the recorded content coding where the request
+//! accepts it (gzip at level 6 for gzip, deflate and others; br at quality 5 for br;
+//! coded once at start), else as the archive keeps it, decoded. HTML gets the
+//! deterministic script (inject.rs) before it is coded. A response waits the
 //! recorded server time to first byte, or not (`--site-ttfb zero`). A request without a
 //! recorded exchange is answered 404 and noted as a miss (`GET /stats`: `site.misses`,
 //! and its exchange's `replay: "miss"` in its connection's record) until the next
@@ -16,6 +18,7 @@ pub mod archive;
 pub mod inject;
 pub mod matching;
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -89,12 +92,65 @@ pub struct SiteOptions {
     pub clock_ms: Option<i64>,
 }
 
+const GZIP_LEVEL: u32 = 6;
+const BROTLI_QUALITY: u32 = 5;
+const BROTLI_WINDOW_LOG: u32 = 22;
+
+/// A body in a content coding, and the coding's token (what Accept-Encoding must name).
+struct Coded {
+    token: &'static str,
+    body: Bytes,
+}
+
 /// One recorded exchange, ready to send.
 struct Prepared {
     status: StatusCode,
     headers: HeaderMap,
     body: Bytes,
+    /// The body in its recorded coding (None: recorded uncoded, or empty).
+    coded: Option<Coded>,
     ttfb: Option<Duration>,
+}
+
+/// `data` in the coding `recorded` names: br as br, anything else (gzip, deflate, zstd,
+/// ...) as gzip, which every browser accepts; None for an empty body.
+fn encode(data: &[u8], recorded: &str) -> std::io::Result<Option<Coded>> {
+    if data.is_empty() {
+        return Ok(None);
+    }
+    if recorded == "br" {
+        let mut out = Vec::new();
+        {
+            let mut w = brotli::CompressorWriter::new(&mut out, 64 * 1024, BROTLI_QUALITY, BROTLI_WINDOW_LOG);
+            w.write_all(data)?;
+        }
+        return Ok(Some(Coded {
+            token: "br",
+            body: Bytes::from(out),
+        }));
+    }
+    let mut w = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(GZIP_LEVEL));
+    w.write_all(data)?;
+    Ok(Some(Coded {
+        token: "gzip",
+        body: Bytes::from(w.finish()?),
+    }))
+}
+
+/// Whether an Accept-Encoding value accepts `token` (named or `*`, without `q=0`).
+pub fn accepts(accept_encoding: Option<&HeaderValue>, token: &str) -> bool {
+    let Some(v) = accept_encoding.and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    v.split(',').any(|item| {
+        let mut parts = item.split(';').map(str::trim);
+        let name = parts.next().unwrap_or("");
+        let q = parts
+            .find_map(|p| p.strip_prefix("q=").or_else(|| p.strip_prefix("Q=")))
+            .and_then(|q| q.trim().parse::<f32>().ok())
+            .unwrap_or(1.0);
+        (name.eq_ignore_ascii_case(token) || name == "*") && q > 0.0
+    })
 }
 
 /// A request that found no recorded exchange.
@@ -198,6 +254,10 @@ impl Site {
                 Some(s) if status == StatusCode::OK && is_html(e) => Bytes::from(inject::inject(body, s)),
                 _ => body.clone(),
             };
+            let coded = match e.content_encoding.as_deref() {
+                Some(c) => encode(&body, c).map_err(|err| unsendable(format!("coding its body: {err}")))?,
+                None => None,
+            };
             let ttfb = match (options.ttfb, e.server_ttfb_ms) {
                 (Ttfb::Recorded, Some(ms)) if ms > 0.0 => Some(Duration::from_secs_f64(ms / 1000.0)),
                 _ => None,
@@ -206,6 +266,7 @@ impl Site {
                 status,
                 headers,
                 body,
+                coded,
                 ttfb,
             });
         }
@@ -297,9 +358,16 @@ impl Site {
         if let Some(v) = alt_svc {
             headers.insert(header::ALT_SVC, v.clone());
         }
+        let body = match &p.coded {
+            Some(c) if accepts(req.accept_encoding, c.token) => {
+                headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static(c.token));
+                &c.body
+            }
+            _ => &p.body,
+        };
         let bodiless = p.status == StatusCode::NO_CONTENT || p.status == StatusCode::NOT_MODIFIED;
         if !bodiless {
-            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(p.body.len()));
+            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
         }
         FileResponse {
             status: p.status,
@@ -307,7 +375,7 @@ impl Site {
             body: if head || bodiless {
                 Bytes::new()
             } else {
-                p.body.clone()
+                body.clone()
             },
         }
     }
@@ -348,6 +416,7 @@ pub struct Request<'a> {
     /// `:authority` (h2, h3) or Host (h1).
     pub authority: &'a str,
     pub path_and_query: &'a str,
+    pub accept_encoding: Option<&'a HeaderValue>,
     pub protocol: &'static str,
     pub connection: u64,
 }
@@ -383,6 +452,40 @@ pub fn http_date(t: SystemTime) -> HeaderValue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn accept_encoding_is_read_with_its_weights() {
+        let v = |s: &'static str| HeaderValue::from_static(s);
+        assert!(accepts(Some(&v("gzip, deflate, br, zstd")), "br"));
+        assert!(accepts(Some(&v("gzip;q=1.0, br;q=0.5")), "br"));
+        assert!(!accepts(Some(&v("gzip, br;q=0")), "br"));
+        assert!(!accepts(Some(&v("identity")), "gzip"));
+        assert!(accepts(Some(&v("*")), "gzip"));
+        assert!(!accepts(None, "gzip"));
+    }
+
+    #[test]
+    fn bodies_are_coded_as_recorded() {
+        use std::io::Read;
+        let data = b"body{color:red}".repeat(100);
+        let gz = encode(&data, "gzip").unwrap().unwrap();
+        assert_eq!(gz.token, "gzip");
+        assert!(gz.body.len() < data.len() / 4);
+        let mut plain = Vec::new();
+        flate2::read::GzDecoder::new(&gz.body[..])
+            .read_to_end(&mut plain)
+            .unwrap();
+        assert_eq!(plain, data);
+        let br = encode(&data, "br").unwrap().unwrap();
+        assert_eq!(br.token, "br");
+        let mut plain = Vec::new();
+        brotli::Decompressor::new(&br.body[..], 4096)
+            .read_to_end(&mut plain)
+            .unwrap();
+        assert_eq!(plain, data);
+        assert_eq!(encode(&data, "zstd").unwrap().unwrap().token, "gzip");
+        assert!(encode(b"", "gzip").unwrap().is_none());
+    }
 
     #[test]
     fn dates_are_imf_fixdates() {
