@@ -536,6 +536,14 @@ async fn a_broken_archive_or_a_missing_certificate_is_refused_naming_the_entry()
     let e = start_error(&dir, site.clone()).await;
     assert!(e.contains("version"), "{e}");
 
+    // A body whose size is not the one its exchange says.
+    std::fs::remove_dir_all(&site).unwrap();
+    let site = good(&dir);
+    let text = std::fs::read_to_string(site.join("site.json")).unwrap();
+    std::fs::write(site.join("site.json"), text.replace("\"size\": 8", "\"size\": 9")).unwrap();
+    let e = start_error(&dir, site.clone()).await;
+    assert!(e.contains("exchanges[0]") && e.contains("size says 9"), "{e}");
+
     // An origin without its certificate (cdn.b.test has none here).
     std::fs::remove_dir_all(&site).unwrap();
     let site = good(&dir);

@@ -217,6 +217,9 @@ impl Archive {
             let body = match &e.body {
                 None if e.size == 0 => bytes::Bytes::new(),
                 None => return Err(entry("size is 0 exactly when there is no body".into())),
+                Some(_) if e.size == 0 => {
+                    return Err(entry("size is 0 exactly when there is no body".into()))
+                }
                 Some(name) => match read.get(name) {
                     Some(b) => b.clone(),
                     None => {
