@@ -66,7 +66,12 @@ async fn route(req: Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>>
         (Method::GET, "/health") => reply(StatusCode::OK, &health(shared)),
         (Method::GET, "/stats") => reply(
             StatusCode::OK,
-            &json!({"now_unix_ms": now_ms(), "settings": shared.settings(), "connections": shared.registry.snapshot()}),
+            &json!({
+                "now_unix_ms": now_ms(),
+                "settings": shared.settings(),
+                "connections": shared.registry.snapshot(),
+                "lingering": shared.registry.lingering(),
+            }),
         ),
         (Method::POST, "/stats/reset") => reply(StatusCode::OK, &json!({"removed": shared.registry.reset()})),
         (Method::POST, "/config") => {

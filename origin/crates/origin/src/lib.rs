@@ -9,6 +9,8 @@ pub mod cc;
 pub mod control;
 pub mod delay;
 pub mod files;
+pub mod hello;
+pub mod observe;
 pub mod quic;
 pub mod server;
 pub mod settings;

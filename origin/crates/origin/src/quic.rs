@@ -35,6 +35,9 @@ pub async fn accept_loop(endpoint: quinn::Endpoint, shared: Arc<Shared>) {
 
 async fn serve(conn: quinn::Connection, cc: &str, local: std::net::SocketAddr, shared: Arc<Shared>) {
     let handle = shared.registry.open_quic(conn.clone(), local, cc.into());
+    if let Some(handshake) = crate::observe::quic_handshake(&conn) {
+        handle.set_handshake(handshake);
+    }
     let counters = handle.counters();
     let mut h3c = match h3::server::Connection::<_, Bytes>::new(h3_quinn::Connection::new(conn.clone())).await
     {

@@ -18,6 +18,7 @@ use tracing::{debug, warn, Instrument};
 use crate::body::CountingBody;
 use crate::cc;
 use crate::delay;
+use crate::observe::{self, Observed};
 use crate::shared::Shared;
 use crate::stats::Counters;
 
@@ -99,30 +100,34 @@ async fn handle(stream: TcpStream, peer: SocketAddr, tls: Option<TlsAcceptor>, s
             .serve_connection(TokioIo::new(stream), svc)
             .await
             .map_err(anyhow::Error::from),
-        Some(acceptor) => match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-            Err(_) => Err(anyhow::anyhow!(
-                "TLS handshake not done within {HANDSHAKE_TIMEOUT:?}"
-            )),
-            Ok(Err(e)) => Err(anyhow::Error::from(e).context("TLS handshake failed")),
-            Ok(Ok(tls_stream)) => {
-                if tls_stream.get_ref().1.alpn_protocol() == Some(b"h2") {
-                    conn.set_protocol("h2");
-                    hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                        .timer(TokioTimer::new())
-                        .keep_alive_interval(Some(H2_KEEP_ALIVE))
-                        .keep_alive_timeout(H2_KEEP_ALIVE)
-                        .max_send_buf_size(H2_SEND_BUF)
-                        .serve_connection(TokioIo::new(tls_stream), svc)
-                        .await
-                        .map_err(anyhow::Error::from)
-                } else {
-                    http1()
-                        .serve_connection(TokioIo::new(tls_stream), svc)
-                        .await
-                        .map_err(anyhow::Error::from)
+        Some(acceptor) => {
+            match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(Observed::new(stream))).await {
+                Err(_) => Err(anyhow::anyhow!(
+                    "TLS handshake not done within {HANDSHAKE_TIMEOUT:?}"
+                )),
+                Ok(Err(e)) => Err(anyhow::Error::from(e).context("TLS handshake failed")),
+                Ok(Ok(tls_stream)) => {
+                    let (io, session) = tls_stream.get_ref();
+                    conn.set_handshake(observe::tcp_handshake(io.offered(), session.handshake_kind()));
+                    if session.alpn_protocol() == Some(b"h2") {
+                        conn.set_protocol("h2");
+                        hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                            .timer(TokioTimer::new())
+                            .keep_alive_interval(Some(H2_KEEP_ALIVE))
+                            .keep_alive_timeout(H2_KEEP_ALIVE)
+                            .max_send_buf_size(H2_SEND_BUF)
+                            .serve_connection(TokioIo::new(tls_stream), svc)
+                            .await
+                            .map_err(anyhow::Error::from)
+                    } else {
+                        http1()
+                            .serve_connection(TokioIo::new(tls_stream), svc)
+                            .await
+                            .map_err(anyhow::Error::from)
+                    }
                 }
             }
-        },
+        }
     };
     if let Err(e) = result {
         debug!("connection ended: {e:#}");
