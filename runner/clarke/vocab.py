@@ -7,6 +7,7 @@ clarke.registry).
     CongestionControl   cubic | bbr | reno  QUIC stacks: cubic bbr newreno
     Engine              selenium | browsertime
     Browser             firefox | chromium  run ids: -firefox -chromium (with a browser axis)
+    Isolation           profile | context    how a load's browser state is made new
     QueueDiscipline     drop_tail | drop_head | codel | fq_codel
     Substrate           netns | compose
     PEP_NONE            none: no performance-enhancing proxy (pep implementations:
@@ -72,6 +73,15 @@ class Browser(StrEnum):
     chromium = "chromium"
 
 
+class Isolation(StrEnum):
+    """How each load gets a browser with nothing of an earlier load (docs/running.md,
+    "Isolation"): a new browser with a new profile, or a new isolated context (a
+    WebDriver BiDi user context) in a browser kept running between loads."""
+
+    profile = "profile"
+    context = "context"
+
+
 class QueueDiscipline(StrEnum):
     """A link direction's queue (queues.py, docs/queues.md)."""
 
@@ -90,6 +100,7 @@ HTTP_VERSIONS: Final = tuple(v.value for v in HttpVersion)
 CONGESTION_CONTROLS: Final = tuple(c.value for c in CongestionControl)
 ENGINES: Final = tuple(e.value for e in Engine)
 BROWSERS: Final = tuple(b.value for b in Browser)
+ISOLATIONS: Final = tuple(i.value for i in Isolation)
 SUBSTRATES: Final = tuple(s.value for s in Substrate)
 
 ROLES: Final = ("client", "terminal", "satellite", "gateway", "server")
@@ -143,3 +154,7 @@ def receives(role: str) -> str | None:
 # When a load's client starts the next load's browser (browser/prestart.py): once the
 # page is measured, or during it at idle priority.
 StartAhead = Literal["after-page", "during-page"]
+# In context isolation, a browser serves at most this many loads, one context each, by
+# default (browser.loads_per_browser), and then a new one starts.
+LOADS_PER_BROWSER: Final = 50
+MAX_LOADS_PER_BROWSER: Final = 1000

@@ -18,8 +18,14 @@ from clarke.campaign.dimensions import (
     Name,
 )
 from clarke.schema import StrictModel
+from clarke.vocab import (
+    LOADS_PER_BROWSER,
+    MAX_LOADS_PER_BROWSER,
+    Engine,
+    Isolation,
+    StartAhead,
+)
 from clarke.vocab import Browser as BrowserName
-from clarke.vocab import Engine, StartAhead
 
 V = TypeVar("V")
 
@@ -103,6 +109,13 @@ class Browser(StrictModel):
     # When the next load's browser starts (Selenium's Firefox): once this page is
     # measured, or during it at idle priority (browser/prestart.py, docs/running.md).
     start_ahead: StartAhead = "after-page"
+    # How each load's browser state is made new: a new browser and profile per load, or
+    # a new isolated context in a running browser (browser/contexts.py,
+    # docs/running.md "Isolation"); either way every load's isolation is verified.
+    isolation: Isolation = Isolation.profile
+    # With context isolation: a new browser after this many loads (and after any failed
+    # load, and whenever a load asks its browser for other settings).
+    loads_per_browser: Annotated[int, Field(ge=1, le=MAX_LOADS_PER_BROWSER)] = LOADS_PER_BROWSER
 
     @model_validator(mode="after")
     def _start_ahead_with_selenium(self) -> Browser:
@@ -110,6 +123,11 @@ class Browser(StrictModel):
             raise ValueError(
                 f"start_ahead {self.start_ahead} needs engine selenium (Browsertime starts "
                 "each load's browser itself)"
+            )
+        if self.isolation is Isolation.context and self.engine is not Engine.selenium:
+            raise ValueError(
+                f"isolation {Isolation.context} needs engine selenium: Browsertime starts "
+                "and quits its browser in every run, so it cannot keep one between loads"
             )
         return self
 

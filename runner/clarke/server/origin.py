@@ -132,6 +132,7 @@ class Origin(Implementation):
     name = "origin"
     summary = "Clarke's own server (origin/): congestion control and wire bytes per connection"
     install = "build it with `cargo build --release` in origin/ (ci/build.sh), or set CLARKE_ORIGIN"
+    reports_handshakes = True  # tls_handshake in every TLS connection's record
 
     def check_environment(self) -> None:
         if origin_binary() is None:
