@@ -87,7 +87,7 @@ def journal_outputs(d: Path) -> dict[str, str]:
         csv_buf.write(json.dumps(row, sort_keys=True, default=str) + "\n")
     lines = [to_line(r) for r in records]
     lines += sorted(p.to_line_protocol() for p in campaign_points(meta, records))
-    console = Console(file=io.StringIO(), width=400, color_system=None)
+    console = Console(file=io.StringIO(), width=100, color_system=None)  # a terminal's width
     print_summary(cells, "summary", console)
     return {
         "summary.json": json.dumps(summary, indent=1, default=str) + "\n",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -130,13 +131,20 @@ def moved(r: RunRecord, **values: object) -> RunRecord:
 
 class FakeSession:
     """A testbed as the loop sees it. `script`: per run id, what each attempt does: "ok",
-    "fail" (a failed load), "down" (the testbed does not answer)."""
+    "fail" (a failed load), "down" (the testbed does not answer); `plt`: a successful
+    load's PLT in ms for a run (100 without it)."""
 
-    def __init__(self, script: dict[str, list[str]] | None = None) -> None:
+    def __init__(
+        self,
+        script: dict[str, list[str]] | None = None,
+        plt: Callable[[Run], float] | None = None,
+    ) -> None:
         self.implementations = {"link": "satlink", "server": "origin", "client": "firefox"}
         self.script = {k: list(v) for k, v in (script or {}).items()}
+        self.plt = plt
         self.profile: str | None = None
         self.cc: str | None = None
+        self.scheduler: str = "own"
         self.applied: list[tuple[str, str]] = []
         self.events: list[str] = []
 
@@ -162,6 +170,12 @@ class FakeSession:
             self.applied.append(("cc", cc))
         return None
 
+    def ensure_scheduler(self, scheduler: str) -> object:
+        if scheduler != self.scheduler:
+            self.scheduler = scheduler
+            self.applied.append(("scheduler", scheduler))
+        return None
+
     def check_link(self, profile: str, phase: str, level: str) -> dict[str, Any]:
         self.ensure_profile(profile)
         self.events.append(f"{phase} {profile}")
@@ -177,5 +191,6 @@ class FakeSession:
             raise ClarkeError("client agent at http://x: ConnectError")
         if what == "fail":
             return LoadResult.failed("selenium", "asked for h2, fell back to http/1.1"), {}
-        ok = LoadResult(status=Status.ok, engine="selenium", metrics={"plt_ms": 100.0})
+        plt = self.plt(run) if self.plt else 100.0
+        ok = LoadResult(status=Status.ok, engine="selenium", metrics={"plt_ms": plt})
         return ok, {"link": {"profile": run.cell[PROFILE], "profile_sha256": "f" * 64}}

@@ -230,3 +230,54 @@ def compare_power(recorded: Path, **given: Any) -> None:
     ns, families = list(given["ns"] or (5, 8, 10)), list(given["families"] or (1, 12, 24))
     f = figures(recorded, ns, families, how, given["power"])
     click.echo(json.dumps(f, indent=2) if given["as_json"] else render(f))
+
+
+@bench.command("sequential-coverage")
+@click.option(
+    "--recorded",
+    "dirs",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    multiple=True,
+    help="A results directory of real loads (repeatable; default: tests/data/"
+    "recorded-repeats and recorded-lan).",
+)
+@click.option(
+    "--half-width",
+    "half_widths",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    multiple=True,
+    help="The rule's half-width as a share of the median (repeatable; default: 0.02, 0.05, 0.10).",
+)
+@click.option("--min", "minimum", type=click.IntRange(1, 300), default=3, show_default=True)
+@click.option("--max", "maximum", type=click.IntRange(2, 300), default=30, show_default=True)
+@click.option(
+    "--min-loads",
+    type=click.IntRange(2),
+    default=10,
+    show_default=True,
+    help="A recorded cell with fewer loads joins only the pooled population.",
+)
+@click.option("--trials", type=click.IntRange(1), default=2000, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+def sequential_coverage(
+    dirs: tuple[Path, ...], half_widths: tuple[float, ...], **given: Any
+) -> None:
+    """How often the interval of sequential repetitions, at the load where the rule
+    stopped, holds the median: simulated by resampling real recorded loads (prints
+    figures, beside the naive fixed-sample interval looked at after every load)."""
+    from clarke.run.bench.coverage import figures, render  # scipy, numpy: slow to import
+    from clarke.sequential import StoppingRule, first_bounded
+
+    first = first_bounded(0.95, given["maximum"])
+    if first is None or given["minimum"] > given["maximum"]:
+        raise click.BadParameter(
+            f"no 95 % interval holds under optional stopping within {given['maximum']} loads",
+            param_hint="--max",
+        )
+    recorded = list(dirs or (Path("tests/data/recorded-repeats"), Path("tests/data/recorded-lan")))
+    rules = [
+        StoppingRule("plt_ms", h, given["minimum"], given["maximum"])
+        for h in half_widths or (0.02, 0.05, 0.10)
+    ]
+    f = figures(recorded, rules, given["trials"], given["min_loads"])
+    click.echo(json.dumps(f, indent=2) if given["as_json"] else render(f))

@@ -81,8 +81,10 @@ def plan(file: Path, seed: int | None, as_json: bool) -> None:
     per_profile = Counter(r.cell[PROFILE] for r in p.runs)
     order = p.campaign.order.value + (f" (seed {p.seed})" if p.seed is not None else "")
     cells = len({r.cell for r in p.runs})
+    repetitions = p.campaign.repetitions
+    reps = f"{repetitions} repetitions" if isinstance(repetitions, int) else repetitions.describe()
     click.echo(
-        f"{len(p.runs)} runs: {cells} cells x {p.campaign.repetitions} repetitions; "
+        f"{len(p.runs)} runs: {cells} cells x {reps}; "
         + ", ".join(f"{k}: {v}" for k, v in per_profile.items())
         + f"; order {order}"
     )

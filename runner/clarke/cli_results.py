@@ -52,12 +52,29 @@ def push(results_dir: Path, influx_url: str) -> None:
 @click.option(
     "--out",
     type=click.Path(path_type=Path, dir_okay=False),
-    help="Output file (default: RESULTS_DIR/results.csv or .parquet).",
+    help="Output file (default: RESULTS_DIR/results.csv or .parquet; with --cells, "
+    "RESULTS_DIR/cells.csv or .parquet).",
 )
-def export_cmd(results_dir: Path, fmt: str, out: Path | None) -> None:
-    """Write RESULTS_DIR's records as a flat table: one row per page-load attempt."""
+@click.option(
+    "--cells",
+    "per_cell",
+    is_flag=True,
+    help="One row per cell instead: the summary's full table (every dimension; per "
+    "metric n, mean, median, 95 %% CI; how a sequential cell stopped).",
+)
+def export_cmd(results_dir: Path, fmt: str, out: Path | None, per_cell: bool) -> None:
+    """Write RESULTS_DIR's records as a flat table: one row per page-load attempt (or,
+    with --cells, one per cell)."""
     _, journal = store.open_existing(results_dir)
     records = list(journal.records())
+    if per_cell:
+        from clarke.results.summary import sequential_of, summarise  # scipy: slow to import
+
+        cells = summarise(records, sequential=sequential_of(results_dir))
+        out = out or results_dir / f"cells.{fmt}"
+        (export.write_cells_csv if fmt == "csv" else export.write_cells_parquet)(cells, out)
+        click.echo(f"{len(cells)} cells written to {out}")
+        return
     out = out or results_dir / f"results.{fmt}"
     (export.write_csv if fmt == "csv" else export.write_parquet)(records, out)
     click.echo(f"{len(records)} records written to {out}")

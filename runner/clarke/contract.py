@@ -35,7 +35,7 @@ from pydantic import (
 from clarke.pep_presets import SPLIT, Mode
 from clarke.profiles import LinkProfile
 from clarke.schema import StrictModel
-from clarke.vocab import PEP_NONE, CongestionControl, kind_of
+from clarke.vocab import PEP_NONE, CongestionControl, Scheduler, kind_of
 
 ProfileName = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 QUIC_CCS = tuple(c.quic for c in CongestionControl)
@@ -81,10 +81,12 @@ class LinkState(Reply):
 
 
 class ServerState(Reply):
-    """The congestion controls a server runs."""
+    """The congestion controls a server runs, and its stream scheduler (None: a server
+    that does not say)."""
 
     tcp_cc: str | None = None
     quic_cc: str | None = None
+    scheduler: str | None = None
 
 
 class Configured(Reply):
@@ -126,11 +128,13 @@ class LinkConfig(Request):
 
 
 class ServerConfig(Request):
-    """A server's POST /config: its TCP and QUIC congestion controls (either or both)."""
+    """A server's POST /config: its TCP and QUIC congestion controls, its stream
+    scheduler (any of them)."""
 
     tcp_cc: CongestionControl | None = None
     quic_cc: QuicCc | None = None
     quic_initial_window: StrictInt | None = Field(default=None, ge=1)
+    scheduler: Scheduler | None = None
 
     def body(self) -> dict[str, Any]:
         """Only the settings asked for: a server keeps the others."""

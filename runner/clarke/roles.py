@@ -40,6 +40,7 @@ from clarke.errors import InputError, ValidationFailed
 from clarke.place import Place
 from clarke.profiles import LinkProfile
 from clarke.schema import problems_of
+from clarke.vocab import Scheduler
 
 KINDS = ("link", "server", "client", "pep")
 
@@ -67,6 +68,12 @@ class Implementation(ABC):
     # Servers: whether their connection records say how each TLS handshake went (full
     # or resumed, what the ClientHello offered), which context isolation needs.
     reports_handshakes: bool = False
+    # Servers: the stream schedulers (vocab.Scheduler) it can be given besides its own,
+    # and what its own is (docs/scheduling.md).
+    schedulers: tuple[str, ...] = ()
+    own_scheduler: str = ""
+    # What its state (contract.ServerState.scheduler) says while it runs its own.
+    own_scheduler_state: str = Scheduler.own.value
 
     @abstractmethod
     def check_environment(self) -> None:
@@ -76,6 +83,24 @@ class Implementation(ABC):
         """Links: InputError naming every field this implementation cannot emulate. By
         default every profile is taken (servers and clients get none)."""
         return None
+
+    def check_scheduler(self, scheduler: str, source: str = "scheduler") -> None:
+        """Servers: InputError naming `source` when this server cannot run `scheduler`
+        (every server runs its own)."""
+        if scheduler == Scheduler.own or scheduler in self.schedulers:
+            return
+        own = f" ({self.own_scheduler})" if self.own_scheduler else ""
+        can = ", ".join([Scheduler.own, *self.schedulers])
+        raise InputError(
+            f"{source}: {scheduler}: the {self.name} server keeps its own stream "
+            f"scheduler{own}; it takes {can} (origin takes every scheduler; "
+            "docs/scheduling.md)"
+        )
+
+    def scheduler_state(self, scheduler: str) -> str:
+        """Servers: what its state says while `scheduler` is in force (its own: as it
+        names it), so that a scheduler already in force is not asked for again."""
+        return self.own_scheduler_state if scheduler == Scheduler.own else scheduler
 
     @abstractmethod
     def start(self, place: Place) -> RoleProcess:

@@ -25,6 +25,11 @@ _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
+# The prefix of a tagged union's tags (pydantic.Tag): the form of a value, which error
+# messages leave out of the field path.
+FORM = "form:"
+
+
 class StrictModel(BaseModel):
     """Unknown keys are errors: a typo must never be silently ignored."""
 
@@ -42,11 +47,12 @@ def field_path(loc: tuple[int | str, ...]) -> str:
 
 
 def _describe(err: dict[str, Any]) -> str:
-    # Drop the union/tagged-union branch names pydantic inserts into locations.
+    # Drop the union/tagged-union branch names pydantic inserts into locations (a tag of
+    # our own starts with FORM).
     loc = tuple(
         p
         for p in err["loc"]
-        if not (isinstance(p, str) and ("[" in p or p.startswith("function-")))
+        if not (isinstance(p, str) and ("[" in p or p.startswith(("function-", FORM))))
     )
     # A check across a model's fields (located_error) names the field inside the model.
     loc += tuple(err.get("ctx", {}).get("at", ()))

@@ -8,6 +8,8 @@ clarke.registry).
     Engine              selenium | browsertime
     Browser             firefox | chromium  run ids: -firefox -chromium (with a browser axis)
     Isolation           profile | context    how a load's browser state is made new
+    Scheduler           own | round-robin | sequential | rfc9218: the server's stream
+                        scheduler (own: the server's own; origin's is round-robin)
     QueueDiscipline     drop_tail | drop_head | codel | fq_codel
     Substrate           netns | compose
     PEP_NONE            none: no performance-enhancing proxy (pep implementations:
@@ -82,6 +84,23 @@ class Isolation(StrEnum):
     context = "context"
 
 
+class Scheduler(StrEnum):
+    """Which response on an HTTP/2 or HTTP/3 connection the server sends next
+    (docs/scheduling.md; origin: origin/crates/origin/src/sched.rs)."""
+
+    own = "own"  # the server's own, untouched: origin's is round-robin
+    round_robin = "round-robin"
+    sequential = "sequential"
+    rfc9218 = "rfc9218"
+
+    @property
+    def tag(self) -> str:
+        """In run ids: sown, srr, sseq, s9218."""
+        return {"own": "sown", "round-robin": "srr", "sequential": "sseq", "rfc9218": "s9218"}[
+            self.value
+        ]
+
+
 class QueueDiscipline(StrEnum):
     """A link direction's queue (queues.py, docs/queues.md)."""
 
@@ -101,6 +120,7 @@ CONGESTION_CONTROLS: Final = tuple(c.value for c in CongestionControl)
 ENGINES: Final = tuple(e.value for e in Engine)
 BROWSERS: Final = tuple(b.value for b in Browser)
 ISOLATIONS: Final = tuple(i.value for i in Isolation)
+SCHEDULERS: Final = tuple(s.value for s in Scheduler)
 SUBSTRATES: Final = tuple(s.value for s in Substrate)
 
 ROLES: Final = ("client", "terminal", "satellite", "gateway", "server")
@@ -158,3 +178,8 @@ StartAhead = Literal["after-page", "during-page"]
 # default (browser.loads_per_browser), and then a new one starts.
 LOADS_PER_BROWSER: Final = 50
 MAX_LOADS_PER_BROWSER: Final = 1000
+
+# The HTTP priority signals a load's browser sends (browser/prefs.py, docs/scheduling.md):
+# its own (`default`), none it can be kept from sending (`none`, Firefox), or Firefox's
+# RFC 7540 HTTP/2 dependency tree instead of RFC 9218's Priority header (`rfc7540-tree`).
+PrioritySignals = Literal["default", "none", "rfc7540-tree"]

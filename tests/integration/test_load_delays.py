@@ -31,6 +31,7 @@ import itertools
 import json
 import os
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -48,6 +49,9 @@ from conftest import need
 
 pytestmark = [pytest.mark.root, pytest.mark.browser, pytest.mark.slow]
 PAGE = "staggered-170k"
+# Five objects (300, 100, 250, 50 and 300 K) all held 500 ms: every request has reached
+# origin before any response starts, so the order they complete in is the scheduler's.
+TOGETHER = "together-1m"
 PROFILE = "lan"
 
 
@@ -61,7 +65,9 @@ def _models_file() -> Path:
 def session() -> Iterator[Session]:
     need(os.geteuid() == 0, "root (network namespaces)")
     s = Session(
-        NetnsSubstrate(), [PAGE], SessionSettings(registry=Registry.default([_models_file()]))
+        NetnsSubstrate(),
+        [PAGE, TOGETHER],
+        SessionSettings(registry=Registry.default([_models_file()])),
     )
     s.start(PROFILE)
     try:
@@ -175,3 +181,163 @@ def test_object_metrics_and_idle_time_follow_the_server_holds(session: Session, 
             }
         )
     )
+
+
+# origin notes an HTTP/3 response done when its request's task wakes after the client's
+# last acknowledgement; one ACK frame often covers the end of two responses, and their
+# tasks wake in either order, a few milliseconds apart on a busy 2-core machine. Its
+# HTTP/2 completion times are those of the END_STREAM frames written, in the socket's order.
+H3_DONE_TOLERANCE_MS = 3.0
+# The loads of the test below: (scheduler, browser).
+SCHEDULED_LOADS = (
+    ("sequential", "firefox"),
+    ("round-robin", "firefox"),
+    ("rfc9218", "firefox"),
+    ("rfc9218", "chromium"),
+)
+
+
+def _priority(header: str | None) -> tuple[int, bool]:
+    """RFC 9218 (urgency, incremental) of a Priority header as browsers write it."""
+    urgency, incremental = 3, False
+    for member in (header or "").split(","):
+        key, _, value = member.strip().partition("=")
+        if key == "u" and value.isdigit():
+            urgency = int(value)
+        elif key == "i":
+            incremental = value in ("", "?1")
+    return urgency, incremental
+
+
+def _done_before(a: dict[str, Any], b: dict[str, Any], http: str) -> bool:
+    """Whether origin finished sending `a` before `b` (HTTP/3: within the tolerance)."""
+    slack = H3_DONE_TOLERANCE_MS if http == "3" else 0.0
+    return bool(a["server_done_ms"] <= b["server_done_ms"] + slack)
+
+
+def _overtaken(rows: list[dict[str, Any]]) -> bool:
+    """A later, smaller object completed before an earlier, larger one (the HTML, asked
+    first, left out)."""
+    images = rows[1:]
+    return any(
+        b["bytes"] < a["bytes"] and b["server_done_ms"] < a["server_done_ms"]
+        for i, a in enumerate(images)
+        for b in images[i + 1 :]
+    )
+
+
+def _check_rfc9218(rows: list[dict[str, Any]], conn: dict[str, Any], http: str) -> None:
+    """RFC 9218 section 10 on responses that were all ready together, at the priority
+    each request's Priority header gave (a response whose priority a PRIORITY_UPDATE
+    changed is left out: the update may have come while it was sending; Chromium repeats
+    each request's priority in an update over HTTP/3): more urgent first; non-incremental
+    ones of one urgency in request order; incremental ones of one urgency sharing the
+    connection."""
+    fixed = [
+        o
+        for o in rows
+        if all(_priority(u) == _priority(o["priority"]) for u in o["priority_updates"])
+    ]
+    for o in fixed:
+        assert (o["urgency"], o["incremental"]) == _priority(o["priority"]), o
+    for a, b in itertools.permutations(fixed, 2):
+        if a["urgency"] < b["urgency"]:
+            assert _done_before(a, b, http), ("urgency", a, b)
+        elif (
+            a["urgency"] == b["urgency"]
+            and not (a["incremental"] or b["incremental"])
+            and a["request_order"] < b["request_order"]
+        ):
+            assert _done_before(a, b, http), ("request order", a, b)
+    images = fixed[1:]
+    shared = {(o["urgency"], o["incremental"]) for o in images}
+    if len(images) == len(rows) - 1 and len(shared) == 1 and next(iter(shared))[1]:
+        # Every image at one urgency, incremental: they share the connection. Where a
+        # smaller image was asked after a larger one, it completes first; where they
+        # reached origin smallest first (over HTTP/3 requests may arrive out of stream
+        # order), sharing completes them in that order too, and only HTTP/2's record of
+        # DATA frames shows the interleaving.
+        later_smaller = any(
+            b["bytes"] < a["bytes"] for i, a in enumerate(images) for b in images[i + 1 :]
+        )
+        if later_smaller:
+            assert _overtaken(rows), rows
+        elif http == "2":
+            assert len(conn["data_frames"]) > len(rows), conn["data_frames"]
+
+
+@pytest.mark.parametrize("http", ["2", "3"])
+def test_each_scheduler_orders_responses_that_are_all_ready_together(
+    session: Session, http: str
+) -> None:
+    """Issue 32, on a page whose five objects are held alike (every request has arrived
+    before any response starts), from origin's record of each exchange:
+    - `sequential`: over HTTP/2 the objects complete in request order, each response's
+      DATA frames together (one run per response); over HTTP/3 origin hands them to quinn
+      in request order;
+    - `round-robin` (HTTP/3): a later, smaller object completes before an earlier,
+      larger one;
+    - `rfc9218`, with Firefox and with Chromium: origin recorded the Priority header
+      Firefox sent with every request and ran each response at the priority it gives
+      (more urgent first, non-incremental ones of one urgency in request order,
+      incremental ones of one urgency sharing the connection). Firefox asks for the page
+      at `u=0, i` and every image at `u=4, i`, Chromium at `u=0, i` and `u=2, i` (over
+      HTTP/3 repeated in a PRIORITY_UPDATE per request), so their images share."""
+    session.settings = replace(session.settings, engine="selenium")
+    html = f"/{TOGETHER}/index.html"
+    seen: dict[tuple[str, str], tuple[list[dict[str, Any]], dict[str, Any]]] = {}
+    try:
+        for scheduler, browser in SCHEDULED_LOADS:
+            session.ensure_scheduler(scheduler)
+            # Chromium opens its own 6 connections per server over HTTP/1.1 and says so.
+            connections = 6 if browser == "chromium" else 1
+            load = PageLoad(TOGETHER, http, "bbr", connections, browser=browser)
+            result, details = session.load_page(load)
+            assert result.status is Status.ok, result.reason
+            (conn,) = [c for c in details["server_connections"] if c.get("exchanges")]
+            assert conn["scheduler"] == scheduler
+            rows = sorted(details["objects"], key=lambda o: o["request_order"])
+            assert rows[0]["path"] == html, rows
+            assert len(rows) == 6 and all(o["server_done_ms"] is not None for o in rows)
+            seen[scheduler, browser] = rows, conn
+            print(  # for the record (pytest -rP shows it)
+                http,
+                scheduler,
+                browser,
+                [
+                    [o[k] for k in ("stream", "bytes", "priority", "priority_updates")]
+                    + [o["server_completion_order"]]
+                    for o in rows
+                ],
+                f"{len(conn.get('data_frames') or [])} runs of DATA",
+                details["priority_signals"],
+            )
+    finally:
+        session.ensure_scheduler("own")
+
+    rows, conn = seen["sequential", "firefox"]
+    if http == "2":
+        for a, b in itertools.pairwise(rows):
+            assert _done_before(a, b, http), (a, b)
+        assert len(conn["data_frames"]) == len(rows), conn["data_frames"]
+    else:
+        # Over HTTP/3 origin hands the responses to quinn one at a time in request order,
+        # and quinn's priorities order what it holds; in three lan loads of seven the 50 K
+        # response was acknowledged whole before the 250 K one asked before it, once by
+        # more than 3 ms (docs/scheduling.md, "Not yet"): the handing order is checked here,
+        # the completion order on the triangular page (test_load.py).
+        for a, b in itertools.pairwise(rows):
+            assert a["server_start_ms"] <= b["server_start_ms"], (a, b)
+
+    if http == "3":
+        # h2's own round-robin interleaves only the responses whose bytes it holds at
+        # once; on lan it wrote most of each before the next was ready in one load of
+        # four (loopback.rs checks its alternation).
+        rr = seen["round-robin", "firefox"][0]
+        assert _overtaken(rr), rr
+
+    rows, conn = seen["rfc9218", "firefox"]
+    # Firefox's signal for every request, as received.
+    assert all(o["priority"] is not None for o in rows), rows
+    _check_rfc9218(rows, conn, http)
+    _check_rfc9218(*seen["rfc9218", "chromium"], http)

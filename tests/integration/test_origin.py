@@ -257,6 +257,7 @@ def test_origin_across_namespaces(bed: Bed) -> None:
         "tcp_cc": "bbr",
         "quic_cc": "bbr",
         "quic_initial_window": None,
+        "scheduler": "round-robin",
     }
 
     # h1 and h2 with curl; the 2 MB object arrives byte-identical.

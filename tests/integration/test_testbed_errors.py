@@ -88,7 +88,7 @@ def test_satlink_dying_at_start_rolls_everything_back(
     fake.chmod(0o755)
     monkeypatch.setenv("CLARKE_SATLINK", str(fake))
     code, out, err = run_cli("testbed", "up", "--profile", "geo")
-    assert code == 3
+    assert code == 3, err
     assert "exited during start-up" in err and "cannot open the TUN device" in err
     assert _leftovers(env) == NOTHING
     assert not (env / "0").exists()

@@ -348,6 +348,44 @@ def test_agents_listen_on_one_address() -> None:
     server.check_listen_address("198.19.3.2")
 
 
+def test_testbeds_starting_together_read_one_whole_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Testbeds of several cluster nodes share a state directory and start at once: one
+    that finds the token file another is still writing must read a whole token, never an
+    empty file (a Slurm shard failed with "not a token" so). Here the first writer is held
+    between opening its file and writing it until the second testbed has its token."""
+    import threading
+
+    path = tmp_path / "agent-token"
+    second_done = threading.Event()
+    real_fdopen = os.fdopen
+    first = threading.get_ident()
+
+    def held_fdopen(fd: int, *args: Any, **kwargs: Any) -> Any:
+        if threading.get_ident() == first:
+            second_done.wait(5)
+        return real_fdopen(fd, *args, **kwargs)
+
+    monkeypatch.setattr(auth.os, "fdopen", held_fdopen)
+    got: dict[str, object] = {}
+
+    def second() -> None:
+        try:
+            got["second"] = auth.read_token(auth.ensure_token_file(path))
+        except Exception as e:
+            got["second"] = e
+        finally:
+            second_done.set()
+
+    thread = threading.Thread(target=second)
+    threading.Timer(0.1, thread.start).start()
+    got["first"] = auth.read_token(auth.ensure_token_file(path))
+    thread.join(10)
+    assert got["second"] == got["first"], got
+    assert [p.name for p in tmp_path.iterdir()] == ["agent-token"]  # no writer's file left
+
+
 def test_token_file_is_made_0600_and_checked(tmp_path: Path) -> None:
     path = tmp_path / "agent-token"
     old = os.umask(0)

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from clarke import registry
 from clarke.errors import EnvironmentProblem, InputError
 from clarke.server import openlitespeed as ols
 from clarke.server import openlitespeed_config as conf
@@ -345,6 +346,19 @@ def test_config_body_is_checked() -> None:
         ols.settings_from_body({"tcp_cc": "reno", "quic_cc": "newreno"}, now)
     with pytest.raises(InputError, match="JSON object"):
         ols.settings_from_body(["bbr"], now)
+
+
+def test_openlitespeed_keeps_its_own_scheduler() -> None:
+    now = OlsSettings("cubic", "cubic")
+    assert ols.settings_from_body({"scheduler": "own"}, now) == now
+    with pytest.raises(InputError, match=r"scheduler: sequential: OpenLiteSpeed keeps its own"):
+        ols.settings_from_body({"scheduler": "sequential"}, now)
+    server = registry.get("server", "openlitespeed")
+    server.check_scheduler("own")
+    with pytest.raises(InputError, match=r"matrix.scheduler: rfc9218: the openlitespeed server"):
+        server.check_scheduler("rfc9218", "matrix.scheduler")
+    for name in ("round-robin", "sequential", "rfc9218", "own"):
+        registry.get("server", "origin").check_scheduler(name)
 
 
 def _site(tmp_path: Path, port: int = 443, address: str = "198.19.130.2") -> OlsSite:

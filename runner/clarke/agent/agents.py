@@ -201,6 +201,26 @@ class Agents:
             return ServerConfig.model_validate({"tcp_cc": cc, "quic_cc": quic})
         return ServerConfig.model_validate({"tcp_cc": cc})
 
+    def ensure_scheduler(self, scheduler: str, in_state: str | None = None) -> Applied | None:
+        """The server's stream scheduler (vocab.Scheduler), applied when the server
+        says another is in force: one GET /state per call, and a POST /config only for
+        a change. `in_state`: what the server's state says while `scheduler` is in force
+        (origin names its own `round-robin`; default: `scheduler`). A server that names
+        none is asked each time; its configure is a no-op when nothing changes."""
+        body = ServerConfig.model_validate({"scheduler": scheduler})
+        if self["server"].server_state().scheduler == (in_state or scheduler):
+            return None
+        started, t0 = dt.datetime.now(dt.UTC), time.monotonic()
+        if not self["server"].configure(body).applied:
+            return None
+        done = Applied(
+            "scheduler", scheduler, None, ("server",), started.isoformat(),
+            round(time.monotonic() - t0, 3),
+        )  # fmt: skip
+        self.applied.append(done)
+        log.warning("applied stream scheduler %s to the server", scheduler)
+        return done
+
     def ensure_cc(self, cc: str) -> Applied | None:
         body = self.cc_body(cc)
         state = self["server"].server_state().body()

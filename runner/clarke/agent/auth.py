@@ -35,13 +35,22 @@ OK, MISSING, WRONG = 200, 401, 403
 
 def create_token_file(path: Path) -> str:
     """A new random token in a new file, created 0600 (O_EXCL: never an existing file,
-    never through a symlink; the mode is set at creation, never changed after)."""
+    never through a symlink; the mode is set at creation, never changed after). The
+    token is written to a file of its own beside `path` and then linked to `path`, so
+    that `path` appears whole: several testbeds starting at once on one state directory
+    (one per node of a cluster) read it as soon as it exists. FileExistsError when
+    `path` exists."""
     token = secrets.token_urlsafe(TOKEN_BYTES)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    with os.fdopen(fd, "w", encoding="ascii") as f:
-        f.write(token + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="ascii") as f:
+            f.write(token + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.link(tmp, path)  # never replaces: FileExistsError, also for a planted symlink
+    finally:
+        tmp.unlink(missing_ok=True)
     return token
 
 

@@ -129,6 +129,7 @@ def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> 
         req.connections,
         req.prefs,
         capture=req.capture_max_bytes > 0,
+        signals=req.priority_signals,
     )
     phases = Phases()
     template, made_from = firefox.profile_for_load(binary, setup.ca_cert, prefs, workdir, phases)

@@ -41,6 +41,7 @@ from clarke.vocab import (
     Browser,
     HttpVersion,
     Isolation,
+    PrioritySignals,
     StartAhead,
 )
 
@@ -137,10 +138,22 @@ class BrowserSettings(BaseModel):
     # A new browser and profile for the load, or a new isolated context in a browser the
     # client keeps between loads (browser/contexts.py; started with WebDriver BiDi).
     isolation: Isolation = Isolation.profile
+    # The HTTP priority signals it sends (prefs.priority_signals).
+    priority_signals: PrioritySignals = "default"
 
     @model_validator(mode="after")
     def _what_chromium_honours(self) -> BrowserSettings:
+        if self.priority_signals == "rfc7540-tree" and self.http is not HttpVersion.h2:
+            raise ValueError(
+                f"priority_signals: rfc7540-tree is an HTTP/2 dependency tree, not for "
+                f"HTTP/{self.http.value}"
+            )
         if self.browser is Browser.chromium:
+            if self.priority_signals != "default":
+                raise ValueError(
+                    f"priority_signals: {self.priority_signals}: Chromium has no switch for "
+                    "the priority signals it sends (only default)"
+                )
             if self.connections != CHROMIUM_CONNECTIONS:
                 raise ValueError(
                     f"connections: Chromium opens {CHROMIUM_CONNECTIONS} connections per "

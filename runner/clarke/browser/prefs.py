@@ -1,7 +1,8 @@
 """Firefox preferences as data, each with the reason it is set.
 
 Layers, applied in order and logged: BASE (every load), the requested HTTP version's
-set, connections per server, CAPTURE (a load with a capture), then the user's overrides.
+set, connections per server, the priority signals asked, CAPTURE (a load with a capture),
+then the user's overrides.
 browsertime's firefoxPreferences.js keeps its prefs the same way."""
 
 from __future__ import annotations
@@ -149,6 +150,50 @@ def connections(per_server: int) -> tuple[Pref, ...]:
     )
 
 
+def priority_signals(signals: str) -> tuple[Pref, ...]:
+    """What Firefox tells the server about its requests' priorities (docs/scheduling.md).
+    Its defaults: an RFC 9218 Priority header on every request whose urgency is not the
+    default 3 (HTTP/2 and HTTP/3), PRIORITY_UPDATE only when the active tab changes, and
+    on HTTP/2 a weight (no dependency) in every HEADERS frame, which no preference
+    removes. Names and meanings from Firefox ESR 153's preference list."""
+    no_header = (
+        Pref("network.http.priority_header.enabled", False, "no RFC 9218 Priority header"),
+        Pref("network.http.http3.priority", False, "HTTP/3: every stream at the default urgency"),
+    )
+    no_updates = (
+        Pref("network.http.http2.priority_updates", False, "no HTTP/2 PRIORITY_UPDATE"),
+        Pref(
+            "network.http.http3.send_background_tabs_deprioritization",
+            False,
+            "no HTTP/3 PRIORITY_UPDATE",
+        ),
+    )
+    if signals == "default":
+        return ()
+    if signals == "none":
+        return (
+            *no_header,
+            *no_updates,
+            Pref("network.http.http2.enabled.deps", False, "no RFC 7540 dependency tree"),
+        )
+    if signals == "rfc7540-tree":
+        return (
+            *no_header,
+            *no_updates,
+            Pref(
+                "network.http.http2.enabled.deps",
+                True,
+                "HTTP/2: PRIORITY frames for idle group streams and HEADERS that depend on them",
+            ),
+            Pref(
+                "network.http.rendering-critical-requests-prioritization",
+                True,
+                "the tree needs it (Firefox's default)",
+            ),
+        )
+    raise ValueError(f"unknown priority signals {signals!r}")
+
+
 CAPTURE: tuple[Pref, ...] = (
     Pref(
         "network.http.http3.enable_qlog",
@@ -165,12 +210,14 @@ def layered(
     per_server: int,
     overrides: Mapping[str, PrefValue] | None = None,
     capture: bool = False,
+    signals: str = "default",
 ) -> dict[str, PrefValue]:
     prefs: dict[str, PrefValue] = {}
     layers = (
         BASE,
         http_version(version, host, port),
         connections(per_server),
+        priority_signals(signals),
         CAPTURE if capture else (),
     )
     for layer in layers:

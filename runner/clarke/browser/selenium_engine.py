@@ -133,6 +133,7 @@ def _start_firefox(
         settings.connections,
         settings.prefs,
         capture=capture is not None,
+        signals=settings.priority_signals,
     )
     profile, made_from = firefox.profile_for_load(binary, setup.ca_cert, prefs, workdir, phases)
     opts = Options()

@@ -2,10 +2,11 @@
 
 A dimension is what a campaign may vary from one run to the next: the link profile, the
 HTTP version, the congestion control, the page (model and size), the connections per
-server, the cross traffic, the PEP, the browser. Each is one `Dimension` below: its
-campaign key and vocabulary (typed, from `vocab.py`, or names of shipped data), its
-default, its part of the run id, its record field (also its InfluxDB tag and its column
-in summaries and exports), its label for people and its part in a figure's legend.
+server, the cross traffic, the PEP, the browser, the server's stream scheduler. Each is
+one `Dimension` below: its campaign key and vocabulary (typed, from `vocab.py`, or names
+of shipped data), its default, its part of the run id, its record field (also its
+InfluxDB tag and its column in summaries and exports), its label for people and its part
+in a figure's legend.
 Everything else is derived from `DIMENSIONS`, in this order:
 
     campaign/model.py     Matrix: one axis per dimension (its key, its item type)
@@ -36,7 +37,7 @@ from pydantic import BeforeValidator, Field, StringConstraints, TypeAdapter
 
 from clarke import pep_presets
 from clarke.campaign.cross import NO_CROSS_TRAFFIC, CrossTraffic, CrossTrafficEntry
-from clarke.vocab import PEP_NONE, Browser, CongestionControl, HttpVersion
+from clarke.vocab import PEP_NONE, Browser, CongestionControl, HttpVersion, Scheduler
 
 V = TypeVar("V")
 
@@ -245,6 +246,21 @@ BROWSER: Dimension[Browser] = Dimension(
     column_shown=Shown.several,
 )
 
+SCHEDULER: Dimension[Scheduler] = Dimension(
+    name="scheduler",
+    key="scheduler",
+    item=Scheduler,
+    help="the server's stream scheduler on HTTP/2 and /3 (own: the server's own; "
+    "docs/scheduling.md)",
+    column="scheduler",
+    default=_fixed(Scheduler.own),
+    record=lambda v: v.value,
+    run_id=lambda v: v.tag,
+    legend=lambda v: f", {v.value}",
+    legend_shown=Shown.several,
+    column_shown=Shown.several,
+)
+
 _declared: list[Dimension[Any]] = [
     PROFILE,
     HTTP,
@@ -255,6 +271,7 @@ _declared: list[Dimension[Any]] = [
     CROSS_TRAFFIC,
     PEP,
     BROWSER,
+    SCHEDULER,
 ]
 _sealed = False
 

@@ -5,7 +5,16 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-from pydantic import AfterValidator, BeforeValidator, Field, create_model, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    Discriminator,
+    Field,
+    Tag,
+    create_model,
+    model_validator,
+)
 
 from clarke.campaign import dimensions
 from clarke.campaign.dimensions import (
@@ -17,12 +26,14 @@ from clarke.campaign.dimensions import (
     HttpVersionField,
     Name,
 )
-from clarke.schema import StrictModel
+from clarke.schema import FORM, StrictModel
+from clarke.sequential import MAX_HORIZON, StoppingRule, first_bounded
 from clarke.vocab import (
     LOADS_PER_BROWSER,
     MAX_LOADS_PER_BROWSER,
     Engine,
     Isolation,
+    PrioritySignals,
     StartAhead,
 )
 from clarke.vocab import Browser as BrowserName
@@ -116,6 +127,9 @@ class Browser(StrictModel):
     # With context isolation: a new browser after this many loads (and after any failed
     # load, and whenever a load asks its browser for other settings).
     loads_per_browser: Annotated[int, Field(ge=1, le=MAX_LOADS_PER_BROWSER)] = LOADS_PER_BROWSER
+    # The HTTP priority signals the browser sends (docs/scheduling.md): its own, or
+    # Firefox's with the Priority header and PRIORITY_UPDATE off, or its RFC 7540 tree.
+    priority_signals: PrioritySignals = "default"
 
     @model_validator(mode="after")
     def _start_ahead_with_selenium(self) -> Browser:
@@ -219,12 +233,102 @@ class SlotPhase(StrictModel):
         return slot_s * (repetition - 0.5) / repetitions
 
 
+def _percent(v: Any) -> Any:
+    """`2%` (or `2 %`) as 0.02; a number as given (a share)."""
+    if isinstance(v, str) and v.strip().endswith("%"):
+        try:
+            return float(v.strip()[:-1]) / 100
+        except ValueError:
+            return v
+    return v
+
+
+Share = Annotated[float, BeforeValidator(_percent), Field(allow_inf_nan=False)]
+
+
+class StopMetric(StrEnum):
+    """The metric a sequential cell's interval is about (the record's `<name>_ms`)."""
+
+    plt = "plt"
+    fcp = "fcp"
+    lcp = "lcp"
+
+    @property
+    def record_metric(self) -> str:
+        return f"{self.value}_ms"
+
+
+class Until(StrictModel):
+    """When a cell has enough loads: its interval for the median of `metric` (valid
+    under optional stopping: clarke.sequential) reaches no further than `half_width`
+    from the median."""
+
+    metric: StopMetric = StopMetric.plt
+    half_width: Share = Field(gt=0, lt=1, description="e.g. 2% of the median")
+    confidence: Share = Field(default=0.95, ge=0.5, le=0.999, description="e.g. 95%")
+
+
+class SequentialRepetitions(StrictModel):
+    """Repetitions that stop when the answer is known (docs/campaigns.md): every cell
+    gets at least `min` successful loads and at most `max` runs, interleaved as the
+    order says, and stops as soon as its interval is as narrow as `until` asks."""
+
+    min: int = Field(default=3, ge=1, le=MAX_HORIZON)
+    max: int = Field(ge=2, le=MAX_HORIZON)
+    until: Until
+
+    @model_validator(mode="after")
+    def _can_stop_early(self) -> SequentialRepetitions:
+        if self.min > self.max:
+            raise ValueError(f"min {self.min} is more than max {self.max}")
+        first = first_bounded(self.until.confidence, self.max)
+        if first is None or first >= self.max:
+            hint = first_bounded(self.until.confidence, 30)
+            raise ValueError(
+                f"max {self.max}: no load count up to {self.max} has a "
+                f"{100 * self.until.confidence:g} % interval for the median that holds under "
+                f"optional stopping, so no cell could stop early (docs/campaigns.md); raise "
+                f"max (with 30 the first interval is at {hint} loads) or give a fixed number"
+            )
+        return self
+
+    def describe(self) -> str:
+        """What the rule does, in one sentence for people."""
+        u = self.until
+        earliest = self.rule.earliest
+        return (
+            f"up to {self.max} repetitions, each cell until the {u.confidence:.0%} interval "
+            f"for its {u.metric.value.upper()} median is within ±{100 * u.half_width:g} % of "
+            f"it (sequential; at {earliest} successful loads at the earliest, min {self.min})"
+        )
+
+    @property
+    def rule(self) -> StoppingRule:
+        return StoppingRule(
+            self.until.metric.record_metric,
+            self.until.half_width,
+            self.min,
+            self.max,
+            self.until.confidence,
+        )
+
+
+FIXED, SEQUENTIAL = f"{FORM}fixed", f"{FORM}sequential"
+
+
 class Campaign(StrictModel):
     name: Name
     description: str = ""
     matrix: Matrix | None = None
     scenarios: Annotated[list[Scenario], Field(min_length=1)] | None = None
-    repetitions: int = Field(ge=1, le=10_000)
+    # A fixed number per cell, or sequential (a cell stops when its interval is tight):
+    # a mapping is read as sequential, anything else as a number, so that an error names
+    # the fields of the form meant.
+    repetitions: Annotated[
+        Annotated[int, Field(ge=1, le=10_000), Tag(FIXED)]
+        | Annotated[SequentialRepetitions, Tag(SEQUENTIAL)],
+        Discriminator(lambda v: SEQUENTIAL if isinstance(v, dict | BaseModel) else FIXED),
+    ]
     order: Order = Order.listed
     seed: int | None = Field(default=None, ge=0)
     retries: int = Field(default=2, ge=0, le=10)
@@ -253,10 +357,30 @@ class Campaign(StrictModel):
             raise ValueError("; ".join(problems))
         return self
 
+    @model_validator(mode="after")
+    def _what_the_signals_need(self) -> Campaign:
+        if self.browser.priority_signals != "rfc7540-tree":
+            return self
+        others = sorted(
+            {h.value for _, _, m in self.matrices() for h in m.axis(HTTP) or []} - {"2"}
+        )
+        if others:
+            raise ValueError(
+                f"browser.priority_signals: rfc7540-tree is an HTTP/2 dependency tree; the "
+                f"matrix also asks HTTP/{', HTTP/'.join(others)}"
+            )
+        return self
+
     def _chromium(self, prefix: str, m: Matrix) -> list[str]:
         """What Chromium, in a matrix's browser axis, cannot do as asked."""
         if BrowserName.chromium not in (m.axis(BROWSER) or []):
             return []
+        if self.browser.priority_signals != "default":
+            return [
+                f"browser.priority_signals: {self.browser.priority_signals} with "
+                f"{prefix}.{BROWSER.key} chromium: Chromium has no switch for the priority "
+                "signals it sends (only default)"
+            ]
         fixed = CHROMIUM_CONNECTIONS_PER_SERVER
         why = f"Chromium opens {fixed} connections per server and has no setting for it"
         connections = m.axis(CONNECTIONS)
@@ -273,6 +397,18 @@ class Campaign(StrictModel):
                     f"{prefix}.{BROWSER.key} chromium: {why} (give {fixed})"
                 )
         return out
+
+    @property
+    def planned_repetitions(self) -> int:
+        """Runs per cell in the plan: the fixed number, or a sequential rule's max."""
+        r = self.repetitions
+        return r.max if isinstance(r, SequentialRepetitions) else r
+
+    @property
+    def stopping(self) -> StoppingRule | None:
+        """The sequential repetitions' stopping rule; None for fixed repetitions."""
+        r = self.repetitions
+        return r.rule if isinstance(r, SequentialRepetitions) else None
 
     def varies(self, dimension: Dimension[Any]) -> bool:
         """Whether a matrix gives the dimension's axis (run ids then carry it)."""

@@ -206,7 +206,7 @@ def expand(c: Campaign, source: Path, seed: int | None = None) -> CampaignPlan:
     for profile in profile_order:
         block = [
             (rep, cell)
-            for rep in range(1, c.repetitions + 1)
+            for rep in range(1, c.planned_repetitions + 1)
             for cell in cells
             if cell[PROFILE] == profile
         ]

@@ -56,6 +56,21 @@ def _errbars(stats: list[MetricStats]) -> list[list[float]]:
 Select = Callable[[CellSummary], bool]
 
 
+def _legend_below(ax: plt.Axes, below_labels: bool = False) -> None:
+    """The panel's legend under it, clear of its bars, lines, tick labels and x label
+    (inside, the legend sat on top of the bars of the FCP and LCP panels)."""
+    handles, labels = ax.get_legend_handles_labels()
+    if not handles:
+        return
+    ax.legend(
+        fontsize=8,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.2 if below_labels else -0.1),
+        ncol=min(2, len(labels)),
+        frameon=False,
+    )
+
+
 def _profiles(cells: list[CellSummary]) -> list[str]:
     return list(dict.fromkeys(c.cell[PROFILE] for c in cells))
 
@@ -98,7 +113,7 @@ def lines(
         ax.set_ylabel(f"{LABEL.get(metric, metric)} (s), mean and 95 % CI")
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        _legend_below(ax, below_labels=True)
     fig.suptitle(title)
     return Figure(key, title, caption, _svg(fig))
 
@@ -140,7 +155,7 @@ def bars(
         ax.set_ylabel("s, mean and 95 % CI")
         ax.set_ylim(bottom=0)
         ax.grid(axis="y", alpha=0.3)
-        ax.legend(fontsize=8)
+        _legend_below(ax)
     fig.suptitle(title)
     return Figure(key, title, caption, _svg(fig))
 
@@ -173,7 +188,7 @@ def per_profile(
     ax.set_ylabel(f"{LABEL.get(metric, metric)} (s), mean and 95 % CI")
     ax.set_ylim(bottom=0)
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=8)
+    _legend_below(ax)
     ax.set_title(title)
     return Figure(key, title, caption, _svg(fig))
 

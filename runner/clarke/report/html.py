@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import html
-import json
 import math
 from collections import defaultdict
 from pathlib import Path
@@ -19,11 +18,22 @@ from clarke.campaign.dimensions import (
     table_columns,
 )
 from clarke.report.figures import HTTP_LABEL, Figure, _size_key, study_figures
+from clarke.report.link import link_table
+from clarke.report.order import completion_order
 from clarke.report.timeline import timeline_figures
 from clarke.results import store
 from clarke.results.metric_families import DEFAULT_FAMILY, DESCRIPTION, FAMILIES, LABEL
 from clarke.results.record import RunRecord, Status
-from clarke.results.summary import CellSummary, final_attempts, summarise
+from clarke.results.summary import (
+    FEW_LOADS,
+    CellSummary,
+    MetricStats,
+    Sequential,
+    final_attempts,
+    sequential_of,
+    summarise,
+)
+from clarke.sequential import Decision, Stop
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em}
@@ -32,6 +42,7 @@ table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ddd;padding
 td.n{text-align:right;font-variant-numeric:tabular-nums}th{background:#f4f4f4}
 figure{margin:1.5em 0}figure svg{max-width:100%;height:auto}figcaption{color:#555}
 pre{background:#f7f7f7;padding:1em;overflow:auto}.failed{color:#a00}
+details pre{margin:.3em 0;max-width:40em;font-size:12px}.few{color:#a60}
 """
 
 
@@ -138,6 +149,63 @@ def _connections(records: list[RunRecord]) -> str:
     )
 
 
+def _ci(s: MetricStats) -> str:
+    if math.isnan(s.ci_low):
+        return "-"
+    text = f"{_num(s.ci_low)} to {_num(s.ci_high)}"
+    if s.few:
+        why = f"{s.n} loads: Student's t over fewer than {FEW_LOADS} is wide and rests on normality"
+        return f'<span class="few" title="{_e(why)}">{text} (n={s.n})</span>'
+    return text
+
+
+def _stop(d: Decision) -> list[str]:
+    """A sequential cell's loads, why it stopped and its interval for the median."""
+    i = d.interval
+    why = {Stop.precise: "precise enough", Stop.exhausted: f"all {d.tried} runs"}
+    interval = f"{_num(i.low)} to {_num(i.high)}" if i.bounded else "not yet"
+    half = f"{100 * i.relative_half_width:.1f} %" if i.bounded else "-"
+    return [str(i.n), _e(why.get(d.stop, "not finished")), _num(i.median), interval, half]
+
+
+def _summary_table(
+    cells: list[CellSummary], metrics: tuple[str, ...], sequential: Sequential | None
+) -> str:
+    """The full summary: one column per dimension; per metric mean, median and the 95 %
+    CI of the mean (marked under FEW_LOADS loads); with sequential repetitions, each
+    cell's loads, why it stopped and its interval for the median."""
+    columns = _columns(cells)
+    rows = []
+    for c in cells:
+        row = [*_coordinates(c.cell, columns), str(c.ok), str(c.failed)]
+        if sequential:
+            row += _stop(c.stop) if c.stop is not None else ["-"] * 5
+        for m in metrics:
+            s = c.metrics.get(m)
+            row += [_num(s.mean), _num(s.median), _ci(s)] if s else ["-"] * 3
+        rows.append(row)
+    head = [*(d.column for d in columns), "ok", "failed"]
+    numbers_from = len(_text_heads(columns))
+    text: tuple[int, ...] = ()
+    if sequential:
+        rule = sequential.rule
+        name = LABEL.get(rule.metric, rule.metric)
+        head += ["loads", "stopped", f"{name} median", f"{rule.confidence:.0%} interval", "±"]
+        text = (len(head) - 4,)
+    for m in metrics:
+        head += [f"{LABEL[m]} mean ms", "median", "95 % CI"]
+    out = _table(head, rows, numbers_from, text)
+    if sequential:
+        out = (
+            "<p>Sequential repetitions: each cell took loads until the interval for its "
+            "median (which holds however the loads were stopped; docs/campaigns.md) was "
+            "within the campaign's half-width of it, or until its last planned run. "
+            "<i>loads</i> are its successful loads, <i>±</i> how far the interval reaches "
+            "from the median.</p>" + out
+        )
+    return out
+
+
 def build(results_dir: Path, family: str = DEFAULT_FAMILY) -> str:
     """The report of `results_dir`, its paint-like figures and columns drawn with the
     metric family `family` (clarke.results.metric_families)."""
@@ -145,8 +213,10 @@ def build(results_dir: Path, family: str = DEFAULT_FAMILY) -> str:
     meta, journal = store.open_existing(results_dir)
     records = list(journal.records())
     final = list(final_attempts(records).values())
-    cells = summarise(records, metrics)
-    figures = study_figures(cells, family) + timeline_figures(final)
+    sequential = sequential_of(results_dir)
+    cells = summarise(records, metrics, sequential)
+    order = completion_order(final)
+    figures = study_figures(cells, family) + timeline_figures(final) + ([order] if order else [])
     campaign_text = (
         (results_dir / store.CAMPAIGN_COPY).read_text()
         if (results_dir / store.CAMPAIGN_COPY).is_file()
@@ -169,34 +239,10 @@ def build(results_dir: Path, family: str = DEFAULT_FAMILY) -> str:
         or "<p>No cell has the data for the study's figures.</p>",
         "<h2>Summary per cell</h2>",
     ]
-    columns = _columns(cells)
-    rows = []
-    for c in cells:
-        row = [*_coordinates(c.cell, columns), str(c.ok), str(c.failed)]
-        for m in metrics:
-            s = c.metrics.get(m)
-            row += (
-                [
-                    _num(s.mean),
-                    _num(s.median),
-                    "-"
-                    if s is None or math.isnan(s.ci_low)
-                    else f"{_num(s.ci_low)} to {_num(s.ci_high)}",
-                ]
-                if s
-                else ["-"] * 3
-            )
-        rows.append(row)
-    head = [*(d.column for d in columns), "ok", "failed"]
-    for m in metrics:
-        head += [f"{LABEL[m]} mean ms", "median", "95 % CI"]
-    parts.append(_table(head, rows, len(_text_heads(columns))))
+    parts.append(_summary_table(cells, metrics, sequential))
     parts += ["<h2>Protocol overhead</h2>", _overhead(final)]
     parts += ["<h2>Connections</h2>", _connections(records)]
-    parts += [
-        "<h2>The link as measured</h2>",
-        f"<pre>{_e(json.dumps(meta.get('link', 'not measured'), indent=2))}</pre>",
-    ]
+    parts += ["<h2>The link as measured</h2>", link_table(meta.get("link"))]
     versions: dict[str, set[str]] = defaultdict(set)
     for r in records:
         for k, v in {

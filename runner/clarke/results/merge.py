@@ -9,7 +9,10 @@ Refused (InputError, exit 2), naming the directories: shards of different campai
 (campaign id, campaign file hash, plan seed or size differ), the same directory or shard
 twice, shards of different shard counts, a run id in two shards, a shard whose plan is
 not its slice of the campaign's plan. Accepted, and reported: runs of the plan without a
-successful load (a shard that failed or never ran)."""
+successful load (a shard that failed or never ran). With sequential repetitions, the runs
+a shard passed over because their cell had stopped there are not missing: each shard's
+stops are judged again from its records and the campaign's rule (clarke.sequential), and
+kept in `merged_from` as the shard's meta.json had them."""
 
 from __future__ import annotations
 
@@ -19,12 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from clarke import schema
+from clarke.campaign.dimensions import Cell
 from clarke.campaign.model import Campaign
 from clarke.campaign.plan import ShardBy, expand
 from clarke.errors import InputError
 from clarke.results import store
 from clarke.results.journal import Journal
 from clarke.results.record import RunRecord, Status
+from clarke.results.summary import final_attempts
+from clarke.sequential import StoppingRule
 
 
 @dataclass
@@ -53,6 +59,7 @@ class Merged:
     records: int
     missing_runs: list[str] = field(default_factory=list)
     missing_shards: list[str] = field(default_factory=list)
+    not_needed: int = 0  # runs of cells that had stopped (sequential repetitions)
 
 
 def _read(d: Path) -> Shard:
@@ -174,7 +181,9 @@ def merge(dirs: list[Path], out: Path) -> Merged:
         [f"{i}/{count}" for i in range(1, count + 1) if (i, count) not in labels] if labels else []
     )
     ok = {r.run_id for s in shards for r in s.records if r.status is Status.ok}
-    missing = [r["run_id"] for r in full if r["run_id"] not in ok]
+    rule = plan.campaign.stopping
+    unneeded = set() if rule is None else {rid for s in shards for rid in _not_needed(s, rule)}
+    missing = [r["run_id"] for r in full if r["run_id"] not in ok | unneeded]
 
     records = sorted(
         (r for s in shards for r in s.records),
@@ -204,6 +213,7 @@ def merge(dirs: list[Path], out: Path) -> Merged:
                 "testbeds": s.meta.get("testbeds") or [],
                 "runs": len(s.plan.get("runs", [])),
                 "records": len(s.records),
+                **({"sequential": s.meta["sequential"]} if s.meta.get("sequential") else {}),
             }
             for s in sorted(shards, key=lambda s: _parse_label(s) or (0, 0))
         ],
@@ -226,4 +236,23 @@ def merge(dirs: list[Path], out: Path) -> Merged:
     with Journal.in_dir(d) as journal:
         for r in records:
             journal.append(r)
-    return Merged(d, shards, len(full), len(records), missing, missing_shards)
+    return Merged(d, shards, len(full), len(records), missing, missing_shards, len(unneeded))
+
+
+def _not_needed(s: Shard, rule: StoppingRule) -> set[str]:
+    """The shard's runs without a record whose cell had stopped there."""
+    final = final_attempts(s.records)
+    planned: dict[Cell, list[str]] = {}
+    for run in s.plan.get("runs") or []:
+        planned.setdefault(Cell.parse(run), []).append(run["run_id"])
+    out: set[str] = set()
+    for run_ids in planned.values():
+        tried = [final[rid] for rid in run_ids if rid in final]
+        values = [
+            r.metrics[rule.metric]
+            for r in tried
+            if r.status is Status.ok and rule.metric in r.metrics
+        ]
+        if rule.decide(values, len(tried), len(run_ids)).stopped:
+            out |= {rid for rid in run_ids if rid not in final}
+    return out

@@ -59,11 +59,13 @@ from clarke.roles import Implementation, RoleProcess
 from clarke.server import serve_link_checks
 from clarke.server.openlitespeed_config import (
     DEFAULT_SERVER_ROOT,
+    OWN_SCHEDULER,
     QUIC_CC,
     TCP_CC,
     OlsSettings,
     OlsSite,
     render,
+    settings_from_body,
     write,
 )
 from clarke.server.openlitespeed_install import (
@@ -91,35 +93,15 @@ from clarke.server.tcp_cc import (
     available_tcp_cc,
     netns_argv,
 )
-from clarke.vocab import CongestionControl
+from clarke.vocab import CongestionControl, Scheduler
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PID_FILE: Final = Path("/tmp/lshttpd/lshttpd.pid")  # lswsctrl's, unless lsws_env
-CONFIG_KEYS: Final = ("tcp_cc", "quic_cc")
 ERROR_LOG_KEEP_BYTES: Final = 256 * 1024 * 1024
 
 
 # --- the role ------------------------------------------------------------------------------
-
-
-def settings_from_body(body: object, current: OlsSettings) -> OlsSettings:
-    """POST /config's body (any subset of tcp_cc, quic_cc) over the current settings."""
-    if not isinstance(body, dict):
-        raise InputError('POST /config takes a JSON object such as {"tcp_cc": "bbr"}')
-    if body.get("quic_initial_window") is not None:
-        raise InputError(
-            "quic_initial_window: not supported by OpenLiteSpeed, which has no setting for "
-            "QUIC's initial congestion window (lsquic's own applies); leave it out or null"
-        )
-    unknown = sorted(set(body) - {*CONFIG_KEYS, "quic_initial_window"})
-    if unknown:
-        raise InputError(
-            f"unknown key(s) {', '.join(map(repr, unknown))} in POST /config; allowed: "
-            f"{', '.join(CONFIG_KEYS)} (tcp_cc: {', '.join(TCP_CC)}; "
-            f"quic_cc: {', '.join(QUIC_CC)})"
-        )
-    return dataclasses.replace(current, **{k: body[k] for k in CONFIG_KEYS if k in body})
 
 
 def _tail(path: Path, lines: int = 20) -> str:
@@ -434,7 +416,11 @@ class OpenLiteSpeedRole:
 
     # --- the role agent's contract -----------------------------------------------------
     def state(self) -> dict[str, Any]:
-        return {"tcp_cc": self.settings.tcp_cc, "quic_cc": self.settings.quic_cc}
+        return {
+            "tcp_cc": self.settings.tcp_cc,
+            "quic_cc": self.settings.quic_cc,
+            "scheduler": Scheduler.own.value,
+        }
 
     def settings_view(self) -> dict[str, Any]:
         return {
@@ -572,6 +558,7 @@ class OpenLiteSpeed(Implementation):
     kind = "server"
     name = "openlitespeed"
     summary = "OpenLiteSpeed (the study's server); its image: images/openlitespeed"
+    own_scheduler = OWN_SCHEDULER
     install = "see docs/openlitespeed.md, or use --server origin"
 
     def check_environment(self) -> None:

@@ -36,6 +36,7 @@ this configuration (docs/openlitespeed.md says what was observed):
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import re
 from dataclasses import dataclass
@@ -44,7 +45,7 @@ from typing import Final
 
 from clarke.errors import InputError
 from clarke.tls import DEFAULT_HOST  # www.clarke.test
-from clarke.vocab import CONGESTION_CONTROLS, CongestionControl
+from clarke.vocab import CONGESTION_CONTROLS, CongestionControl, Scheduler
 
 OLS_VERSION: Final = "1.8.5"  # the release the keys below were checked against
 VHOST: Final = "clarke"
@@ -520,3 +521,37 @@ def write(server_root: Path, site: OlsSite, settings: OlsSettings) -> list[Path]
         tmp.replace(path)
         written.append(path)
     return written
+
+
+CONFIG_KEYS: Final = ("tcp_cc", "quic_cc")
+# What OpenLiteSpeed's scheduler is, as far as its source says (docs/scheduling.md; not
+# measured here): it has no setting for it.
+OWN_SCHEDULER: Final = (
+    "HTTP/2: its connection's eight priority queues (src/spdy/h2connection.h); HTTP/3: lsquic's"
+)
+
+
+def settings_from_body(body: object, current: OlsSettings) -> OlsSettings:
+    """POST /config's body (any subset of tcp_cc, quic_cc; scheduler `own` only) over
+    the current settings."""
+    if not isinstance(body, dict):
+        raise InputError('POST /config takes a JSON object such as {"tcp_cc": "bbr"}')
+    scheduler = body.get("scheduler")
+    if scheduler is not None and scheduler != Scheduler.own:
+        raise InputError(
+            f"scheduler: {scheduler}: OpenLiteSpeed keeps its own stream scheduler "
+            f"({OWN_SCHEDULER}); only {Scheduler.own} can be asked of it"
+        )
+    if body.get("quic_initial_window") is not None:
+        raise InputError(
+            "quic_initial_window: not supported by OpenLiteSpeed, which has no setting for "
+            "QUIC's initial congestion window (lsquic's own applies); leave it out or null"
+        )
+    unknown = sorted(set(body) - {*CONFIG_KEYS, "quic_initial_window", "scheduler"})
+    if unknown:
+        raise InputError(
+            f"unknown key(s) {', '.join(map(repr, unknown))} in POST /config; allowed: "
+            f"{', '.join(CONFIG_KEYS)} (tcp_cc: {', '.join(TCP_CC)}; "
+            f"quic_cc: {', '.join(QUIC_CC)})"
+        )
+    return dataclasses.replace(current, **{k: body[k] for k in CONFIG_KEYS if k in body})

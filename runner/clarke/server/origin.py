@@ -17,10 +17,12 @@ from clarke.place import Place, procs
 from clarke.place.plan import HTTPS_PORT, ORIGIN_CONTROL
 from clarke.roles import Implementation, RoleProcess
 from clarke.server import serve_link_checks
-from clarke.vocab import CongestionControl
+from clarke.vocab import SCHEDULERS, CongestionControl, Scheduler
 
 START_TIMEOUT_S = 30.0
-SETTINGS = ("tcp_cc", "quic_cc", "quic_initial_window")
+SETTINGS = ("tcp_cc", "quic_cc", "quic_initial_window", "scheduler")
+# origin's own scheduler: h2's and quinn's round-robin, untouched (origin/README.md).
+OWN_SCHEDULER = Scheduler.round_robin
 
 
 def origin_binary() -> Path | None:
@@ -88,16 +90,18 @@ class OriginServer:
         return {k: settings.get(k) for k in SETTINGS}
 
     def configure(self, body: dict[str, Any]) -> dict[str, Any]:
-        """{"tcp_cc", "quic_cc", "quic_initial_window"} (any subset), sent to origin
-        only when something differs from what is in force. Any other key is refused
-        (origin would refuse it too; compared with what is in force, a null one would
-        have passed as a no-op)."""
+        """{"tcp_cc", "quic_cc", "quic_initial_window", "scheduler"} (any subset), sent
+        to origin only when something differs from what is in force; scheduler `own` is
+        origin's round-robin. Any other key is refused (origin would refuse it too;
+        compared with what is in force, a null one would have passed as a no-op)."""
         unknown = sorted(set(body) - set(SETTINGS))
         if unknown:
             raise InputError(
                 f"unknown key(s) {', '.join(map(repr, unknown))} in POST /config; "
                 f"allowed: {', '.join(SETTINGS)}"
             )
+        if body.get("scheduler") == Scheduler.own:
+            body = {**body, "scheduler": OWN_SCHEDULER.value}
         current = self.state()
         if all(current.get(k) == v for k, v in body.items()):
             return {"applied": False, "state": current}
@@ -131,6 +135,9 @@ class Origin(Implementation):
     kind = "server"
     name = "origin"
     summary = "Clarke's own server (origin/): congestion control and wire bytes per connection"
+    schedulers = tuple(s for s in SCHEDULERS if s != Scheduler.own)
+    own_scheduler = "round-robin: h2's per DATA frame, quinn's per STREAM frame"
+    own_scheduler_state = OWN_SCHEDULER.value
     install = "build it with `cargo build --release` in origin/ (ci/build.sh), or set CLARKE_ORIGIN"
     reports_handshakes = True  # tls_handshake in every TLS connection's record
 

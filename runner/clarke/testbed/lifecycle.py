@@ -150,9 +150,24 @@ def up(
         try:
             tb.save()
         finally:
-            down(testbed_id, store)
+            _roll_back(testbed_id, store)
         raise
     return Up(state, p, applied)
+
+
+def _roll_back(testbed_id: int, store: Store) -> None:
+    """`down` after a failed `up`. Its own failure is logged, never raised: the error
+    that stopped `up` (and its exit code) is what the user must see."""
+    try:
+        down(testbed_id, store)
+    except Exception as e:
+        log.error(
+            "rolling testbed %d back failed too: %s; `clarke testbed down --id %d` removes "
+            "what is left",
+            testbed_id,
+            e,
+            testbed_id,
+        )
 
 
 def agent_argv(

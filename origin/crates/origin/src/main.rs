@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Parser;
 use origin::cc::{QuicCc, TcpCc};
+use origin::sched::Scheduler;
 use origin::{Options, Server};
 
 /// Clarke's built-in web server: serves a directory of generated pages over HTTP/1.1,
@@ -43,6 +44,10 @@ struct Args {
     /// QUIC initial congestion window in bytes [default: quinn's, 14720 bytes]
     #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
     quic_initial_window: Option<u64>,
+    /// Which response sends next on an HTTP/2 or HTTP/3 connection: round-robin (the
+    /// stacks' own), sequential (request order) or rfc9218 (urgency, incremental)
+    #[arg(long, value_name = "NAME", default_value = "round-robin")]
+    scheduler: Scheduler,
     /// Append a connection log here (# header lines, then one JSON object per line)
     #[arg(long, value_name = "FILE")]
     log: Option<PathBuf>,
@@ -68,6 +73,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         tcp_cc: args.tcp_cc,
         quic_cc: args.quic_cc,
         quic_initial_window: args.quic_initial_window,
+        scheduler: args.scheduler,
         log: args.log,
         alt_svc_max_age: (!args.no_alt_svc).then_some(args.alt_svc_max_age),
         cache_bytes: args.cache_mb * 1024 * 1024,

@@ -1,5 +1,5 @@
-//! QUIC: HTTP/3 with h3 over quinn, the congestion controller taken from the settings
-//! when each connection arrives.
+//! QUIC: HTTP/3 with h3 over quinn, the congestion controller and the scheduler taken
+//! from the settings when each connection arrives.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -11,20 +11,21 @@ use tracing::{debug, Instrument};
 
 use crate::body::CHUNK;
 use crate::delay;
+use crate::h3conn::PrioConnection;
+use crate::priorities::Conn;
 use crate::shared::Shared;
-use crate::stats::Counters;
 
 /// Accepts connections until the endpoint closes.
 pub async fn accept_loop(endpoint: quinn::Endpoint, shared: Arc<Shared>) {
     while let Some(incoming) = endpoint.accept().await {
-        let cc = shared.settings().quic_cc;
+        let settings = shared.settings();
         let span = tracing::info_span!("quic", peer = %incoming.remote_address());
         let shared = shared.clone();
         let local = endpoint.local_addr().unwrap_or(incoming.remote_address());
         tokio::spawn(
             async move {
                 match incoming.await {
-                    Ok(conn) => serve(conn, cc.name(), local, shared).await,
+                    Ok(conn) => serve(conn, settings, local, shared).await,
                     Err(e) => debug!("QUIC handshake failed: {e}"),
                 }
             }
@@ -33,14 +34,21 @@ pub async fn accept_loop(endpoint: quinn::Endpoint, shared: Arc<Shared>) {
     }
 }
 
-async fn serve(conn: quinn::Connection, cc: &str, local: std::net::SocketAddr, shared: Arc<Shared>) {
-    let handle = shared.registry.open_quic(conn.clone(), local, cc.into());
+async fn serve(
+    conn: quinn::Connection,
+    settings: crate::settings::Settings,
+    local: std::net::SocketAddr,
+    shared: Arc<Shared>,
+) {
+    let handle = shared
+        .registry
+        .open_quic(conn.clone(), local, settings.quic_cc.name().into());
     if let Some(handshake) = crate::observe::quic_handshake(&conn) {
         handle.set_handshake(handshake);
     }
-    let counters = handle.counters();
-    let mut h3c = match h3::server::Connection::<_, Bytes>::new(h3_quinn::Connection::new(conn.clone())).await
-    {
+    let sched = Conn::new(settings.scheduler, handle.counters(), false);
+    let quic = PrioConnection::new(conn.clone(), sched.clone());
+    let mut h3c = match h3::server::Connection::<_, Bytes>::new(quic).await {
         Ok(c) => c,
         Err(e) => {
             debug!("HTTP/3 setup failed: {e}");
@@ -51,9 +59,9 @@ async fn serve(conn: quinn::Connection, cc: &str, local: std::net::SocketAddr, s
         match h3c.accept().await {
             Ok(Some(resolver)) => {
                 let shared = shared.clone();
-                let counters = counters.clone();
+                let sched = sched.clone();
                 tokio::spawn(async move {
-                    if let Err(e) = request(resolver, shared, counters).await {
+                    if let Err(e) = request(resolver, shared, sched).await {
                         debug!("HTTP/3 request failed: {e:#}");
                     }
                 });
@@ -70,12 +78,18 @@ async fn serve(conn: quinn::Connection, cc: &str, local: std::net::SocketAddr, s
 }
 
 async fn request(
-    resolver: RequestResolver<h3_quinn::Connection, Bytes>,
+    resolver: RequestResolver<PrioConnection, Bytes>,
     shared: Arc<Shared>,
-    counters: Arc<Counters>,
+    sched: Arc<Conn>,
 ) -> anyhow::Result<()> {
     let (req, mut stream) = resolver.resolve_request().await.context("reading the request")?;
+    let counters = sched.counters.clone();
     counters.request(req.uri().path());
+    let id = stream.id().into_inner();
+    let header = req.headers().get("priority").and_then(|v| v.to_str().ok());
+    let (key, priority) = counters.exchanges.begin(Some(id), req.uri().path(), header);
+    // Before its first byte is written: quinn reads a stream's priority as it queues it.
+    let turn = sched.quic_arrived(id, key, priority);
     let r = delay::serve(
         &shared.root,
         &shared.cache,
@@ -87,6 +101,12 @@ async fn request(
     let mut resp = http::Response::new(());
     *resp.status_mut() = r.status;
     *resp.headers_mut() = r.headers;
+    // A PRIORITY_UPDATE may have come during a hold.
+    let now = counters.exchanges.priority_of(key);
+    sched.prioritize_quic(id, now);
+    if let Some(t) = &turn {
+        t.gate.reprioritize(t.stream, now);
+    }
     stream
         .send_response(resp)
         .await
@@ -95,9 +115,21 @@ async fn request(
     while !rest.is_empty() {
         let chunk = rest.split_to(rest.len().min(CHUNK));
         let n = chunk.len() as u64;
+        if let Some(t) = &turn {
+            t.next().await;
+        }
         stream.send_data(chunk).await.context("sending the body")?;
         counters.app_bytes.fetch_add(n, Ordering::Relaxed);
+        counters.exchanges.handed(key, n, rest.is_empty());
     }
+    // Its last bytes are with quinn, which sends them before the next response's (their
+    // priorities): the next may start.
+    drop(turn);
     stream.finish().await.context("finishing the stream")?;
+    if let Some(stopped) = sched.quic_stopped(id) {
+        if stopped.await {
+            counters.exchanges.h3_acked(id);
+        }
+    }
     Ok(())
 }

@@ -12,6 +12,7 @@ use tokio::task::JoinHandle;
 
 use crate::cc::{self, QuicCc, TcpCc};
 use crate::files::FileCache;
+use crate::sched::Scheduler;
 use crate::settings::{self, Settings};
 use crate::shared::{Addrs, Shared};
 use crate::stats::Registry;
@@ -33,6 +34,8 @@ pub struct Options {
     pub tcp_cc: TcpCc,
     pub quic_cc: QuicCc,
     pub quic_initial_window: Option<u64>,
+    /// Which response sends next on an HTTP/2 or HTTP/3 connection.
+    pub scheduler: Scheduler,
     pub log: Option<PathBuf>,
     /// `ma` of the Alt-Svc header; `None` sends no Alt-Svc.
     pub alt_svc_max_age: Option<u64>,
@@ -74,6 +77,7 @@ impl Server {
             tcp_cc: opts.tcp_cc,
             quic_cc: opts.quic_cc,
             quic_initial_window: opts.quic_initial_window,
+            scheduler: opts.scheduler,
         };
 
         let tls_listener = bind_tcp(opts.listen, "TLS", Some(opts.tcp_cc)).await?;
@@ -134,7 +138,7 @@ impl Server {
         if let Some(l) = plain_listener {
             tasks.push(tokio::spawn(tcp::accept_loop(l, None, shared.clone())));
         }
-        tracing::info!(?addrs, tcp_cc = %settings.tcp_cc, quic_cc = %settings.quic_cc, root = %opts.root.display(), "origin listening");
+        tracing::info!(?addrs, tcp_cc = %settings.tcp_cc, quic_cc = %settings.quic_cc, scheduler = %settings.scheduler, root = %opts.root.display(), "origin listening");
         Ok(Self { shared, tasks })
     }
 

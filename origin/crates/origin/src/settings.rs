@@ -7,14 +7,18 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::cc::{CcError, QuicCc, TcpCc};
+use crate::sched::{Scheduler, UnknownScheduler};
 
-/// The congestion controls and QUIC initial window that new connections get.
+/// The congestion controls, QUIC initial window and stream scheduler that new
+/// connections get.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Settings {
     pub tcp_cc: TcpCc,
     pub quic_cc: QuicCc,
     /// Bytes; `None` is quinn's default (14720 bytes or ten datagrams, RFC 9002).
     pub quic_initial_window: Option<u64>,
+    /// Which response sends next on an HTTP/2 or HTTP/3 connection (sched.rs).
+    pub scheduler: Scheduler,
 }
 
 /// Errors in a `POST /config` body.
@@ -24,7 +28,7 @@ pub enum ConfigError {
     #[error("the body must be a JSON object such as {{\"tcp_cc\": \"bbr\"}}: {0}")]
     NotAnObject(String),
     /// A key origin does not know.
-    #[error("unknown key {0:?} (expected tcp_cc, quic_cc, quic_initial_window)")]
+    #[error("unknown key {0:?} (expected tcp_cc, quic_cc, quic_initial_window, scheduler)")]
     UnknownKey(String),
     /// A value of the wrong type.
     #[error("{key} must be {expected}")]
@@ -35,6 +39,9 @@ pub enum ConfigError {
     /// An unknown or unavailable algorithm.
     #[error(transparent)]
     Cc(#[from] CcError),
+    /// An unknown scheduler.
+    #[error("scheduler: {0}")]
+    Scheduler(#[from] UnknownScheduler),
 }
 
 impl Settings {
@@ -69,6 +76,13 @@ impl Settings {
                         })?),
                     }
                 }
+                "scheduler" => {
+                    let s = v.as_str().ok_or(ConfigError::Type {
+                        key: "scheduler",
+                        expected: "a string",
+                    })?;
+                    self.scheduler = s.parse()?;
+                }
                 other => return Err(ConfigError::UnknownKey(other.into())),
             }
         }
@@ -98,6 +112,7 @@ mod tests {
             tcp_cc: TcpCc::Cubic,
             quic_cc: QuicCc::Cubic,
             quic_initial_window: None,
+            scheduler: Scheduler::RoundRobin,
         }
     }
 
@@ -118,5 +133,21 @@ mod tests {
         assert!(base().with_update(br#"{"tcp_cc": "nonexistent"}"#).is_err());
         assert!(base().with_update(br#"{"colour": 1}"#).is_err());
         assert!(base().with_update(b"[1]").is_err());
+    }
+
+    #[test]
+    fn applies_a_scheduler_and_refuses_unknown_ones() {
+        let s = base().with_update(br#"{"scheduler": "rfc9218"}"#).unwrap();
+        assert_eq!(s.scheduler, Scheduler::Rfc9218);
+        let e = base()
+            .with_update(br#"{"scheduler": "fifo"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("scheduler") && e.contains("sequential"), "{e}");
+        assert!(base().with_update(br#"{"scheduler": 1}"#).is_err());
+        assert_eq!(
+            serde_json::to_value(s).unwrap()["scheduler"],
+            serde_json::json!("rfc9218")
+        );
     }
 }

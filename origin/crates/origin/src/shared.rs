@@ -55,7 +55,7 @@ impl Shared {
         self.endpoint
             .set_server_config(Some(settings::quic_server_config(self.quic_crypto.clone(), &new)));
         *cur = new;
-        tracing::info!(tcp_cc = %new.tcp_cc, quic_cc = %new.quic_cc, quic_initial_window = ?new.quic_initial_window, "configuration changed");
+        tracing::info!(tcp_cc = %new.tcp_cc, quic_cc = %new.quic_cc, quic_initial_window = ?new.quic_initial_window, scheduler = %new.scheduler, "configuration changed");
         self.registry.log_event(
             &serde_json::json!({"event": "config", "unix_ms": crate::stats::now_ms(), "settings": new}),
         );

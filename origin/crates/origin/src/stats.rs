@@ -25,6 +25,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use serde::Serialize;
 
+use crate::exchanges::{ExchangeLog, ExchangesView};
 use crate::hello::Handshake;
 use crate::tcpinfo::{self, TcpInfo};
 
@@ -58,6 +59,14 @@ pub struct QuicInfo {
     pub rtt_us: u64,
     pub min_rtt_us: u64,
     pub mtu: u16,
+    /// Flow control: how often origin was held by the client's limits (STREAM_DATA_BLOCKED
+    /// and DATA_BLOCKED frames sent) and how often the client raised them (MAX_STREAM_DATA
+    /// and MAX_DATA frames received). A stream held by its limit lets quinn send a
+    /// lower-priority one meanwhile.
+    pub stream_data_blocked_sent: u64,
+    pub data_blocked_sent: u64,
+    pub max_stream_data_received: u64,
+    pub max_data_received: u64,
 }
 
 impl QuicInfo {
@@ -75,6 +84,10 @@ impl QuicInfo {
             rtt_us: s.path.rtt.as_micros() as u64,
             min_rtt_us: s.path.min_rtt.as_micros() as u64,
             mtu: s.path.current_mtu,
+            stream_data_blocked_sent: s.frame_tx.stream_data_blocked,
+            data_blocked_sent: s.frame_tx.data_blocked,
+            max_stream_data_received: s.frame_rx.max_stream_data,
+            max_data_received: s.frame_rx.max_data,
         }
     }
 }
@@ -130,6 +143,10 @@ pub struct ConnRecord {
     /// Why the transport counters could not be read, if they could not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stats_error: Option<String>,
+    /// Its scheduler, each request and response, the priority signals, the DATA frames'
+    /// order (exchanges.rs).
+    #[serde(flatten)]
+    pub scheduling: ExchangesView,
 }
 
 impl ConnRecord {
@@ -173,6 +190,8 @@ pub struct Counters {
     pub app_bytes: AtomicU64,
     pub requests: AtomicU64,
     paths: Mutex<Vec<String>>,
+    /// Its requests and responses one by one, and its priority signals.
+    pub exchanges: ExchangeLog,
 }
 
 impl Counters {
@@ -215,6 +234,7 @@ impl Entry {
         self.rec.app_bytes_sent = self.counters.app_bytes.load(Ordering::Relaxed);
         self.rec.requests = self.counters.requests.load(Ordering::Relaxed);
         self.rec.request_paths = self.counters.paths();
+        self.rec.scheduling = self.counters.exchanges.view();
         match &self.probe {
             Some(Probe::Tcp(fd)) => self.rec.apply_tcp(tcpinfo::read(fd), self.v6),
             Some(Probe::Quic(c)) => self.rec.apply_quic(QuicInfo::from_connection(c), self.v6),
@@ -343,6 +363,7 @@ impl Registry {
             e.requests_at_reset = Some(e.counters.requests.load(Ordering::Relaxed));
             e.rec.opened_before_reset = true;
             e.counters.clear_paths(); // a window's paths are its own requests'
+            e.counters.exchanges.clear();
         }
         before - conns.len()
     }
@@ -406,6 +427,7 @@ impl ConnRecord {
             tls_handshake: None,
             transport,
             stats_error: None,
+            scheduling: ExchangesView::default(),
         }
     }
 }

@@ -15,14 +15,17 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 use tracing::{debug, warn, Instrument};
 
-use crate::body::CountingBody;
+use crate::body::{CountingBody, Turn, GATED_SEND_BUF};
 use crate::cc;
 use crate::delay;
 use crate::observe::{self, Observed};
+use crate::priorities::Conn;
 use crate::shared::Shared;
 use crate::stats::Counters;
+use crate::tap::H2Tap;
 
-/// Bytes hyper's HTTP/2 buffers per stream before waiting for the socket.
+/// Bytes hyper's HTTP/2 buffers per stream before waiting for the socket (under a
+/// scheduler that orders, body::GATED_SEND_BUF).
 const H2_SEND_BUF: usize = 1 << 20;
 
 /// How long a client may take to complete its TLS handshake, and to send a request's
@@ -49,19 +52,67 @@ pub async fn accept_loop(listener: Arc<TcpListener>, tls: Option<TlsAcceptor>, s
     }
 }
 
-async fn respond(
+/// Where a request arrived: what a response needs besides the request.
+#[derive(Clone)]
+struct Arrival {
     shared: Arc<Shared>,
     counters: Arc<Counters>,
     tls: bool,
+    /// HTTP/2: the connection's scheduling.
+    h2: Option<Arc<Conn>>,
+}
+
+/// The request's exchange record, and (HTTP/2 under a scheduler that orders) its place
+/// in the connection's queue. Called as hyper dispatches the request, before its future
+/// runs: in stream order, so a response cannot go before one asked earlier that is still
+/// being read or held (sequential means one at a time in request order).
+fn arrived(a: &Arrival, req: &Request<Incoming>) -> (u64, Option<Turn>) {
+    a.counters.request(req.uri().path());
+    let path = req.uri().path();
+    let header = req.headers().get("priority").and_then(|v| v.to_str().ok());
+    let log = &a.counters.exchanges;
+    if let Some(conn) = &a.h2 {
+        if let Some((key, stream, priority)) = log.h2_claim(path, header) {
+            let turn = conn.gate.clone().map(|g| Turn::take(g, stream, priority));
+            return (key, turn);
+        }
+    }
+    (log.begin(None, path, header).0, None)
+}
+
+async fn respond(
+    a: Arrival,
+    key: u64,
+    turn: Option<Turn>,
     req: Request<Incoming>,
 ) -> Result<Response<CountingBody>, Infallible> {
-    counters.request(req.uri().path());
-    let alt_svc = if tls { shared.alt_svc.as_ref() } else { None };
-    let r = delay::serve(&shared.root, &shared.cache, req.method(), req.uri(), alt_svc).await;
-    let mut resp = Response::new(CountingBody::new(r.body, counters));
+    let alt_svc = if a.tls { a.shared.alt_svc.as_ref() } else { None };
+    let r = delay::serve(&a.shared.root, &a.shared.cache, req.method(), req.uri(), alt_svc).await;
+    let mut body = CountingBody::new(r.body, a.counters.clone()).recorded(key);
+    if let Some(turn) = turn {
+        // A PRIORITY_UPDATE may have come while it was read or held.
+        turn.gate
+            .reprioritize(turn.stream, a.counters.exchanges.priority_of(key));
+        body = body.ordered(turn);
+    }
+    let mut resp = Response::new(body);
     *resp.status_mut() = r.status;
     *resp.headers_mut() = r.headers;
     Ok(resp)
+}
+
+fn service(
+    a: Arrival,
+) -> impl hyper::service::Service<
+    Request<Incoming>,
+    Response = Response<CountingBody>,
+    Error = Infallible,
+    Future = impl std::future::Future<Output = Result<Response<CountingBody>, Infallible>> + Send,
+> + Clone {
+    service_fn(move |req: Request<Incoming>| {
+        let (key, turn) = arrived(&a, &req);
+        respond(a.clone(), key, turn, req)
+    })
 }
 
 /// HTTP/1.1 with a deadline for every request's headers (hyper needs a timer for it).
@@ -92,9 +143,14 @@ async fn handle(stream: TcpStream, peer: SocketAddr, tls: Option<TlsAcceptor>, s
         .registry
         .open_tcp(fd, "h1", tls.is_some(), peer, local, cc_now);
     let counters = conn.counters();
-    let is_tls = tls.is_some();
-    let svc_shared = shared.clone();
-    let svc = service_fn(move |req| respond(svc_shared.clone(), counters.clone(), is_tls, req));
+    let scheduler = shared.settings().scheduler;
+    let arrival = Arrival {
+        shared: shared.clone(),
+        counters: counters.clone(),
+        tls: tls.is_some(),
+        h2: None,
+    };
+    let svc = service(arrival.clone());
     let result = match tls {
         None => http1()
             .serve_connection(TokioIo::new(stream), svc)
@@ -111,12 +167,22 @@ async fn handle(stream: TcpStream, peer: SocketAddr, tls: Option<TlsAcceptor>, s
                     conn.set_handshake(observe::tcp_handshake(io.offered(), session.handshake_kind()));
                     if session.alpn_protocol() == Some(b"h2") {
                         conn.set_protocol("h2");
+                        let sched = Conn::new(scheduler, counters, true);
+                        let send_buf = if sched.gate.is_some() {
+                            GATED_SEND_BUF
+                        } else {
+                            H2_SEND_BUF
+                        };
+                        let svc = service(Arrival {
+                            h2: Some(sched.clone()),
+                            ..arrival
+                        });
                         hyper::server::conn::http2::Builder::new(TokioExecutor::new())
                             .timer(TokioTimer::new())
                             .keep_alive_interval(Some(H2_KEEP_ALIVE))
                             .keep_alive_timeout(H2_KEEP_ALIVE)
-                            .max_send_buf_size(H2_SEND_BUF)
-                            .serve_connection(TokioIo::new(tls_stream), svc)
+                            .max_send_buf_size(send_buf)
+                            .serve_connection(TokioIo::new(H2Tap::new(tls_stream, sched)), svc)
                             .await
                             .map_err(anyhow::Error::from)
                     } else {

@@ -11,6 +11,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use origin::cc::{QuicCc, TcpCc};
+use origin::sched::Scheduler;
 use origin::{Options, Server};
 use rustls::pki_types::ServerName;
 use serde_json::Value;
@@ -74,6 +75,7 @@ async fn start(name: &str) -> Fixture {
         tcp_cc: TcpCc::Bbr,
         quic_cc: QuicCc::Bbr,
         quic_initial_window: Some(40_000),
+        scheduler: Scheduler::RoundRobin,
         log: Some(dir.join("conn.log")),
         alt_svc_max_age: Some(3600),
         cache_bytes: 64 << 20,
@@ -468,6 +470,7 @@ async fn refuses_bad_input_without_panicking() {
         tcp_cc: TcpCc::Cubic,
         quic_cc: QuicCc::Cubic,
         quic_initial_window: None,
+        scheduler: Scheduler::RoundRobin,
         log: None,
         alt_svc_max_age: None,
         cache_bytes: 64 << 20,
@@ -603,4 +606,97 @@ async fn records_full_and_resumed_handshakes_and_connections_carried_over() {
     assert_eq!(conns.len(), 1, "{v}");
     assert_eq!(conns[0]["opened_before_reset"], true);
     assert!(v["lingering"].as_array().unwrap().is_empty());
+}
+
+/// Three responses of 2 MB asked at once on one HTTP/2 connection; the connection's
+/// record of the DATA frames origin wrote, as runs of one stream's frames, and when each
+/// response's last frame was written, by stream.
+async fn h2_three_at_once(
+    addr: SocketAddr,
+    ca: &Path,
+    control_addr: SocketAddr,
+) -> (Vec<(u64, u64)>, Vec<(u64, f64)>) {
+    let (status, _) = control(control_addr, http::Method::POST, "/stats/reset", "").await;
+    assert_eq!(status, 200);
+    let tls = tls_connect(addr, ca, b"h2").await;
+    // A small connection window: origin holds the three responses' bytes at once and
+    // sends as the client's WINDOW_UPDATEs allow, so its order is the scheduler's, not
+    // the order the handlers happened to run in.
+    let (send, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+        .initial_connection_window_size(65_535)
+        .adaptive_window(false)
+        .handshake(TokioIo::new(tls))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let mut gets = Vec::new();
+    for _ in 0..3 {
+        let mut send = send.clone();
+        let uri: http::Uri = format!("https://{HOST}/img/big.jpg").parse().unwrap();
+        let req = http::Request::get(uri).body(Empty::<Bytes>::new()).unwrap();
+        gets.push(tokio::spawn(async move {
+            collect(send.send_request(req).await.unwrap()).await
+        }));
+    }
+    for g in gets {
+        assert_eq!(g.await.unwrap().body.len(), 2_000_000);
+    }
+    drop(send);
+    let conns = settle_stats(control_addr, 1).await;
+    let c = conns
+        .iter()
+        .find(|c| c["protocol"] == "h2")
+        .expect("an h2 record");
+    let runs = c["data_frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r[0].as_u64().unwrap(), r[1].as_u64().unwrap()))
+        .collect();
+    let mut done: Vec<(u64, f64)> = c["exchanges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            (
+                x["stream"].as_u64().unwrap(),
+                x["written_last_unix_ms"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    done.sort_by(|a, b| a.1.total_cmp(&b.1));
+    (runs, done)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_data_frames_go_out_in_the_schedulers_order() {
+    let fx = start("sched").await;
+    let addrs = fx.server.as_ref().unwrap().addrs();
+    let ca = fx.dir.join("ca.pem");
+
+    // round-robin (h2's own): the three responses' frames alternate.
+    let (runs, _) = h2_three_at_once(addrs.tls_tcp, &ca, addrs.control).await;
+    let frames: u64 = runs.iter().map(|r| r.1).sum();
+    assert!(frames >= 3 * 2_000_000 / 16_384, "{runs:?}");
+    assert!(runs.len() > 30, "round-robin did not interleave: {runs:?}");
+
+    // sequential: one response after the other, in stream order.
+    let (status, _) = control(
+        addrs.control,
+        http::Method::POST,
+        "/config",
+        r#"{"scheduler": "sequential"}"#,
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (runs, done) = h2_three_at_once(addrs.tls_tcp, &ca, addrs.control).await;
+    assert_eq!(
+        done.iter().map(|d| d.0).collect::<Vec<_>>(),
+        [1, 3, 5],
+        "{done:?}"
+    );
+    assert!(runs.len() <= 3 + 2 * 4, "sequential interleaved: {runs:?}");
+    for (stream, _) in &runs {
+        assert!([1, 3, 5].contains(stream), "{runs:?}");
+    }
 }

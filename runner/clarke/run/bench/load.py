@@ -86,9 +86,10 @@ def harness_overhead(bench: LoadBench) -> dict[str, Any]:
                 # As in a campaign, each load announces the next, so the client may start
                 # its browser ahead (browser/prestart.py): the wall time between two loads'
                 # calls is what a campaign pays.
-                announce = s.request(page, http, connections) if i + 1 < n else None
+                load = PageLoad(page, http, CongestionControl.bbr, connections)
+                announce = s.request(load) if i + 1 < n else None
                 t0 = time.monotonic()
-                load = PageLoad(page, http, CongestionControl.bbr, connections, next_load=announce)
+                load = replace(load, next_load=announce)
                 result, details = s.load_page(load)
                 wall = (time.monotonic() - t0) * 1000
                 if result.status is not Status.ok:

@@ -1,7 +1,8 @@
 """How a run's cell is put in force on the testbed before its load: one hook per
 dimension that the testbed itself applies, called in the dimensions' declared order
-(the link profile first, the PEP, which sizes its hop for the profile, last). The other
-dimensions (HTTP version, page, connections, browser) are the load request's own.
+(the link profile first, the PEP, which sizes its hop for the profile, then the server's
+stream scheduler). The other dimensions (HTTP version, page, connections, browser) are
+the load request's own.
 
 A dimension declared elsewhere adds its hook here by name (clarke.campaign.dimensions
 says what a value is; this table says what a testbed does with it)."""
@@ -12,7 +13,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from clarke.campaign.cross import CrossTraffic
-from clarke.campaign.dimensions import CC, CROSS_TRAFFIC, PEP, PROFILE, Cell
+from clarke.campaign.dimensions import CC, CROSS_TRAFFIC, PEP, PROFILE, SCHEDULER, Cell
 
 
 class Testbed(Protocol):
@@ -22,6 +23,7 @@ class Testbed(Protocol):
     def ensure_cc(self, cc: str) -> object: ...
     def ensure_cross(self, spec: CrossTraffic, page: str = "") -> None: ...
     def ensure_pep(self, name: str, cc: str) -> object: ...
+    def ensure_scheduler(self, scheduler: str) -> object: ...
 
 
 Hook = Callable[[Testbed, Cell], object]
@@ -33,6 +35,7 @@ HOOKS: dict[str, Hook] = {
     CROSS_TRAFFIC.name: lambda testbed, cell: testbed.ensure_cross(cell[CROSS_TRAFFIC], cell.page),
     # The PEP's satellite hop runs the cell's congestion control.
     PEP.name: lambda testbed, cell: testbed.ensure_pep(cell[PEP], cell[CC]),
+    SCHEDULER.name: lambda testbed, cell: testbed.ensure_scheduler(cell[SCHEDULER]),
 }
 
 

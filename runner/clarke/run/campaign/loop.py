@@ -2,8 +2,9 @@
 puts its profile on the link and measures it; a run puts its profile and its congestion
 control in force (the session applies only what is not), loads the page, and records
 every attempt in the journal and InfluxDB, retrying failed loads up to the campaign's
-retries. Resumable: the journal says which runs are finished. Whoever displays progress
-only observes (Observer)."""
+retries. With sequential repetitions, a run whose cell has stopped is skipped
+(run/campaign/stopping.py). Resumable: the journal says which runs are finished. Whoever
+displays progress only observes (Observer)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from clarke.results.journal import Journal
 from clarke.results.record import RunRecord, Status
 from clarke.run.campaign.apply import Testbed, put_in_force
 from clarke.run.campaign.schedule import LinkCheck, Step
+from clarke.run.campaign.stopping import Stopping
+from clarke.sequential import Decision
 
 log = logging.getLogger(__name__)
 MAX_TESTBED_FAILURES = 3
@@ -53,6 +56,11 @@ class Observer(Protocol):
     def checked(self, check: LinkCheck, result: dict[str, Any]) -> None: ...
     def loading(self, run: Run, attempt: int) -> None: ...
     def recorded(self, record: RunRecord, final: bool) -> None: ...
+    def stopped(self, run: Run, decision: Decision) -> None:
+        """`run` (just recorded) stopped its cell (sequential repetitions)."""
+
+    def dropped(self, run: Run) -> None:
+        """`run` is not run: its cell had stopped before it."""
 
 
 class Quiet:
@@ -63,6 +71,8 @@ class Quiet:
     def checked(self, check: LinkCheck, result: dict[str, Any]) -> None: ...
     def loading(self, run: Run, attempt: int) -> None: ...
     def recorded(self, record: RunRecord, final: bool) -> None: ...
+    def stopped(self, run: Run, decision: Decision) -> None: ...
+    def dropped(self, run: Run) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -79,6 +89,7 @@ class RecordContext:
 class Outcome:
     done: list[RunRecord] = field(default_factory=list)
     skipped: int = 0
+    dropped: int = 0  # runs not run because their cell had stopped (sequential)
     sink_failures: int = 0
     checks: list[dict[str, Any]] = field(default_factory=list)
     interrupted: bool = False
@@ -123,13 +134,17 @@ class Attempt:
 class LoopSettings:
     """How the loop goes: failed loads retried up to `retries` times; `link_check`'s
     level; where records go besides the journal (`sink`); who is told (`observer`);
-    the plan's runs already finished (`skipped`, observed only)."""
+    the plan's runs already finished (`skipped`, observed only); with sequential
+    repetitions, which cells still take loads (`stopping`) and the runs of cells that
+    had stopped before this invocation (`passed_over`, observed only)."""
 
     retries: int
     link_check: str = "full"
     sink: Sink | None = None
     observer: Observer | None = None
     skipped: Sequence[Run] = ()
+    stopping: Stopping | None = None
+    passed_over: Sequence[Run] = ()
 
 
 def to_record(ctx: RecordContext, attempt: Attempt) -> RunRecord:
@@ -192,6 +207,9 @@ def execute(
     for run in skipped:
         out.skipped += 1
         watch.skipped(run)
+    for run in settings.passed_over:
+        out.dropped += 1
+        watch.dropped(run)
     _, attempts, spent = finished(journal, retries)
     versions = session.versions()
     testbed_failures = 0
@@ -208,10 +226,12 @@ def execute(
             watch.checked(step, check)
             continue
         run = step
-        # The next step, if it is a load: its browser may start while this one ends. Not
-        # before a link check, which measures the link with the client quiet.
-        after = steps[index + 1] if index + 1 < len(steps) else None
-        next_run = after if isinstance(after, Run) else None
+        stopping = settings.stopping
+        if stopping is not None and not stopping.needed(run):
+            out.dropped += 1
+            watch.dropped(run)
+            continue
+        next_run = _next_load(steps, index, stopping)
         while True:
             attempt = attempts.get(run.run_id, 0) + 1
             attempts[run.run_id] = attempt
@@ -241,6 +261,10 @@ def execute(
                 spent[run.run_id] = spent.get(run.run_id, 0) + 1
                 final = record.status is Status.ok or spent[run.run_id] >= 1 + retries
             watch.recorded(record, final)
+            if final and stopping is not None:
+                decision = stopping.add(record)
+                if decision is not None:
+                    watch.stopped(run, decision)
             if testbed_failures >= MAX_TESTBED_FAILURES:
                 raise TestbedGone(
                     f"the testbed failed {testbed_failures} times in a row ({record.reason}); "
@@ -249,6 +273,18 @@ def execute(
             if final:
                 break
     return out
+
+
+def _next_load(steps: Sequence[Step], index: int, stopping: Stopping | None) -> Run | None:
+    """The load after step `index`, whose browser may start while this one ends: the
+    next step if it is a run (not before a link check, which measures the link with the
+    client quiet), passing over runs of cells that have stopped."""
+    for step in steps[index + 1 :]:
+        if not isinstance(step, Run):
+            return None
+        if stopping is None or stopping.needed(step):
+            return step
+    return None
 
 
 def _sink(sink: Sink | None, record: RunRecord, out: Outcome) -> None:

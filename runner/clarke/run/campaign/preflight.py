@@ -7,7 +7,7 @@ from __future__ import annotations
 from clarke import pep_presets, profiles, registry
 from clarke.browser import browsertime_engine
 from clarke.browser.client import Firefox
-from clarke.campaign.dimensions import BROWSER, PEP, PROFILE
+from clarke.campaign.dimensions import BROWSER, PEP, PROFILE, SCHEDULER
 from clarke.campaign.model import Campaign
 from clarke.campaign.plan import CampaignPlan, Run, cells_of
 from clarke.compose.substrate import ComposeSubstrate
@@ -47,6 +47,8 @@ def preflight(plan: CampaignPlan, runs: list[Run], options: RunOptions) -> tuple
             f"say how every TLS handshake went (origin); {server_impl.name}'s do not, so no "
             "load's context could be shown to start from nothing"
         )
+    for scheduler in sorted({r.cell[SCHEDULER] for r in runs}):
+        server_impl.check_scheduler(scheduler, f"{source}: {SCHEDULER.key}")
     peps = sorted({r.cell[PEP] for r in runs} - {PEP_NONE})
     if peps and options.substrate != "netns":
         raise InputError(

@@ -24,7 +24,7 @@ from clarke.results import store
 from clarke.results.journal import Journal
 from clarke.results.record import RunRecord, Status
 from clarke.results.store import PlanFile
-from clarke.results.summary import summarise
+from clarke.results.summary import sequential_of, summarise
 from clarke.run.campaign.console import ProgressDisplay, print_summary
 from clarke.run.campaign.loop import (
     LoopSettings,
@@ -39,6 +39,7 @@ from clarke.run.campaign.options import RunOptions
 from clarke.run.campaign.preflight import preflight, substrate_for
 from clarke.run.campaign.resume import campaign_difference
 from clarke.run.campaign.schedule import LinkCheck, schedule
+from clarke.run.campaign.stopping import Stopping
 from clarke.run.session import captures
 from clarke.run.session.captures import CapturePolicy
 from clarke.run.session.session import Session, Substrate
@@ -193,7 +194,12 @@ def _run_in(
     earlier = {
         (k.get("profile"), k.get("phase")) for k in meta.get("link") or [] if "error" not in k
     }
-    steps = schedule(runs, done, earlier)
+    rule = c.stopping
+    stopping = None if rule is None else Stopping.of_journal(rule, runs, d.journal.records(), done)
+    # Runs of cells that stopped in an earlier invocation are passed over like finished
+    # ones (no link check around a stretch of them).
+    unneeded = {r.run_id for r in stopping.unneeded(runs)} - done if stopping else set()
+    steps = schedule(runs, done | unneeded, earlier)
     first = next((s.profile for s in steps if isinstance(s, LinkCheck)), None)
     capture = CapturePolicy(wanted.capture, d.path, wanted.capture_max_bytes)
     session = Session(sub, sorted({r.page for r in runs}), SessionSettings.of_plan(plan, capture))
@@ -215,7 +221,7 @@ def _run_in(
                 raise InputError(
                     f"the testbed's {kind} is {session.implementations[kind]}, not {name}"
                 )
-        keeper = MetaKeeper(d.path, session)
+        keeper = MetaKeeper(d.path, session, rule)
         with d.journal, ProgressDisplay(console, len(runs)) as display:
             settings = LoopSettings(
                 c.retries,
@@ -223,6 +229,8 @@ def _run_in(
                 sink,
                 observer=Both(display, keeper),
                 skipped=[r for r in runs if r.run_id in done],
+                stopping=stopping,
+                passed_over=[r for r in runs if r.run_id in unneeded],
             )
             outcome = execute(steps, session, d.journal, ctx, settings)
         keeper.save(finished_at=dt.datetime.now(dt.UTC).isoformat())
@@ -259,13 +267,15 @@ def testbed_label(sub: Substrate) -> str:
 def print_outcome(
     results_dir: Path, outcome: Outcome, records: list[RunRecord], console: Console
 ) -> None:
-    print_summary(
-        summarise(records), f"{results_dir.name}: per cell (successful loads only)", console
-    )
+    cells = summarise(records, sequential=sequential_of(results_dir))
+    print_summary(cells, f"{results_dir.name}: per cell (successful loads only)", console)
     failed_runs = {r.run_id for r in records} - {r.run_id for r in records if r.status is Status.ok}
+    not_needed = (
+        f", {outcome.dropped} not needed (their cells had stopped)" if outcome.dropped else ""
+    )
     console.print(
         f"results: {results_dir}  ({len(records)} attempts, {len(failed_runs)} runs without a "
-        f"successful load, {outcome.skipped} skipped as already done)"
+        f"successful load, {outcome.skipped} skipped as already done{not_needed})"
     )
     if outcome.sink_failures:
         console.print(

@@ -49,7 +49,7 @@ from clarke.ids import Id
 from clarke.results import store
 from clarke.results.journal import Journal
 from clarke.results.merge import merge
-from clarke.results.summary import summarise
+from clarke.results.summary import sequential_of, summarise
 from clarke.run.campaign.console import print_summary
 from clarke.run.campaign.options import RunOptions, Shard
 from clarke.run.campaign.preflight import preflight
@@ -459,7 +459,7 @@ def print_parallel_outcome(outcome: ParallelOutcome, console: Console) -> None:
     records = list(journal.records())
     lanes = (meta.get("parallel") or {}).get("lanes") or []
     print_summary(
-        summarise(records),
+        summarise(records, sequential=sequential_of(outcome.merged)),
         f"{outcome.merged.name}: per cell (successful loads only), on {count} testbeds in parallel",
         console,
     )

@@ -17,14 +17,13 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from clarke import profiles, tls
+from clarke import profiles, registry, tls
 from clarke.agent.agents import Agents, Applied, LinkStopped
 from clarke.browser.load import (
     ExpectedObject,
@@ -34,13 +33,13 @@ from clarke.browser.load import (
     is_http,
 )
 from clarke.campaign.cross import CrossTraffic
-from clarke.campaign.dimensions import BROWSER, CONNECTIONS, HTTP
 from clarke.campaign.plan import Run
 from clarke.errors import ClarkeError, InputError, UnknownName, ValidationFailed
 from clarke.pages import build as page_build
 from clarke.pages.models import Registry
 from clarke.place.plan import Addresses
 from clarke.results.connections import connection_rows
+from clarke.results.objects import object_rows, signals_received, signals_verdict
 from clarke.results.record import Status
 from clarke.roles import profile_digest
 from clarke.run.linkcheck.check import LINK_CHECKS
@@ -219,6 +218,17 @@ class Session:
     def ensure_cc(self, cc: str) -> Applied | None:
         return self._agents().ensure_cc(cc)
 
+    def ensure_scheduler(self, scheduler: str) -> Applied | None:
+        """The server's stream scheduler; InputError (exit 2) naming the scheduler for a
+        server that keeps its own."""
+        server = self.implementations.get("server", "")
+        in_state = scheduler
+        if server in registry.names("server"):
+            implementation = registry.get("server", server)
+            implementation.check_scheduler(scheduler)
+            in_state = implementation.scheduler_state(scheduler)
+        return self._agents().ensure_scheduler(scheduler, in_state)
+
     def ensure_cross(self, spec: CrossTraffic, page: str = "") -> None:
         """`spec` crossing the link (started and confirmed running; nothing for none);
         `page`: the cell's page (web cross traffic fetches it)."""
@@ -254,34 +264,29 @@ class Session:
         return offered is None or CongestionControl(cc).quic in offered
 
     # --- one load --------------------------------------------------------------------
-    def request(
-        self,
-        page: str,
-        http: str,
-        connections: int,
-        prefs: Mapping[str, bool | int] | None = None,
-        capture_max_bytes: int = 0,
-        browser: str | None = None,
-    ) -> LoadRequest:
+    def request(self, load: PageLoad, capture_max_bytes: int = 0) -> LoadRequest:
+        """The client's request for `load` (the session's browser when it names none)."""
+        http = load.http
         if not is_http(http):
             raise InputError(f"{http!r} is not an HTTP version ({', '.join(HTTP_VERSIONS)})")
-        browser = browser or self.settings.browser
+        browser = load.browser or self.settings.browser
         if not is_browser(browser):
             raise UnknownName("browser", browser, list(BROWSERS))
-        entry = self.pages[page]
+        entry = self.pages[load.page]
         try:
             return LoadRequest(
                 url=f"https://{HOST}/{entry['path']}",
                 http=HttpVersion(http),
                 browser=Browser(browser),
-                connections=connections,
+                connections=load.connections,
                 window=self.settings.window,
                 timeout_s=self.settings.timeout_s,
                 expected_objects=[
                     ExpectedObject(path=o["path"], bytes=o["bytes"]) for o in entry["objects"]
                 ],
                 lcp_candidates=entry["lcp_candidates"],
-                prefs=dict(prefs or {}),
+                prefs=dict(load.prefs),
+                priority_signals=self.settings.priority_signals,
                 capture_max_bytes=capture_max_bytes,
                 isolation=self.settings.isolation,
                 loads_per_browser=self.settings.loads_per_browser,
@@ -299,8 +304,7 @@ class Session:
             aim = aiming.phase_s(schedule.slot_s, run)
         load = PageLoad.of_run(run, f"{run.run_id}-a{attempt}", aim)
         if next_run is not None:
-            c = next_run.cell
-            ahead = self.request(next_run.page, c[HTTP], c[CONNECTIONS], None, 0, c[BROWSER])
+            ahead = self.request(PageLoad.of_run(next_run, "next"))
             load = replace(load, next_load=ahead)
         return self.load_page(load)
 
@@ -398,14 +402,7 @@ class Session:
     def _request_for(
         self, load: PageLoad, browser: str, capture: CapturePolicy | None
     ) -> LoadRequest:
-        req = self.request(
-            load.page,
-            load.http,
-            load.connections,
-            load.prefs,
-            capture.max_bytes if capture else 0,
-            browser,
-        )
+        req = self.request(replace(load, browser=browser), capture.max_bytes if capture else 0)
         if load.next_load is not None and not capture:
             start_ahead = self.settings.start_ahead
             ahead = {"next_load": load.next_load.settings(), "start_ahead": start_ahead}
@@ -470,6 +467,15 @@ class Session:
             details["server_connections"], result.raw or {}
         )
         details["metrics"] |= concurrency
+        details["objects"], order = object_rows(
+            details["server_connections"], result.raw or {}, "/" + entry["path"]
+        )
+        details["metrics"] |= order
+        signals = self.settings.priority_signals
+        details["priority_signals"] = signals_received(details["server_connections"], signals)
+        details["failure"] = details.get("failure") or signals_verdict(
+            signals, details["priority_signals"]
+        )
         details["metrics"] |= cross.metrics_of(details.get("cross_traffic") or {})
         return failure or details.get("failure", "") or cross_failure
 

@@ -13,7 +13,15 @@ from clarke.campaign.model import SlotPhase
 from clarke.campaign.plan import CampaignPlan, Run, page_registry, positions_per_profile
 from clarke.pages.models import Registry, Units
 from clarke.run.session.captures import CapturePolicy
-from clarke.vocab import LOADS_PER_BROWSER, PEP_NONE, Browser, Engine, Isolation, StartAhead
+from clarke.vocab import (
+    LOADS_PER_BROWSER,
+    PEP_NONE,
+    Browser,
+    Engine,
+    Isolation,
+    PrioritySignals,
+    StartAhead,
+)
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,7 @@ class SessionSettings:
     aiming: Aiming | None = None
     isolation: Isolation = Isolation.profile
     loads_per_browser: int = LOADS_PER_BROWSER
+    priority_signals: PrioritySignals = "default"
 
     @classmethod
     def of_plan(cls, plan: CampaignPlan, capture: CapturePolicy | None) -> SessionSettings:
@@ -59,7 +68,7 @@ class SessionSettings:
         c = plan.campaign
         aiming = None
         if c.slot_phase is not None:
-            aiming = Aiming(c.slot_phase, c.repetitions, positions_per_profile(plan.runs))
+            aiming = Aiming(c.slot_phase, c.planned_repetitions, positions_per_profile(plan.runs))
         return cls(
             engine=c.browser.engine,
             registry=page_registry(c, plan.source),
@@ -71,6 +80,7 @@ class SessionSettings:
             aiming=aiming,
             isolation=c.browser.isolation,
             loads_per_browser=c.browser.loads_per_browser,
+            priority_signals=c.browser.priority_signals,
         )
 
 

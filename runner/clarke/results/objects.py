@@ -1,0 +1,202 @@
+"""The order a page's objects were asked for and completed in, per load
+(docs/scheduling.md): one row per request, joined from the server's record of each
+exchange (origin: its stream, the order it arrived in, the priority it received, when its
+last byte left; exchanges.rs) and the browser's resource timing of the same path (each
+path of a test page is asked for once per load).
+
+    request_order             1.. in the order the server received the requests (the
+                              browser's requestStart where the server keeps no record)
+    completion_order          1.. in the order the browser received them whole
+                              (responseEnd)
+    server_start_ms           when the server handed its first body bytes to the protocol
+                              stack (from the navigation's start)
+    server_completion_order   1.. in the order their last bytes left the server: HTTP/2 the
+                              DATA frame with END_STREAM written, HTTP/3 the last byte
+                              acknowledged, HTTP/1.1 the last byte handed to hyper
+
+and, per load, `completion_order_tau`: Kendall's tau-b between the objects' request and
+completion orders (1: every object completed in the order asked; the page's HTML left out,
+as it is asked for before its objects exist)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+from clarke.results.metric_families import number
+
+# When a response's last bytes left the server, by what the server records for it.
+_SERVER_DONE = ("written_last_unix_ms", "acked_unix_ms", "handed_last_unix_ms")
+
+
+def _server_done(exchange: Mapping[str, Any]) -> float | None:
+    for key in _SERVER_DONE:
+        v = number(exchange.get(key))
+        if v is not None:
+            return v
+    return None
+
+
+def _ranks(values: Sequence[float | None]) -> list[int | None]:
+    """1-based ranks of the values given (ties by position); None stays None."""
+    order = sorted((v, i) for i, v in enumerate(values) if v is not None)
+    ranks: list[int | None] = [None] * len(values)
+    for rank, (_, i) in enumerate(order, start=1):
+        ranks[i] = rank
+    return ranks
+
+
+def kendall_tau_b(xs: Sequence[float], ys: Sequence[float]) -> float | None:
+    """Kendall's tau-b of paired values; None for fewer than two pairs or a constant side."""
+    n = len(xs)
+    concordant = discordant = ties_x = ties_y = 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            dx, dy = xs[i] - xs[j], ys[i] - ys[j]
+            if dx == 0 and dy == 0:
+                continue
+            if dx == 0:
+                ties_x += 1
+            elif dy == 0:
+                ties_y += 1
+            elif (dx > 0) == (dy > 0):
+                concordant += 1
+            else:
+                discordant += 1
+    denominator = ((concordant + discordant + ties_x) * (concordant + discordant + ties_y)) ** 0.5
+    if n < 2 or denominator == 0:
+        return None
+    return (concordant - discordant) / denominator
+
+
+def object_rows(
+    server_connections: Iterable[Mapping[str, Any]],
+    raw: Mapping[str, Any],
+    page_path: str,
+) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """(one row per request of the page, the load's order metric). `page_path`: the
+    page's HTML (e.g. /triangular-1m/), left out of the metric."""
+    origin = number(raw.get("timeOrigin"))
+    timing: dict[str, Mapping[str, Any]] = {}
+    nav = raw.get("navigation") or {}
+    for entry in [nav, *(raw.get("resources") or [])]:
+        if entry.get("name"):
+            timing.setdefault(urlsplit(str(entry["name"])).path, entry)
+    rows: list[dict[str, Any]] = []
+    for conn in server_connections:
+        for x in conn.get("exchanges") or []:
+            entry = timing.get(str(x.get("path")), {})
+            done = _server_done(x)
+            began = number(x.get("handed_first_unix_ms"))
+            rows.append(
+                {
+                    "path": x.get("path"),
+                    "connection": conn.get("id"),
+                    "protocol": conn.get("protocol"),
+                    "stream": x.get("stream"),
+                    "priority": x.get("priority"),
+                    "urgency": x.get("urgency"),
+                    "incremental": x.get("incremental"),
+                    "rfc7540": x.get("rfc7540"),
+                    "priority_updates": [u.get("value") for u in x.get("priority_updates") or []],
+                    "bytes": x.get("bytes"),
+                    "request_unix_ms": number(x.get("request_unix_ms")),
+                    "server_start_ms": began - origin if began is not None and origin else None,
+                    "server_done_ms": done - origin if done is not None and origin else None,
+                    "request_start_ms": number(entry.get("requestStart")),
+                    "response_end_ms": number(entry.get("responseEnd")),
+                    # origin, HTTP/2: its end was not written in time and the next
+                    # response went first (docs/scheduling.md)
+                    "turn_released_unwritten": bool(x.get("turn_released_unwritten")),
+                }
+            )
+    if not rows:  # a server that keeps no exchanges: the browser's own order
+        for path, entry in timing.items():
+            if entry is nav:
+                continue
+            rows.append(
+                {
+                    "path": path,
+                    "request_unix_ms": None,
+                    "server_start_ms": None,
+                    "server_done_ms": None,
+                    "request_start_ms": number(entry.get("requestStart")),
+                    "response_end_ms": number(entry.get("responseEnd")),
+                }
+            )
+    by_server = all(r["request_unix_ms"] is not None for r in rows)
+    asked = _ranks([r["request_unix_ms" if by_server else "request_start_ms"] for r in rows])
+    # Rows in request order; ranks computed over those in the same order.
+    for r, rank in zip(rows, asked, strict=True):
+        r["request_order"] = rank
+    rows.sort(key=lambda r: (r["request_order"] is None, r["request_order"] or 0))
+    completion = (
+        ("completion_order", "response_end_ms"),
+        ("server_completion_order", "server_done_ms"),
+    )
+    for key, by in completion:
+        for r, rank in zip(rows, _ranks([r[by] for r in rows]), strict=True):
+            r[key] = rank
+    objects = [
+        r
+        for r in rows
+        if r["path"] != page_path
+        and r["request_order"] is not None
+        and r["completion_order"] is not None
+    ]
+    tau = kendall_tau_b(
+        [float(r["request_order"]) for r in objects],
+        [float(r["completion_order"]) for r in objects],
+    )
+    return rows, ({} if tau is None else {"completion_order_tau": tau})
+
+
+def signals_received(
+    server_connections: Iterable[Mapping[str, Any]], asked: str = "default"
+) -> dict[str, Any]:
+    """What the load's browser told the server about priorities, as the server saw it:
+    the Priority header values, the number of each kind of priority frame, the client's
+    settings (per connection, HTTP/2 and HTTP/3 identifiers as hex); `asked`: the
+    browser's priority signals setting; `observed`: whether the server records signals
+    (origin does, OpenLiteSpeed does not)."""
+    headers: dict[str, int] = {}
+    counts = {"rfc7540_headers": 0, "rfc7540_frames": 0, "priority_updates": 0}
+    settings: list[dict[str, Any]] = []
+    observed = False
+    for conn in server_connections:
+        observed = observed or "signals" in conn
+        signals = conn.get("signals") or {}
+        for key in counts:
+            counts[key] += int(signals.get(key) or 0)
+        if signals.get("settings"):
+            settings.append(signals["settings"])
+        for x in conn.get("exchanges") or []:
+            value = x.get("priority")
+            label = "(none)" if value is None else str(value)
+            headers[label] = headers.get(label, 0) + 1
+    return {
+        "asked": asked,
+        "observed": observed,
+        "priority_headers": headers,
+        **counts,
+        "settings": settings,
+    }
+
+
+def signals_verdict(asked: str, received: Mapping[str, Any]) -> str:
+    """Why the signals the server saw are not the ones the browser was set to send, or
+    "" (also when the server records none: nothing to judge)."""
+    if asked == "default" or not received.get("observed"):
+        return ""
+    headers = {k: v for k, v in (received.get("priority_headers") or {}).items() if k != "(none)"}
+    sent = []
+    if headers:
+        sent.append(f"Priority headers {headers}")
+    if received.get("priority_updates"):
+        sent.append(f"{received['priority_updates']} PRIORITY_UPDATE frames")
+    if asked == "rfc7540-tree" and not received.get("rfc7540_frames"):
+        sent.append("no RFC 7540 PRIORITY frame")
+    if not sent:
+        return ""
+    return f"priority signals {asked}: the server saw {'; '.join(sent)}"
