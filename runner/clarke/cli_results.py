@@ -33,14 +33,16 @@ def push(results_dir: Path, influx_url: str) -> None:
 
     Each point's time is its load's start, so pushing twice writes the same points:
     no duplicates. Use it to backfill after an InfluxDB outage."""
-    from clarke.results import influx  # influxdb_client is slow to import: only when pushing
+    # influxdb_client and scipy are slow to import: only when pushing
+    from clarke.results import influx, summary
 
     meta, journal = store.open_existing(results_dir)
     records = list(journal.records())
     with influx.InfluxSink.from_url(influx_url) as sink:
         sink.ensure_database()
         n = sink.write(records)
-        extra = sink.write_points(influx.campaign_points(meta, records))
+        sequential = summary.sequential_of(results_dir)
+        extra = sink.write_points(influx.campaign_points(meta, records, sequential))
     click.echo(f"{n} records and {extra} summary points written to {sink.target}")
 
 

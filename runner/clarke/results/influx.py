@@ -28,7 +28,8 @@ from clarke.private_files import check_private_file
 from clarke.results.link_timeline import link_schedule_points
 from clarke.results.metric_families import number
 from clarke.results.record import RunRecord
-from clarke.results.summary import ALL_FAMILY_METRICS, summarise
+from clarke.results.summary import ALL_FAMILY_METRICS, Sequential, summarise
+from clarke.sequential import Decision
 from clarke.vocab import SENDER
 
 log = logging.getLogger(__name__)
@@ -203,17 +204,25 @@ class InfluxSink:
 
 
 def cell_summary_points(
-    records: list[RunRecord], time_ns: int, kind: str = "campaign"
+    records: list[RunRecord],
+    time_ns: int,
+    kind: str = "campaign",
+    sequential: Sequential | None = None,
 ) -> list[Point]:
     """Per-cell statistics (n, mean, median, 95 % CI) as `cell_summary` points, one per
     cell and metric, stamped with the campaign's start: dashboards draw CI bars and
-    nightly trends from these without recomputing statistics in InfluxQL."""
+    nightly trends from these without recomputing statistics in InfluxQL.
+
+    Each point says whether its interval rests on too few loads (`few`), as the summary
+    and the report do; with sequential repetitions each point of a cell also carries how
+    the cell stopped (`stop`: precise, max or open), its loads and runs, and its interval
+    for the median of the rule's metric (`stop_*`)."""
 
     if not records:
         return []
     first = records[0]
     points = []
-    for cell in summarise(records, ALL_FAMILY_METRICS):
+    for cell in summarise(records, ALL_FAMILY_METRICS, sequential):
         for metric, s in cell.metrics.items():
             p = (
                 Point("cell_summary")
@@ -226,10 +235,25 @@ def cell_summary_points(
             p = p.tag("page", cell.cell.page)
             p = p.field("n", s.n).field("mean", s.mean).field("median", s.median)
             p = p.field("ok", cell.ok).field("failed", cell.failed)
+            p = p.field("few", s.few)
             if s.n >= 2:
                 p = p.field("ci_low", s.ci_low).field("ci_high", s.ci_high)
+            if cell.stop is not None and sequential is not None:
+                p = stop_fields(p, cell.stop, sequential.rule.metric)
             points.append(p.time(time_ns, WritePrecision.NS))
     return points
+
+
+def stop_fields(p: Point, stop: Decision, rule_metric: str) -> Point:
+    """How a cell of sequential repetitions ended, as fields of its summary points."""
+    i = stop.interval
+    p = p.field("stop", stop.stop.value).field("stop_metric", rule_metric)
+    p = p.field("stop_loads", i.n).field("stop_runs", stop.tried)
+    p = p.field("stop_median", i.median).field("stop_confidence", i.confidence)
+    if i.bounded:
+        p = p.field("stop_low", i.low).field("stop_high", i.high)
+        p = p.field("stop_half_width", i.relative_half_width)
+    return p
 
 
 def link_check_point(campaign: str, campaign_id: str, check: dict[str, Any], time_ns: int) -> Point:
@@ -311,15 +335,18 @@ def connection_points(records: list[RunRecord]) -> list[Point]:
     return points
 
 
-def campaign_points(meta: dict[str, Any], records: list[RunRecord]) -> list[Point]:
-    """What a campaign adds beyond its loads: cell statistics, the link's counters,
-    per-connection rows and link checks, all stamped with fixed times so that pushing
-    again overwrites rather than duplicates."""
+def campaign_points(
+    meta: dict[str, Any], records: list[RunRecord], sequential: Sequential | None = None
+) -> list[Point]:
+    """What a campaign adds beyond its loads: cell statistics (with how each cell
+    stopped, for sequential repetitions), the link's counters, per-connection rows and
+    link checks, all stamped with fixed times so that pushing again overwrites rather
+    than duplicates."""
     if not records:
         return []
     start_ns = min(r.timestamp_ns for r in records)
     points = (
-        cell_summary_points(records, start_ns)
+        cell_summary_points(records, start_ns, sequential=sequential)
         + link_stats_points(records)
         + connection_points(records)
         + link_schedule_points(records)

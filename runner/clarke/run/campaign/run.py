@@ -248,7 +248,7 @@ def _run_in(
 
         meta, _ = store.open_existing(d.path)
         try:
-            sink.write_points(campaign_points(meta, records))
+            sink.write_points(campaign_points(meta, records, sequential_of(d.path)))
         except ClarkeError as e:
             outcome.sink_failures += 1
             console.print(f"[yellow]summary points not written: {e}[/]")
