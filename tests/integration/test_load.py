@@ -273,7 +273,7 @@ def test_context_isolation_through_the_agent_verified_like_a_new_profile(
         for i in range(3):
             load = PageLoad(PAGE, "3", "bbr", 6, browser=browser)
             if i < 2:
-                load = replace(load, next_load=session.request(PAGE, "3", 6, browser=browser))
+                load = replace(load, next_load=session.request(load))
             loads.append(session.load_page(load))
     finally:
         session.settings = replace(session.settings, isolation=Isolation.profile)
