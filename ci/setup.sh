@@ -9,6 +9,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 UV_VERSION=0.13.9
+# mitmproxy records sites (docs/sites.md). 11.0.2 is the last release for Debian 12's
+# Python 3.11 (12.x needs 3.12), and it pins aioquic apart from Clarke's: so it lives in
+# a virtual environment of its own, like uv.
+MITMPROXY_VERSION=11.0.2
 GECKODRIVER_VERSION=0.37.1
 NODE_MAJOR_MIN=20
 APT_PACKAGES=(iproute2 iputils-ping iperf3 ethtool curl influxdb procps
@@ -58,6 +62,26 @@ if ! uv_ok; then
 fi
 say "uv sync --frozen"
 uv sync --frozen --quiet
+
+mitm_ok() { mitmdump --version 2>/dev/null | grep -q "^Mitmproxy: $MITMPROXY_VERSION\$"; }
+if ! mitm_ok; then
+  if [[ $(id -u) -eq 0 ]]; then
+    mitm_venv=/opt/clarke-mitmproxy bin_dir=/usr/local/bin
+  else
+    mitm_venv=${XDG_DATA_HOME:-$HOME/.local/share}/clarke-mitmproxy bin_dir=$HOME/.local/bin
+  fi
+  say "mitmproxy $MITMPROXY_VERSION: uv pip install into the virtual environment $mitm_venv"
+  rm -rf "$mitm_venv"
+  uv venv --quiet --python /usr/bin/python3 "$mitm_venv"
+  VIRTUAL_ENV=$mitm_venv uv pip install --quiet "mitmproxy==$MITMPROXY_VERSION"
+  mkdir -p "$bin_dir"
+  ln -sf "$mitm_venv/bin/mitmdump" "$bin_dir/mitmdump"
+  hash -r
+  if ! mitm_ok; then
+    say "mitmproxy $MITMPROXY_VERSION is in $bin_dir, but the PATH finds $(command -v mitmdump || echo nothing) first: put $bin_dir first in PATH"
+    exit 3
+  fi
+fi
 
 # geckodriver is not packaged by Debian: build the pinned release from crates.io.
 if ! command -v cargo >/dev/null 2>&1; then

@@ -20,6 +20,7 @@ from clarke import (
     cli_results,
     cli_run,
     cli_serve,
+    cli_site,
     cli_submit,
     cli_testbed,
 )
@@ -55,6 +56,7 @@ cli.add_command(cli_testbed.testbed)
 cli.add_command(cli_bench.bench)
 cli.add_command(cli_serve.serve)
 cli.add_command(cli_link.link)
+cli.add_command(cli_site.site)
 
 
 def main(argv: list[str] | None = None) -> None:

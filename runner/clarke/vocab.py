@@ -183,3 +183,7 @@ MAX_LOADS_PER_BROWSER: Final = 1000
 # its own (`default`), none it can be kept from sending (`none`, Firefox), or Firefox's
 # RFC 7540 HTTP/2 dependency tree instead of RFC 9218's Priority header (`rfc7540-tree`).
 PrioritySignals = Literal["default", "none", "rfc7540-tree"]
+
+# An HTTP version by its tag (HttpVersion.tag), as files write it where they name the
+# protocols something offered (a site archive's origins: docs/sites.md).
+HttpTag = Literal["h1", "h2", "h3"]

@@ -1,0 +1,71 @@
+"""`python -m clarke.dns authoritative --zone FILE --listen ADDR [--port 53] --log FILE`
+`python -m clarke.dns cache --upstream ADDR --source ADDR --listen ADDR --log FILE`
+
+Runs one resolver (clarke.dns.resolver) on UDP and TCP until SIGTERM or SIGINT, in the
+namespace it was started in. Prints `ready <addr>:<port>` on stdout once both sockets
+listen, so a starter waits for that line, not for a guess of time. A zone that is not
+valid exits 2 naming the file and the field."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from dnslib.server import BaseResolver, DNSLogger, DNSServer
+
+from clarke.dns import zone
+from clarke.dns.resolver import Authoritative, Caching, QueryLog
+from clarke.errors import ClarkeError
+
+
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m clarke.dns")
+    kinds = parser.add_subparsers(dest="kind", required=True)
+    auth = kinds.add_parser("authoritative", help="answer one zone's names")
+    auth.add_argument("--zone", type=Path, required=True)
+    cache = kinds.add_parser("cache", help="a caching forwarder (a terminal's DNS cache)")
+    cache.add_argument("--upstream", required=True, help="the resolver it forwards to")
+    cache.add_argument("--upstream-port", type=int, default=53)
+    cache.add_argument("--source", default="", help="the address it forwards from")
+    for p in (auth, cache):
+        p.add_argument("--listen", required=True)
+        p.add_argument("--port", type=int, default=53)
+        p.add_argument("--log", type=Path, required=True, help="JSON lines, one per query")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _arguments(argv)
+    log = QueryLog(args.log)
+    resolver: BaseResolver
+    try:
+        if args.kind == "authoritative":
+            resolver = Authoritative(zone.read(args.zone), log)
+        else:
+            resolver = Caching(args.upstream, args.source, log, args.upstream_port)
+    except ClarkeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code
+    quiet = DNSLogger(log="-request,-reply,-truncated,-error,-recv,-send,-data", prefix=False)
+    servers = [
+        DNSServer(resolver, address=args.listen, port=args.port, tcp=tcp, logger=quiet)
+        for tcp in (False, True)
+    ]
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    for s in servers:
+        s.start_thread()
+    print(f"ready {args.listen}:{args.port}", flush=True)
+    stop.wait()
+    for s in servers:
+        s.stop()
+    log.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,151 @@
+"""Two resolvers on dnslib, each logging every query it answers as one JSON line:
+
+- `Authoritative`: answers A queries for its zone's names, NXDOMAIN for any other name
+  and an empty answer for other types of a known name (the testbed has no IPv6), so a
+  browser never waits for a lookup nobody will answer.
+- `Caching`: a terminal's DNS cache. Forwards what it has not got (or what has expired)
+  to an upstream resolver, sending from a chosen address (the terminal's LAN address,
+  which the far side routes back through the link), and answers repeats from memory
+  until their TTL runs out.
+
+Logging happens after the reply is built and before it is sent; a line's `at` is the
+query's arrival (time.time(), s)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from dnslib import QTYPE, RCODE, RR, A, DNSRecord
+from dnslib.server import BaseResolver, DNSHandler
+
+from clarke.dns.zone import Zone
+
+UPSTREAM_TIMEOUT_S = 10.0
+
+
+class QueryLog:
+    """JSON lines, one per query, flushed as written (a crash loses none)."""
+
+    def __init__(self, path: Path) -> None:
+        self._lock = threading.Lock()
+        self._file: IO[str] = path.open("a", encoding="utf-8")
+
+    def write(self, entry: dict[str, Any]) -> None:
+        with self._lock:
+            self._file.write(json.dumps(entry, sort_keys=True) + "\n")
+            self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()
+
+
+def _question(request: DNSRecord) -> tuple[str, str]:
+    q = request.q
+    return str(q.qname).lower().rstrip("."), QTYPE.get(q.qtype, str(q.qtype))
+
+
+def _client(handler: DNSHandler) -> str:
+    return str(handler.client_address[0])
+
+
+def _answers(reply: DNSRecord) -> list[str]:
+    return [str(rr.rdata) for rr in reply.rr]
+
+
+class Authoritative(BaseResolver):
+    def __init__(self, zone: Zone, log: QueryLog) -> None:
+        self.zone, self.log = zone, log
+
+    def resolve(self, request: DNSRecord, handler: DNSHandler) -> DNSRecord:
+        at = time.time()
+        name, qtype = _question(request)
+        reply = request.reply()  # sets QR, RA and copies the question
+        reply.header.aa = 1
+        address = self.zone.lookup(name)
+        if address is None:
+            reply.header.rcode = RCODE.NXDOMAIN
+        elif qtype == "A":
+            reply.add_answer(RR(request.q.qname, QTYPE.A, rdata=A(address), ttl=self.zone.ttl))
+        self.log.write(
+            {
+                "at": at,
+                "client": _client(handler),
+                "name": name,
+                "type": qtype,
+                "rcode": RCODE.get(reply.header.rcode),
+                "answer": _answers(reply),
+            }
+        )
+        return reply
+
+
+@dataclass
+class _Cached:
+    reply: DNSRecord
+    expires: float
+
+
+@dataclass
+class Caching(BaseResolver):
+    upstream: str
+    source: str
+    log: QueryLog
+    port: int = 53
+    _cache: dict[tuple[str, str], _Cached] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def resolve(self, request: DNSRecord, handler: DNSHandler) -> DNSRecord:
+        at = time.time()
+        key = _question(request)
+        with self._lock:
+            cached = self._cache.get(key)
+        hit = cached is not None and cached.expires > time.monotonic()
+        if hit:
+            assert cached is not None
+            reply = DNSRecord.parse(cached.reply.pack())
+            reply.header.id = request.header.id
+        else:
+            try:
+                reply = DNSRecord.parse(_send_from(request, self.upstream, self.port, self.source))
+            except OSError:  # the upstream did not answer in time: say so, do not hang
+                reply = request.reply()
+                reply.header.rcode = RCODE.SERVFAIL
+            ttl = min((rr.ttl for rr in reply.rr), default=0)
+            if reply.header.rcode == RCODE.NOERROR and ttl > 0:
+                with self._lock:
+                    self._cache[key] = _Cached(reply, time.monotonic() + ttl)
+        self.log.write(
+            {
+                "at": at,
+                "client": _client(handler),
+                "name": key[0],
+                "type": key[1],
+                "rcode": RCODE.get(reply.header.rcode),
+                "answer": _answers(reply),
+                "hit": hit,
+            }
+        )
+        return reply
+
+
+def _send_from(request: DNSRecord, upstream: str, port: int, source: str) -> bytes:
+    """One UDP exchange with the upstream resolver from `source` ("" for any address:
+    dnslib's own send cannot choose it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind((source, 0))
+        # Connected, so a refused port comes back as an error at once, and only the
+        # upstream's datagrams reach this socket.
+        s.connect((upstream, port))
+        s.settimeout(UPSTREAM_TIMEOUT_S)
+        s.send(request.pack())
+        while True:
+            data = s.recv(65535)
+            if DNSRecord.parse(data).header.id == request.header.id:
+                return data

@@ -1,0 +1,189 @@
+"""The resolvers of clarke.dns on loopback, as processes: the authoritative one answers
+its zone's names and only those, the cache forwards a name once per TTL, every query is
+logged where it was answered, and a bad zone exits 2 naming the field."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import dns.message
+import dns.query
+import dns.rcode
+import dns.rdatatype
+import pytest
+
+from conftest import free_port
+
+LOOPBACK = "127.0.0.1"
+
+
+def _start(args: list[str]) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "clarke.dns", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.startswith("ready "):
+        _, err = proc.communicate(timeout=10)
+        raise AssertionError(f"{args[0]} did not start: {err}")
+    return proc
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    proc.terminate()
+    _, err = proc.communicate(timeout=10)  # closes the pipes too
+    assert proc.returncode == 0, err
+
+
+@pytest.fixture
+def authoritative(tmp_path: Path) -> Iterator[tuple[int, Path]]:
+    zone = tmp_path / "zone.json"
+    zone.write_text(json.dumps({"ttl": 60, "names": {"www.Example.org.": "198.18.2.10"}}))
+    port, log = free_port(), tmp_path / "authoritative.jsonl"
+    proc = _start(
+        [
+            "authoritative",
+            "--zone",
+            str(zone),
+            "--listen",
+            LOOPBACK,
+            "--port",
+            str(port),
+            "--log",
+            str(log),
+        ]
+    )
+    try:
+        yield port, log
+    finally:
+        _stop(proc)
+
+
+def _ask(name: str, port: int, rdtype: str = "A", tcp: bool = False) -> dns.message.Message:
+    query = dns.message.make_query(name, rdtype)
+    ask = dns.query.tcp if tcp else dns.query.udp
+    return ask(query, LOOPBACK, port=port, timeout=5)
+
+
+def _log(path: Path) -> list[dict]:  # type: ignore[type-arg]
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_the_zone_and_only_the_zone(authoritative: tuple[int, Path]) -> None:
+    port, log = authoritative
+    a = _ask("WWW.example.org", port)
+    assert a.rcode() == dns.rcode.NOERROR
+    assert [(rr.ttl, [r.to_text() for r in rr]) for rr in a.answer] == [(60, ["198.18.2.10"])]
+    assert _ask("www.example.org", port, tcp=True).answer[0][0].to_text() == "198.18.2.10"
+    assert _ask("other.example.org", port).rcode() == dns.rcode.NXDOMAIN
+    none = _ask("www.example.org", port, "AAAA")  # no IPv6 in a testbed: empty, at once
+    assert none.rcode() == dns.rcode.NOERROR and not none.answer
+    entries = _log(log)
+    assert [(e["name"], e["type"], e["rcode"]) for e in entries] == [
+        ("www.example.org", "A", "NOERROR"),
+        ("www.example.org", "A", "NOERROR"),
+        ("other.example.org", "A", "NXDOMAIN"),
+        ("www.example.org", "AAAA", "NOERROR"),
+    ]
+    assert entries[0]["answer"] == ["198.18.2.10"] and entries[0]["client"] == LOOPBACK
+
+
+def test_the_cache_forwards_a_name_once(authoritative: tuple[int, Path], tmp_path: Path) -> None:
+    upstream_port, upstream_log = authoritative
+    port, log = free_port(), tmp_path / "cache.jsonl"
+    proc = _start(
+        [
+            "cache",
+            "--upstream",
+            LOOPBACK,
+            "--upstream-port",
+            str(upstream_port),
+            "--source",
+            LOOPBACK,
+            "--listen",
+            LOOPBACK,
+            "--port",
+            str(port),
+            "--log",
+            str(log),
+        ]
+    )
+    try:
+        for _ in range(3):
+            assert _ask("www.example.org", port).answer[0][0].to_text() == "198.18.2.10"
+        assert _ask("gone.example.org", port).rcode() == dns.rcode.NXDOMAIN
+        assert _ask("gone.example.org", port).rcode() == dns.rcode.NXDOMAIN
+    finally:
+        _stop(proc)
+    assert [e["hit"] for e in _log(log)] == [False, True, True, False, False]
+    forwarded = [e["name"] for e in _log(upstream_log)]
+    assert forwarded == ["www.example.org", "gone.example.org", "gone.example.org"]
+
+
+def test_a_silent_upstream_is_a_server_failure(tmp_path: Path) -> None:
+    port = free_port()
+    proc = _start(
+        [
+            "cache",
+            "--upstream",
+            LOOPBACK,
+            "--upstream-port",
+            str(free_port()),
+            "--listen",
+            LOOPBACK,
+            "--port",
+            str(port),
+            "--log",
+            str(tmp_path / "c"),
+        ]
+    )
+    try:
+        # Nothing listens upstream: loopback answers with ICMP port unreachable at once.
+        assert _ask("www.example.org", port).rcode() == dns.rcode.SERVFAIL
+    finally:
+        _stop(proc)
+
+
+@pytest.mark.parametrize(
+    ("names", "message"),
+    [
+        (
+            {"www.example.org": "192.0.2.1"},
+            "www.example.org: 192.0.2.1 is outside the testbed range",
+        ),
+        ({"www.example.org": "not-an-address"}, "is not an IPv4 address"),
+        ({"a..b": "198.18.2.10"}, "'a..b': not a host name"),
+    ],
+)
+def test_a_bad_zone_exits_2_naming_it(tmp_path: Path, names: dict, message: str) -> None:  # type: ignore[type-arg]
+    zone = tmp_path / "zone.json"
+    zone.write_text(json.dumps({"names": names}))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "clarke.dns",
+            "authoritative",
+            "--zone",
+            str(zone),
+            "--listen",
+            LOOPBACK,
+            "--port",
+            str(free_port()),
+            "--log",
+            str(tmp_path / "l"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert str(zone) in done.stderr and message in done.stderr
+    assert "Traceback" not in done.stderr
