@@ -57,14 +57,13 @@ def test_the_next_load_takes_the_kept_browser_once_its_context_is_ready(tmp_path
     assert browser is kept and why == "" and prepared == [kept]
     assert browser.context == contexts.Context("user-context", "window")
     assert kept.driver.quit_calls == 0
-    assert resident.take(CONTEXT, 50, False) == (None, "no browser kept from the previous load")
+    assert resident.take(CONTEXT, 50, False) == (None, "no browser kept for this load's settings")
 
 
 @pytest.mark.parametrize(
     ("settings", "served", "new_browser", "why"),
     [
         (CONTEXT, 1, True, "the previous load failed"),
-        (BrowserSettings(http="3", isolation=Isolation.context), 1, False, "other settings"),
         (CONTEXT, 3, False, "served its 3 loads"),
     ],
 )
@@ -77,6 +76,31 @@ def test_a_kept_browser_that_may_not_serve_the_load_is_quit_and_says_why(
     browser, reason = resident.take(settings, limit=3, new_browser=new_browser)
     assert browser is None and why in reason
     assert kept.driver.quit_calls == 1 and not kept.profile.exists()
+
+
+def test_one_browser_kept_per_set_of_settings(tmp_path: Path) -> None:
+    """Cells that alternate HTTP versions each find their browser; the longest-kept one
+    makes room when the pool is full; a failed load quits them all."""
+    h3 = BrowserSettings(http="3", isolation=Isolation.context)
+    h1 = BrowserSettings(http="1.1", isolation=Isolation.context)
+    resident = contexts.Resident(size=2)
+    two, three = _browser(tmp_path, 1), _browser(tmp_path, 2)
+    resident.keep(two, CONTEXT, lambda b: None)
+    resident.keep(three, h3, lambda b: None)
+    assert resident.has(CONTEXT) and resident.has(h3) and not resident.has(h1)
+    assert resident.take(h3, 50, False) == (three, "")
+    assert resident.take(h1, 50, False) == (
+        None, "no browser kept for this load's settings (1 kept for other settings)"
+    )  # fmt: skip
+    assert two.driver.quit_calls == 0  # kept for its own settings meanwhile
+    resident.keep(three, h3, lambda b: None)
+    one = _browser(tmp_path, 3)
+    resident.keep(one, h1, lambda b: None)  # the pool is full: the HTTP/2 one goes
+    assert two.driver.quit_calls == 1 and not resident.has(CONTEXT)
+    assert resident.has(h3) and resident.has(h1)
+    assert resident.take(h1, 50, new_browser=True) == (None, "the previous load failed")
+    assert three.driver.quit_calls == one.driver.quit_calls == 1
+    assert not resident.has(h3) and not resident.has(h1)
 
 
 def test_a_next_context_that_could_not_be_opened_means_a_new_browser(tmp_path: Path) -> None:

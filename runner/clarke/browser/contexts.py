@@ -14,8 +14,9 @@ nothing of connections, TLS sessions, the HTTP cache, or Alt-Svc and HSTS state.
 whether a context starts from nothing is not assumed: every load is checked
 (run/session/isolation.py, browser/load.py `from_cache`), and a browser whose load
 failed anything is quit, never used again. A browser also ends after `loads_per_browser`
-loads, and whenever a load asks it for other settings (the HTTP version, connections and
-preferences are the browser's, fixed at its start).
+loads. The HTTP version, connections and preferences are the browser's, fixed at its
+start, so the client keeps one browser per set of settings (at most KEPT_BROWSERS): a
+campaign whose cells alternate finds each cell's browser waiting.
 
 While the runner reads the stats of the load just measured, the client closes that
 load's context and opens the next one in the background, and waits for the browser to
@@ -64,16 +65,29 @@ def close_context(driver: Any, context: Context, home: str) -> None:
     driver.switch_to.window(home)
 
 
-class Resident:
-    """At most one browser kept for the next load, for the settings it was started with,
-    its next context made ready in the background."""
+# Browsers kept at once, one per set of settings: a campaign that alternates HTTP
+# versions (or browsers' preferences) then finds a browser for each of its cells instead
+# of starting one per load. Idle browsers cost memory (a few hundred MB each), not CPU.
+KEPT_BROWSERS = 4
 
-    def __init__(self) -> None:
+
+@dataclass
+class _Kept:
+    browser: prestart.Started
+    thread: threading.Thread | None = None  # making its next context ready
+    error: str = ""
+
+
+class Resident:
+    """Browsers kept for later loads, at most one per set of settings and `size` in
+    all, each with its next context made ready in the background."""
+
+    def __init__(self, size: int = KEPT_BROWSERS) -> None:
+        self.size = size
         self._lock = threading.Lock()
-        self._browser: prestart.Started | None = None
-        self._settings: BrowserSettings | None = None
-        self._thread: threading.Thread | None = None
-        self._error = ""
+        # By the settings' JSON (they hold a dict of preferences: not hashable), in the
+        # order they were kept.
+        self._kept: dict[str, _Kept] = {}
 
     def keep(
         self,
@@ -81,48 +95,60 @@ class Resident:
         settings: BrowserSettings,
         prepare: Callable[[prestart.Started], None],
     ) -> None:
-        """Keeps `browser` for the next load with `settings`; `prepare` runs in the
-        background (closes the context just used, opens the next)."""
-        self.discard()
+        """Keeps `browser` for a later load with `settings`; `prepare` runs in the
+        background (closes the context just used, opens the next). A browser kept for
+        the same settings before is quit, and the longest-kept one when `size` are."""
+        self.discard(settings)
+        with self._lock:
+            evicted = list(self._kept)[: max(0, len(self._kept) - self.size + 1)]
+        for old in evicted:
+            self._quit(old)
+        entry = _Kept(browser)
 
         def run() -> None:
             try:
                 prepare(browser)
             except Exception as e:  # the next load then starts a new browser, and says why
-                log.warning("the browser kept for the next load failed: %s", e)
-                with self._lock:
-                    self._error = f"{type(e).__name__}: {e}"
+                log.warning("a browser kept for a later load failed: %s", e)
+                entry.error = f"{type(e).__name__}: {e}"
 
+        entry.thread = threading.Thread(target=run, name="next-context", daemon=True)
         with self._lock:
-            self._browser, self._settings, self._error = browser, settings, ""
-            self._thread = threading.Thread(target=run, name="next-context", daemon=True)
-            self._thread.start()
+            self._kept[settings.model_dump_json()] = entry
+            entry.thread.start()
 
-    def _pop(self) -> tuple[prestart.Started | None, BrowserSettings | None, str]:
+    def _pop(self, key: str) -> _Kept | None:
         with self._lock:
-            thread = self._thread
-        if thread is not None:
-            thread.join()
+            entry = self._kept.pop(key, None)
+        if entry is not None and entry.thread is not None:
+            entry.thread.join()
+        return entry
+
+    def has(self, settings: BrowserSettings | None) -> bool:
+        if settings is None:
+            return False
         with self._lock:
-            out = self._browser, self._settings, self._error
-            self._browser, self._settings, self._thread, self._error = None, None, None, ""
-        return out
+            return settings.model_dump_json() in self._kept
 
     def take(
         self, settings: BrowserSettings, limit: int, new_browser: bool
     ) -> tuple[prestart.Started | None, str]:
-        """The kept browser, its next context open, if it may serve a load with
-        `settings`; else None and why a new browser starts (the kept one is quit)."""
-        browser, wanted, error = self._pop()
-        if browser is None:
-            return None, "no browser kept from the previous load"
-        why = ""
-        if error:
-            why = f"its next context could not be made ready: {error}"
-        elif new_browser:
-            why = "the previous load failed"
-        elif wanted != settings:
-            why = "this load asks its browser for other settings"
+        """The browser kept for `settings`, its next context open, if it may serve a
+        load; else None and why a new browser starts (a kept one that may not is quit).
+        After a failed load (`new_browser`) every kept browser is quit: which of them a
+        failed isolation check implicates is not known here."""
+        if new_browser:
+            self.discard()
+            return None, "the previous load failed"
+        entry = self._pop(settings.model_dump_json())
+        if entry is None:
+            with self._lock:
+                others = len(self._kept)
+            kept = f" ({others} kept for other settings)" if others else ""
+            return None, f"no browser kept for this load's settings{kept}"
+        browser, why = entry.browser, ""
+        if entry.error:
+            why = f"its next context could not be made ready: {entry.error}"
         elif browser.contexts >= limit:
             why = f"the browser served its {limit} loads"
         if why:
@@ -130,11 +156,17 @@ class Resident:
             return None, why
         return browser, ""
 
-    def discard(self) -> None:
-        """Quits the kept browser, if any."""
-        browser, _, _ = self._pop()
-        if browser is not None:
-            prestart.quit_browser(browser)
+    def discard(self, settings: BrowserSettings | None = None) -> None:
+        """Quits the browser kept for `settings`, or every kept browser."""
+        with self._lock:
+            keys = [settings.model_dump_json()] if settings is not None else list(self._kept)
+        for key in keys:
+            self._quit(key)
+
+    def _quit(self, key: str) -> None:
+        entry = self._pop(key)
+        if entry is not None:
+            prestart.quit_browser(entry.browser)
 
 
 RESIDENT = Resident()

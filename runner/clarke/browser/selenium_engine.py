@@ -301,16 +301,20 @@ def _load_in_context(req: LoadRequest, setup: BrowserSetup, workdir: Path | None
     if not browser.contexts:  # a browser's first load says why it was started
         browser.how = f"{browser.how}: {why_new}" if why_new else browser.how
     n = browser.contexts + 1
-    # Kept for the next load only if it asks for the same browser, and has loads left.
-    keep = req.next_load == settings and n < req.loads_per_browser
-    during = _during_page(req) and not keep
+    # Kept for a later load with these settings while it has loads left; the next load
+    # needs no browser started ahead when one is kept for its settings.
+    keep = n < req.loads_per_browser
+    next_served = req.next_load is not None and (
+        (keep and req.next_load == settings) or contexts.RESIDENT.has(req.next_load)
+    )
+    during = _during_page(req) and not next_served
     result: LoadResult | None = None
     try:
         if browser.context is None:
             with phases.phase("context_open"):
                 browser.context = contexts.open_context(browser.driver, browser.home_size)
         began_unix_ms = time.time() * 1000
-        start_next = (lambda: None) if keep else _next_browser(req, setup, workdir, during)
+        start_next = (lambda: None) if next_served else _next_browser(req, setup, workdir, during)
         result = _drive(req, browser, started, phases, start_next, during, label)
         if browser.netlog is not None:
             with phases.phase("netlog"):
