@@ -14,7 +14,17 @@ from clarke.cli_types import link_option, options_into
 from clarke.place import netns
 from clarke.run.bench import link as bench_link
 from clarke.run.bench import load as bench_load
-from clarke.vocab import ENGINES, HTTP_VERSIONS, StartAhead
+from clarke.vocab import (
+    BROWSERS,
+    ENGINES,
+    HTTP_VERSIONS,
+    ISOLATIONS,
+    LOADS_PER_BROWSER,
+    MAX_LOADS_PER_BROWSER,
+    Browser,
+    Isolation,
+    StartAhead,
+)
 
 
 @click.group()
@@ -145,14 +155,46 @@ def validate(o: ValidateCommandOptions) -> None:
     help="When the next load's browser starts: once the page is measured, or during the "
     "page at idle priority (docs/running.md).",
 )
+@click.option(
+    "--browser",
+    type=click.Choice(BROWSERS),
+    default=Browser.firefox.value,
+    show_default=True,
+    help="The browser both engines drive.",
+)
+@click.option(
+    "--isolation",
+    type=click.Choice(ISOLATIONS),
+    default=Isolation.profile.value,
+    show_default=True,
+    help="A new browser and profile per load, or a new context per load in a running "
+    "browser (Selenium; Browsertime always starts its own browser).",
+)
+@click.option(
+    "--loads-per-browser",
+    type=click.IntRange(1, MAX_LOADS_PER_BROWSER),
+    default=LOADS_PER_BROWSER,
+    show_default=True,
+    help="With --isolation context: a new browser after this many loads.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 def load_overhead(**given: Any) -> None:
     """Harness overhead per load (wall time minus PLT, median of N) for each engine."""
     g = given
     fig = bench_load.harness_overhead(
-        list(g["engines"] or ENGINES), g["n"], g["page"], g["http"], g["profile"],
-        g["testbed_id"], g["start_ahead"],
-    )  # fmt: skip
+        bench_load.LoadBench(
+            engines=tuple(g["engines"] or ENGINES),
+            n=g["n"],
+            page=g["page"],
+            http=g["http"],
+            profile=g["profile"],
+            testbed_id=g["testbed_id"],
+            start_ahead=g["start_ahead"],
+            browser=Browser(g["browser"]),
+            isolation=Isolation(g["isolation"]),
+            loads_per_browser=g["loads_per_browser"],
+        )
+    )
     click.echo(
         json.dumps(fig, indent=2) if g["as_json"] else bench_load.render(fig, g["breakdown"])
     )

@@ -65,6 +65,9 @@ class Implementation(ABC):
     name: str
     summary: str  # one line, for --help
     install: str  # how to get it, for EnvironmentProblem
+    # Servers: whether their connection records say how each TLS handshake went (full
+    # or resumed, what the ClientHello offered), which context isolation needs.
+    reports_handshakes: bool = False
     # Servers: the stream schedulers (vocab.Scheduler) it can be given besides its own,
     # and what its own is (docs/scheduling.md).
     schedulers: tuple[str, ...] = ()

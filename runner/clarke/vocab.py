@@ -7,6 +7,7 @@ clarke.registry).
     CongestionControl   cubic | bbr | reno  QUIC stacks: cubic bbr newreno
     Engine              selenium | browsertime
     Browser             firefox | chromium  run ids: -firefox -chromium (with a browser axis)
+    Isolation           profile | context    how a load's browser state is made new
     Scheduler           own | round-robin | sequential | rfc9218: the server's stream
                         scheduler (own: the server's own; origin's is round-robin)
     QueueDiscipline     drop_tail | drop_head | codel | fq_codel
@@ -74,6 +75,15 @@ class Browser(StrEnum):
     chromium = "chromium"
 
 
+class Isolation(StrEnum):
+    """How each load gets a browser with nothing of an earlier load (docs/running.md,
+    "Isolation"): a new browser with a new profile, or a new isolated context (a
+    WebDriver BiDi user context) in a browser kept running between loads."""
+
+    profile = "profile"
+    context = "context"
+
+
 class Scheduler(StrEnum):
     """Which response on an HTTP/2 or HTTP/3 connection the server sends next
     (docs/scheduling.md; origin: origin/crates/origin/src/sched.rs)."""
@@ -109,6 +119,7 @@ HTTP_VERSIONS: Final = tuple(v.value for v in HttpVersion)
 CONGESTION_CONTROLS: Final = tuple(c.value for c in CongestionControl)
 ENGINES: Final = tuple(e.value for e in Engine)
 BROWSERS: Final = tuple(b.value for b in Browser)
+ISOLATIONS: Final = tuple(i.value for i in Isolation)
 SCHEDULERS: Final = tuple(s.value for s in Scheduler)
 SUBSTRATES: Final = tuple(s.value for s in Substrate)
 
@@ -163,6 +174,10 @@ def receives(role: str) -> str | None:
 # When a load's client starts the next load's browser (browser/prestart.py): once the
 # page is measured, or during it at idle priority.
 StartAhead = Literal["after-page", "during-page"]
+# In context isolation, a browser serves at most this many loads, one context each, by
+# default (browser.loads_per_browser), and then a new one starts.
+LOADS_PER_BROWSER: Final = 50
+MAX_LOADS_PER_BROWSER: Final = 1000
 
 # The HTTP priority signals a load's browser sends (browser/prefs.py, docs/scheduling.md):
 # its own (`default`), none it can be kept from sending (`none`, Firefox), or Firefox's

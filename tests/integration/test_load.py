@@ -17,6 +17,7 @@ from clarke.results.record import Status
 from clarke.run.session.session import Session
 from clarke.run.session.settings import PageLoad
 from clarke.testbed.substrate import NetnsSubstrate
+from clarke.vocab import Isolation
 from conftest import need
 
 pytestmark = [pytest.mark.root, pytest.mark.browser, pytest.mark.slow]
@@ -52,6 +53,13 @@ def test_every_metric_and_the_protocol_verified(session: Session, engine: str, h
     assert details["server_cc"] == ["bbr"]
     assert details["metrics"]["server_requests"] == 9
     assert details["metrics"]["wire_bytes"] > 100_000 and details["metrics"]["overhead"] > 0
+    # Isolation, verified for a new profile too: a new connection, a full handshake,
+    # nothing offered of an earlier session, nothing from the cache.
+    iso = details["isolation"]
+    assert iso["failure"] == "" and iso["mode"] == "profile", iso
+    assert iso["full_handshakes"] == iso["connections"] == 1, iso
+    assert iso["psk_offered"] == iso["carried_over"] == iso["from_cache"] == 0, iso
+    assert iso["first_protocol"] == iso["new_profile_protocol"] == want, iso
     # The link's own count, both directions: it carried the server's packets with their
     # IP headers (more than the server's transport payload) and the client's requests,
     # handshakes and acknowledgements.
@@ -248,6 +256,39 @@ def test_chromium_capture_decrypts_with_its_key_log(session: Session, tmp_path: 
     assert session.plan is not None
     client = session.plan.addresses["client"]
     assert decrypted_requests(tmp_path / "link.pcap", tmp_path / "keys.log", "3", client) == 9
+
+
+# --- Context isolation (issue 35): a new context per load in a running browser ----------
+@pytest.mark.parametrize("browser", ["firefox", "chromium"])
+def test_context_isolation_through_the_agent_verified_like_a_new_profile(
+    session: Session, browser: str
+) -> None:
+    """Three HTTP/3 loads through the client agent in one browser, a new context each,
+    each load announcing the next: the browser starts once, every load is verified
+    (protocol, objects, the server's records: new connections, full handshakes, nothing
+    carried over), and the last load's browser quits (nothing announced after it)."""
+    session.settings = replace(session.settings, engine="selenium", isolation=Isolation.context)
+    try:
+        loads = []
+        for i in range(3):
+            load = PageLoad(PAGE, "3", "bbr", 6, browser=browser)
+            if i < 2:
+                load = replace(load, next_load=session.request(load))
+            loads.append(session.load_page(load))
+    finally:
+        session.settings = replace(session.settings, isolation=Isolation.profile)
+    for i, (result, details) in enumerate(loads, start=1):
+        assert result.status is Status.ok, result.reason
+        assert set(result.protocols.values()) == {"h3"} and len(result.protocols) == 9
+        assert details["browser_context"] == i
+        iso = details["isolation"]
+        assert iso["failure"] == "" and iso["mode"] == "context", iso
+        assert iso["full_handshakes"] == iso["connections"] == 1, iso
+        assert iso["psk_offered"] == iso["early_data"] == iso["carried_over"] == 0, iso
+        assert iso["first_protocol"] == iso["new_profile_protocol"] == "h3", iso
+    phases = [r.phases_ms for r, _ in loads]
+    assert "browser_start" in phases[0] and "context_open" in phases[0]
+    assert not any("browser_start" in p or "context_open" in p for p in phases[1:]), phases
 
 
 # How far the server's completion times of two responses may disagree with their order.

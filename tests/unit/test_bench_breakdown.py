@@ -30,12 +30,18 @@ def test_a_load_splits_into_the_client_the_agent_and_the_runner() -> None:
 
 def test_a_browser_started_ahead_is_not_inside_the_agents_round_trip() -> None:
     phases = {
-        "client": {"browser_start_wait": 300.0, "navigation": 700.0, "ahead_browser_start": 900.0},
+        "client": {
+            "browser_start_wait": 300.0,
+            "navigation": 700.0,
+            "ahead_browser_start": 900.0,
+            "next_context_open": 400.0,  # a kept browser's context, made ready before
+        },
         "runner": {"client": 1100.0},
     }
     got = breakdown(phases, plt=500.0, wall=1100.0)
     assert got["client.agent"] == pytest.approx(1100 - 1000)
     assert got["client.ahead_browser_start"] == 900
+    assert got["client.next_context_open"] == 400
 
 
 def test_spread_is_the_median_and_the_outer_deciles() -> None:

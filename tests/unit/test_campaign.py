@@ -97,6 +97,21 @@ MALFORMED: list[tuple[str, object, list[str]]] = [
         ["browser.connections_per_server", "'1.1', '2' or '3'"],
     ),
     (
+        "context isolation with Browsertime",
+        {**GOOD, "browser": {"engine": "browsertime", "isolation": "context"}},
+        ["browser", "isolation context needs engine selenium", "cannot keep one between loads"],
+    ),
+    (
+        "bad isolation",
+        {**GOOD, "browser": {"isolation": "tab"}},
+        ["browser.isolation", "'profile' or 'context'"],
+    ),
+    (
+        "no loads per browser",
+        {**GOOD, "browser": {"isolation": "context", "loads_per_browser": 0}},
+        ["browser.loads_per_browser", "greater than or equal to 1"],
+    ),
+    (
         "both matrix and scenarios",
         {**GOOD, "scenarios": [{"name": "a", "matrix": GOOD["matrix"]}]},
         ["exactly one of `matrix` or `scenarios`"],

@@ -165,3 +165,34 @@ def test_the_console_summary_has_a_browser_column_only_with_several_browsers() -
     assert len(heads) == 3 and all("cell (browser)" in h for h in heads)
     assert sum("chromium" in line for line in lines) == len(heads)
     assert sum("firefox" in line for line in lines) == len(heads)
+
+
+def test_a_running_chromiums_netlog_is_read_per_load_from_its_start(tmp_path: Path) -> None:
+    """Context isolation: Chromium keeps writing one NetLog; each load reads the events
+    since it began, a line still being written waits, and a socket connected in an
+    earlier load that sends in this one is still named."""
+    types = {"UDP_CONNECT": 2, "UDP_BYTES_SENT": 3, "TCP_CONNECT_ATTEMPT": 4}
+    path = tmp_path / "netlog.json"
+    head = json.dumps({"constants": {"logEventTypes": types, "timeTickOffset": "1000"}})
+    path.write_text(head[:-1] + ',\n"events": [\n')
+
+    def write(*events: dict, tail: str = "") -> None:
+        with path.open("a") as f:
+            for e in events:
+                f.write(json.dumps({**e, "type": types[e["type"]]}) + ",\n")
+            f.write(tail)
+
+    tail = chromium.NetlogTail(path)
+    write(
+        {"type": "UDP_CONNECT", "time": "100", "source": {"id": 7}, "params": {"address": "a:443"}},
+        {"type": "UDP_BYTES_SENT", "time": "110", "source": {"id": 7}},
+        tail='{"type": 4, "time": "12',  # a line not written whole yet
+    )
+    assert tail.since(1100) == {"quic_cc": [], "reached": ["a:443"]}
+    write(
+        tail='0", "source": {"id": 8}, "params": {"address": "b:80"}},\n',
+    )
+    write({"type": "UDP_BYTES_SENT", "time": "300", "source": {"id": 7}})
+    # The second load began at Unix ms 1250: the TCP attempt at 1120 was the first's.
+    assert tail.since(1250) == {"quic_cc": [], "reached": ["a:443"]}
+    assert tail.since(1400) == {"quic_cc": [], "reached": []}

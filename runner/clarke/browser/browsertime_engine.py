@@ -22,7 +22,7 @@ from clarke.browser.capture import BrowserCapture
 from clarke.browser.load import BrowserSetup, LoadRequest, LoadResult, judged, with_netlog
 from clarke.errors import EnvironmentProblem
 from clarke.timing import Phases
-from clarke.vocab import Browser, Engine, HttpVersion
+from clarke.vocab import Browser, Engine, HttpVersion, Isolation
 
 NAME = Engine.browsertime.value
 VERSION = "26.3.2"
@@ -112,6 +112,12 @@ def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> 
     if req.navigate_at_unix_ms is not None:
         return LoadResult.failed(
             NAME, "Browsertime navigates as soon as its browser is up: no navigate_at_unix_ms"
+        )
+    if req.isolation is Isolation.context:
+        return LoadResult.failed(
+            NAME,
+            f"isolation {Isolation.context}: Browsertime starts and quits its browser in "
+            "every run, so it cannot keep one between loads",
         )
     if req.browser is Browser.chromium:
         return _load_chromium(req, setup, workdir)

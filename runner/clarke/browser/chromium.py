@@ -227,12 +227,17 @@ def netlog_summary(path: Path) -> dict[str, Any]:
         except (OSError, ValueError):
             return {}
     names = {v: k for k, v in log.get("constants", {}).get("logEventTypes", {}).items()}
+    return summarize(log.get("events", []), names)
+
+
+def summarize(events: list[dict[str, Any]], names: dict[int, str]) -> dict[str, Any]:
+    """netlog_summary's figures from NetLog events (`names`: event type -> name)."""
     quic_cc: list[str] = []
     address_of: dict[int, str] = {}  # UDP socket (NetLog source id) -> its peer
     sent: set[int] = set()  # UDP sockets that sent a datagram
     reached: set[str] = set()
-    for event in log.get("events", []):
-        name = names.get(event.get("type"), "")
+    for event in events:
+        name = names.get(event.get("type", -1), "")
         params = event.get("params") or {}
         source = int((event.get("source") or {}).get("id", -1))
         if name == "QUIC_CONGESTION_CONTROL_CONFIGURED":
@@ -250,3 +255,81 @@ def netlog_summary(path: Path) -> dict[str, Any]:
         "quic_cc": sorted(set(quic_cc)),
         "reached": sorted(reached),
     }
+
+
+class NetlogTail:
+    """The NetLog of a Chromium kept between loads (context isolation), read as it
+    grows: Chromium writes one event per line (`{...},`) after a first line with the
+    constants, and ends the list only when it exits. Each load takes the events from
+    its own start on (a NetLog time plus the file's `timeTickOffset` is Unix ms); lines
+    Chromium has not finished writing wait for the next read."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._offset = 0
+        self._names: dict[int, str] = {}
+        self._tick_offset: float | None = None
+        # A UDP socket connected in one load may send in the next (its NetLog source id
+        # is kept across reads, so its address is known).
+        self._address_of: dict[int, dict[str, Any]] = {}
+
+    def _lines(self) -> list[bytes]:
+        try:
+            with self.path.open("rb") as f:
+                f.seek(self._offset)
+                data = f.read()
+        except OSError:
+            return []
+        complete = data[: data.rfind(b"\n") + 1]
+        self._offset += len(complete)
+        return [line.strip().rstrip(b",") for line in complete.split(b"\n") if line.strip()]
+
+    def _head(self, line: bytes) -> None:
+        """The first line: {"constants": {...}, possibly with "events": [ after it."""
+        text = line.decode(errors="replace")
+        cut = text.find(',"events"')
+        head = json.loads((text[:cut] if cut >= 0 else text) + "}")
+        constants = head.get("constants", {})
+        self._names = {v: k for k, v in constants.get("logEventTypes", {}).items()}
+        self._tick_offset = float(constants.get("timeTickOffset", 0))
+
+    def since(self, unix_ms: float) -> dict[str, Any]:
+        """netlog_summary's figures for the events written since `unix_ms`."""
+        events: list[dict[str, Any]] = []
+        for line in self._lines():
+            if self._tick_offset is None and line.startswith(b'{"constants"'):
+                try:
+                    self._head(line)
+                except ValueError:
+                    return {}
+                continue
+            if not line.startswith(b"{"):
+                continue  # "events": [
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            name = self._names.get(event.get("type", -1), "")
+            source = int((event.get("source") or {}).get("id", -1))
+            if name == "UDP_CONNECT":
+                self._address_of[source] = event
+            try:
+                at = float(event.get("time", 0)) + (self._tick_offset or 0)
+            except (TypeError, ValueError):
+                continue
+            if at >= unix_ms:
+                events.append(event)
+        # Sockets connected before this load that sent during it.
+        sending = {
+            int((e.get("source") or {}).get("id", -1))
+            for e in events
+            if self._names.get(e.get("type", -1), "") == "UDP_BYTES_SENT"
+        }
+        earlier = [
+            self._address_of[s]
+            for s in sending
+            if s in self._address_of and self._address_of[s] not in events
+        ]
+        if self._tick_offset is None:
+            return {}
+        return summarize(earlier + events, self._names)

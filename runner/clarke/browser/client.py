@@ -13,7 +13,14 @@ from __future__ import annotations
 from typing import Any
 
 from clarke import __version__
-from clarke.browser import browsertime_engine, chromium, firefox, prestart, selenium_engine
+from clarke.browser import (
+    browsertime_engine,
+    chromium,
+    contexts,
+    firefox,
+    prestart,
+    selenium_engine,
+)
 from clarke.browser.load import BrowserSetup, LoadRequest, LoadResult
 from clarke.errors import ClarkeError, UnknownName
 from clarke.place import Place
@@ -26,7 +33,8 @@ LOADERS = {Engine.selenium: selenium_engine.load, Engine.browsertime: browsertim
 
 
 class BrowserClient:
-    """Every load a new browser process with a new profile."""
+    """Every load a new browser process with a new profile, or (context isolation) a new
+    context in a browser kept between loads."""
 
     role = "client"
 
@@ -89,6 +97,7 @@ class BrowserClient:
 
     def stop(self) -> None:
         prestart.SPARES.discard()
+        contexts.RESIDENT.discard()
 
     def load(self, body: dict[str, Any], engine: str) -> dict[str, Any]:
         """One page load; InputError (nothing started) for an unknown engine or a body
@@ -98,7 +107,9 @@ class BrowserClient:
         req = LoadRequest.for_agent(body, self.setup)
         self.loads += 1
         if engine != Engine.selenium:
-            prestart.SPARES.discard()  # only Selenium's loads start a browser ahead
+            # Only Selenium's loads start a browser ahead, or keep one between loads.
+            prestart.SPARES.discard()
+            contexts.RESIDENT.discard()
         try:
             result = LOADERS[Engine(engine)](req, self.setup)
         except ClarkeError as e:

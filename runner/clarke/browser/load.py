@@ -36,8 +36,11 @@ from clarke.schema import problems_of
 from clarke.vocab import (
     BROWSERS,
     HTTP_VERSIONS,
+    LOADS_PER_BROWSER,
+    MAX_LOADS_PER_BROWSER,
     Browser,
     HttpVersion,
+    Isolation,
     PrioritySignals,
     StartAhead,
 )
@@ -132,6 +135,9 @@ class BrowserSettings(BaseModel):
     prefs: Annotated[dict[str, StrictBool | StrictInt], Field(max_length=64)] = Field(
         default_factory=dict
     )
+    # A new browser and profile for the load, or a new isolated context in a browser the
+    # client keeps between loads (browser/contexts.py; started with WebDriver BiDi).
+    isolation: Isolation = Isolation.profile
     # The HTTP priority signals it sends (prefs.priority_signals).
     priority_signals: PrioritySignals = "default"
 
@@ -191,6 +197,13 @@ class LoadRequest(BrowserSettings):
     # ("after-page") or at idle priority just before it navigates ("during-page").
     next_load: BrowserSettings | None = None
     start_ahead: StartAhead = "after-page"
+    # With context isolation, a browser serves at most `loads_per_browser` loads;
+    # `new_browser`: the runner saw the previous load fail, so this one does not run in
+    # the browser that served it.
+    loads_per_browser: Annotated[StrictInt, Field(ge=1, le=MAX_LOADS_PER_BROWSER)] = (
+        LOADS_PER_BROWSER
+    )
+    new_browser: StrictBool = False
 
     @model_validator(mode="before")
     @classmethod
@@ -239,6 +252,9 @@ class LoadResult(BaseModel):
     profile: str = ""
     # How the browser was started: "on demand[: why not ahead]" or "ahead, ..." (prestart).
     started: str = ""
+    # With context isolation, which of its browser's loads this was (1: the browser's
+    # first); 0: a browser of its own (profile isolation).
+    context: int = 0
 
     @classmethod
     def failed(cls, engine: str, reason: str, **kw: Any) -> LoadResult:
@@ -282,6 +298,20 @@ def _path_of(url: str) -> str:
     return urlsplit(url).path.lstrip("/")
 
 
+def from_cache(raw: dict[str, Any]) -> list[str]:
+    """The page's entries (the document and its resources) that did not come over the
+    network: a transfer size of 0 in Resource Timing, which a response served from the
+    browser's HTTP cache has (and a cross-origin one hiding its sizes, which a test
+    page's same-origin objects never are). Entries without a transfer size (an engine
+    that does not report it) are not judged."""
+    entries = [raw.get("navigation") or {}, *(raw.get("resources") or [])]
+    return [
+        str(e.get("name", "?"))
+        for e in entries
+        if isinstance(e.get("transferSize"), int | float) and e["transferSize"] == 0
+    ]
+
+
 def judge(req: LoadRequest, raw: dict[str, Any]) -> tuple[Status, str, dict[str, str], str | None]:
     """(status, reason, protocol per URL, LCP element) for a load's raw entries."""
     nav = raw.get("navigation")
@@ -302,6 +332,16 @@ def judge(req: LoadRequest, raw: dict[str, Any]) -> tuple[Status, str, dict[str,
     if wrong:
         got = ", ".join(f"{p}: {n} of {len(protocols)} resources" for p, n in sorted(wrong.items()))
         return Status.failed, f"asked for {want}, fell back to {got}", protocols, lcp_element
+    cached = from_cache(raw)
+    if cached:
+        names = ", ".join(_path_of(n) or n for n in cached[:3])
+        return (
+            Status.failed,
+            f"isolation: {len(cached)} of {len(protocols)} entries came from the browser's "
+            f"cache (transfer size 0: {names}), not over the link",
+            protocols,
+            lcp_element,
+        )
     loaded = {_path_of(r.get("name", "")): r for r in raw.get("resources") or []}
     for obj in req.expected_objects:
         entry = loaded.get(obj.path)

@@ -60,6 +60,14 @@ class Started:
     how: str = "on demand"
     # Since when its processes are known quiet (at normal priority), if they are.
     quiet_since: QuietMark | None = None
+    # Context isolation (browser/contexts.py): its first window's handle and size, the
+    # loads it served, the context made ready for its next load, and (Chromium) the
+    # reader of its NetLog.
+    home: str = ""
+    home_size: tuple[int, int] = (0, 0)
+    contexts: int = 0
+    context: Any = None
+    netlog: Any = None
 
 
 def process_tree(root: int) -> list[int]:
@@ -171,14 +179,19 @@ def quiet_all_along(since: QuietMark, now: float, ticks: int, per_window: float)
 
 def wait_quiet(root: int, since: QuietMark | None = None) -> tuple[float, bool]:
     """Waits until the processes under `root` (the driver and its browser) are quiet;
-    (seconds waited, whether they became quiet before QUIET_MAX_S). With `since` at
-    least QUIET_WINDOW_S old, the window from it to now is judged first, at the same
-    rate, and nothing is waited for when they were quiet all along."""
+    (seconds waited, whether they became quiet before QUIET_MAX_S). With `since`, the
+    window from it to now (waiting until it is QUIET_WINDOW_S long) is judged first, at
+    the same rate, and nothing more is waited for when they were quiet all along."""
     started = time.monotonic()
     per_window = QUIET_CPU_FRACTION * QUIET_WINDOW_S * os.sysconf("SC_CLK_TCK")
+    slept = 0.0
+    if since is not None and started - since.at < QUIET_WINDOW_S:
+        # A mark too recent for a window: the rest of one, judged from the mark.
+        slept = QUIET_WINDOW_S - (started - since.at)
+        time.sleep(slept)
     before = tree_cpu_ticks(root)
-    if since is not None and quiet_all_along(since, started, before, per_window):
-        return 0.0, True
+    if since is not None and quiet_all_along(since, time.monotonic(), before, per_window):
+        return slept, True
     allowed = per_window
     while time.monotonic() - started < QUIET_MAX_S:
         time.sleep(QUIET_WINDOW_S)

@@ -28,8 +28,15 @@ from clarke.campaign.dimensions import (
 )
 from clarke.schema import FORM, StrictModel
 from clarke.sequential import MAX_HORIZON, StoppingRule, first_bounded
+from clarke.vocab import (
+    LOADS_PER_BROWSER,
+    MAX_LOADS_PER_BROWSER,
+    Engine,
+    Isolation,
+    PrioritySignals,
+    StartAhead,
+)
 from clarke.vocab import Browser as BrowserName
-from clarke.vocab import Engine, PrioritySignals, StartAhead
 
 V = TypeVar("V")
 
@@ -113,6 +120,13 @@ class Browser(StrictModel):
     # When the next load's browser starts (Selenium's Firefox): once this page is
     # measured, or during it at idle priority (browser/prestart.py, docs/running.md).
     start_ahead: StartAhead = "after-page"
+    # How each load's browser state is made new: a new browser and profile per load, or
+    # a new isolated context in a running browser (browser/contexts.py,
+    # docs/running.md "Isolation"); either way every load's isolation is verified.
+    isolation: Isolation = Isolation.profile
+    # With context isolation: a new browser after this many loads (and after any failed
+    # load, and whenever a load asks its browser for other settings).
+    loads_per_browser: Annotated[int, Field(ge=1, le=MAX_LOADS_PER_BROWSER)] = LOADS_PER_BROWSER
     # The HTTP priority signals the browser sends (docs/scheduling.md): its own, or
     # Firefox's with the Priority header and PRIORITY_UPDATE off, or its RFC 7540 tree.
     priority_signals: PrioritySignals = "default"
@@ -123,6 +137,11 @@ class Browser(StrictModel):
             raise ValueError(
                 f"start_ahead {self.start_ahead} needs engine selenium (Browsertime starts "
                 "each load's browser itself)"
+            )
+        if self.isolation is Isolation.context and self.engine is not Engine.selenium:
+            raise ValueError(
+                f"isolation {Isolation.context} needs engine selenium: Browsertime starts "
+                "and quits its browser in every run, so it cannot keep one between loads"
             )
         return self
 

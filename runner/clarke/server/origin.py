@@ -139,6 +139,7 @@ class Origin(Implementation):
     own_scheduler = "round-robin: h2's per DATA frame, quinn's per STREAM frame"
     own_scheduler_state = OWN_SCHEDULER.value
     install = "build it with `cargo build --release` in origin/ (ci/build.sh), or set CLARKE_ORIGIN"
+    reports_handshakes = True  # tls_handshake in every TLS connection's record
 
     def check_environment(self) -> None:
         if origin_binary() is None:

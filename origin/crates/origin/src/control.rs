@@ -74,7 +74,12 @@ async fn route(req: Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>>
     match (req.method().clone(), path.as_str()) {
         (Method::GET, "/health") => reply(StatusCode::OK, &health(shared)),
         (Method::GET, "/stats") => {
-            let mut body = json!({"now_unix_ms": now_ms(), "settings": shared.settings(), "connections": shared.registry.snapshot()});
+            let mut body = json!({
+                "now_unix_ms": now_ms(),
+                "settings": shared.settings(),
+                "connections": shared.registry.snapshot(),
+                "lingering": shared.registry.lingering(),
+            });
             if let Some(site) = &shared.site {
                 let mut stats = serde_json::to_value(site.stats()).unwrap_or_default();
                 stats["name"] = json!(site.name);

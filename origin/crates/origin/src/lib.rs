@@ -13,6 +13,8 @@ pub mod files;
 pub mod frames;
 pub mod gate;
 pub mod h3conn;
+pub mod hello;
+pub mod observe;
 pub mod priorities;
 pub mod quic;
 pub mod replay;

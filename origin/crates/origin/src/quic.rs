@@ -45,10 +45,10 @@ async fn serve(
     let handle = shared
         .registry
         .open_quic(conn.clone(), local, settings.quic_cc.name().into());
-    let server_name = conn
-        .handshake_data()
-        .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
-        .and_then(|d| d.server_name);
+    if let Some(handshake) = crate::observe::quic_handshake(&conn) {
+        handle.set_handshake(handshake);
+    }
+    let server_name = crate::observe::quic_server_name(&conn);
     handle.set_origin(server_name.as_deref(), service == Service::Site);
     let served = Served {
         service,

@@ -97,7 +97,8 @@ pub type SharedSettings = Arc<RwLock<Settings>>;
 pub fn quic_server_config(crypto: Arc<QuicServerConfig>, s: &Settings) -> quinn::ServerConfig {
     let mut transport = quinn::TransportConfig::default();
     transport.congestion_controller_factory(s.quic_cc.factory(s.quic_initial_window));
-    let mut cfg = quinn::ServerConfig::with_crypto(crypto);
+    // Every session observed, so each connection's record says how its handshake went.
+    let mut cfg = quinn::ServerConfig::with_crypto(Arc::new(crate::observe::ObservedQuic::new(crypto)));
     cfg.transport_config(Arc::new(transport));
     cfg
 }

@@ -26,6 +26,7 @@ use anyhow::Context;
 use serde::Serialize;
 
 use crate::exchanges::{ExchangeLog, ExchangesView};
+use crate::hello::Handshake;
 use crate::tcpinfo::{self, TcpInfo};
 
 /// IPv4 (20) + TCP with timestamps (20 + 12) header bytes per segment.
@@ -138,6 +139,12 @@ pub struct ConnRecord {
     pub start_unix_ms: u64,
     pub end_unix_ms: Option<u64>,
     pub open: bool,
+    /// Opened before the last reset: a connection of an earlier page load that served a
+    /// request in this window (one that serves none stays hidden: `lingering`).
+    pub opened_before_reset: bool,
+    /// The TLS handshake as the server saw it (hello.rs): full or resumed, and what the
+    /// ClientHello offered; null for cleartext, and until the handshake is done.
+    pub tls_handshake: Option<Handshake>,
     pub transport: Transport,
     /// Why the transport counters could not be read, if they could not.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -339,6 +346,19 @@ impl Registry {
             .collect()
     }
 
+    /// The ids of live connections opened before the last reset that served no request
+    /// since: an earlier load's connections its browser has not closed (yet).
+    pub fn lingering(&self) -> Vec<u64> {
+        let conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
+        conns
+            .values()
+            .filter(|e| {
+                e.rec.open && e.requests_at_reset == Some(e.counters.requests.load(Ordering::Relaxed))
+            })
+            .map(|e| e.rec.id)
+            .collect()
+    }
+
     /// Starts a new window: forgets closed connections (returns how many) and hides live
     /// ones until they serve another request.
     pub fn reset(&self) -> usize {
@@ -347,6 +367,7 @@ impl Registry {
         conns.retain(|_, e| e.rec.open);
         for e in conns.values_mut() {
             e.requests_at_reset = Some(e.counters.requests.load(Ordering::Relaxed));
+            e.rec.opened_before_reset = true;
             e.counters.clear_paths(); // a window's paths are its own requests'
             e.counters.exchanges.clear();
         }
@@ -410,6 +431,8 @@ impl ConnRecord {
             start_unix_ms: now_ms(),
             end_unix_ms: None,
             open: true,
+            opened_before_reset: false,
+            tls_handshake: None,
             transport,
             stats_error: None,
             scheduling: ExchangesView::default(),
@@ -444,6 +467,14 @@ impl ConnHandle {
         let mut conns = self.registry.conns.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(e) = conns.get_mut(&self.id) {
             e.rec.protocol = protocol;
+        }
+    }
+
+    /// Records the TLS handshake once it is done.
+    pub fn set_handshake(&self, handshake: Handshake) {
+        let mut conns = self.registry.conns.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(e) = conns.get_mut(&self.id) {
+            e.rec.tls_handshake = Some(handshake);
         }
     }
 }
@@ -490,15 +521,22 @@ mod tests {
             h.counters().request("/old.jpg");
         }
         assert_eq!(reg.snapshot().len(), 1);
+        assert!(!reg.snapshot()[0].opened_before_reset);
         assert_eq!(reg.reset(), 0);
         assert!(
             reg.snapshot().is_empty(),
             "a lingering connection entered the new window"
         );
+        assert_eq!(reg.lingering(), [h.id]);
         h.counters().request("/new.jpg");
         let snap = reg.snapshot();
         assert_eq!(snap.len(), 1);
         assert_eq!(snap[0].requests, 10);
         assert_eq!(snap[0].request_paths, ["/new.jpg"]);
+        assert!(
+            snap[0].opened_before_reset,
+            "carried over from the earlier window"
+        );
+        assert!(reg.lingering().is_empty());
     }
 }

@@ -18,6 +18,7 @@ use tracing::{debug, warn, Instrument};
 use crate::body::{CountingBody, Turn, GATED_SEND_BUF};
 use crate::cc;
 use crate::delay;
+use crate::observe::{self, Observed};
 use crate::priorities::Conn;
 use crate::replay;
 use crate::shared::{Service, Shared};
@@ -196,41 +197,45 @@ async fn handle(stream: TcpStream, accepted: Accepted, shared: Arc<Shared>) {
             .serve_connection(TokioIo::new(stream), svc)
             .await
             .map_err(anyhow::Error::from),
-        Some(acceptor) => match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-            Err(_) => Err(anyhow::anyhow!(
-                "TLS handshake not done within {HANDSHAKE_TIMEOUT:?}"
-            )),
-            Ok(Err(e)) => Err(anyhow::Error::from(e).context("TLS handshake failed")),
-            Ok(Ok(tls_stream)) => {
-                conn.set_origin(tls_stream.get_ref().1.server_name(), serves == Service::Site);
-                if tls_stream.get_ref().1.alpn_protocol() == Some(b"h2") {
-                    conn.set_protocol("h2");
-                    let sched = Conn::new(scheduler, counters, true);
-                    let send_buf = if sched.gate.is_some() {
-                        GATED_SEND_BUF
+        Some(acceptor) => {
+            match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(Observed::new(stream))).await {
+                Err(_) => Err(anyhow::anyhow!(
+                    "TLS handshake not done within {HANDSHAKE_TIMEOUT:?}"
+                )),
+                Ok(Err(e)) => Err(anyhow::Error::from(e).context("TLS handshake failed")),
+                Ok(Ok(tls_stream)) => {
+                    let (io, session) = tls_stream.get_ref();
+                    conn.set_handshake(observe::tcp_handshake(io.offered(), session.handshake_kind()));
+                    conn.set_origin(session.server_name(), serves == Service::Site);
+                    if session.alpn_protocol() == Some(b"h2") {
+                        conn.set_protocol("h2");
+                        let sched = Conn::new(scheduler, counters, true);
+                        let send_buf = if sched.gate.is_some() {
+                            GATED_SEND_BUF
+                        } else {
+                            H2_SEND_BUF
+                        };
+                        let svc = service(Arrival {
+                            h2: Some(sched.clone()),
+                            ..arrival
+                        });
+                        hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                            .timer(TokioTimer::new())
+                            .keep_alive_interval(Some(H2_KEEP_ALIVE))
+                            .keep_alive_timeout(H2_KEEP_ALIVE)
+                            .max_send_buf_size(send_buf)
+                            .serve_connection(TokioIo::new(H2Tap::new(tls_stream, sched)), svc)
+                            .await
+                            .map_err(anyhow::Error::from)
                     } else {
-                        H2_SEND_BUF
-                    };
-                    let svc = service(Arrival {
-                        h2: Some(sched.clone()),
-                        ..arrival
-                    });
-                    hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                        .timer(TokioTimer::new())
-                        .keep_alive_interval(Some(H2_KEEP_ALIVE))
-                        .keep_alive_timeout(H2_KEEP_ALIVE)
-                        .max_send_buf_size(send_buf)
-                        .serve_connection(TokioIo::new(H2Tap::new(tls_stream, sched)), svc)
-                        .await
-                        .map_err(anyhow::Error::from)
-                } else {
-                    http1()
-                        .serve_connection(TokioIo::new(tls_stream), svc)
-                        .await
-                        .map_err(anyhow::Error::from)
+                        http1()
+                            .serve_connection(TokioIo::new(tls_stream), svc)
+                            .await
+                            .map_err(anyhow::Error::from)
+                    }
                 }
             }
-        },
+        }
     };
     if let Err(e) = result {
         debug!("connection ended: {e:#}");

@@ -507,6 +507,119 @@ async fn refuses_bad_input_without_panicking() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+fn client_tls(ca: &Path, alpn: &[u8]) -> Arc<rustls::ClientConfig> {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls::pki_types::CertificateDer::pem_file_iter(ca).unwrap() {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let mut cfg =
+        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+    cfg.alpn_protocols = vec![alpn.to_vec()];
+    Arc::new(cfg)
+}
+
+/// Every connection's record says how its TLS handshake went: a client with no state
+/// gets a full handshake and offers nothing; the same client again (its session ticket
+/// kept, as a browser context that shares state would) offers it and is resumed, over
+/// TCP and over QUIC. A connection open across a reset that serves a request again is
+/// marked as carried over; one that serves nothing is listed as lingering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_full_and_resumed_handshakes_and_connections_carried_over() {
+    let fx = start("handshakes").await;
+    let addrs = fx.server.as_ref().unwrap().addrs();
+    let ca = fx.dir.join("ca.pem");
+
+    // TCP: one client configuration (its session cache) for two connections.
+    let tcp_cfg = client_tls(&ca, b"http/1.1");
+    let uri: http::Uri = format!("https://{HOST}/index.html").parse().unwrap();
+    let mut kept = None;
+    for _ in 0..2 {
+        let tcp = tokio::net::TcpStream::connect(addrs.tls_tcp).await.unwrap();
+        let tls = tokio_rustls::TlsConnector::from(tcp_cfg.clone())
+            .connect(ServerName::try_from(HOST).unwrap(), tcp)
+            .await
+            .unwrap();
+        let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let req = http::Request::get(uri.path())
+            .header("host", HOST)
+            .body(Empty::<Bytes>::new())
+            .unwrap();
+        assert_eq!(collect(send.send_request(req).await.unwrap()).await.status, 200);
+        kept = Some(send); // the second stays open, for the reset below
+    }
+
+    // QUIC: one quinn client configuration for two connections.
+    let quic_cfg = quinn::ClientConfig::new(Arc::new(
+        quinn::crypto::rustls::QuicClientConfig::try_from((*client_tls(&ca, b"h3")).clone()).unwrap(),
+    ));
+    let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+    endpoint.set_default_client_config(quic_cfg);
+    for _ in 0..2 {
+        let conn = endpoint.connect(addrs.quic_udp, HOST).unwrap().await.unwrap();
+        // The session tickets come after the handshake: give them time to arrive.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        conn.close(0u32.into(), b"done");
+    }
+
+    // Every connection but the kept one closed, as the server saw it (a close reaches it
+    // a moment later), so that the reset below removes those three.
+    let mut v = Value::Null;
+    for _ in 0..100 {
+        (_, v) = control(addrs.control, http::Method::GET, "/stats", "").await;
+        let conns = v["connections"].as_array().unwrap();
+        if conns.iter().filter(|c| c["open"] == false).count() >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let conns = v["connections"].as_array().unwrap();
+    for proto in ["h1", "h3"] {
+        let hs: Vec<&Value> = conns
+            .iter()
+            .filter(|c| c["protocol"] == proto)
+            .map(|c| &c["tls_handshake"])
+            .collect();
+        assert_eq!(hs.len(), 2, "{proto}: {v}");
+        assert_eq!(hs[0]["kind"], "full", "{proto}: {}", hs[0]);
+        assert_eq!(hs[0]["hello_read"], true);
+        assert_eq!(hs[0]["psk_offered"], false);
+        assert_eq!(hs[1]["kind"], "resumed", "{proto}: {}", hs[1]);
+        assert_eq!(hs[1]["psk_offered"], true);
+        for h in &hs {
+            assert_eq!(h["early_data_offered"], false);
+            assert_eq!(h["early_data_accepted"], false);
+        }
+    }
+    assert!(conns.iter().all(|c| c["opened_before_reset"] == false));
+
+    // The TLS h1 connection still open is an earlier load's after a reset: hidden and
+    // lingering until it serves a request, then shown and marked as carried over.
+    let (_, v) = control(addrs.control, http::Method::POST, "/stats/reset", "").await;
+    assert!(v["removed"].as_u64().unwrap() >= 3, "{v}");
+    let (_, v) = control(addrs.control, http::Method::GET, "/stats", "").await;
+    assert!(v["connections"].as_array().unwrap().is_empty(), "{v}");
+    assert_eq!(v["lingering"].as_array().unwrap().len(), 1, "{v}");
+    let mut send = kept.unwrap();
+    let req = http::Request::get(uri.path())
+        .header("host", HOST)
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    assert_eq!(collect(send.send_request(req).await.unwrap()).await.status, 200);
+    let (_, v) = control(addrs.control, http::Method::GET, "/stats", "").await;
+    let conns = v["connections"].as_array().unwrap();
+    assert_eq!(conns.len(), 1, "{v}");
+    assert_eq!(conns[0]["opened_before_reset"], true);
+    assert!(v["lingering"].as_array().unwrap().is_empty());
+}
+
 /// Three responses of 2 MB asked at once on one HTTP/2 connection; the connection's
 /// record of the DATA frames origin wrote, as runs of one stream's frames, and when each
 /// response's last frame was written, by stream.

@@ -12,44 +12,76 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
+from clarke.browser.load import CHROMIUM_CONNECTIONS
 from clarke.results.record import Status
 from clarke.run.session.session import Session
 from clarke.run.session.settings import PageLoad, SessionSettings
 from clarke.testbed.substrate import NetnsSubstrate
-from clarke.vocab import CongestionControl, HttpVersion, StartAhead
+from clarke.vocab import (
+    LOADS_PER_BROWSER,
+    Browser,
+    CongestionControl,
+    Engine,
+    HttpVersion,
+    Isolation,
+    StartAhead,
+)
 
 
-def harness_overhead(
-    engines: list[str],
-    n: int,
-    page: str,
-    http: str,
-    profile: str = "lan",
-    testbed_id: int | None = None,
-    start_ahead: StartAhead = "after-page",
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class LoadBench:
+    """What `clarke bench load` measures: `n` loads of `page` per engine, over `profile`,
+    with `browser`, its browser started ahead `start_ahead` and isolated by `isolation`
+    (a new context per load in a browser kept for `loads_per_browser` loads)."""
+
+    engines: tuple[str, ...] = (Engine.selenium, Engine.browsertime)
+    n: int = 10
+    page: str = "uniform-100k"
+    http: str = HttpVersion.h2.value
+    profile: str = "lan"
+    testbed_id: int | None = None
+    start_ahead: StartAhead = "after-page"
+    browser: Browser = Browser.firefox
+    isolation: Isolation = Isolation.profile
+    loads_per_browser: int = LOADS_PER_BROWSER
+
+
+def harness_overhead(bench: LoadBench) -> dict[str, Any]:
+    engines, n, page, http = list(bench.engines), bench.n, bench.page, bench.http
     out: dict[str, Any] = {
-        "profile": profile,
+        "profile": bench.profile,
         "page": page,
         "http": http,
         "n": n,
-        "start_ahead": start_ahead,
+        "browser": bench.browser.value,
+        "start_ahead": bench.start_ahead,
+        "isolation": bench.isolation.value,
         "engines": {},
     }
     phases: dict[str, dict[str, list[float]]] = {}
-    settings = SessionSettings(engine=engines[0], start_ahead=start_ahead)
-    session = Session(NetnsSubstrate(testbed_id), [page], settings)
-    with session.start(profile) as s:
-        s.ensure_profile(profile)
+    settings = SessionSettings(
+        engine=engines[0],
+        start_ahead=bench.start_ahead,
+        browser=bench.browser,
+        isolation=bench.isolation,
+        loads_per_browser=bench.loads_per_browser,
+    )
+    session = Session(NetnsSubstrate(bench.testbed_id), [page], settings)
+    with session.start(bench.profile) as s:
+        s.ensure_profile(bench.profile)
         s.ensure_cc(CongestionControl.bbr)
         for engine in engines:
-            s.settings = replace(settings, engine=engine)
-            browser, runner, plts, failed = [], [], [], 0
+            # Browsertime starts its own browser for every load: profile isolation only.
+            isolation = bench.isolation if engine == Engine.selenium else Isolation.profile
+            s.settings = replace(settings, engine=engine, isolation=isolation)
+            browser, runner, plts, failed, reasons = [], [], [], 0, []
             timed = phases.setdefault(engine, {})
             connections = HttpVersion(http).default_connections
+            if bench.browser is Browser.chromium:
+                connections = CHROMIUM_CONNECTIONS
             for i in range(n):
                 # As in a campaign, each load announces the next, so the client may start
                 # its browser ahead (browser/prestart.py): the wall time between two loads'
@@ -62,6 +94,7 @@ def harness_overhead(
                 wall = (time.monotonic() - t0) * 1000
                 if result.status is not Status.ok:
                     failed += 1
+                    reasons.append(result.reason)
                     continue
                 plt = result.metrics["plt_ms"]
                 plts.append(plt)
@@ -70,13 +103,16 @@ def harness_overhead(
                 for name, ms in breakdown(details.get("phases_ms") or {}, plt, wall).items():
                     timed.setdefault(name, []).append(ms)
             out["engines"][engine] = {
+                "isolation": isolation.value,
                 "ok": len(plts),
                 "failed": failed,
                 "plt_median_ms": statistics.median(plts) if plts else None,
                 "overhead_in_client_median_ms": statistics.median(browser) if browser else None,
                 "overhead_whole_load_median_ms": statistics.median(runner) if runner else None,
+                "overhead_whole_load_p90_ms": spread(runner)["p90_ms"] if runner else None,
                 "overhead_whole_load_min_ms": min(runner) if runner else None,
                 "overhead_whole_load_max_ms": max(runner) if runner else None,
+                "failures": reasons,
                 "phases": {name: spread(v) for name, v in timed.items()},
             }
     return out
@@ -92,8 +128,10 @@ def breakdown(phases: dict[str, dict[str, float]], plt: float, wall: float) -> d
         out["client.navigation-plt"] = client["navigation"] - plt
     out |= {f"runner.{k}": v for k, v in runner.items() if k != "client"}
     if "client" in runner:
-        # ahead_*: a browser started ahead, in the background, before this load's call.
-        inside = sum(v for k, v in client.items() if not k.startswith("ahead_"))
+        # ahead_*: a browser started ahead; next_context_*: a kept browser's context made
+        # ready; both in the background, before this load's call.
+        background = ("ahead_", "next_context_")
+        inside = sum(v for k, v in client.items() if not k.startswith(background))
         out["client.agent"] = runner["client"] - inside
     out["runner.other"] = wall - sum(runner.values())
     return out
@@ -113,8 +151,8 @@ def spread(values: list[float]) -> dict[str, float]:
 def render(fig: dict[str, Any], breakdown_shown: bool = False) -> str:
     lines = [
         f"harness overhead: {fig['page']} over {fig['profile']}, HTTP/{fig['http']}, "
-        f"median of {fig['n']} loads per engine; next browser started "
-        f"{fig['start_ahead']}"
+        f"{fig['browser']}, median of {fig['n']} loads per engine; isolation "
+        f"{fig['isolation']}; next browser started {fig['start_ahead']}"
     ]
     for engine, e in fig["engines"].items():
 
@@ -123,11 +161,14 @@ def render(fig: dict[str, Any], breakdown_shown: bool = False) -> str:
 
         lines.append(
             f"  {engine:<12} whole load - PLT: {ms(e['overhead_whole_load_median_ms'])} "
-            f"(min {ms(e['overhead_whole_load_min_ms'])}, "
+            f"(p90 {ms(e['overhead_whole_load_p90_ms'])}, "
+            f"min {ms(e['overhead_whole_load_min_ms'])}, "
             f"max {ms(e['overhead_whole_load_max_ms'])}); "
             f"in the client: {ms(e['overhead_in_client_median_ms'])}; "
-            f"PLT {ms(e['plt_median_ms'])}; {e['ok']} ok, {e['failed']} failed"
+            f"PLT {ms(e['plt_median_ms'])}; {e['ok']} ok, {e['failed']} failed; "
+            f"isolation {e['isolation']}"
         )
+        lines += [f"    failed: {why}" for why in e.get("failures", [])]
         if breakdown_shown:
             lines.append(f"    {'phase':<28} {'median':>9} {'p10':>9} {'p90':>9}")
             for name, p in e["phases"].items():

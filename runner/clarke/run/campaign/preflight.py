@@ -16,7 +16,7 @@ from clarke.place import netns
 from clarke.run.campaign.options import RunOptions
 from clarke.run.session.session import Substrate
 from clarke.testbed.substrate import NetnsSubstrate
-from clarke.vocab import PEP_NONE, SUBSTRATES, Browser, Engine
+from clarke.vocab import PEP_NONE, SUBSTRATES, Browser, Engine, Isolation
 
 
 def substrate_for(options: RunOptions, firefox: str | None = None) -> Substrate:
@@ -41,6 +41,12 @@ def preflight(plan: CampaignPlan, runs: list[Run], options: RunOptions) -> tuple
     link_impl, server_impl = registry.campaign_choices(c, str(source), options.link, options.server)
     names = sorted({r.cell[PROFILE] for r in runs})
     registry.check_profiles(link_impl, [(n, profiles.read(n)) for n in names])
+    if c.browser.isolation is Isolation.context and not server_impl.reports_handshakes:
+        raise InputError(
+            f"{source}: browser.isolation: {Isolation.context} needs a server whose records "
+            f"say how every TLS handshake went (origin); {server_impl.name}'s do not, so no "
+            "load's context could be shown to start from nothing"
+        )
     for scheduler in sorted({r.cell[SCHEDULER] for r in runs}):
         server_impl.check_scheduler(scheduler, f"{source}: {SCHEDULER.key}")
     peps = sorted({r.cell[PEP] for r in runs} - {PEP_NONE})

@@ -45,6 +45,7 @@ from clarke.roles import profile_digest
 from clarke.run.linkcheck.check import LINK_CHECKS
 from clarke.run.session import captures, cross, timeline
 from clarke.run.session.captures import CapturePolicy
+from clarke.run.session.isolation import isolation_verdict
 from clarke.run.session.link import LinkMeter, check_record
 from clarke.run.session.pep import pep_body, pep_metrics, pep_verdict
 from clarke.run.session.settings import PageLoad, SessionSettings
@@ -108,6 +109,9 @@ class Session:
         self.profile: tuple[str, str] | None = None  # (name, sha256) the link should run
         self.cross: cross.CrossTrafficDriver | None = None  # once a load asks for some
         self._link: LinkMeter | None = None
+        # Whether the last load failed: with context isolation the next one then runs in
+        # a new browser, not in the one that served it (LoadRequest.new_browser).
+        self._last_failed = False
 
     # --- lifecycle -------------------------------------------------------------------
     def start(self, profile: str) -> Session:
@@ -284,6 +288,8 @@ class Session:
                 prefs=dict(load.prefs),
                 priority_signals=self.settings.priority_signals,
                 capture_max_bytes=capture_max_bytes,
+                isolation=self.settings.isolation,
+                loads_per_browser=self.settings.loads_per_browser,
             )
         except ValidationError as e:  # what the browser cannot honour, named
             raise ValidationFailed("load request", problems_of(e)) from None
@@ -334,6 +340,8 @@ class Session:
         capture = self.settings.capture
         capture = capture if capture and capture.active else None
         req = self._request_for(load, browser, capture)
+        req = req.model_copy(update={"new_browser": self._last_failed})
+        self._last_failed = True  # until this load is known to count
         with t.phase("reset_stats"):
             agents["server"].reset_stats()
             for role in LINK_ROLES:
@@ -366,6 +374,7 @@ class Session:
         failure = self._verify(load, result, crossing, t, details)
         if result.status is Status.ok and failure:
             result = result.model_copy(update={"status": Status.failed, "reason": failure})
+        self._last_failed = result.status is not Status.ok
         if capture:
             problems = [] if link_capture else ["no pcap: the terminal's capture did not answer"]
             with t.phase("capture_write"):
@@ -381,7 +390,11 @@ class Session:
         details["phases_ms"] = {"runner": t.ms, "client": result.phases_ms}
         details |= {
             k: v
-            for k, v in [("browser_profile", result.profile), ("browser_started", result.started)]
+            for k, v in [
+                ("browser_profile", result.profile),
+                ("browser_started", result.started),
+                ("browser_context", result.context),
+            ]
             if v
         }
         return result.model_copy(update={"captured": None}), details
@@ -419,6 +432,10 @@ class Session:
         details |= server_verdict(
             server, load.http, load.cc, entry["total_bytes"], objects, load.connections
         )
+        details["isolation"] = isolation_verdict(
+            server, result.raw or {}, load.http, self.settings.isolation
+        )
+        details["failure"] = details["failure"] or details["isolation"]["failure"]
         with t.phase("link_stats"):
             asked_unix_ms = time.time() * 1000
             details["link_stats"] = {role: agents[role].stats() for role in LINK_ROLES}

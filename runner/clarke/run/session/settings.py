@@ -13,7 +13,15 @@ from clarke.campaign.model import SlotPhase
 from clarke.campaign.plan import CampaignPlan, Run, page_registry, positions_per_profile
 from clarke.pages.models import Registry, Units
 from clarke.run.session.captures import CapturePolicy
-from clarke.vocab import PEP_NONE, Browser, Engine, PrioritySignals, StartAhead
+from clarke.vocab import (
+    LOADS_PER_BROWSER,
+    PEP_NONE,
+    Browser,
+    Engine,
+    Isolation,
+    PrioritySignals,
+    StartAhead,
+)
 
 
 @dataclass(frozen=True)
@@ -36,7 +44,8 @@ class SessionSettings:
     """How a session loads pages. `roles_only`: no pages, no client (the link and the
     server only); `capture`: which loads keep a capture, where (captures.py); `browser`:
     a load's browser when it names none; `start_ahead`: when the next browser starts
-    (browser/prestart.py)."""
+    (browser/prestart.py); `isolation`: a new browser per load, or a new context in a
+    running browser for at most `loads_per_browser` loads (browser/contexts.py)."""
 
     engine: str = Engine.selenium
     registry: Registry | None = None
@@ -49,6 +58,8 @@ class SessionSettings:
     browser: str = Browser.firefox
     start_ahead: StartAhead = "after-page"
     aiming: Aiming | None = None
+    isolation: Isolation = Isolation.profile
+    loads_per_browser: int = LOADS_PER_BROWSER
     priority_signals: PrioritySignals = "default"
 
     @classmethod
@@ -67,6 +78,8 @@ class SessionSettings:
             capture=capture,
             start_ahead=c.browser.start_ahead,
             aiming=aiming,
+            isolation=c.browser.isolation,
+            loads_per_browser=c.browser.loads_per_browser,
             priority_signals=c.browser.priority_signals,
         )
 
