@@ -154,7 +154,8 @@ def check_cmd(directory: Path, as_json: bool) -> None:
 @click.option(
     "--upstream-ca",
     type=click.Path(path_type=Path, dir_okay=False),
-    help="A CA certificate (PEM) to trust for the recorded servers, besides the usual roots.",
+    help="The CA certificate (PEM) mitmproxy trusts for the servers, instead of its usual "
+    "roots (certifi's): for local servers with a CA of their own.",
 )
 @click.option("--name", help="The site's name in campaigns (default: from the page's host).")
 @click.option(

@@ -89,7 +89,7 @@ class RecordOptions:
     out: Path
     resolve: tuple[Resolve, ...] = ()
     only_resolved: bool = False
-    upstream_ca: Path | None = None  # extra CA that mitmdump trusts for the servers
+    upstream_ca: Path | None = None  # the CA mitmdump trusts for the servers, not certifi's
     name: str | None = None
     settle_ms: int = 2000  # after the load event: no new resource entry for this long
     timeout_s: float = 120.0
