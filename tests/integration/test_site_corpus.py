@@ -3,18 +3,18 @@ pathlib page served on loopback under four host names, loaded by headless Firefo
 mitmproxy, written as an archive that `clarke site check` reads; then what a user sees
 when the page's server is down, and after a Ctrl-C.
 
-Nothing leaves the machine: the corpus and the refused page are recorded in a network
-namespace of their own with only a loopback interface (ci/corpus.sh, `unshare --net`),
+Nothing leaves the machine: every recording here runs in a network namespace of its own
+with only a loopback interface (`unshare --net`; for the corpus, ci/corpus.sh),
 and every recording passes --only-resolved, so mitmproxy connects to no other host."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -131,32 +131,52 @@ def _descendants(pid: int) -> set[int]:
     return found
 
 
+# A server that accepts one connection and never answers: its PID in argv[1].pid at once,
+# then argv[1] once a connection came; it gives up after 5 minutes whatever happens.
+STALL = """
+import os, socket, sys, time
+open(sys.argv[1] + ".pid", "w").write(str(os.getpid()))
+s = socket.create_server(("127.0.0.1", 8443))
+s.settimeout(300)
+c, _ = s.accept()
+open(sys.argv[1], "w").write("accepted")
+time.sleep(300)
+"""
+
+
 def test_ctrl_c_ends_the_browser_and_mitmdump_and_writes_nothing(tmp_path: Path) -> None:
-    """A server that accepts and never answers keeps the page loading; SIGINT to clarke
-    (what Ctrl-C sends) ends it with 130, its browser and mitmdump gone, no archive."""
+    """A server that never answers keeps the page loading; SIGINT to clarke (what Ctrl-C
+    sends) ends it with 130, its browser and mitmdump gone, no archive. clarke and the
+    server share a network namespace that has only loopback."""
     _needs()
-    stall = socket.create_server(("127.0.0.1", 0))
-    port = stall.getsockname()[1]
-    out = tmp_path / "o"
+    out, marker = tmp_path / "o", tmp_path / "stalled"
+    script = (
+        'ip link set lo up && { python3 -c "$1" "$2" >/dev/null 2>&1 & } && shift 2 && exec "$@"'
+    )
     proc = subprocess.Popen(
-        [str(CLARKE), "site", "record", "https://www.stall.test/", "-o", str(out),
-         "--resolve", f"www.stall.test=127.0.0.1:{port}", "--only-resolved"],
+        ["unshare", "--net", "--", "sh", "-c", script, "sh", STALL, str(marker),
+         str(CLARKE), "site", "record", "https://www.stall.test/", "-o", str(out),
+         "--resolve", "www.stall.test=127.0.0.1:8443", "--only-resolved"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
+    pid_file = marker.with_suffix(".pid")
     try:
-        stall.settimeout(120)
-        held, _ = stall.accept()  # mitmdump connects for the browser: the load is on
+        deadline = time.monotonic() + 120
+        while not marker.is_file():  # until mitmdump connects for the browser
+            assert proc.poll() is None and time.monotonic() < deadline, "the load never started"
+            time.sleep(0.2)
         time.sleep(1)
-        started = _descendants(proc.pid)
-        assert started, "no browser or mitmdump under clarke"
+        started = _descendants(proc.pid) - {int(pid_file.read_text())}
+        assert len(started) >= 3, "no browser, geckodriver and mitmdump under clarke"
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        stall.close()
-    held.close()
+        if pid_file.is_file() and pid_file.read_text():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
     assert proc.returncode == 130 and err.strip().endswith("Aborted."), err
     assert "Traceback" not in err and not out.exists()
     deadline = time.monotonic() + 10
