@@ -1,7 +1,8 @@
 # The commands README names: the main job (the demo), the test command and its fast lane.
-.PHONY: demo test check pages setup
+.PHONY: demo test check pages corpus setup
 
 PAGES_DIR ?= build/pages
+CORPUS_DIR ?= build/corpus
 
 ## demo: install what is missing, then run the demo campaign over an emulated GEO link (root)
 demo:
@@ -18,6 +19,10 @@ check:
 ## pages: build the GEO study's 12 test pages into $(PAGES_DIR)
 pages: setup
 	uv run clarke pages build --out $(PAGES_DIR)
+
+## corpus: record the offline corpus (docs/sites.md) into $(CORPUS_DIR), anew (root)
+corpus: setup
+	ci/corpus.sh $(CORPUS_DIR)
 
 setup:
 	ci/setup.sh

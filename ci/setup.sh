@@ -18,7 +18,9 @@ NODE_MAJOR_MIN=20
 APT_PACKAGES=(iproute2 iputils-ping iperf3 ethtool curl influxdb procps
               firefox-esr libnss3-tools iptables nftables chromium chromium-driver
               python3 python3-venv git gcc libc6-dev pkg-config tcpdump tshark
-              slurm-wlm munge)
+              slurm-wlm munge python3.11-doc)
+
+# python3.11-doc: the pages of the offline site corpus (make corpus; docs/sites.md).
 
 say() { printf '==> %s\n' "$*" >&2; }
 

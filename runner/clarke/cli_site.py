@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
+from clarke.cli_types import options_into
 from clarke.errors import InputError
 from clarke.sites import archive, composition
 from clarke.sites.har import HarOptions, import_har
@@ -14,6 +16,23 @@ from clarke.sites.store import Imported
 from clarke.sites.warc import WarcOptions, import_warc
 
 FORMATS = ("har", "warc")
+
+
+@dataclass(frozen=True)
+class RecordCommand:
+    """`clarke site record`'s options, as click passes them."""
+
+    url: str
+    out: Path
+    resolves: tuple[str, ...]
+    only_resolved: bool
+    upstream_ca: Path | None
+    name: str | None
+    settle_ms: int
+    timeout_s: float
+    firefox: str | None
+    keep_har: Path | None
+    as_json: bool
 
 
 def _format_of(path: Path, given: str | None) -> str:
@@ -109,3 +128,107 @@ def check_cmd(directory: Path, as_json: bool) -> None:
         return
     click.echo(f"{directory}: site {s.name} ({s.archive.source.kind}), start {s.archive.start_url}")
     click.echo(composition.table(stats))
+
+
+@site.command("record")
+@click.argument("url")
+@click.option(
+    "-o",
+    "--out",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="The archive directory to write (new or empty).",
+)
+@click.option(
+    "--resolve",
+    "resolves",
+    multiple=True,
+    metavar="HOST=ADDRESS[:PORT]",
+    help="Connect to ADDRESS (and PORT) for HOST instead of what DNS says; repeatable.",
+)
+@click.option(
+    "--only-resolved",
+    is_flag=True,
+    help="Refuse every host not given with --resolve (nothing else is connected to).",
+)
+@click.option(
+    "--upstream-ca",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="The CA certificate (PEM) mitmproxy trusts for the servers, instead of its usual "
+    "roots (certifi's): for local servers with a CA of their own.",
+)
+@click.option("--name", help="The site's name in campaigns (default: from the page's host).")
+@click.option(
+    "--settle-ms",
+    type=int,
+    default=2000,
+    show_default=True,
+    help="After the load event, wait until no new request has started for this long.",
+)
+@click.option(
+    "--timeout", "timeout_s", type=float, default=120.0, show_default=True, help="Seconds."
+)
+@click.option(
+    "--firefox", help="The Firefox binary (default: firefox-nightly, firefox, firefox-esr)."
+)
+@click.option(
+    "--har",
+    "keep_har",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Also keep mitmproxy's HAR file here.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@options_into(RecordCommand)
+def record_cmd(o: RecordCommand) -> None:
+    """Load URL in headless Firefox through mitmproxy and write what it fetched as an archive."""
+    from clarke.browser.record import RecordOptions, Resolve, record
+
+    opts = RecordOptions(
+        url=o.url,
+        out=o.out,
+        resolve=tuple(Resolve.parse(r) for r in o.resolves),
+        only_resolved=o.only_resolved,
+        upstream_ca=o.upstream_ca,
+        name=o.name,
+        settle_ms=o.settle_ms,
+        timeout_s=o.timeout_s,
+        firefox=o.firefox,
+        keep_har=o.keep_har,
+    )
+    _report(record(opts), o.as_json)
+
+
+@site.command("corpus")
+@click.option(
+    "-o",
+    "--out",
+    type=click.Path(path_type=Path, file_okay=False),
+    required=True,
+    help="The corpus directory to write (new or empty): one archive per page, and tree/.",
+)
+@click.option(
+    "--firefox", help="The Firefox binary (default: firefox-nightly, firefox, firefox-esr)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print each archive's result as JSON.")
+def corpus_cmd(out: Path, firefox: str | None, as_json: bool) -> None:
+    """Record the offline corpus: python3.11-doc pages served on loopback under four host
+    names (docs/sites.md), one archive per page."""
+    from clarke.browser.record import RecordOptions, Resolve, record
+    from clarke.sites import corpus
+
+    if out.exists() and any(out.iterdir()):
+        raise InputError(f"{out}: exists and is not empty (the corpus is written anew)")
+    tree = corpus.build_tree(out / "tree")
+    with corpus.Servers(tree, out / "pki") as servers:
+        resolve = tuple(Resolve(h, a, p) for h, (a, p) in servers.resolve.items())
+        for name in corpus.PAGES:
+            opts = RecordOptions(
+                url=tree.url(name),
+                out=out / name,
+                resolve=resolve,
+                only_resolved=True,
+                upstream_ca=servers.pki.ca_cert,
+                name=name,
+                firefox=firefox,
+            )
+            _report(record(opts), as_json)

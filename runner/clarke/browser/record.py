@@ -1,0 +1,360 @@
+"""`clarke site record URL`: load a page in headless Firefox (Selenium, a new profile)
+through mitmdump, and import the HAR mitmdump writes as a site archive (docs/sites.md).
+
+mitmdump runs as a child process in a session of its own (a Ctrl-C at the terminal
+reaches Clarke, which ends it by PID, so it still writes its HAR), on 127.0.0.1 and a
+free port, with the addon browser/mitm_addon.py. `--resolve HOST=ADDRESS[:PORT]` sends a
+host to a given address instead of the resolver's; `--only-resolved` refuses every other
+host, so a recording of local servers never leaves the machine."""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import json
+import logging
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from clarke import sh
+from clarke.browser import firefox
+from clarke.browser import prefs as firefox_prefs
+from clarke.errors import EnvironmentProblem, InputError
+from clarke.sites import archive
+from clarke.sites.har import HarOptions, import_har
+from clarke.sites.store import Imported
+
+log = logging.getLogger(__name__)
+ADDON = Path(__file__).with_name("mitm_addon.py")
+HOST = re.compile(
+    r"^(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$"
+)
+# Firefox's own services, which it reaches through the proxy whatever its preferences say
+# (release builds ignore services.settings.server: browser/prefs.py): never connected to,
+# so never recorded as the page's. Remote Settings was seen in every recording; the other
+# two serve its attachments and its signatures.
+BROWSER_SERVICES = (
+    "firefox.settings.services.mozilla.com",
+    "firefox-settings-attachments.cdn.mozilla.net",
+    "content-signature-2.cdn.mozilla.net",
+)
+MITM_START_S = 60.0
+MITM_STOP_S = 30.0
+
+
+@dataclass(frozen=True)
+class Resolve:
+    """Connect to `address` (and `port`, if given) whenever the page asks for `host`."""
+
+    host: str
+    address: str
+    port: int | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> Resolve:
+        """`HOST=ADDRESS`, `HOST=ADDRESS:PORT` or `HOST=[IPv6]:PORT`; InputError naming
+        what is wrong."""
+        where = f"--resolve {text}"
+        host, sep, target = text.partition("=")
+        host = host.strip().lower().rstrip(".")
+        if not sep or not HOST.match(host):
+            raise InputError(f"{where}: say HOST=ADDRESS[:PORT] with a DNS name as HOST")
+        m = re.fullmatch(r"\[([0-9a-fA-F:.]+)\](?::(\d+))?|([0-9.]+)(?::(\d+))?", target.strip())
+        if m is None:
+            raise InputError(
+                f"{where}: {target!r} is not an IP address[:port] ([IPv6]:port for IPv6)"
+            )
+        address, port = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+        try:
+            ipaddress.ip_address(address)
+        except ValueError:
+            raise InputError(f"{where}: {address!r} is not an IP address") from None
+        if port is not None and not 1 <= int(port) <= 65535:
+            raise InputError(f"{where}: port {port} is not in 1-65535")
+        return cls(host, address, int(port) if port else None)
+
+
+@dataclass(frozen=True)
+class RecordOptions:
+    url: str
+    out: Path
+    resolve: tuple[Resolve, ...] = ()
+    only_resolved: bool = False
+    upstream_ca: Path | None = None  # the CA mitmdump trusts for the servers, not certifi's
+    name: str | None = None
+    settle_ms: int = 2000  # after the load event: no new resource entry for this long
+    timeout_s: float = 120.0
+    firefox: str | None = None
+    keep_har: Path | None = None
+
+
+def _checked(opts: RecordOptions) -> str:
+    """The page's URL, normalised; InputError for what cannot be recorded, before any
+    process starts."""
+    if not opts.url.lower().startswith("https://"):
+        raise InputError(f"{opts.url}: only https URLs are recorded (archives hold https)")
+    try:
+        url = archive.normalise(opts.url)
+    except ValueError as e:
+        raise InputError(f"{opts.url}: {e}") from None
+    if opts.out.exists() and (not opts.out.is_dir() or any(opts.out.iterdir())):
+        raise InputError(f"{opts.out}: exists and is not empty (a recording writes a new archive)")
+    hosts = [r.host for r in opts.resolve]
+    if len(set(hosts)) != len(hosts):
+        raise InputError(f"--resolve: a host is given twice ({', '.join(sorted(hosts))})")
+    if opts.upstream_ca is not None and not opts.upstream_ca.is_file():
+        raise InputError(f"--upstream-ca {opts.upstream_ca}: no such file")
+    if opts.only_resolved and archive.split_url(url)[0] not in hosts:
+        raise InputError(f"{url}: --only-resolved, but its host is not in --resolve")
+    if opts.settle_ms < 0 or opts.timeout_s <= 0:
+        raise InputError("--settle-ms must be >= 0 and --timeout > 0")
+    return url
+
+
+def record(opts: RecordOptions) -> Imported:
+    """Record `opts.url` and write its archive to `opts.out`."""
+    url = _checked(opts)
+    mitmdump = shutil.which("mitmdump")
+    if mitmdump is None:
+        raise EnvironmentProblem(
+            "mitmdump is not installed (ci/setup.sh installs mitmproxy 11.0.2)"
+        )
+    with tempfile.TemporaryDirectory(prefix="clarke-record-") as tmp:
+        scratch = Path(tmp)
+        har = scratch / "site.har"
+        proxy = _Mitmdump(mitmdump, scratch, har, opts)
+        try:
+            proxy.start()
+            _load(url, proxy.port, proxy.ca_cert, scratch, opts)
+        finally:
+            proxy.stop()
+        if not har.is_file():
+            raise EnvironmentProblem(f"mitmdump wrote no HAR: {proxy.log_tail()}")
+        _check_page_recorded(har, url, proxy.connect_errors())
+        if opts.keep_har is not None:
+            shutil.copyfile(har, opts.keep_har)
+        imported = import_har(har, opts.out, HarOptions(opts.name, url, False))
+        # Connections that failed leave no entry in the HAR: listed with what was left out.
+        imported.skipped += [f"no connection: {e}" for e in proxy.connect_errors()]
+        return imported
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class _Mitmdump:
+    """mitmdump on 127.0.0.1, a child in its own session, ended by its PID."""
+
+    def __init__(self, binary: str, scratch: Path, har: Path, opts: RecordOptions) -> None:
+        self.port = _free_port()
+        self.confdir = scratch / "mitmproxy"
+        self.ca_cert = self.confdir / "mitmproxy-ca-cert.pem"
+        self.log = scratch / "mitmdump.log"
+        self.errors = scratch / "connect-errors.jsonl"
+        resolve = {r.host: [r.address, r.port] for r in opts.resolve}
+        # fmt: off
+        self.argv = [
+            binary, "--listen-host", "127.0.0.1", "--listen-port", str(self.port),
+            "-s", str(ADDON),
+            "--set", f"confdir={self.confdir}", "--set", f"hardump={har}",
+            "--set", f"clarke_resolve={json.dumps(resolve)}",
+            "--set", f"clarke_only_resolved={str(opts.only_resolved).lower()}",
+            "--set", f"clarke_refuse={json.dumps(BROWSER_SERVICES)}",
+            "--set", f"clarke_errors={self.errors}",
+        ]
+        # fmt: on
+        if opts.upstream_ca is not None:
+            self.argv += ["--set", f"ssl_verify_upstream_trusted_ca={opts.upstream_ca.resolve()}"]
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log.open("wb") as out:
+            self.proc = sh.spawn(
+                self.argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        deadline = time.monotonic() + MITM_START_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise EnvironmentProblem(
+                    f"mitmdump exited {self.proc.returncode} at start: {self.log_tail()}"
+                )
+            if self.ca_cert.is_file():
+                try:
+                    socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                    return
+                except OSError:
+                    pass
+            time.sleep(0.1)
+        raise EnvironmentProblem(
+            f"mitmdump did not listen on 127.0.0.1:{self.port} within {MITM_START_S:.0f} s: "
+            f"{self.log_tail()}"
+        )
+
+    def stop(self) -> None:
+        """SIGINT (mitmdump writes its HAR as it shuts down), then SIGKILL if it hangs."""
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(MITM_STOP_S)
+        except subprocess.TimeoutExpired:
+            log.warning(
+                "mitmdump (pid %d) did not stop within %.0f s: killed", proc.pid, MITM_STOP_S
+            )
+            proc.kill()
+            proc.wait()
+
+    def connect_errors(self) -> list[str]:
+        """The server connections that failed, as "host (address:port): why"."""
+        try:
+            lines = self.errors.read_text(encoding="utf-8").splitlines()
+        except OSError:
+            return []
+        found: dict[str, int] = {}
+        for line in lines:
+            e = json.loads(line)
+            if e["host"] in BROWSER_SERVICES:
+                continue
+            where = ":".join(str(x) for x in e["address"]) if e["address"] else "?"
+            text = f"{e['host']} ({where}): {e['error']}"
+            found[text] = found.get(text, 0) + 1
+        return [f"{text} ({n} times)" if n > 1 else text for text, n in found.items()]
+
+    def log_tail(self) -> str:
+        try:
+            text = self.log.read_text(errors="replace").strip()
+        except OSError:
+            return "(no log)"
+        return text[-1500:] or "(empty log)"
+
+
+def proxy_prefs(port: int) -> tuple[firefox_prefs.Pref, ...]:
+    """Every request through mitmdump; HTTP/3 off, as no HTTP proxy carries QUIC."""
+    why = "every request through mitmdump, which records it"
+    return (
+        firefox_prefs.Pref("network.proxy.type", 1, "a manual proxy: mitmdump"),
+        firefox_prefs.Pref("network.proxy.http", "127.0.0.1", why),
+        firefox_prefs.Pref("network.proxy.http_port", port, why),
+        firefox_prefs.Pref("network.proxy.ssl", "127.0.0.1", why),
+        firefox_prefs.Pref("network.proxy.ssl_port", port, why),
+        firefox_prefs.Pref("network.proxy.no_proxies_on", "", "no host bypasses the proxy"),
+        firefox_prefs.Pref(
+            "network.proxy.allow_hijacking_localhost", True, "localhost too goes through it"
+        ),
+        firefox_prefs.Pref("network.http.http3.enable", False, "QUIC cannot cross an HTTP proxy"),
+    )
+
+
+def _load(url: str, port: int, mitm_ca: Path, scratch: Path, opts: RecordOptions) -> None:
+    """Load `url` in headless Firefox through the proxy, wait until no new resource
+    entry appears for `settle_ms`, quit."""
+    os.environ["SE_OFFLINE"] = "true"  # Selenium must not look for drivers on the network
+    from selenium import webdriver
+    from selenium.common.exceptions import WebDriverException
+    from selenium.webdriver.firefox.options import Options
+    from selenium.webdriver.firefox.service import Service
+
+    binary = firefox.find_firefox(opts.firefox)
+    prefs = {p.name: p.value for p in (*firefox_prefs.BASE, *proxy_prefs(port))}
+    profile = firefox.make_profile(mitm_ca, prefs, parent=scratch)
+    options = Options()
+    options.binary_location = binary
+    for arg in ("-headless", "-no-remote", "-profile", str(profile)):
+        options.add_argument(arg)
+    service = Service(
+        executable_path=firefox.find_geckodriver(), log_output=str(scratch / "geckodriver.log")
+    )
+    try:
+        driver = webdriver.Firefox(options=options, service=service)
+    except WebDriverException as e:
+        raise EnvironmentProblem(f"could not start Firefox: {e.msg or e}".strip()) from None
+    try:
+        _navigate(driver, url, opts)
+    except BaseException:
+        # Interrupted (Ctrl-C) or failed mid-load: quit() would wait for the navigation.
+        _end_by_pid(driver)
+        raise
+    try:
+        driver.quit()
+    except Exception as e:  # the browser may be gone already
+        log.info("Firefox did not quit cleanly: %s", e)
+
+
+def _navigate(driver: Any, url: str, opts: RecordOptions) -> None:
+    from selenium.common.exceptions import WebDriverException
+
+    driver.set_page_load_timeout(opts.timeout_s)
+    try:
+        driver.get(url)
+    except WebDriverException as e:
+        # Firefox's error pages (a refused or failed connection) raise here; what the
+        # proxy saw is in the HAR, and _check_page_recorded names it.
+        log.info("Firefox: %s", (e.msg or str(e)).strip())
+        return
+    _settle(driver, opts.settle_ms, time.monotonic() + opts.timeout_s)
+
+
+def _end_by_pid(driver: Any) -> None:
+    """SIGKILL to Firefox (its PID from the session's capabilities) and to geckodriver."""
+    pid = driver.capabilities.get("moz:processID")
+    if isinstance(pid, int):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    process = driver.service.process
+    if process is not None and process.poll() is None:
+        process.kill()
+        process.wait()
+
+
+def _settle(driver: Any, settle_ms: int, deadline: float) -> None:
+    count, since = -1, time.monotonic()
+    while time.monotonic() < deadline:
+        now = len(driver.execute_script("return performance.getEntriesByType('resource')"))
+        if now != count:
+            count, since = now, time.monotonic()
+        elif (time.monotonic() - since) * 1000 >= settle_ms:
+            return
+        time.sleep(0.1)
+
+
+def _check_page_recorded(har: Path, url: str, connect_errors: list[str]) -> None:
+    """InputError naming why, when the page itself got no response (a name that does
+    not resolve, a host refused by --only-resolved, a server that is down)."""
+    try:
+        entries = json.loads(har.read_text(encoding="utf-8"))["log"]["entries"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise EnvironmentProblem(f"mitmdump's HAR is unreadable: {e}") from None
+    errors = []
+    for entry in entries:
+        try:
+            same = archive.normalise(entry["request"]["url"]) == url
+        except (KeyError, TypeError, ValueError):
+            continue
+        if not same:
+            continue
+        response = entry.get("response") or {}
+        if response.get("status"):
+            return
+        errors.append(str(response.get("_error") or "no response"))
+    host = archive.split_url(url)[0]
+    failed = [e for e in connect_errors if e.startswith(f"{host} ")]
+    if failed:
+        why = f"could not connect to {failed[0]}"
+    elif errors:
+        why = errors[0]
+    else:
+        why = "Firefox did not request it through the proxy"
+    raise InputError(f"{url}: not recorded: {why}")

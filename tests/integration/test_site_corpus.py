@@ -1,0 +1,186 @@
+"""`clarke site record` end to end on the offline corpus (docs/sites.md): python3.11-doc's
+pathlib page served on loopback under four host names, loaded by headless Firefox through
+mitmproxy, written as an archive that `clarke site check` reads; then what a user sees
+when the page's server is down, and after a Ctrl-C.
+
+Nothing leaves the machine: every recording here runs in a network namespace of its own
+with only a loopback interface (`unshare --net`; for the corpus, ci/corpus.sh),
+and every recording passes --only-resolved, so mitmproxy connects to no other host."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from clarke.sites import archive, corpus
+from conftest import need
+
+pytestmark = [pytest.mark.root, pytest.mark.browser, pytest.mark.slow]
+ROOT = Path(__file__).resolve().parents[2]
+CLARKE = Path(sys.executable).with_name("clarke")
+
+
+def _needs() -> None:
+    need(os.geteuid() == 0, "records in a network namespace of its own: needs root")
+    need(shutil.which("mitmdump") is not None, "mitmdump (ci/setup.sh installs it)")
+    need(corpus.DOC_ROOT.is_dir(), "python3.11-doc (ci/setup.sh installs it)")
+
+
+def _isolated(*argv: str) -> subprocess.CompletedProcess[str]:
+    """`argv` in a new network namespace that has only loopback."""
+    script = 'ip link set lo up && exec "$@"'
+    return subprocess.run(
+        ["unshare", "--net", "--", "sh", "-c", script, "sh", *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_corpus_is_recorded_as_an_archive_that_check_reads(tmp_path: Path) -> None:
+    _needs()
+    out = tmp_path / "corpus"
+    made = subprocess.run(
+        [str(ROOT / "ci/corpus.sh"), str(out)], capture_output=True, text=True, timeout=300
+    )
+    assert made.returncode == 0, made.stderr
+    assert "left out" not in made.stderr, made.stderr  # nothing refused, nothing lost
+    checked = subprocess.run(
+        [str(CLARKE), "site", "check", str(out / "python-pathlib"), "--json"],
+        capture_output=True,
+        text=True,
+    )
+    assert checked.returncode == 0, checked.stderr
+    stats = json.loads(checked.stdout)
+    assert (stats["name"], stats["origins"], stats["third_parties"]) == ("python-pathlib", 4, 1)
+
+    site = archive.read(out / "python-pathlib")
+    a = site.archive
+    assert a.start_url == "https://docs.python.test/library/pathlib.html"
+    assert a.source.tool.startswith("mitmproxy 11.")
+    # Each host at the loopback address it was served from; HTTP/1.1, as Python's server
+    # speaks (the recorded protocol, not the replay's).
+    addresses = {o.host: o.address for o in a.origins}
+    assert sorted(addresses) == sorted(corpus.HOSTS)
+    assert len(set(addresses.values())) == 4
+    assert all(o.protocols == ["h1"] for o in a.origins)
+    # Every exchange is a file of the tree, byte for byte, and the content coding the
+    # server used is kept aside.
+    tree = corpus.Tree(out / "tree")
+    for e in a.exchanges:
+        host, _, path = archive.split_url(e.url)
+        assert e.status == 200, e.url
+        served = tree.host_dir(host) / path.split("?")[0].lstrip("/")
+        assert site.body(e) == served.read_bytes(), e.url
+        assert e.content_encoding == (
+            "gzip" if served.suffix in (".html", ".css", ".js", ".svg") else None
+        )
+    # What the page asks for directly, and what its styles import (pydoctheme.css
+    # imports default.css, which imports classic.css, which imports basic.css), was loaded.
+    page = site.body(a.exchanges[0]).decode()
+    direct = set(re.findall(r'src="(https://[^"]+)"', page))
+    direct |= set(re.findall(r'<link rel="stylesheet"[^>]*href="(https://[^"]+)"', page))
+    wanted = {u for u in direct if urlsplit(u).hostname in corpus.HOSTS}
+    urls = {e.url for e in a.exchanges}
+    assert wanted and wanted <= urls, wanted - urls
+    chain = ("default.css", "classic.css", "basic.css")
+    assert {f"https://{corpus.STATIC_HOST}/_static/{n}" for n in chain} <= urls
+    assert urls <= wanted | {f"https://{corpus.STATIC_HOST}/_static/{n}" for n in chain} | {
+        a.start_url
+    }
+
+
+def test_a_page_whose_server_is_down_exits_2_naming_the_connection(tmp_path: Path) -> None:
+    _needs()
+    done = _isolated(
+        str(CLARKE), "site", "record", "https://www.down.test/", "-o", str(tmp_path / "o"),
+        "--resolve", "www.down.test=127.0.0.1:1", "--only-resolved", "--settle-ms", "0",
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(
+        "Invalid input: https://www.down.test/: not recorded: could not connect to "
+        "www.down.test (127.0.0.1:1): "
+    ), done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "o").exists()
+
+
+def _descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+# A server that accepts one connection and never answers: its PID in argv[1].pid at once,
+# then argv[1] once a connection came; it gives up after 5 minutes whatever happens.
+STALL = """
+import os, socket, sys, time
+open(sys.argv[1] + ".pid", "w").write(str(os.getpid()))
+s = socket.create_server(("127.0.0.1", 8443))
+s.settimeout(300)
+c, _ = s.accept()
+open(sys.argv[1], "w").write("accepted")
+time.sleep(300)
+"""
+
+
+def test_ctrl_c_ends_the_browser_and_mitmdump_and_writes_nothing(tmp_path: Path) -> None:
+    """A server that never answers keeps the page loading; SIGINT to clarke (what Ctrl-C
+    sends) ends it with 130, its browser and mitmdump gone, no archive. clarke and the
+    server share a network namespace that has only loopback."""
+    _needs()
+    out, marker = tmp_path / "o", tmp_path / "stalled"
+    script = (
+        'ip link set lo up && { python3 -c "$1" "$2" >/dev/null 2>&1 & } && shift 2 && exec "$@"'
+    )
+    proc = subprocess.Popen(
+        ["unshare", "--net", "--", "sh", "-c", script, "sh", STALL, str(marker),
+         str(CLARKE), "site", "record", "https://www.stall.test/", "-o", str(out),
+         "--resolve", "www.stall.test=127.0.0.1:8443", "--only-resolved"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    pid_file = marker.with_suffix(".pid")
+    try:
+        deadline = time.monotonic() + 120
+        while not marker.is_file():  # until mitmdump connects for the browser
+            assert proc.poll() is None and time.monotonic() < deadline, "the load never started"
+            time.sleep(0.2)
+        time.sleep(1)
+        started = _descendants(proc.pid) - {int(pid_file.read_text())}
+        assert len(started) >= 3, "no browser, geckodriver and mitmdump under clarke"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if pid_file.is_file() and pid_file.read_text():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    assert proc.returncode == 130 and err.strip().endswith("Aborted."), err
+    assert "Traceback" not in err and not out.exists()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in started):
+        time.sleep(0.2)
+    left = [p for p in started if Path(f"/proc/{p}").exists()]
+    assert not left, f"still running after clarke exited: {left}"
