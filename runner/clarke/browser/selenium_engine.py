@@ -301,9 +301,10 @@ def _load_in_context(req: LoadRequest, setup: BrowserSetup, workdir: Path | None
     if not browser.contexts:  # a browser's first load says why it was started
         browser.how = f"{browser.how}: {why_new}" if why_new else browser.how
     n = browser.contexts + 1
-    # Kept for a later load with these settings while it has loads left; the next load
-    # needs no browser started ahead when one is kept for its settings.
-    keep = n < req.loads_per_browser
+    # Kept for a later load with these settings while it has loads left, unless no load
+    # follows (the runner announces each next one); the next load needs no browser
+    # started ahead when one is kept for its settings.
+    keep = req.next_load is not None and n < req.loads_per_browser
     next_served = req.next_load is not None and (
         (keep and req.next_load == settings) or contexts.RESIDENT.has(req.next_load)
     )
