@@ -5,15 +5,19 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from clarke.cli_types import options_into
 from clarke.errors import InputError
-from clarke.sites import archive, composition
-from clarke.sites.har import HarOptions, import_har
-from clarke.sites.store import Imported
-from clarke.sites.warc import WarcOptions, import_warc
+
+if TYPE_CHECKING:
+    from clarke.sites.store import Imported
+
+# The sites package (warcio, brotli) is imported inside each command: every `clarke`
+# command, a role's `clarke serve` among them, loads this module, and a role's image need
+# not hold what only site commands use.
 
 FORMATS = ("har", "warc")
 
@@ -106,6 +110,9 @@ def import_cmd(
     as_json: bool,
 ) -> None:
     """Import a HAR (with content) or a WARC file as a site archive."""
+    from clarke.sites.har import HarOptions, import_har
+    from clarke.sites.warc import WarcOptions, import_warc
+
     kind = _format_of(file, fmt)
     if kind == "har":
         imported = import_har(file, out, HarOptions(name, start_url, skip_incomplete))
@@ -121,6 +128,8 @@ def import_cmd(
 @click.option("--json", "as_json", is_flag=True, help="Print the composition as JSON.")
 def check_cmd(directory: Path, as_json: bool) -> None:
     """Check an archive (exit 2 naming every broken entry) and show its composition."""
+    from clarke.sites import archive, composition
+
     s = archive.read(directory)
     stats = composition.of(s)
     if as_json:

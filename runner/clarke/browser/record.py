@@ -135,8 +135,12 @@ def record(opts: RecordOptions) -> Imported:
         try:
             proxy.start()
             _load(url, proxy.port, proxy.ca_cert, scratch, opts)
-        finally:
-            proxy.stop()
+        except BaseException:
+            # Interrupted (Ctrl-C) or failed: no HAR will be read, so mitmdump is killed
+            # rather than asked to write one while it may hold a connection that hangs.
+            proxy.kill()
+            raise
+        proxy.stop()
         if not har.is_file():
             raise EnvironmentProblem(f"mitmdump wrote no HAR: {proxy.log_tail()}")
         _check_page_recorded(har, url, proxy.connect_errors())
@@ -214,6 +218,13 @@ class _Mitmdump:
             log.warning(
                 "mitmdump (pid %d) did not stop within %.0f s: killed", proc.pid, MITM_STOP_S
             )
+            proc.kill()
+            proc.wait()
+
+    def kill(self) -> None:
+        """SIGKILL, by its PID, and wait for it."""
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
             proc.kill()
             proc.wait()
 
