@@ -6,7 +6,8 @@
 - `Caching`: a terminal's DNS cache. Forwards what it has not got (or what has expired)
   to an upstream resolver, sending from a chosen address (the terminal's LAN address,
   which the far side routes back through the link), and answers repeats from memory
-  until their TTL runs out.
+  until their TTL runs out. Only answers with records are kept: NXDOMAIN and empty
+  answers carry no SOA from the authoritative resolver, so they cross the link each time.
 
 Logging happens after the reply is built and before it is sent; a line's `at` is the
 query's arrival (time.time(), s)."""
