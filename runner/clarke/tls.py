@@ -1,12 +1,16 @@
 """The testbed's PKI: one CA per testbed and a server certificate for the testbed's host
 names, as PEM files. Firefox trusts the CA through its profile's NSS database; the
-server (origin, OpenLiteSpeed) loads the certificate and key."""
+server (origin, OpenLiteSpeed) loads the certificate and key. The CA's key stays beside
+them (private, as the server's key is), so that the server role can issue a certificate
+per host of a recorded site from the same CA (`issue_host_certificates`), which the
+client already trusts."""
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
 import ipaddress
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +28,13 @@ class TestbedPki:
     ca_cert: Path
     cert: Path  # the server certificate
     key: Path  # the server's private key (PKCS#8, unencrypted)
+    ca_key: Path  # the CA's private key: issues the certificates of a site's hosts
+
+    @classmethod
+    def at(cls, pki_dir: Path) -> TestbedPki:
+        return cls(
+            pki_dir / "ca.pem", pki_dir / "server.pem", pki_dir / "server.key", pki_dir / "ca.key"
+        )
 
 
 def _name(cn: str) -> x509.Name:
@@ -51,6 +62,38 @@ def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
         serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
     )
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """A private key, readable by its owner only from its first byte."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
+def _leaf(
+    ca: x509.Certificate, ca_key: ec.EllipticCurvePrivateKey, names: list[str], now: dt.datetime
+) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    """A server certificate for `names` (the first is its common name), signed by `ca`."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    leaf = (
+        x509.CertificateBuilder()
+        .subject_name(_name(names[0]))
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(min(now + VALIDITY, ca.not_valid_after_utc))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(_san(names), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    return key, leaf
 
 
 def issue_testbed_pki(out_dir: Path, hosts: list[str] | None = None, label: str = "") -> TestbedPki:
@@ -86,29 +129,13 @@ def issue_testbed_pki(out_dir: Path, hosts: list[str] | None = None, label: str 
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), False)
         .sign(ca_key, hashes.SHA256())
     )
-    key = ec.generate_private_key(ec.SECP256R1())
-    leaf = (
-        x509.CertificateBuilder()
-        .subject_name(_name(hosts[0]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(now + VALIDITY)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(_san(hosts), critical=False)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), False
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    pki = TestbedPki(out_dir / "ca.pem", out_dir / "server.pem", out_dir / "server.key")
+    key, leaf = _leaf(ca, ca_key, hosts, now)
+    pki = TestbedPki.at(out_dir)
     ca_pem = ca.public_bytes(serialization.Encoding.PEM)
+    _write_private(pki.ca_key, _pem_key(ca_key))
     pki.ca_cert.write_bytes(ca_pem)
     pki.cert.write_bytes(leaf.public_bytes(serialization.Encoding.PEM) + ca_pem)
-    pki.key.touch(mode=0o600)
-    pki.key.write_bytes(_pem_key(key))
+    _write_private(pki.key, _pem_key(key))
     return pki
 
 
@@ -119,10 +146,37 @@ def ensure_testbed_pki(pki_dir: Path, host: str = DEFAULT_HOST, label: str = "")
     """A testbed's CA and server certificate, made by the server role when it starts and
     kept (the client trusts the CA from there); made anew when missing or about to
     expire."""
-    pki = TestbedPki(pki_dir / "ca.pem", pki_dir / "server.pem", pki_dir / "server.key")
+    pki = TestbedPki.at(pki_dir)
     with contextlib.suppress(OSError, ValueError):
         cert = x509.load_pem_x509_certificate(pki.cert.read_bytes())
         left = cert.not_valid_after_utc - dt.datetime.now(dt.UTC)
-        if pki.ca_cert.is_file() and pki.key.is_file() and left > CERT_MARGIN:
+        present = all(p.is_file() for p in (pki.ca_cert, pki.key, pki.ca_key))
+        if present and left > CERT_MARGIN:
             return pki
     return issue_testbed_pki(pki_dir, [host], label=label)
+
+
+def issue_host_certificates(
+    pki: TestbedPki, names_of_host: dict[str, list[str]], out_dir: Path
+) -> None:
+    """For each host, `<host>.pem` (its certificate, then the CA's) and `<host>.key` in
+    `out_dir`, issued by the testbed's CA for the names given (a recorded site's
+    `certificate_names`; a `*.` wildcard stands for one label). What `out_dir` held is
+    replaced. ValueError when a host has no names."""
+    ca = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes())
+    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise ValueError(f"{pki.ca_key}: not the testbed CA's EC key")
+    ca_pem = ca.public_bytes(serialization.Encoding.PEM)
+    now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for host, names in names_of_host.items():
+        if not names:
+            raise ValueError(f"{host}: no certificate names")
+        # The host first: it is the certificate's common name.
+        ordered = [host, *(n for n in names if n != host)] if host in names else names
+        key, leaf = _leaf(ca, ca_key, ordered, now)
+        _write_private(out_dir / f"{host}.key", _pem_key(key))
+        (out_dir / f"{host}.pem").write_bytes(
+            leaf.public_bytes(serialization.Encoding.PEM) + ca_pem
+        )
