@@ -38,6 +38,8 @@ from clarke.schema import StrictModel
 from clarke.vocab import PEP_NONE, CongestionControl, Scheduler, kind_of
 
 ProfileName = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+# A recorded site's directory under the pages directory's sites/ (server/site.py).
+SITE_NAME = r"^[a-z0-9][a-z0-9_.-]{0,127}$"
 QUIC_CCS = tuple(c.quic for c in CongestionControl)
 
 
@@ -87,6 +89,7 @@ class ServerState(Reply):
     tcp_cc: str | None = None
     quic_cc: str | None = None
     scheduler: str | None = None
+    site: str | None = None  # the recorded site it serves, by its name under sites/
 
 
 class Configured(Reply):
@@ -129,16 +132,19 @@ class LinkConfig(Request):
 
 class ServerConfig(Request):
     """A server's POST /config: its TCP and QUIC congestion controls, its stream
-    scheduler (any of them)."""
+    scheduler, the recorded site it serves (the name of its directory under the pages
+    directory's sites/: server/site.py; null: none), any of them."""
 
     tcp_cc: CongestionControl | None = None
     quic_cc: QuicCc | None = None
     quic_initial_window: StrictInt | None = Field(default=None, ge=1)
     scheduler: Scheduler | None = None
+    site: Annotated[str, StringConstraints(pattern=SITE_NAME)] | None = None
 
     def body(self) -> dict[str, Any]:
-        """Only the settings asked for: a server keeps the others."""
-        return self.model_dump(mode="json", exclude_none=True)
+        """Only the settings asked for (a null site too: it asks for none); a server
+        keeps the others."""
+        return self.model_dump(mode="json", exclude_unset=True)
 
 
 class CaptureStart(Request):

@@ -13,7 +13,13 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from clarke.agent.client import AgentClient
-from clarke.contract import Health, LinkConfig, LinkState, PepConfig, ServerConfig
+from clarke.contract import (
+    Health,
+    LinkConfig,
+    LinkState,
+    PepConfig,
+    ServerConfig,
+)
 from clarke.errors import ClarkeError, EnvironmentProblem
 from clarke.place.plan import Addresses
 from clarke.profiles import LinkProfile
@@ -36,7 +42,7 @@ class Applied:
     """One change made to the testbed: what, to which value, on which roles, when, and
     how long it took."""
 
-    what: str  # profile | cc | pep
+    what: str  # profile | cc | pep | scheduler | site
     value: str
     sha256: str | None
     roles: tuple[str, ...]
@@ -219,6 +225,24 @@ class Agents:
         )  # fmt: skip
         self.applied.append(done)
         log.warning("applied stream scheduler %s to the server", scheduler)
+        return done
+
+    def ensure_site(self, site: str | None) -> Applied | None:
+        """The recorded site the server serves (its name under the pages directory's
+        sites/, server/site.py; None: none), applied when the server says another is in
+        force. A server that cannot replay sites refuses it (InputError, its reason)."""
+        if self["server"].server_state().site == site:
+            return None
+        started, t0 = dt.datetime.now(dt.UTC), time.monotonic()
+        body = ServerConfig(site=site)
+        if not self["server"].configure(body, timeout=CONFIGURE_TIMEOUT_S).applied:
+            return None
+        done = Applied(
+            "site", site or "none", None, ("server",), started.isoformat(),
+            round(time.monotonic() - t0, 3),
+        )  # fmt: skip
+        self.applied.append(done)
+        log.warning("applied site %s to the server", site or "none")
         return done
 
     def ensure_cc(self, cc: str) -> Applied | None:

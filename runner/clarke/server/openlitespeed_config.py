@@ -532,8 +532,8 @@ OWN_SCHEDULER: Final = (
 
 
 def settings_from_body(body: object, current: OlsSettings) -> OlsSettings:
-    """POST /config's body (any subset of tcp_cc, quic_cc; scheduler `own` only) over
-    the current settings."""
+    """POST /config's body (any subset of tcp_cc, quic_cc; scheduler `own` only; site
+    null only) over the current settings."""
     if not isinstance(body, dict):
         raise InputError('POST /config takes a JSON object such as {"tcp_cc": "bbr"}')
     scheduler = body.get("scheduler")
@@ -542,12 +542,19 @@ def settings_from_body(body: object, current: OlsSettings) -> OlsSettings:
             f"scheduler: {scheduler}: OpenLiteSpeed keeps its own stream scheduler "
             f"({OWN_SCHEDULER}); only {Scheduler.own} can be asked of it"
         )
+    if body.get("site") is not None:
+        raise InputError(
+            f"site: {body['site']}: OpenLiteSpeed does not replay recorded sites (that needs "
+            "a virtual host per recorded origin, each with its certificate, on addresses of "
+            "its own, and a miss counted per request: origin does this); use the origin "
+            "server"
+        )
     if body.get("quic_initial_window") is not None:
         raise InputError(
             "quic_initial_window: not supported by OpenLiteSpeed, which has no setting for "
             "QUIC's initial congestion window (lsquic's own applies); leave it out or null"
         )
-    unknown = sorted(set(body) - {*CONFIG_KEYS, "quic_initial_window", "scheduler"})
+    unknown = sorted(set(body) - {*CONFIG_KEYS, "quic_initial_window", "scheduler", "site"})
     if unknown:
         raise InputError(
             f"unknown key(s) {', '.join(map(repr, unknown))} in POST /config; allowed: "

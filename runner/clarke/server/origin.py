@@ -17,6 +17,7 @@ from clarke.place import Place, procs
 from clarke.place.plan import HTTPS_PORT, ORIGIN_CONTROL
 from clarke.roles import Implementation, RoleProcess
 from clarke.server import serve_link_checks
+from clarke.server import site as sites
 from clarke.vocab import SCHEDULERS, CongestionControl, Scheduler
 
 START_TIMEOUT_S = 30.0
@@ -47,21 +48,30 @@ class OriginServer:
         self.place, self.binary = place, binary
         self.children = procs.Children()
         self._http = httpx.Client(base_url=f"http://{ORIGIN_CONTROL}", timeout=15, trust_env=False)
+        self.site: sites.PlacedSite | None = None
+        self.site_addresses = sites.Addresses(place)
 
-    def start(self) -> None:
+    def start(self, site: sites.PlacedSite | None = None) -> None:
+        """origin serving the pages and, with `site`, a recorded site on the addresses
+        its placement gives (added to the server's LAN interface first)."""
         place = self.place
         pki = tls.ensure_testbed_pki(place.pki_dir, label=place.substrate)
         place.pages_dir.mkdir(parents=True, exist_ok=True)
         place.run_dir.mkdir(parents=True, exist_ok=True)
-        argv = place.argv([
+        argv = [
             str(self.binary), "--root", str(place.pages_dir),
             "--listen", f"{place.plan.addresses['server']}:{HTTPS_PORT}",
             "--cert", str(pki.cert), "--key", str(pki.key),
             "--control", ORIGIN_CONTROL,
             "--tcp-cc", CongestionControl.cubic, "--quic-cc", CongestionControl.cubic,
             "--log", str(place.run_dir / "origin-connections.log"),
-        ])  # fmt: skip
-        popen = self.children.spawn("origin", argv)
+        ]  # fmt: skip
+        if site is not None:
+            self.site_addresses.add(site.placement.distinct)
+            argv += ["--site", str(site.directory), "--site-certs", str(site.certs_dir)]
+            for listen in site.listen():
+                argv += ["--site-listen", listen]
+        popen = self.children.spawn("origin", place.argv(argv))
 
         def answering() -> bool:
             try:
@@ -73,7 +83,31 @@ class OriginServer:
         procs.wait_until(answering, "origin", START_TIMEOUT_S)
         if popen.poll() is not None:
             raise EnvironmentProblem(f"origin exited during start-up ({popen.returncode})")
-        serve_link_checks(place, self.children)
+        self.site = site
+        if "iperf3" not in self.children.procs:
+            serve_link_checks(place, self.children)
+
+    def _serve_site(self, name: str | None) -> None:
+        """Restart origin with site `name` (None: without a site), keeping the settings
+        in force. The site is read, placed and given its certificates before origin
+        stops, so a broken archive leaves the running one as it was."""
+        site = sites.prepare(self.place, name) if name is not None else None
+        settings = self.state()
+        settings.pop(sites.SITE_KEY, None)
+        self.children.stop("origin")
+        self.site = None
+        self.site_addresses.remove()
+        try:
+            self.start(site)
+        except ClarkeError:
+            # The pages go on being served; the site's failure is the answer.
+            self.children.stop("origin")
+            self.site_addresses.remove()
+            self.start(None)
+            raise
+        kept = {k: v for k, v in settings.items() if v is not None}
+        if kept:
+            self._call("POST", "/config", kept)
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         try:
@@ -87,25 +121,36 @@ class OriginServer:
     # --- the contract --------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
         settings = self._call("GET", "/health").get("settings") or {}
-        return {k: settings.get(k) for k in SETTINGS}
+        return {
+            **{k: settings.get(k) for k in SETTINGS},
+            sites.SITE_KEY: self.site.name if self.site else None,
+        }
 
     def configure(self, body: dict[str, Any]) -> dict[str, Any]:
-        """{"tcp_cc", "quic_cc", "quic_initial_window", "scheduler"} (any subset), sent
-        to origin only when something differs from what is in force; scheduler `own` is
-        origin's round-robin. Any other key is refused (origin would refuse it too;
-        compared with what is in force, a null one would have passed as a no-op)."""
-        unknown = sorted(set(body) - set(SETTINGS))
+        """{"tcp_cc", "quic_cc", "quic_initial_window", "scheduler", "site"} (any
+        subset), sent to origin only when something differs from what is in force;
+        scheduler `own` is origin's round-robin; `site` restarts origin with that site
+        (server/site.py). Any other key is refused (origin would refuse it too; compared
+        with what is in force, a null one would have passed as a no-op)."""
+        allowed = (*SETTINGS, sites.SITE_KEY)
+        unknown = sorted(set(body) - set(allowed))
         if unknown:
             raise InputError(
                 f"unknown key(s) {', '.join(map(repr, unknown))} in POST /config; "
-                f"allowed: {', '.join(SETTINGS)}"
+                f"allowed: {', '.join(allowed)}"
             )
         if body.get("scheduler") == Scheduler.own:
             body = {**body, "scheduler": OWN_SCHEDULER.value}
         current = self.state()
         if all(current.get(k) == v for k, v in body.items()):
             return {"applied": False, "state": current}
-        self._call("POST", "/config", body)
+        if sites.SITE_KEY in body:
+            body = dict(body)
+            name = sites.check_name(body.pop(sites.SITE_KEY))
+            if name != current[sites.SITE_KEY]:
+                self._serve_site(name)
+        if body:
+            self._call("POST", "/config", body)
         return {"applied": True, "state": self.state()}
 
     def health(self) -> dict[str, Any]:
@@ -128,6 +173,7 @@ class OriginServer:
 
     def stop(self) -> None:
         self.children.stop()
+        self.site_addresses.remove()
         self._http.close()
 
 
