@@ -127,6 +127,42 @@ def test_the_cache_forwards_a_name_once(authoritative: tuple[int, Path], tmp_pat
     assert forwarded == ["www.example.org", "gone.example.org", "gone.example.org"]
 
 
+def test_the_stub_forwards_the_zones_names_only(
+    authoritative: tuple[int, Path], tmp_path: Path
+) -> None:
+    """The client's stub: the site's names go upstream, every time (no cache); any other
+    name is answered NXDOMAIN where it was asked, and never reaches the upstream."""
+    upstream_port, upstream_log = authoritative
+    zone = tmp_path / "site-zone.json"
+    zone.write_text(json.dumps({"names": {"www.example.org": "198.18.2.10"}}))
+    port, log = free_port(), tmp_path / "stub.jsonl"
+    proc = _start(
+        [
+            "stub", "--zone", str(zone), "--upstream", LOOPBACK,
+            "--upstream-port", str(upstream_port), "--source", LOOPBACK,
+            "--listen", LOOPBACK, "--port", str(port), "--log", str(log),
+        ]
+    )  # fmt: skip
+    try:
+        for _ in range(2):
+            assert _ask("www.example.org", port).answer[0][0].to_text() == "198.18.2.10"
+        assert _ask("firefox.settings.services.mozilla.com", port).rcode() == dns.rcode.NXDOMAIN
+        assert _ask("www.example.org", port, "HTTPS").rcode() == dns.rcode.NOERROR
+    finally:
+        _stop(proc)
+    assert [(e["name"], e["forwarded"]) for e in _log(log)] == [
+        ("www.example.org", True),
+        ("www.example.org", True),
+        ("firefox.settings.services.mozilla.com", False),
+        ("www.example.org", True),
+    ]
+    assert [(e["name"], e["type"]) for e in _log(upstream_log)] == [
+        ("www.example.org", "A"),
+        ("www.example.org", "A"),
+        ("www.example.org", "HTTPS"),
+    ]
+
+
 def test_a_silent_upstream_is_a_server_failure(tmp_path: Path) -> None:
     port = free_port()
     proc = _start(

@@ -1,5 +1,6 @@
 """`python -m clarke.dns authoritative --zone FILE --listen ADDR [--port 53] --log FILE`
 `python -m clarke.dns cache --upstream ADDR --source ADDR --listen ADDR --log FILE`
+`python -m clarke.dns stub --zone FILE --upstream ADDR --source ADDR --listen ADDR --log FILE`
 
 Runs one resolver (clarke.dns.resolver) on UDP and TCP until SIGTERM or SIGINT, in the
 namespace it was started in. Prints `ready <addr>:<port>` on stdout once both sockets
@@ -17,7 +18,7 @@ from pathlib import Path
 from dnslib.server import BaseResolver, DNSLogger, DNSServer
 
 from clarke.dns import zone
-from clarke.dns.resolver import Authoritative, Caching, QueryLog
+from clarke.dns.resolver import Authoritative, Caching, QueryLog, Stub
 from clarke.errors import ClarkeError
 
 
@@ -30,7 +31,14 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     cache.add_argument("--upstream", required=True, help="the resolver it forwards to")
     cache.add_argument("--upstream-port", type=int, default=53)
     cache.add_argument("--source", default="", help="the address it forwards from")
-    for p in (auth, cache):
+    stub = kinds.add_parser(
+        "stub", help="forwards a zone's names only, uncached; any other name is NXDOMAIN here"
+    )
+    stub.add_argument("--zone", type=Path, required=True, help="the names it forwards")
+    stub.add_argument("--upstream", required=True, help="the resolver it forwards to")
+    stub.add_argument("--upstream-port", type=int, default=53)
+    stub.add_argument("--source", default="", help="the address it forwards from")
+    for p in (auth, cache, stub):
         p.add_argument("--listen", required=True)
         p.add_argument("--port", type=int, default=53)
         p.add_argument("--log", type=Path, required=True, help="JSON lines, one per query")
@@ -44,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.kind == "authoritative":
             resolver = Authoritative(zone.read(args.zone), log)
+        elif args.kind == "stub":
+            names = frozenset(zone.read(args.zone).names)
+            resolver = Stub(names, args.upstream, args.source, log, args.upstream_port)
         else:
             resolver = Caching(args.upstream, args.source, log, args.upstream_port)
     except ClarkeError as e:

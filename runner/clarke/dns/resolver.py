@@ -1,4 +1,4 @@
-"""Two resolvers on dnslib, each logging every query it answers as one JSON line:
+"""Three resolvers on dnslib, each logging every query it answers as one JSON line:
 
 - `Authoritative`: answers A queries for its zone's names, NXDOMAIN for any other name
   and an empty answer for other types of a known name (the testbed has no IPv6), so a
@@ -8,6 +8,11 @@
   which the far side routes back through the link), and answers repeats from memory
   until their TTL runs out. Only answers with records are kept: NXDOMAIN and empty
   answers carry no SOA from the authoritative resolver, so they cross the link each time.
+- `Stub`: the client's own resolver during a recorded site's load. Forwards the site's
+  names only, each query as it comes (no cache), and answers any other name NXDOMAIN
+  itself, so what a browser asks besides the page (its own host name, Remote Settings,
+  which release builds of Firefox poll whatever their preferences say) never crosses the
+  link, as without a site no name but the test host resolves in the client.
 
 Logging happens after the reply is built and before it is sent; a line's `at` is the
 query's arrival (time.time(), s)."""
@@ -150,3 +155,38 @@ def _send_from(request: DNSRecord, upstream: str, port: int, source: str) -> byt
             data = s.recv(65535)
             if DNSRecord.parse(data).header.id == request.header.id:
                 return data
+
+
+@dataclass
+class Stub(BaseResolver):
+    names: frozenset[str]
+    upstream: str
+    source: str
+    log: QueryLog
+    port: int = 53
+
+    def resolve(self, request: DNSRecord, handler: DNSHandler) -> DNSRecord:
+        at = time.time()
+        name, qtype = _question(request)
+        forwarded = name in self.names
+        if forwarded:
+            try:
+                reply = DNSRecord.parse(_send_from(request, self.upstream, self.port, self.source))
+            except OSError:  # the upstream did not answer in time: say so, do not hang
+                reply = request.reply()
+                reply.header.rcode = RCODE.SERVFAIL
+        else:
+            reply = request.reply()
+            reply.header.rcode = RCODE.NXDOMAIN
+        self.log.write(
+            {
+                "at": at,
+                "client": _client(handler),
+                "name": name,
+                "type": qtype,
+                "rcode": RCODE.get(reply.header.rcode),
+                "answer": _answers(reply),
+                "forwarded": forwarded,
+            }
+        )
+        return reply
