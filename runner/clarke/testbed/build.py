@@ -28,6 +28,7 @@ from clarke.testbed.state import Store, TestbedState
 from clarke.tls import DEFAULT_HOST
 from clarke.vocab import CongestionControl
 
+NO_DNS_SERVER = "# Clarke testbed: no DNS server\n"
 EMU_MTU = 9000  # carriers encapsulate a full 1500-byte packet plus satlink's header
 
 
@@ -192,11 +193,13 @@ def write_client_names(plan: NetnsPlan) -> None:
     """The client's names: the test host resolves to the server; nothing else resolves,
     and there is no DNS server, so anything a browser tries to reach outside the page
     fails inside the client and never crosses the link. Written before the client's
-    agent starts: `ip netns exec` mounts it for the agent and the browsers it starts."""
+    agent starts: `ip netns exec` mounts it for the agent and the browsers it starts.
+    A recorded site's names come from a resolver across the link (testbed/names.py),
+    which points resolv.conf at it while it runs."""
     etc = netns_etc(plan)
     etc.mkdir(parents=True, exist_ok=True)
     (etc / "hosts").write_text(f"127.0.0.1 localhost\n{plan.addresses['server']} {DEFAULT_HOST}\n")
-    (etc / "resolv.conf").write_text("# Clarke testbed: no DNS server\n")
+    (etc / "resolv.conf").write_text(NO_DNS_SERVER)
 
 
 def remove_etc(plan: NetnsPlan) -> None:
