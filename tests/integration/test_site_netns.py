@@ -232,5 +232,12 @@ def test_firefox_loads_a_recorded_site_through_dns_across_the_link(
         agents.ensure_site(_stage_unchecked(broken, bed.substrate.pages_dir))
     assert agents["server"].server_state().site == name
 
+    # Restarts on purpose are not deaths: the server's agent stays (its supervisor
+    # stops the role when origin exits; a restart once raced with it).
+    for _ in range(3):
+        assert agents.ensure_site(None) is not None
+        assert agents["server"].server_state().site is None
+        assert agents.ensure_site(name) is not None
+        assert agents["server"].health().body()["origin"]["site"]["listen"]
     assert agents.ensure_site(None) is not None
     assert agents["server"].server_state().site is None

@@ -50,6 +50,9 @@ class OriginServer:
         self._http = httpx.Client(base_url=f"http://{ORIGIN_CONTROL}", timeout=15, trust_env=False)
         self.site: sites.PlacedSite | None = None
         self.site_addresses = sites.Addresses(place)
+        # Set while origin is restarted on purpose (a site): the agent's supervisor, which
+        # stops the role when a child has exited, must not take that for a death.
+        self._restarting = False
 
     def start(self, site: sites.PlacedSite | None = None) -> None:
         """origin serving the pages and, with `site`, a recorded site on the addresses
@@ -94,17 +97,21 @@ class OriginServer:
         site = sites.prepare(self.place, name) if name is not None else None
         settings = self.state()
         settings.pop(sites.SITE_KEY, None)
-        self.children.stop("origin")
-        self.site = None
-        self.site_addresses.remove()
+        self._restarting = True
         try:
-            self.start(site)
-        except ClarkeError:
-            # The pages go on being served; the site's failure is the answer.
             self.children.stop("origin")
+            self.site = None
             self.site_addresses.remove()
-            self.start(None)
-            raise
+            try:
+                self.start(site)
+            except ClarkeError:
+                # The pages go on being served; the site's failure is the answer.
+                self.children.stop("origin")
+                self.site_addresses.remove()
+                self.start(None)
+                raise
+        finally:
+            self._restarting = False
         kept = {k: v for k, v in settings.items() if v is not None}
         if kept:
             self._call("POST", "/config", kept)
@@ -169,7 +176,7 @@ class OriginServer:
         return self._call("POST", "/stats/reset")
 
     def problem(self) -> str | None:
-        return self.children.exited()
+        return None if self._restarting else self.children.exited()
 
     def stop(self) -> None:
         self.children.stop()
