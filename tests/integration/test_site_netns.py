@@ -241,3 +241,30 @@ def test_firefox_loads_a_recorded_site_through_dns_across_the_link(
         assert agents["server"].health().body()["origin"]["site"]["listen"]
     assert agents.ensure_site(None) is not None
     assert agents["server"].server_state().site is None
+
+
+def test_the_terminals_cache_saves_the_lookups_of_the_next_load(
+    bed: Bed, names: NetnsSiteNames, tmp_path: Path
+) -> None:
+    """With a terminal's DNS cache, the first load's lookups cross the link and the next
+    load's are answered at the terminal: the gateway's resolver sees none of them. Each
+    load's queries are its own (NetnsSiteNames.mark)."""
+    agents = bed.session._agents()
+    name = staging.stage(_write_site(tmp_path / "site"), bed.substrate.pages_dir)
+    agents.ensure_site(name)
+    placed = place(archive.read(tmp_path / "site").archive, bed.plan.gw_lan.prefix)
+    assert names.start(placed.zone_names(), cache=True) == bed.plan.st_lan.address("terminal")
+    plt, crossed, hits = [], [], []
+    for _ in range(2):
+        before = names.mark()
+        result = _load(bed, "2")
+        assert result["status"] == "ok", result["reason"]
+        plt.append(result["metrics"]["plt_ms"])
+        crossed.append(sorted(f"{q['type']} {q['name']}" for q in names.queries("gateway", before)))
+        hits.append([q["hit"] for q in names.queries("terminal", before) if q["type"] == "A"])
+    print(f"{bed.profile_name} with the terminal's cache: PLT {plt[0]:.0f} ms (cold), "
+          f"{plt[1]:.0f} ms (warm); crossed {crossed}")  # fmt: skip
+    assert [c for c in crossed[0] if c.startswith("A ")] == [f"A {h}" for h in sorted(HOSTS)]
+    assert [c for c in crossed[1] if c.startswith("A ")] == [], crossed
+    assert hits[0] == [False] * 3 and hits[1] == [True] * 3, hits
+    agents.ensure_site(None)

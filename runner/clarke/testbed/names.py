@@ -29,6 +29,7 @@ from clarke.testbed.build import NO_DNS_SERVER, netns_etc
 from clarke.testbed.state import Store
 
 START_TIMEOUT_S = 15.0
+Mark = dict[str, int]  # role -> queries logged
 CLIENT_STUB = "127.0.0.1"  # the client's loopback: what it asks never leaves unasked
 # One lookup may take a satellite round trip or two; glibc's default (5 s, 2 tries)
 # leaves room for both and gives up well within a load's timeout.
@@ -111,13 +112,19 @@ class NetnsSiteNames:
             f.write(text + (RESOLV_OPTIONS + "\n" if "nameserver" in text else ""))
             f.truncate()
 
-    def queries(self, role: str = "gateway") -> list[dict[str, Any]]:
-        """Every query the resolver in `role`'s namespace (gateway, terminal, client)
-        answered since it started."""
+    def queries(self, role: str = "gateway", since: Mark | None = None) -> list[dict[str, Any]]:
+        """The queries the resolver in `role`'s namespace (gateway, terminal, client)
+        answered since it started, or since `since` (mark(): one load's own)."""
         log = self.logs.get(role)
         if log is None or not log.is_file():
             return []
-        return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+        lines = [line for line in log.read_text().splitlines() if line.strip()]
+        return [json.loads(line) for line in lines[(since or {}).get(role, 0) :]]
+
+    def mark(self) -> Mark:
+        """Where each resolver's log stands now: queries(role, since=mark) are the ones
+        after it (a load's own, when taken before the load)."""
+        return {role: len(self.queries(role)) for role in self.logs}
 
     def stop(self) -> None:
         if self.started:
