@@ -9,17 +9,15 @@ client's address; on geo, the load pays at least one round trip per lookup."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from clarke import profiles, tls
+from clarke import profiles
+from clarke.browser.load import LoadRequest
 from clarke.errors import InputError
 from clarke.pages import jpeg
 from clarke.pages.layout import Box
@@ -30,6 +28,7 @@ from clarke.sites.archive import Exchange, Origin, SiteArchive, Source
 from clarke.sites.placement import place
 from clarke.testbed.names import NetnsSiteNames
 from clarke.testbed.substrate import NetnsSubstrate
+from clarke.vocab import Browser, Engine, HttpVersion
 from conftest import need
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -47,19 +46,6 @@ HTML = (
     b'<img src="https://img.cdn.test/hero.jpg" width="600" height="400" alt="hero">'
     b"</body></html>\n"
 )
-
-# Imports the in-process Selenium engine inside the client's namespace: one load of the
-# site's start URL, the host the client agent would be set up with being the start's.
-LOAD = """
-import json, sys
-from pathlib import Path
-from clarke.browser import selenium_engine
-from clarke.browser.load import BrowserSetup, LoadRequest
-url, host, ca, http = sys.argv[1:5]
-setup = BrowserSetup(server_name=host, ca_cert=Path(ca))
-req = LoadRequest.for_agent({"url": url, "http": http, "timeout_s": 120}, setup)
-print("RESULT " + selenium_engine.load(req, setup).model_dump_json())
-"""
 
 
 def _write_site(directory: Path) -> Path:
@@ -153,18 +139,17 @@ def names(bed: Bed) -> Iterator[NetnsSiteNames]:
         n.stop()
 
 
-def _load(bed: Bed, http: str) -> dict:  # type: ignore[type-arg]
-    ca = tls.TestbedPki.at(bed.substrate.run_dir / "pki").ca_cert
-    done = subprocess.run(
-        [
-            "ip", "netns", "exec", bed.plan.ns("client"),
-            sys.executable, "-c", LOAD, START, "www.site.test", str(ca), http,
-        ],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    lines = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")]
-    assert lines, f"no result (exit {done.returncode}): {done.stderr[-3000:]}"
-    return json.loads(lines[-1].removeprefix("RESULT "))  # type: ignore[no-any-return]
+def _load(bed: Bed, http: str, browser: str = "firefox") -> dict:  # type: ignore[type-arg]
+    """One load of the site's start page through the client's agent, as a campaign's."""
+    request = LoadRequest(
+        url=START,
+        http=HttpVersion(http),
+        browser=Browser(browser),
+        site_hosts=tuple(HOSTS),
+        timeout_s=120,
+    )
+    result = bed.session._agents()["client"].load(request, Engine.selenium, timeout=300)
+    return result.model_dump(mode="json")
 
 
 def test_firefox_loads_a_recorded_site_through_dns_across_the_link(
@@ -268,3 +253,50 @@ def test_the_terminals_cache_saves_the_lookups_of_the_next_load(
     assert [c for c in crossed[1] if c.startswith("A ")] == [], crossed
     assert hits[0] == [False] * 3 and hits[1] == [True] * 3, hits
     agents.ensure_site(None)
+
+
+NEXT_HOP = {"1.1": "http/1.1", "2": "h2", "3": "h3"}
+
+
+@pytest.mark.parametrize("browser", ["firefox", "chromium"])
+@pytest.mark.parametrize("http", ["1.1", "2", "3"])
+def test_each_browser_loads_the_site_over_each_protocol(
+    bed: Bed,
+    names: NetnsSiteNames,
+    tmp_path: Path,
+    browser: str,
+    http: str,
+    request: pytest.FixtureRequest,
+) -> None:
+    """Every resource from every origin over the protocol asked (h3 from each origin's
+    first request), no miss, and the names looked up across the link."""
+    if (bed.profile_name, browser, http) == ("geo", "firefox", "3"):
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True,
+                reason="not understood yet: on geo Firefox fetches img.cdn.test's image over "
+                "h2 (3 of 3 runs; h3 on lan, and Chromium h3 on geo); its own address, its "
+                "HTTPS record NODATA; see Firefox's happy-eyeballs backup_timer_delay",
+            )
+        )
+    agents = bed.session._agents()
+    name = staging.stage(_write_site(tmp_path / "site"), bed.substrate.pages_dir)
+    agents.ensure_site(name)
+    placed = place(archive.read(tmp_path / "site").archive, bed.plan.gw_lan.prefix)
+    names.start(placed.zone_names())
+    agents["server"].reset_stats()
+    before = names.mark()
+    result = _load(bed, http, browser)
+    assert result["status"] == "ok", (result["reason"], result["protocols"])
+    protocols = result["protocols"]
+    assert {u.split("/")[2] for u in protocols} == set(HOSTS), protocols
+    assert set(protocols.values()) == {NEXT_HOP[http]}, protocols
+    site = agents["server"].stats()["site"]
+    assert site["missed"] == 0 and site["exact"] == 4, site
+    looked_up = {q["name"] for q in names.queries("gateway", before) if q["type"] == "A"}
+    assert looked_up == set(HOSTS)
+    metrics = result["metrics"]
+    print(
+        f"{bed.profile_name} {browser} HTTP/{http}: PLT {metrics['plt_ms']:.0f} ms, "
+        f"FCP {metrics.get('fcp_ms', 0):.0f} ms, LCP {metrics.get('lcp_ms', 0):.0f} ms"
+    )

@@ -124,7 +124,7 @@ def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> 
     binary = firefox.find_firefox(setup.firefox)
     prefs = firefox_prefs.layered(
         req.http,
-        setup.server_name,
+        req.hosts(setup),
         setup.server_port,
         req.connections,
         req.prefs,
@@ -167,6 +167,7 @@ def _load_chromium(req: LoadRequest, setup: BrowserSetup, workdir: Path | None) 
         address=setup.server_address,
         ca_spki=chromium.spki_sha256(setup.ca_cert) if setup.ca_cert else None,
         netlog=netlog,
+        site_hosts=req.site_hosts,
     )
     browser_args = [
         "-b",
@@ -185,7 +186,9 @@ def _load_chromium(req: LoadRequest, setup: BrowserSetup, workdir: Path | None) 
         with phases.phase(NAME):
             result = _run(req, browser_args, out, capture, chromium_binary=binary)
         with phases.phase("netlog"):
-            result = with_netlog(result, chromium.netlog_summary(netlog), req.url)
+            result = with_netlog(
+                result, chromium.netlog_summary(netlog), req.url, site=bool(req.site_hosts)
+            )
         if capture is not None:
             with phases.phase("capture"):
                 files = capture.collect(req.capture_max_bytes)

@@ -16,6 +16,7 @@ import json
 import re
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -103,8 +104,10 @@ BASE: tuple[Switch, ...] = (
 )
 
 
-def http_version(version: str, host: str, port: int) -> tuple[Switch, ...]:
-    """Force the requested HTTP version; Chromium otherwise picks the best it can."""
+def http_version(version: str, host: str | Sequence[str], port: int) -> tuple[Switch, ...]:
+    """Force the requested HTTP version; Chromium otherwise picks the best it can. `host`:
+    the testbed's server, or a recorded site's hosts (each forced to HTTP/3)."""
+    hosts = [host] if isinstance(host, str) else list(host)
     if version == "1.1":
         return (
             Switch("disable-http2", None, "HTTP/1.1 only: no HTTP/2 over ALPN"),
@@ -117,7 +120,7 @@ def http_version(version: str, host: str, port: int) -> tuple[Switch, ...]:
             Switch("enable-quic", None, "HTTP/3"),
             Switch(
                 "origin-to-force-quic-on",
-                f"{host}:{port}",
+                ",".join(f"{h}:{port}" for h in hosts),
                 "HTTP/3 from the first request, without waiting for an Alt-Svc header",
             ),
         )
@@ -132,6 +135,7 @@ def load_switches(
     address: str | None,
     ca_spki: str | None,
     netlog: Path,
+    site_hosts: Sequence[str] = (),
 ) -> tuple[Switch, ...]:
     out = [
         Switch("user-data-dir", str(user_data_dir), "a new profile per load: no cache, no state"),
@@ -142,7 +146,16 @@ def load_switches(
             "the load's NetLog: the QUIC congestion control used, every address reached",
         ),
     ]
-    if address:
+    if site_hosts:
+        out.append(
+            Switch(
+                "host-resolver-rules",
+                ", ".join(["MAP * ~NOTFOUND", *(f"EXCLUDE {h}" for h in site_hosts)]),
+                "a recorded site's names resolved as the system does (the testbed's DNS "
+                "across the link), every other name unresolved",
+            )
+        )
+    elif address:
         out.append(
             Switch(
                 "host-resolver-rules",
@@ -165,7 +178,7 @@ def load_switches(
 
 def switches(version: str, port: int, **load: Any) -> list[str]:
     """The command line's switches for one load (load: load_switches' arguments)."""
-    host = load["host"]
+    host = load.get("site_hosts") or load["host"]
     return [s.arg for s in (*BASE, *http_version(version, host, port), *load_switches(**load))]
 
 

@@ -3,9 +3,11 @@ timing entries), and the verdict with its reason (LoadResult). Both engines prod
 same raw shape, so metrics and verification are computed here once.
 
 A LoadRequest crosses the management network to the client agent, so it carries values
-only: the page's URL (https to the testbed's server, nothing else), the protocol and
-the load's settings. Every path and program (the browser binary, the testbed CA) and
-the server's name come from the agent's own start-up options (BrowserSetup)."""
+only: the page's URL (https to the testbed's server, nothing else; or, for a recorded
+site, to one of the site's hosts the request names, which resolve only through the
+testbed's DNS), the protocol and the load's settings. Every path and program (the
+browser binary, the testbed CA) and the server's name come from the agent's own
+start-up options (BrowserSetup)."""
 
 from __future__ import annotations
 
@@ -44,6 +46,14 @@ from clarke.vocab import (
     PrioritySignals,
     StartAhead,
 )
+
+# A host name of a recorded site (sites/archive.py's HostName).
+_LABEL = r"[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?"
+SiteHost = Annotated[str, Field(pattern=rf"^{_LABEL}(\.{_LABEL})*$", max_length=253)]
+MAX_SITE_HOSTS = 2000
+# Where a site's load may connect besides its hosts' port 443: the client's DNS stub
+# (testbed/names.py).
+SITE_DNS_STUB = "127.0.0.1:53"
 
 # Only these characters (RFC 3986's unreserved, reserved and %) in a URL: no spaces,
 # backslashes or controls a browser might read differently from this check.
@@ -85,9 +95,10 @@ class ExpectedObject(BaseModel):
     bytes: Annotated[StrictInt, Field(ge=0)]
 
 
-def check_url(url: str, setup: BrowserSetup | None) -> str:
-    """With the agent's setup: https to the testbed's server name and port. Without
-    (a load started in-process): http or https. ValueError saying what is wrong."""
+def check_url(url: str, setup: BrowserSetup | None, site_hosts: tuple[str, ...] = ()) -> str:
+    """With the agent's setup: https to the testbed's server name and port, or for a
+    recorded site's load to one of `site_hosts` on 443. Without (a load started
+    in-process): http or https. ValueError saying what is wrong."""
     if not URL_CHARS.match(url):
         raise ValueError("must be a plain https URL (no spaces, backslashes or controls)")
     parts = urlsplit(url)
@@ -98,6 +109,10 @@ def check_url(url: str, setup: BrowserSetup | None) -> str:
     if "@" in parts.netloc:
         raise ValueError("must not carry a user name or password")
     port = parts.port or 443  # ValueError for a bad port
+    if setup is not None and site_hosts:
+        if (parts.hostname or "") not in site_hosts or port != 443:
+            raise ValueError("must be a page of the recorded site: one of its site_hosts, port 443")
+        return url
     if setup is not None and (
         (parts.hostname or "") != setup.server_name.lower() or port != setup.server_port
     ):
@@ -140,6 +155,14 @@ class BrowserSettings(BaseModel):
     isolation: Isolation = Isolation.profile
     # The HTTP priority signals it sends (prefs.priority_signals).
     priority_signals: PrioritySignals = "default"
+    # A recorded site's load: the hosts of its origins (the browser maps each to the
+    # protocol asked for, and resolves them through the testbed's DNS); empty: the
+    # testbed's server only.
+    site_hosts: Annotated[tuple[SiteHost, ...], Field(max_length=MAX_SITE_HOSTS)] = ()
+
+    def hosts(self, setup: BrowserSetup) -> tuple[str, ...]:
+        """The names this load reaches: a site's hosts, else the testbed's server."""
+        return self.site_hosts or (setup.server_name,)
 
     @model_validator(mode="after")
     def _what_chromium_honours(self) -> BrowserSettings:
@@ -218,7 +241,8 @@ class LoadRequest(BrowserSettings):
     @classmethod
     def _url(cls, url: str, info: ValidationInfo) -> str:
         setup = (info.context or {}).get("setup")
-        return check_url(url, setup if isinstance(setup, BrowserSetup) else None)
+        site_hosts = tuple(info.data.get("site_hosts") or ())
+        return check_url(url, setup if isinstance(setup, BrowserSetup) else None, site_hosts)
 
     def settings(self) -> BrowserSettings:
         """What this load asks of its browser (BrowserSettings' fields)."""
@@ -393,13 +417,17 @@ def judged(
     )
 
 
-def with_netlog(result: LoadResult, summary: dict[str, Any], url: str) -> LoadResult:
+def with_netlog(
+    result: LoadResult, summary: dict[str, Any], url: str, site: bool = False
+) -> LoadResult:
     """A Chromium load's result with what its NetLog says (chromium.netlog_summary):
-    kept in raw["netlog"]; a load that connected elsewhere than the server fails."""
+    kept in raw["netlog"]; a load that connected elsewhere than the server (`site`: than
+    the site's origins and the client's DNS stub) fails."""
     if not summary:
         return result
     update: dict[str, Any] = {"raw": {**result.raw, "netlog": summary}}
-    reason = elsewhere(summary.get("reached") or [], url)
+    reached = summary.get("reached") or []
+    reason = elsewhere_than_site(reached) if site else elsewhere(reached, url)
     if result.status is Status.ok and reason:
         update |= {"status": Status.failed, "reason": reason}
     return result.model_copy(update=update)
@@ -413,4 +441,14 @@ def elsewhere(reached: list[str], url: str) -> str:
     servers = {a for a in reached if a.endswith(f":{port}")}
     if others or len(servers) > 1:
         return f"the browser connected elsewhere than the server: {', '.join(reached)}"
+    return ""
+
+
+def elsewhere_than_site(reached: list[str]) -> str:
+    """Why a recorded site's load crossed the link with more than the site: a connection
+    to anything but port 443 (the site's origins, at the addresses its DNS gave) and the
+    client's DNS stub; "" when it did not."""
+    others = [a for a in reached if not a.endswith(":443") and a != SITE_DNS_STUB]
+    if others:
+        return f"the browser connected elsewhere than the site: {', '.join(others)}"
     return ""

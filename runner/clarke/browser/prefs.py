@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 PrefValue = bool | int | str
@@ -98,8 +98,10 @@ BASE: tuple[Pref, ...] = (
 )
 
 
-def http_version(version: str, host: str, port: int) -> tuple[Pref, ...]:
-    """Force the requested HTTP version; Firefox otherwise picks the best it can."""
+def http_version(version: str, host: str | Sequence[str], port: int) -> tuple[Pref, ...]:
+    """Force the requested HTTP version; Firefox otherwise picks the best it can. `host`:
+    the testbed's server, or a recorded site's hosts (each mapped to HTTP/3)."""
+    hosts = [host] if isinstance(host, str) else list(host)
     if version == "1.1":
         return (
             Pref("network.http.http2.enabled", False, "HTTP/1.1 only: no HTTP/2 over ALPN"),
@@ -117,7 +119,7 @@ def http_version(version: str, host: str, port: int) -> tuple[Pref, ...]:
             Pref("network.http.http3.enable", True, "HTTP/3"),
             Pref(
                 "network.http.http3.alt-svc-mapping-for-testing",
-                f'{host};h3=":{port}"',
+                ",".join(f'{h};h3=":{port}"' for h in hosts),
                 "HTTP/3 from the first request, without waiting for an Alt-Svc header",
             ),
             Pref(
@@ -205,7 +207,7 @@ CAPTURE: tuple[Pref, ...] = (
 
 def layered(
     version: str,
-    host: str,
+    host: str | Sequence[str],
     port: int,
     per_server: int,
     overrides: Mapping[str, PrefValue] | None = None,

@@ -128,7 +128,7 @@ def _start_firefox(
     binary = firefox.find_firefox(setup.firefox)
     prefs = firefox_prefs.layered(
         settings.http,
-        setup.server_name,
+        settings.hosts(setup),
         setup.server_port,
         settings.connections,
         settings.prefs,
@@ -221,6 +221,7 @@ def _start_chromium(
         address=setup.server_address,
         ca_spki=chromium.spki_sha256(setup.ca_cert) if setup.ca_cert else None,
         netlog=netlog,
+        site_hosts=settings.site_hosts,
     ):
         opts.add_argument(arg)
     opts.enable_bidi = settings.isolation is Isolation.context
@@ -260,7 +261,7 @@ def _load_chromium(req: LoadRequest, setup: BrowserSetup, workdir: Path | None) 
                 browser.driver.quit()
         with phases.phase("netlog"):
             summary = chromium.netlog_summary(browser.profile / chromium.NETLOG)
-            result = with_netlog(result, summary, req.url)
+            result = with_netlog(result, summary, req.url, site=bool(req.site_hosts))
         if capture is not None:
             with phases.phase("capture"):
                 files = capture.collect(req.capture_max_bytes)
