@@ -320,7 +320,8 @@ def _load_in_context(req: LoadRequest, setup: BrowserSetup, workdir: Path | None
         result = _drive(req, browser, started, phases, start_next, during, label)
         if browser.netlog is not None:
             with phases.phase("netlog"):
-                result = with_netlog(result, browser.netlog.since(began_unix_ms), req.url)
+                summary = browser.netlog.since(began_unix_ms)
+                result = with_netlog(result, summary, req.url, site=bool(req.site_hosts))
     except (WebDriverException, DriverConnectionError, TimeoutError) as e:
         msg = getattr(e, "msg", None) or e
         result = LoadResult.failed(NAME, f"{label}: its context: {msg}".strip())
