@@ -82,9 +82,16 @@ def test_the_zone_and_only_the_zone(authoritative: tuple[int, Path]) -> None:
     assert a.rcode() == dns.rcode.NOERROR
     assert [(rr.ttl, [r.to_text() for r in rr]) for rr in a.answer] == [(60, ["198.18.2.10"])]
     assert _ask("www.example.org", port, tcp=True).answer[0][0].to_text() == "198.18.2.10"
-    assert _ask("other.example.org", port).rcode() == dns.rcode.NXDOMAIN
+    other = _ask("other.example.org", port)
+    assert other.rcode() == dns.rcode.NXDOMAIN
     none = _ask("www.example.org", port, "AAAA")  # no IPv6 in a testbed: empty, at once
     assert none.rcode() == dns.rcode.NOERROR and not none.answer
+    # Negative answers say for how long they hold (RFC 2308): an SOA whose TTL and
+    # MINIMUM are the zone's TTL.
+    for negative in (other, none):
+        [soa] = negative.authority
+        assert soa.rdtype == dns.rdatatype.SOA and soa.name.to_text() == "example.org."
+        assert soa.ttl == 60 and soa[0].minimum == 60
     entries = _log(log)
     assert [(e["name"], e["type"], e["rcode"]) for e in entries] == [
         ("www.example.org", "A", "NOERROR"),
@@ -118,13 +125,19 @@ def test_the_cache_forwards_a_name_once(authoritative: tuple[int, Path], tmp_pat
     try:
         for _ in range(3):
             assert _ask("www.example.org", port).answer[0][0].to_text() == "198.18.2.10"
-        assert _ask("gone.example.org", port).rcode() == dns.rcode.NXDOMAIN
-        assert _ask("gone.example.org", port).rcode() == dns.rcode.NXDOMAIN
+        for _ in range(2):  # negative answers are kept for the SOA's negative TTL
+            assert _ask("gone.example.org", port).rcode() == dns.rcode.NXDOMAIN
+            empty = _ask("www.example.org", port, "HTTPS")
+            assert empty.rcode() == dns.rcode.NOERROR and not empty.answer
     finally:
         _stop(proc)
-    assert [e["hit"] for e in _log(log)] == [False, True, True, False, False]
-    forwarded = [e["name"] for e in _log(upstream_log)]
-    assert forwarded == ["www.example.org", "gone.example.org", "gone.example.org"]
+    assert [e["hit"] for e in _log(log)] == [False, True, True, False, False, True, True]
+    forwarded = [(e["name"], e["type"]) for e in _log(upstream_log)]
+    assert forwarded == [
+        ("www.example.org", "A"),
+        ("gone.example.org", "A"),
+        ("www.example.org", "HTTPS"),
+    ]
 
 
 def test_the_stub_forwards_the_zones_names_only(

@@ -2,12 +2,17 @@
 
 - `Authoritative`: answers A queries for its zone's names, NXDOMAIN for any other name
   and an empty answer for other types of a known name (the testbed has no IPv6), so a
-  browser never waits for a lookup nobody will answer.
+  browser never waits for a lookup nobody will answer. Negative answers carry an SOA in
+  their authority section, as an authoritative server's do (RFC 2308, section 3), so a
+  cache may keep them.
 - `Caching`: a terminal's DNS cache. Forwards what it has not got (or what has expired)
   to an upstream resolver, sending from a chosen address (the terminal's LAN address,
   which the far side routes back through the link), and answers repeats from memory
-  until their TTL runs out. Only answers with records are kept: NXDOMAIN and empty
-  answers carry no SOA from the authoritative resolver, so they cross the link each time.
+  until their TTL runs out. Negative answers (NXDOMAIN, or no record of the type asked)
+  are kept for the SOA's negative TTL, the lesser of its TTL and MINIMUM (RFC 2308,
+  section 5); one without an SOA is not kept. A browser's HTTPS-record lookups, which
+  the zone answers empty, so cross the link once per TTL, as with a terminal's real
+  cache, not once per load.
 - `Stub`: the client's own resolver during a recorded site's load. Forwards the site's
   names only, each query as it comes (no cache), and answers any other name NXDOMAIN
   itself, so what a browser asks besides the page (its own host name, Remote Settings,
@@ -27,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from dnslib import QTYPE, RCODE, RR, A, DNSRecord
+from dnslib import QTYPE, RCODE, RR, SOA, A, DNSLabel, DNSRecord
 from dnslib.server import BaseResolver, DNSHandler
 
 from clarke.dns.zone import Zone
@@ -65,6 +70,31 @@ def _answers(reply: DNSRecord) -> list[str]:
     return [str(rr.rdata) for rr in reply.rr]
 
 
+def _apex(name: str) -> str:
+    """Where a name's SOA sits: its last two labels. A zone here is a set of host names
+    from several domains, each served as its own; the apex only names the SOA."""
+    return ".".join(name.split(".")[-2:]) or "."
+
+
+def _soa(name: str, ttl: int) -> RR:
+    apex = DNSLabel(_apex(name))
+    record = SOA(
+        mname=DNSLabel(f"ns.{apex}"),
+        rname=DNSLabel(f"hostmaster.{apex}"),
+        times=(1, 3600, 600, 86_400, ttl),  # serial, refresh, retry, expire, minimum
+    )
+    return RR(apex, QTYPE.SOA, rdata=record, ttl=ttl)
+
+
+def negative_ttl(reply: DNSRecord) -> int:
+    """How long a negative answer may be cached (RFC 2308, section 5): the lesser of the
+    SOA's own TTL and its MINIMUM; 0 without an SOA in the authority section."""
+    for rr in reply.auth:
+        if rr.rtype == QTYPE.SOA:
+            return min(int(rr.ttl), int(rr.rdata.times[4]))
+    return 0
+
+
 class Authoritative(BaseResolver):
     def __init__(self, zone: Zone, log: QueryLog) -> None:
         self.zone, self.log = zone, log
@@ -79,6 +109,8 @@ class Authoritative(BaseResolver):
             reply.header.rcode = RCODE.NXDOMAIN
         elif qtype == "A":
             reply.add_answer(RR(request.q.qname, QTYPE.A, rdata=A(address), ttl=self.zone.ttl))
+        if not reply.rr:
+            reply.add_auth(_soa(name, self.zone.ttl))
         self.log.write(
             {
                 "at": at,
@@ -123,8 +155,13 @@ class Caching(BaseResolver):
             except OSError:  # the upstream did not answer in time: say so, do not hang
                 reply = request.reply()
                 reply.header.rcode = RCODE.SERVFAIL
-            ttl = min((rr.ttl for rr in reply.rr), default=0)
-            if reply.header.rcode == RCODE.NOERROR and ttl > 0:
+            if reply.rr:
+                ttl = min(rr.ttl for rr in reply.rr) if reply.header.rcode == RCODE.NOERROR else 0
+            elif reply.header.rcode in (RCODE.NOERROR, RCODE.NXDOMAIN):
+                ttl = negative_ttl(reply)
+            else:  # a server failure or a refusal is never kept
+                ttl = 0
+            if ttl > 0:
                 with self._lock:
                     self._cache[key] = _Cached(reply, time.monotonic() + ttl)
         self.log.write(
