@@ -269,22 +269,9 @@ def test_each_browser_loads_the_site_over_each_protocol(
     tmp_path: Path,
     browser: str,
     http: str,
-    request: pytest.FixtureRequest,
 ) -> None:
     """Every resource from every origin over the protocol asked (h3 from each origin's
     first request), no miss, and the names looked up across the link."""
-    if (bed.profile_name, browser, http) == ("geo", "firefox", "3"):
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="Firefox races TCP against QUIC (happy eyeballs): on geo it opened h2 "
-                "connections to every origin beside QUIC, and img.cdn.test's image came over "
-                "h2 with no QUIC connection of img.cdn.test at origin (3 of 3 runs); with "
-                "network.http.http3.backup_timer_delay 100000 or "
-                "parallel_fallback_conn_limit 0 all four went h3 (1 run each). A change to "
-                "every HTTP/3 load's preferences: not made here",
-            )
-        )
     agents = bed.session._agents()
     name = staging.stage(_write_site(tmp_path / "site"), bed.substrate.pages_dir)
     agents.ensure_site(name)

@@ -90,6 +90,10 @@ BASE: tuple[Pref, ...] = (
     Pref("network.dns.disablePrefetch", True, "no DNS prefetching"),
     Pref("network.predictor.enabled", False, "no speculative connections from history"),
     Pref("network.http.speculative-parallel-limit", 0, "no speculative connections on hover"),
+    # A recorded site's <link rel=icon> (generated pages name a data: icon): the browser's
+    # fetch of it is not the page's, and it put the icon in the cache just before the
+    # page's own <img> of it (python3.11-doc's py.svg), which the cache check then failed.
+    Pref("browser.chrome.site_icons", False, "no favicon fetch for the tab"),
     Pref("browser.sessionstore.resume_from_crash", False, "no restored tabs"),
     # The measured page must be judged by what it draws.
     Pref("dom.enable_largest_contentful_paint", True, "LargestContentfulPaint entries"),
@@ -126,6 +130,12 @@ def http_version(version: str, host: str | Sequence[str], port: int) -> tuple[Pr
                 "network.http.http3.disable_when_third_party_roots_found",
                 False,
                 "the testbed CA is a third-party root; without this Firefox falls back to h2",
+            ),
+            Pref(
+                "network.http.http3.parallel_fallback_conn_limit",
+                0,
+                "no TCP connection raced beside QUIC: over GEO, where a lookup crosses the "
+                "link, Firefox otherwise fetched whole origins over h2 (docs/sites.md)",
             ),
         )
     raise ValueError(f"unknown HTTP version {version!r}")
