@@ -12,14 +12,14 @@ from typing import Any
 from clarke import schema
 from clarke.browser.load import LoadResult
 from clarke.campaign.cross import CrossTraffic
-from clarke.campaign.dimensions import CC, PROFILE, Cell
+from clarke.campaign.dimensions import CC, PROFILE, SITE_NONE, Cell
 from clarke.campaign.model import Campaign
 from clarke.campaign.plan import Run, ShardBy, expand, shard_numbers
 from clarke.errors import ClarkeError
 from clarke.results import store
 from clarke.results.journal import Journal
 from clarke.results.record import RunRecord, Status
-from clarke.vocab import PEP_NONE
+from clarke.vocab import PEP_NONE, DnsCache
 
 BASE = dt.datetime(2026, 11, 22, 12, 0, 0, tzinfo=dt.UTC)
 # Recorded campaigns: recorded-lan predates per-connection rows; recorded-connections has them.
@@ -145,6 +145,7 @@ class FakeSession:
         self.profile: str | None = None
         self.cc: str | None = None
         self.scheduler: str = "own"
+        self.site: tuple[str, DnsCache] = (SITE_NONE, DnsCache.none)
         self.applied: list[tuple[str, str]] = []
         self.events: list[str] = []
 
@@ -174,6 +175,12 @@ class FakeSession:
         if scheduler != self.scheduler:
             self.scheduler = scheduler
             self.applied.append(("scheduler", scheduler))
+        return None
+
+    def ensure_site(self, site: str, cache: DnsCache = DnsCache.none) -> object:
+        if (site, cache) != self.site:
+            self.site = (site, cache)
+            self.applied.append(("site", f"{site} {cache.value}"))
         return None
 
     def check_link(self, profile: str, phase: str, level: str) -> dict[str, Any]:

@@ -60,6 +60,7 @@ def plan(file: Path, seed: int | None, as_json: bool) -> None:
                     "order": p.campaign.order.value,
                     "seed": p.seed,
                     "count": len(p.runs),
+                    **({"sites": {k: s.describe() for k, s in p.sites.items()}} if p.sites else {}),
                     "runs": [r.to_dict() for r in p.runs],
                 },
                 indent=2,

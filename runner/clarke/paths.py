@@ -20,3 +20,10 @@ def data_dir(name: str) -> Path:
 def source_root() -> Path | None:
     """The repository checkout Clarke runs from, if any (for git revisions, Rust parts)."""
     return _SOURCE_ROOT if (_SOURCE_ROOT / "pyproject.toml").is_file() else None
+
+
+def corpus_dir() -> Path | None:
+    """Where `make corpus` writes the offline corpus of recorded sites by default, in the
+    checkout Clarke runs from (docs/sites.md); None outside a checkout."""
+    root = source_root()
+    return root / "build" / "corpus" if root is not None else None

@@ -135,6 +135,15 @@ DIRECTIONS: Final = ("forward", "return")
 PEP_NONE: Final = "none"
 
 
+class DnsCache(StrEnum):
+    """Where a recorded site's lookups may be answered from a cache (testbed/names.py):
+    nowhere (each crosses the link to the gateway side's resolver), or at the
+    terminal, as some satellite terminals do."""
+
+    none = "none"
+    terminal = "terminal"
+
+
 class PepImplementation(StrEnum):
     """The registry's `pep` implementations, which a preset names (the registry is above
     the presets' layer; tests/unit/test_pep.py keeps the two equal)."""

@@ -1,9 +1,10 @@
 """The run matrix's dimensions, each declared once.
 
 A dimension is what a campaign may vary from one run to the next: the link profile, the
-HTTP version, the congestion control, the page (model and size), the connections per
-server, the cross traffic, the PEP, the browser, the server's stream scheduler. Each is
-one `Dimension` below: its campaign key and vocabulary (typed, from `vocab.py`, or names
+HTTP version, the congestion control, the page (a recorded site and where its lookups
+may be cached, or a generated page's model and size), the connections per server, the
+cross traffic, the PEP, the browser, the server's stream scheduler. Each is one
+`Dimension` below: its campaign key and vocabulary (typed, from `vocab.py`, or names
 of shipped data), its default, its part of the run id, its record field (also its
 InfluxDB tag and its column in summaries and exports), its label for people and its part
 in a figure's legend.
@@ -31,13 +32,15 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 from functools import total_ordering
+from pathlib import PurePosixPath
 from typing import Annotated, Any, Generic, Protocol, TypeVar, get_args, get_origin
 
-from pydantic import BeforeValidator, Field, StringConstraints, TypeAdapter
+from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints, TypeAdapter
 
 from clarke import pep_presets
 from clarke.campaign.cross import NO_CROSS_TRAFFIC, CrossTraffic, CrossTrafficEntry
-from clarke.vocab import PEP_NONE, Browser, CongestionControl, HttpVersion, Scheduler
+from clarke.ids import ID_RE
+from clarke.vocab import PEP_NONE, Browser, CongestionControl, DnsCache, HttpVersion, Scheduler
 
 V = TypeVar("V")
 
@@ -61,6 +64,7 @@ class Shown(StrEnum):
 
     always = "always"
     several = "several"  # only when the results hold more than one of its values
+    not_default = "not-default"  # only when the results hold a value besides its default
     never = "never"
 
 
@@ -103,6 +107,10 @@ class Dimension(Generic[V]):
     names: Callable[[], Sequence[str]] | None = None
     noun: str = ""
     describe: Callable[[V], dict[str, Any]] | None = None  # more of a value for plan.json
+    # Whether the dimension means anything in a cell with these coordinates (of the
+    # dimensions declared before it); where not, the cell takes its default whatever a
+    # matrix lists (a recorded site's cell has no page model or size).
+    applies: Callable[[Mapping[str, Any]], bool] | None = None
     _adapter: TypeAdapter[Any] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -179,21 +187,98 @@ CC: Dimension[CongestionControl] = Dimension(
     record=lambda v: v.value,
     run_id=lambda v: v.value,
 )
+SITE_NONE = "none"  # the generated pages (MODEL, SIZE)
+NO_PAGE = "-"  # a recorded site's cell's page model and size: the site is its page
+# A recorded site: a site archive's directory, relative to the campaign file (checked
+# where it leads and read when the campaign is: campaign/paths.py, campaign/plan.py).
+SITE_PATH_CHARS = r"[A-Za-z0-9_./-]"
+
+
+def _site_path(value: str) -> str:
+    if value != SITE_NONE and not ID_RE.fullmatch(site_label(value)):
+        raise ValueError(
+            f"{value!r}: the archive directory's own name (the run id's part) must start with "
+            "a letter or digit"
+        )
+    return value
+
+
+SitePath = Annotated[
+    str, StringConstraints(pattern=rf"^{SITE_PATH_CHARS}{{1,512}}$"), AfterValidator(_site_path)
+]
+
+
+def site_label(value: str) -> str:
+    """A site's part of run ids and legends: its archive directory's own name (`none`:
+    the generated pages)."""
+    return value if value == SITE_NONE else PurePosixPath(value).name
+
+
+def _generated_pages(coordinates: Mapping[str, Any]) -> bool:
+    return coordinates.get("site", SITE_NONE) == SITE_NONE
+
+
+def _no_page(coordinates: Mapping[str, Any], _browser: BrowserSettings) -> str:
+    if _generated_pages(coordinates):
+        raise ValueError("a generated page's model and size come from the campaign")
+    return NO_PAGE
+
+
+def _page_part(value: str) -> str:
+    return "" if value == NO_PAGE else value
+
+
+SITE: Dimension[str] = Dimension(
+    name="site",
+    key="sites",
+    item=SitePath,
+    help=f"a recorded site: its archive directory, relative to the campaign file "
+    f"({SITE_NONE}: the generated pages of models and sizes; docs/sites.md)",
+    column="site",
+    default=_fixed(SITE_NONE),
+    run_id=lambda v: "" if v == SITE_NONE else site_label(v),
+    label=site_label,
+    legend=lambda v: "" if v == SITE_NONE else f", {site_label(v)}",
+    legend_shown=Shown.several,
+    column_shown=Shown.not_default,
+)
+DNS_CACHE: Dimension[DnsCache] = Dimension(
+    name="dns_cache",
+    key="dns_cache",
+    item=DnsCache,
+    help="where a recorded site's lookups may be answered from a cache: none (each "
+    "crosses the link) or terminal (a resolver cache at the terminal); a site's cells only",
+    column="dns cache",
+    default=_fixed(DnsCache.none),
+    record=lambda v: v.value,
+    run_id=lambda v: "" if v is DnsCache.none else f"dns{v.value}",
+    legend=lambda v: "" if v is DnsCache.none else f", DNS cache at the {v.value}",
+    legend_shown=Shown.several,
+    column_shown=Shown.not_default,
+    applies=lambda coordinates: not _generated_pages(coordinates),
+)
+# Page model and size: required by a matrix that loads the generated pages (site none;
+# campaign/model.py checks), and nothing in a site's cell.
+PageName = Annotated[str, StringConstraints(pattern=r"^(-|[a-z0-9][a-z0-9_.-]*)$", max_length=64)]
 MODEL: Dimension[str] = Dimension(
     name="model",
     key="models",
-    item=Name,
-    help="page model (pages/)",
+    item=PageName,
+    help=f"page model (pages/), for the generated pages ({SITE.key} {SITE_NONE})",
     column="model",
-    required=True,
+    default=_no_page,
+    run_id=_page_part,
+    applies=_generated_pages,
 )
 SIZE: Dimension[str] = Dimension(
     name="size",
     key="sizes",
-    item=Name,
+    item=PageName,
     help="page size, as the page model names it",
     column="size",
-    required=True,
+    default=_no_page,
+    run_id=_page_part,
+    applies=_generated_pages,
 )
 CONNECTIONS: Dimension[int] = Dimension(
     name="connections",
@@ -265,6 +350,8 @@ _declared: list[Dimension[Any]] = [
     PROFILE,
     HTTP,
     CC,
+    SITE,
+    DNS_CACHE,
     MODEL,
     SIZE,
     CONNECTIONS,
@@ -357,9 +444,18 @@ class Cell:
         return "/".join(self._key)
 
     @property
+    def site(self) -> str | None:
+        """The recorded site a run loads (its archive directory as the campaign gives it),
+        or None for a generated page."""
+        site = self[SITE]
+        return None if site == SITE_NONE else site
+
+    @property
     def page(self) -> str:
-        """The page a run loads: its model and size, as `clarke pages build` names it."""
-        return f"{self[MODEL]}-{self[SIZE]}"
+        """The page a run loads: a generated page's model and size, as `clarke pages
+        build` names it; a recorded site's name in run ids."""
+        site = self.site
+        return site_label(site) if site is not None else f"{self[MODEL]}-{self[SIZE]}"
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Cell) and self._key == other._key
@@ -391,6 +487,9 @@ def shown(dimension: Dimension[Any], policy: Shown, cells: list[Cell]) -> bool:
         return True
     if policy is Shown.never:
         return False
+    if policy is Shown.not_default:
+        default = dimension.text(dimension.default_for({}, _NO_BROWSER_SETTINGS))
+        return any(dimension.text(c[dimension]) != default for c in cells)
     return len({c[dimension] for c in cells}) > 1
 
 

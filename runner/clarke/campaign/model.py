@@ -20,11 +20,18 @@ from clarke.campaign import dimensions
 from clarke.campaign.dimensions import (
     BROWSER,
     CONNECTIONS,
+    DNS_CACHE,
     HTTP,
+    MODEL,
+    NO_PAGE,
+    SITE,
+    SITE_NONE,
+    SIZE,
     ConnectionsPerServer,
     Dimension,
     HttpVersionField,
     Name,
+    site_label,
 )
 from clarke.schema import FORM, StrictModel
 from clarke.sequential import MAX_HORIZON, StoppingRule, first_bounded
@@ -348,6 +355,48 @@ class Campaign(StrictModel):
                 "slot_phase needs browser.engine selenium (Browsertime navigates as soon as "
                 "its browser is up)"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _pages_or_sites(self) -> Campaign:
+        """A matrix loads the generated pages (site none, the default: it gives models
+        and sizes) or recorded sites (their cells have no page model or size), or both."""
+        problems: list[str] = []
+        for _, prefix, m in self.matrices():
+            generated = SITE_NONE in (m.axis(SITE) or [SITE_NONE])
+            for d in (MODEL, SIZE):
+                given = m.axis(d)
+                if generated and not given:
+                    problems.append(
+                        f"{prefix}.{d.key}: required for the generated pages ({prefix}."
+                        f"{SITE.key} absent or listing {SITE_NONE})"
+                    )
+                elif given and not generated:
+                    problems.append(
+                        f"{prefix}.{d.key}: every cell of this matrix replays a recorded site "
+                        f"(its {SITE.key} do not list {SITE_NONE}), which is its own page: "
+                        f"leave {d.key} out, or list {SITE_NONE} among the {SITE.key} to load "
+                        "the generated pages too"
+                    )
+                elif given and NO_PAGE in given:
+                    problems.append(f"{prefix}.{d.key}: {NO_PAGE!r} is no page {d.name}")
+            if m.axis(DNS_CACHE) and set(m.axis(SITE) or [SITE_NONE]) == {SITE_NONE}:
+                problems.append(
+                    f"{prefix}.{DNS_CACHE.key}: only a recorded site's loads look names up, "
+                    f"and this matrix lists no site ({prefix}.{SITE.key})"
+                )
+        labels: dict[str, str] = {}
+        for site in self.values(SITE):
+            if site == SITE_NONE:
+                continue
+            other = labels.setdefault(site_label(site), site)
+            if other != site:
+                problems.append(
+                    f"{SITE.key}: {other!r} and {site!r} have one directory name, "
+                    f"{site_label(site)!r}, which is each one's part of the run ids"
+                )
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     @model_validator(mode="after")

@@ -1,10 +1,11 @@
 """The paths a campaign file names (`pages.models_file`, a `browser.binary` given as a
-path) stay inside the campaign file's own directory or Clarke's shipped data (pages/,
-profiles/, campaigns/): a campaign from someone else must not make Clarke (root) read,
-or run, a file of its choosing elsewhere. A path is judged after every link in it is
-resolved, and refused before the file it names is opened, so an error never quotes a
-foreign file. What is given on the command line (`--firefox`, `--profile FILE`, the
-campaign file itself) is the user's own choice and is not limited."""
+path, a recorded site's archive in `sites`) stay inside the campaign file's own
+directory, Clarke's shipped data (pages/, profiles/, campaigns/) or the offline corpus
+`make corpus` builds in the checkout (build/corpus/): a campaign from someone else must
+not make Clarke (root) read, or run, a file of its choosing elsewhere. A path is judged
+after every link in it is resolved, and refused before the file it names is opened, so
+an error never quotes a foreign file. What is given on the command line (`--firefox`,
+`--profile FILE`, the campaign file itself) is the user's own choice and is not limited."""
 
 from __future__ import annotations
 
@@ -19,11 +20,15 @@ SHIPPED = ("pages", "profiles", "campaigns")
 
 
 def allowed_roots(source: Path) -> list[Path]:
-    """The campaign file's directory and the shipped data directories, links resolved."""
+    """The campaign file's directory, the shipped data directories and the corpus's,
+    links resolved."""
     roots = [source.resolve().parent]
     for name in SHIPPED:
         with contextlib.suppress(FileNotFoundError):
             roots.append(paths.data_dir(name).resolve())
+    corpus = paths.corpus_dir()
+    if corpus is not None:
+        roots.append(corpus.resolve())
     return roots
 
 
@@ -37,7 +42,8 @@ def contained(source: Path, given: str, field: str) -> Path:
             str(source),
             [
                 f"{field}: {given!r} leads outside the campaign file's directory "
-                f"({roots[0]}) and Clarke's shipped {', '.join(SHIPPED)}; a campaign may only "
+                f"({roots[0]}), Clarke's shipped {', '.join(SHIPPED)} and the corpus `make corpus` "
+                f"builds; a campaign may only "
                 "name files there (copy the file beside the campaign)"
                 + (
                     ", or give the browser on the command line (clarke testbed up "

@@ -1,7 +1,7 @@
 """From a campaign file to a plan: the ordered list of runs, with stable run ids.
 
 Order `listed`: link profile, then repetition, then HTTP version, congestion control,
-page model, size, connections per server, cross traffic, PEP and browser, each in the
+recorded site, page model, size, connections per server, cross traffic, PEP and browser, each in the
 order the file lists them (one repetition of every cell before the next repetition, so
 slow drifts spread over all cells). Order `shuffled`: the runs of each link profile in a
 random order drawn from `seed` (chosen and recorded when the file gives none). Runs that
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from clarke.campaign import dimensions
 from clarke.campaign.dimensions import MODEL, PROFILE, SIZE, Cell, Dimension, seal
 from clarke.campaign.model import Campaign, Matrix, Order
 from clarke.campaign.paths import contained, with_paths_checked
+from clarke.campaign.sites import PlannedSite, read_sites
 from clarke.errors import InputError, ValidationFailed
 from clarke.pages.models import Registry, Units
 
@@ -78,6 +79,8 @@ class CampaignPlan:
     source: Path
     seed: int | None
     runs: list[Run]
+    # The recorded sites its runs replay, by the path the campaign gives (campaign/sites.py).
+    sites: dict[str, PlannedSite] = field(default_factory=dict)
 
     def shard(self, index: int, count: int, by: ShardBy = ShardBy.run_index) -> list[Run]:
         """The index-th (from 1) of `count` disjoint slices; together they are the plan."""
@@ -135,7 +138,13 @@ def page_registry(c: Campaign, source: Path) -> Registry:
 
 
 def read_campaign(path: Path) -> Campaign:
+    return _read(path)[0]
+
+
+def _read(path: Path) -> tuple[Campaign, dict[str, PlannedSite]]:
+    """The campaign, checked, and the sites it replays, read and checked."""
     c = with_paths_checked(schema.read(Campaign, path), path)
+    sites = read_sites(c, path)
     registry = page_registry(c, path)
     _check_names(c, path, registry)
     # Building every page spec catches model/size combinations too small for a JPEG.
@@ -156,7 +165,15 @@ def read_campaign(path: Path) -> Campaign:
                 "docs/pages.md) need the origin server"
             ],
         )
-    return c
+    if sites and others:
+        raise ValidationFailed(
+            str(path),
+            [
+                f"implementations.server: {', '.join(others)} cannot replay a recorded site "
+                f"({', '.join(sites)}); only origin does (docs/sites.md)"
+            ],
+        )
+    return c, sites
 
 
 def cells_of(c: Campaign, m: Matrix) -> list[Cell]:
@@ -166,12 +183,15 @@ def cells_of(c: Campaign, m: Matrix) -> list[Cell]:
     partial: list[dict[str, Any]] = [{}]
     for d in dimensions.seal():
         given = m.axis(d)
-        partial = [
-            {**coords, d.name: value}
-            for coords in partial
-            for value in (given if given else [d.default_for(coords, c.browser)])
-        ]
-    return [Cell(coords) for coords in partial]
+
+        def values(coords: dict[str, Any], d: Dimension[Any] = d, given: Any = given) -> Any:
+            if given and (d.applies is None or d.applies(coords)):
+                return given
+            return [d.default_for(coords, c.browser)]
+
+        partial = [{**coords, d.name: value} for coords in partial for value in values(coords)]
+    # A dimension that does not apply to some cells (a site's page model) makes them once.
+    return list(dict.fromkeys(Cell(coords) for coords in partial))
 
 
 def run_id(c: Campaign, cell: Cell, repetition: int) -> str:
@@ -185,7 +205,8 @@ def run_id(c: Campaign, cell: Cell, repetition: int) -> str:
         return varied[d.name]
 
     parts = [d.run_id(v) for d, v in cell.items() if carried(d)]
-    return "-".join([*parts, f"r{repetition}"])
+    # A part may be empty: a value that says nothing (a site's cell has no page model).
+    return "-".join([*(p for p in parts if p), f"r{repetition}"])
 
 
 def expand(c: Campaign, source: Path, seed: int | None = None) -> CampaignPlan:
@@ -226,7 +247,8 @@ def expand(c: Campaign, source: Path, seed: int | None = None) -> CampaignPlan:
 
 
 def plan_file(path: Path, seed: int | None = None) -> CampaignPlan:
-    return expand(read_campaign(path), path, seed)
+    c, sites = _read(path)
+    return replace(expand(c, path, seed), sites=sites)
 
 
 def positions_per_profile(runs: list[Run]) -> dict[int, tuple[int, int]]:

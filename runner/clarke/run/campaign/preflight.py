@@ -7,7 +7,7 @@ from __future__ import annotations
 from clarke import pep_presets, profiles, registry
 from clarke.browser import browsertime_engine
 from clarke.browser.client import Firefox
-from clarke.campaign.dimensions import BROWSER, PEP, PROFILE, SCHEDULER
+from clarke.campaign.dimensions import BROWSER, PEP, PROFILE, SCHEDULER, SITE
 from clarke.campaign.model import Campaign
 from clarke.campaign.plan import CampaignPlan, Run, cells_of
 from clarke.compose.substrate import ComposeSubstrate
@@ -49,6 +49,18 @@ def preflight(plan: CampaignPlan, runs: list[Run], options: RunOptions) -> tuple
         )
     for scheduler in sorted({r.cell[SCHEDULER] for r in runs}):
         server_impl.check_scheduler(scheduler, f"{source}: {SCHEDULER.key}")
+    sites = sorted({r.cell.site for r in runs if r.cell.site is not None})
+    if sites and options.substrate != "netns":
+        raise InputError(
+            f"{source}: {SITE.key} {', '.join(sites)}: recorded sites replay on the netns "
+            "substrate only; the compose stack has no place yet for a site's resolvers "
+            "(docs/sites.md)"
+        )
+    if sites and server_impl.name != "origin":
+        raise InputError(
+            f"{source}: {SITE.key} {', '.join(sites)}: only origin replays a recorded "
+            f"site, not {server_impl.name} (docs/sites.md)"
+        )
     peps = sorted({r.cell[PEP] for r in runs} - {PEP_NONE})
     if peps and options.substrate != "netns":
         raise InputError(

@@ -11,8 +11,9 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -77,7 +78,7 @@ def run_campaign(plan: CampaignPlan, options: RunOptions, console: Console) -> F
     # A resume runs the recorded plan (its seed too), checked before anything else.
     recorded = store.read_plan(options.resume) if options.resume else None
     if recorded is not None and recorded.seed != plan.seed:
-        plan = expand(plan.campaign, plan.source, recorded.seed)
+        plan = replace(expand(plan.campaign, plan.source, recorded.seed), sites=plan.sites)
     c = plan.campaign
     shard = options.shard
     runs: list[Run] = plan.shard(shard.index, shard.count, shard.by) if shard else plan.runs
@@ -131,6 +132,7 @@ def _open(
             )
         assert recorded is not None
         store.check_plan(resume, recorded, c.name, len(plan.runs), [r.to_dict() for r in runs])
+        _check_sites(resume, recorded, plan)
         writer.enter_context(store.sole_writer(resume))
         return Directory(resume, meta["campaign_id"], journal, shard_label, implementations[0])
     cid = options.campaign_id or store.campaign_id(c.name)
@@ -147,6 +149,7 @@ def _open(
             "count": len(plan.runs),
             "shard": shard_label,
             **assignment,
+            **_sites(plan),
             "runs": [r.to_dict() for r in runs],
         },
         {
@@ -164,6 +167,30 @@ def _open(
     )
     writer.enter_context(store.sole_writer(results_dir))
     return Directory(results_dir, cid, Journal.in_dir(results_dir), shard_label, link)
+
+
+def _sites(plan: CampaignPlan) -> dict[str, Any]:
+    """plan.json's `sites`: each recorded site the plan replays, with its digests (none:
+    nothing, so that a campaign without sites writes the plan it always did)."""
+    if not plan.sites:
+        return {}
+    return {"sites": {given: s.describe() for given, s in plan.sites.items()}}
+
+
+def _check_sites(d: Path, recorded: PlanFile, plan: CampaignPlan) -> None:
+    """A resume replays the archives the campaign started with (by site.json's digest)."""
+    then = (recorded.model_extra or {}).get("sites") or {}
+    changed = [
+        f"{given} (site.json {str((then.get(given) or {}).get('digest', 'none'))[:12]} then, "
+        f"{s.digest[:12]} now)"
+        for given, s in plan.sites.items()
+        if (then.get(given) or {}).get("digest") != s.digest
+    ]
+    if changed:
+        raise InputError(
+            f"{d}: a recorded site changed since the campaign started: {'; '.join(changed)}; "
+            "a resume replays the same archives (start a new results directory)"
+        )
 
 
 def _run_in(
@@ -202,7 +229,8 @@ def _run_in(
     steps = schedule(runs, done | unneeded, earlier)
     first = next((s.profile for s in steps if isinstance(s, LinkCheck)), None)
     capture = CapturePolicy(wanted.capture, d.path, wanted.capture_max_bytes)
-    session = Session(sub, sorted({r.page for r in runs}), SessionSettings.of_plan(plan, capture))
+    pages = sorted({r.page for r in runs if r.cell.site is None})  # a site is its own page
+    session = Session(sub, pages, SessionSettings.of_plan(plan, capture))
     outcome = Outcome()
     keeper: MetaKeeper | None = None
     try:

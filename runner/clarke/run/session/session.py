@@ -20,6 +20,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
@@ -33,6 +34,7 @@ from clarke.browser.load import (
     is_http,
 )
 from clarke.campaign.cross import CrossTraffic
+from clarke.campaign.dimensions import SITE_NONE
 from clarke.campaign.plan import Run
 from clarke.errors import ClarkeError, InputError, UnknownName, ValidationFailed
 from clarke.pages import build as page_build
@@ -43,12 +45,13 @@ from clarke.results.objects import object_rows, signals_received, signals_verdic
 from clarke.results.record import Status
 from clarke.roles import profile_digest
 from clarke.run.linkcheck.check import LINK_CHECKS
-from clarke.run.session import captures, cross, timeline
+from clarke.run.session import captures, cross, site, timeline
 from clarke.run.session.captures import CapturePolicy
 from clarke.run.session.isolation import isolation_verdict
 from clarke.run.session.link import LinkMeter, check_record
 from clarke.run.session.pep import pep_body, pep_metrics, pep_verdict
 from clarke.run.session.settings import PageLoad, SessionSettings
+from clarke.run.session.site import SiteReplay
 from clarke.run.session.verdicts import link_verdict, server_verdict
 from clarke.schedules import Schedule
 from clarke.schema import problems_of
@@ -62,6 +65,7 @@ from clarke.vocab import (
     ROLES,
     Browser,
     CongestionControl,
+    DnsCache,
     HttpVersion,
 )
 
@@ -109,6 +113,7 @@ class Session:
         self.profile: tuple[str, str] | None = None  # (name, sha256) the link should run
         self.cross: cross.CrossTrafficDriver | None = None  # once a load asks for some
         self._link: LinkMeter | None = None
+        self.site = SiteReplay(settings.sites)  # the recorded site in force (site.py)
         # Whether the last load failed: with context isolation the next one then runs in
         # a new browser, not in the one that served it (LoadRequest.new_browser).
         self._last_failed = False
@@ -175,7 +180,10 @@ class Session:
         try:
             self.stop_cross()
         finally:
-            self._close_roles()
+            try:
+                self.site.close()
+            finally:
+                self._close_roles()
 
     def _close_roles(self) -> None:
         if self.agents is not None:
@@ -259,6 +267,12 @@ class Session:
             raise ClarkeError("a PEP is configured for the link profile in force: none yet")
         return self._agents().ensure_pep(pep_body(name, cc, profile))
 
+    def ensure_site(self, site: str, cache: DnsCache = DnsCache.none) -> Applied | None:
+        """The recorded site `site` (a campaign's path; none: the generated pages) served
+        and its names answered from the gateway side, cached at the terminal if `cache`
+        says so (run/session/site.py)."""
+        return self.site.ensure(site, cache, self.substrate, self._agents(), self.plan)
+
     def quic_offers(self, cc: str) -> bool:
         offered = self._agents().quic_offered()
         return offered is None or CongestionControl(cc).quic in offered
@@ -272,19 +286,27 @@ class Session:
         browser = load.browser or self.settings.browser
         if not is_browser(browser):
             raise UnknownName("browser", browser, list(BROWSERS))
-        entry = self.pages[load.page]
+        if load.site != SITE_NONE:
+            # The campaign's site (the next load's may not be in force yet).
+            site = self.site.sites[load.site]
+            page: dict[str, Any] = {"url": site.start_url, "site_hosts": site.hosts}
+        else:
+            entry = self.pages[load.page]
+            page = {
+                "url": f"https://{HOST}/{entry['path']}",
+                "expected_objects": [
+                    ExpectedObject(path=o["path"], bytes=o["bytes"]) for o in entry["objects"]
+                ],
+                "lcp_candidates": entry["lcp_candidates"],
+            }
         try:
             return LoadRequest(
-                url=f"https://{HOST}/{entry['path']}",
+                **page,
                 http=HttpVersion(http),
                 browser=Browser(browser),
                 connections=load.connections,
                 window=self.settings.window,
                 timeout_s=self.settings.timeout_s,
-                expected_objects=[
-                    ExpectedObject(path=o["path"], bytes=o["bytes"]) for o in entry["objects"]
-                ],
-                lcp_candidates=entry["lcp_candidates"],
                 prefs=dict(load.prefs),
                 priority_signals=self.settings.priority_signals,
                 capture_max_bytes=capture_max_bytes,
@@ -361,6 +383,11 @@ class Session:
             details["aimed_slot_phase_s"] = load.slot_phase_s
         link_capture: dict[str, Any] | None = None
         crossing = self.cross.before_load() if self.cross else None
+        names_before = None
+        if load.site != SITE_NONE:
+            in_force = self.site.for_load(load.site)  # put in force by its cell's hook
+            details["site"] = in_force.site.describe() | {"dns_cache": in_force.cache.value}
+            names_before = self.site.mark()
         try:
             with t.phase("client"):
                 result = agents["client"].load(req, engine, timeout=self.settings.timeout_s + 120)
@@ -372,6 +399,10 @@ class Session:
                 with t.phase("capture_stop"):
                     link_capture = self._stop_capture()
         failure = self._verify(load, result, crossing, t, details)
+        if load.site != SITE_NONE:
+            details["dns"] = dns = self.site.dns(names_before)
+            if "gateway_queries" in dns:  # the lookups that crossed the link
+                details["metrics"]["dns_queries_crossed"] = float(dns["gateway_queries"])
         if result.status is Status.ok and failure:
             result = result.model_copy(update={"status": Status.failed, "reason": failure})
         self._last_failed = result.status is not Status.ok
@@ -427,11 +458,20 @@ class Session:
             failure = self._link_failure()
         with t.phase("server_stats"):
             server = agents["server"].stats()
-        entry = self.pages[load.page]
-        objects = 1 + len(entry["objects"])
-        details |= server_verdict(
-            server, load.http, load.cc, entry["total_bytes"], objects, load.connections
-        )
+        if load.site != SITE_NONE:
+            details |= site.verdict(server, load.http, load.cc, load.connections)
+            details["origins"], origin_metrics = site.origins(result.raw or {})
+            details["metrics"] |= origin_metrics
+            # What the site's origins sent stands for the page's bytes.
+            page_bytes = sum(int(c.get("app_bytes_sent", 0)) for c in details["server_connections"])
+            page_path = urlsplit(self.site.sites[load.site].start_url).path
+        else:
+            entry = self.pages[load.page]
+            page_bytes, page_path = int(entry["total_bytes"]), "/" + entry["path"]
+            objects = 1 + len(entry["objects"])
+            details |= server_verdict(
+                server, load.http, load.cc, page_bytes, objects, load.connections
+            )
         details["isolation"] = isolation_verdict(
             server, result.raw or {}, load.http, self.settings.isolation
         )
@@ -442,7 +482,7 @@ class Session:
         origin = (result.raw or {}).get("timeOrigin")
         metrics, details["timeline"] = timeline.link_metrics(
             details["link_stats"],
-            entry["total_bytes"],
+            page_bytes,
             crossing is not None,
             asked_unix_ms,
             float(origin) if isinstance(origin, int | float) else None,
@@ -468,7 +508,7 @@ class Session:
         )
         details["metrics"] |= concurrency
         details["objects"], order = object_rows(
-            details["server_connections"], result.raw or {}, "/" + entry["path"]
+            details["server_connections"], result.raw or {}, page_path
         )
         details["metrics"] |= order
         signals = self.settings.priority_signals

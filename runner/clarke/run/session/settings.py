@@ -8,9 +8,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from clarke.browser.load import LoadRequest
-from clarke.campaign.dimensions import BROWSER, CC, CONNECTIONS, HTTP, PEP
+from clarke.campaign.dimensions import BROWSER, CC, CONNECTIONS, HTTP, PEP, SITE, SITE_NONE
 from clarke.campaign.model import SlotPhase
 from clarke.campaign.plan import CampaignPlan, Run, page_registry, positions_per_profile
+from clarke.campaign.sites import PlannedSite
 from clarke.pages.models import Registry, Units
 from clarke.run.session.captures import CapturePolicy
 from clarke.vocab import (
@@ -61,6 +62,8 @@ class SessionSettings:
     isolation: Isolation = Isolation.profile
     loads_per_browser: int = LOADS_PER_BROWSER
     priority_signals: PrioritySignals = "default"
+    # The recorded sites a campaign replays, by the path it gives (campaign/sites.py).
+    sites: Mapping[str, PlannedSite] = field(default_factory=dict)
 
     @classmethod
     def of_plan(cls, plan: CampaignPlan, capture: CapturePolicy | None) -> SessionSettings:
@@ -81,6 +84,7 @@ class SessionSettings:
             isolation=c.browser.isolation,
             loads_per_browser=c.browser.loads_per_browser,
             priority_signals=c.browser.priority_signals,
+            sites=plan.sites,
         )
 
 
@@ -92,7 +96,9 @@ class PageLoad:
     """What one load asks for: the page, its protocol, congestion control, connections
     per server, PEP and browser (the session's when None), Firefox preference overrides;
     `label`: its capture's name; `slot_phase_s`: where in the slot it navigates;
-    `next_load`: what the next load will ask of its browser (it may start ahead)."""
+    `next_load`: what the next load will ask of its browser (it may start ahead);
+    `site`: a recorded site's path as the campaign gives it (`page` is then its name),
+    or none for a generated page."""
 
     page: str
     http: str
@@ -104,6 +110,7 @@ class PageLoad:
     label: str = "load"
     slot_phase_s: float | None = None
     next_load: LoadRequest | None = None
+    site: str = SITE_NONE
 
     @classmethod
     def of_run(cls, run: Run, label: str, slot_phase_s: float | None = None) -> PageLoad:
@@ -117,4 +124,5 @@ class PageLoad:
             browser=c[BROWSER].value,
             label=label,
             slot_phase_s=slot_phase_s,
+            site=c[SITE],
         )

@@ -1,0 +1,258 @@
+"""A recorded site on a session's testbed (the campaign's `sites` and `dns_cache`
+dimensions): put in force, loaded and judged.
+
+`SiteReplay.ensure(site, cache)` stages the archive where the server reads it
+(sites/staging.py), has the server serve it (its agent: placement, certificates,
+origin with --site) and starts its names on the testbed (testbed/names.py: the gateway
+side's resolver, the terminal's cache if asked, the client's stub); only what changed
+is redone, and `none` stops the names and takes the site off the server. `close()`
+stops the names whatever happened (the testbed's state file lists their processes
+too, so `clarke testbed down` stops them after a crash).
+
+A site's load asks for the archive's start URL on the archive's hosts. It is judged on
+what the server saw (`verdict`): every connection of the load over the protocol and
+congestion control asked (whichever origin it served), at most the connections per
+server to each origin (by the name the client asked for in TLS), origin's replay
+counters for the load without a miss (each missed URL named), and nothing but the site
+asked of the server. The record gets the load's DNS queries as the gateway side's
+resolver (and the terminal's cache) answered them, and per origin what the browser's
+Resource Timing says of its lookup and connection (`origins`)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from clarke.agent.agents import Agents, Applied
+from clarke.campaign.dimensions import SITE_NONE
+from clarke.campaign.sites import PlannedSite
+from clarke.errors import ClarkeError, InputError
+from clarke.place.plan import NetnsPlan
+from clarke.run.session.verdicts import server_verdict
+from clarke.sites import archive, staging
+from clarke.sites.placement import place
+from clarke.testbed.names import Mark
+from clarke.vocab import DnsCache
+
+MISSES_NAMED = 5  # missed URLs named in a failed load's reason (all are in the record)
+NO_LIMIT = 1_000_000
+
+
+class Names(Protocol):
+    """A site's resolvers on a testbed (testbed/names.py NetnsSiteNames)."""
+
+    def start(self, names: dict[str, str], cache: bool = False, ttl: int | None = None) -> str: ...
+    def mark(self) -> Mark: ...
+    def queries(self, role: str = "gateway", since: Mark | None = None) -> list[dict[str, Any]]: ...
+    def stop(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class InForce:
+    """The site the testbed serves and names now."""
+
+    given: str  # as the campaign names it
+    site: PlannedSite
+    staged: str  # its name under the pages directory's sites/
+    cache: DnsCache
+    nameserver: str  # where the client's stub sends the site's lookups
+
+
+class SiteReplay:
+    def __init__(self, sites: Mapping[str, PlannedSite]) -> None:
+        self.sites = sites
+        self.in_force: InForce | None = None
+        self.names: Names | None = None
+        self._served = False  # whether this session had the server serve a site
+
+    def ensure(
+        self,
+        given: str,
+        cache: DnsCache,
+        substrate: Any,
+        agents: Agents,
+        plan: Any,
+    ) -> Applied | None:
+        """`given` (a campaign's site, or none) served and named, its lookups cached as
+        `cache` says; nothing done where that is in force."""
+        if given == SITE_NONE:
+            self.stop_names()
+            self.in_force = None
+            if not self._served:
+                return None  # a campaign without sites never asks the server about them
+            return agents.ensure_site(None)
+        if substrate.name != "netns" or not isinstance(plan, NetnsPlan):
+            raise InputError(
+                f"site {given}: recorded sites replay on the netns substrate only; the "
+                "compose stack has no place yet for a site's resolvers and its server "
+                "cannot add the origins' addresses (docs/sites.md)"
+            )
+        planned = self.sites.get(given)
+        if planned is None:
+            raise ClarkeError(f"site {given}: not among the sites the campaign was read with")
+        now = self.in_force
+        if now is not None and (now.given, now.cache) == (given, cache):
+            return None
+        staged = staging.stage(planned.path, substrate.pages_dir)
+        if staged != f"{planned.name}-{planned.digest[: staging.DIGEST_CHARS]}":
+            raise InputError(
+                f"site {given}: the archive changed since the campaign was read (site.json "
+                f"was {planned.digest[:12]}, now staged as {staged}); a campaign replays the "
+                "archive it was planned with"
+            )
+        self._served = True
+        applied = agents.ensure_site(staged)
+        placed = place(archive.read(planned.path).archive, plan.gw_lan.prefix, given)
+        if self.names is None:
+            self.names = substrate.site_names()
+        self.in_force = None  # until its names answer
+        nameserver = self.names.start(placed.zone_names(), cache=cache is DnsCache.terminal)
+        self.in_force = InForce(given, planned, staged, cache, nameserver)
+        return applied
+
+    def for_load(self, given: str) -> InForce:
+        """The site a load of `given` runs on: the one in force (ClarkeError otherwise:
+        run/campaign/apply.py puts a cell's site in force before its load)."""
+        now = self.in_force
+        if now is None or now.given != given:
+            raise ClarkeError(
+                f"site {given}: not in force on the testbed (in force: "
+                f"{now.given if now else 'none'})"
+            )
+        return now
+
+    def mark(self) -> Mark | None:
+        return self.names.mark() if self.names is not None and self.in_force else None
+
+    def dns(self, since: Mark | None) -> dict[str, Any]:
+        """The load's own queries at the gateway side's resolver (and at the terminal's
+        cache, with its hits), for the record."""
+        if self.names is None or since is None:
+            return {}
+        crossed = self.names.queries("gateway", since)
+        out: dict[str, Any] = {
+            "gateway_queries": len(crossed),
+            "gateway_names": sorted({f"{q.get('type')} {q.get('name')}" for q in crossed}),
+            "queries": crossed,
+        }
+        if self.in_force is not None and self.in_force.cache is DnsCache.terminal:
+            cached = self.names.queries("terminal", since)
+            out["terminal_queries"] = len(cached)
+            out["terminal_hits"] = sum(1 for q in cached if q.get("hit"))
+        return out
+
+    def stop_names(self) -> None:
+        if self.names is not None:
+            self.names.stop()
+
+    def close(self) -> None:
+        """The names stopped (the testbed's teardown takes the site's addresses)."""
+        self.in_force = None
+        self.stop_names()
+
+
+def verdict(
+    stats: dict[str, Any], http: str, cc: str, connections_per_server: int
+) -> dict[str, Any]:
+    """What the server saw of a site's load (as run/session/verdicts.server_verdict says
+    it for a page, per origin), with `site`: origin's replay counters."""
+    conns = [c for c in stats.get("connections", []) if c.get("requests", 0) > 0]
+    requests = sum(int(c.get("requests", 0)) for c in conns)
+    out = server_verdict(stats, http, cc, 0, requests, NO_LIMIT)
+    counters = stats.get("site") or {}
+    out["site"] = {k: counters.get(k) for k in ("requests", "exact", "query", "prefix", "missed")}
+    out["site"]["misses"] = counters.get("misses") or []
+    by_origin: dict[str, int] = defaultdict(int)
+    for c in conns:
+        by_origin[str(c.get("server_name") or "?")] += 1
+    out["connections_per_origin"] = dict(sorted(by_origin.items()))
+    app = sum(int(c.get("app_bytes_sent", 0)) for c in conns)
+    out["metrics"]["overhead"] = None  # against what the site sent: below
+    wire = out["metrics"].get("wire_bytes")
+    if wire is not None and app:
+        out["metrics"]["overhead"] = (wire - app) / app
+    out["metrics"] |= {
+        "site_requests": float(counters.get("requests") or 0),
+        "site_missed": float(counters.get("missed") or 0),
+        "origins_reached": float(len(by_origin)),
+    }
+    out["failure"] = out["failure"] or _site_failure(
+        conns, counters, by_origin, connections_per_server
+    )
+    return out
+
+
+def _site_failure(
+    conns: list[dict[str, Any]],
+    counters: Mapping[str, Any],
+    by_origin: Mapping[str, int],
+    connections_per_server: int,
+) -> str:
+    elsewhere = [c for c in conns if not c.get("site")]
+    if elsewhere:
+        n = sum(int(c.get("requests", 0)) for c in elsewhere)
+        return f"the server answered {n} requests beside the site's (not on its listeners)"
+    if not counters:
+        return "the server reports no replay counters (site) for the load"
+    missed = int(counters.get("missed") or 0)
+    if missed:
+        named = ", ".join(
+            f"{m.get('method', '?')} {m.get('url', '?')}"
+            for m in (counters.get("misses") or [])[:MISSES_NAMED]
+        )
+        more = f" and {missed - MISSES_NAMED} more" if missed > MISSES_NAMED else ""
+        return (
+            f"the replay missed {missed} of {counters.get('requests')} requests (not in the "
+            f"archive): {named}{more}"
+        )
+    over = {o: n for o, n in by_origin.items() if n > connections_per_server}
+    if over:
+        said = ", ".join(f"{o} {n}" for o, n in over.items())
+        return (
+            f"requests came on more connections than the limit of {connections_per_server} "
+            f"per server: {said}"
+        )
+    return ""
+
+
+def origins(raw: Mapping[str, Any]) -> tuple[dict[str, dict[str, Any]], dict[str, float]]:
+    """Per origin (host), from the browser's Resource Timing: its requests, its
+    protocols, its first lookup's time (domainLookupEnd - domainLookupStart of its first
+    entry that looked up: 0 where the browser had the address already) and its first
+    connection's set-up (connectEnd - connectStart, TLS included); and the load's sums."""
+    entries = [raw.get("navigation") or {}, *(raw.get("resources") or [])]
+    entries = sorted(
+        (e for e in entries if e.get("name")), key=lambda e: float(e.get("startTime") or 0)
+    )
+    rows: dict[str, dict[str, Any]] = {}
+    for e in entries:
+        host = urlsplit(str(e["name"])).hostname or "?"
+        row = rows.setdefault(host, {"requests": 0, "protocols": [], "dns_ms": None})
+        row["requests"] += 1
+        proto = str(e.get("nextHopProtocol") or "")
+        if proto and proto not in row["protocols"]:
+            row["protocols"].append(proto)
+        lookup = _span(e, "domainLookupStart", "domainLookupEnd")
+        if lookup is not None and lookup > 0 and row["dns_ms"] is None:
+            row["dns_ms"] = lookup
+        connect = _span(e, "connectStart", "connectEnd")
+        if connect is not None and connect > 0 and "connect_ms" not in row:
+            row["connect_ms"] = connect
+    looked = [r["dns_ms"] for r in rows.values() if r["dns_ms"] is not None]
+    metrics = {
+        "origins": float(len(rows)),
+        "dns_lookups": float(len(looked)),
+        "dns_ms_sum": float(sum(looked)),
+        "dns_ms_max": float(max(looked, default=0.0)),
+    }
+    return rows, metrics
+
+
+def _span(entry: Mapping[str, Any], start: str, end: str) -> float | None:
+    a, b = entry.get(start), entry.get(end)
+    if isinstance(a, int | float) and isinstance(b, int | float) and a > 0:
+        return float(b) - float(a)
+    return None

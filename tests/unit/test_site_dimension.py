@@ -1,0 +1,289 @@
+"""A recorded site as a campaign dimension (campaign/dimensions.py SITE, DNS_CACHE): a
+site's cells have no page model or size, run ids and cells carry the site, the archive
+is read and checked when the campaign is (exit 2 naming the campaign file, the field and
+the archive's entry), the plan names each site's digests, and a site's load is judged
+on origin's replay counters (a miss fails it, naming the URL) and its connections per
+origin."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from clarke.campaign.dimensions import DNS_CACHE, MODEL, SITE, SIZE, Cell, table_columns
+from clarke.campaign.plan import plan_file
+from clarke.errors import InputError, ValidationFailed
+from clarke.run.campaign.apply import put_in_force
+from clarke.run.session import site
+from clarke.sites import archive
+from clarke.sites.archive import Exchange, Origin, SiteArchive, Source
+from clarke.vocab import DnsCache
+from helpers import FakeSession
+
+HTML = b"<!doctype html><title>t</title><img src=https://img.cdn.test/a.jpg>"
+JPG = b"\xff\xd8not really a jpeg\xff\xd9"
+
+
+def _site(directory: Path, name: str = "two-origins") -> Path:
+    bodies = {"html": HTML, "jpg": JPG}
+    (directory / archive.BODIES).mkdir(parents=True)
+    sha = {}
+    for kind, body in bodies.items():
+        sha[kind] = archive.sha256_of(body)
+        (directory / archive.BODIES / sha[kind]).write_bytes(body)
+    archive.write(
+        directory,
+        SiteArchive(
+            name=name,
+            start_url="https://www.site.test/",
+            source=Source(kind="files"),
+            origins=[
+                Origin(host="www.site.test", protocols=["h2"], certificate_names=["www.site.test"]),
+                Origin(host="img.cdn.test", protocols=["h2"], certificate_names=["img.cdn.test"]),
+            ],
+            exchanges=[
+                Exchange(
+                    method="GET", url="https://www.site.test/", status=200, body=sha["html"],
+                    size=len(HTML),
+                ),
+                Exchange(
+                    method="GET", url="https://img.cdn.test/a.jpg", status=200, body=sha["jpg"],
+                    size=len(JPG),
+                ),
+            ],
+        ),
+    )  # fmt: skip
+    return directory
+
+
+def _campaign(tmp_path: Path, matrix: dict[str, Any]) -> Path:
+    f = tmp_path / "c.yaml"
+    base = {"profiles": ["lan"], "http": [2], "cc": ["bbr"]}
+    f.write_text(yaml.safe_dump({"name": "s", "repetitions": 1, "matrix": {**base, **matrix}}))
+    return f
+
+
+def test_a_site_cell_is_its_own_page_beside_the_generated_ones(tmp_path: Path) -> None:
+    _site(tmp_path / "sites" / "two-origins")
+    f = _campaign(
+        tmp_path,
+        {
+            "models": ["uniform"],
+            "sizes": ["100k"],
+            "sites": ["none", "sites/two-origins"],
+            "dns_cache": ["none", "terminal"],
+        },
+    )
+    plan = plan_file(f)
+    assert [r.run_id for r in plan.runs] == [
+        "lan-h2-bbr-uniform-100k-r1",
+        "lan-h2-bbr-two-origins-r1",
+        "lan-h2-bbr-two-origins-dnsterminal-r1",
+    ]
+    generated, plain, cached = (r.cell for r in plan.runs)
+    assert (generated.site, generated.page, generated[DNS_CACHE]) == (
+        None, "uniform-100k", DnsCache.none,
+    )  # fmt: skip
+    assert (plain[SITE], plain[MODEL], plain[SIZE], plain.page) == (
+        "sites/two-origins", "-", "-", "two-origins",
+    )  # fmt: skip
+    assert cached[DNS_CACHE] is DnsCache.terminal
+    # The record keeps every dimension; a cell read back is the cell of its run.
+    assert plain.record()["site"] == "sites/two-origins"
+    assert Cell.parse(cached.record()) == cached
+    # The site and its cache have columns once a cell has them.
+    cells = [r.cell for r in plan.runs]
+    assert {SITE, DNS_CACHE} <= set(table_columns(cells))
+    assert SITE not in table_columns([generated])
+    # The plan names what is replayed, exactly.
+    described = plan.sites["sites/two-origins"].describe()
+    assert described["digest"] == archive.read(tmp_path / "sites/two-origins").digest
+    assert (
+        described["content_digest"]
+        == archive.read(tmp_path / "sites/two-origins").archive.content_digest()
+    )
+    assert described["start_url"] == "https://www.site.test/" and described["origins"] == 2
+
+
+def test_a_campaign_of_sites_only_needs_no_page_model(tmp_path: Path) -> None:
+    _site(tmp_path / "two-origins")
+    plan = plan_file(_campaign(tmp_path, {"sites": "two-origins"}))
+    assert [r.run_id for r in plan.runs] == ["lan-h2-bbr-two-origins-r1"]
+
+
+@pytest.mark.parametrize(
+    ("matrix", "said"),
+    [
+        ({"sites": ["none"]}, "matrix.models: required for the generated pages"),
+        (
+            {"models": ["uniform"], "sizes": ["100k"]} | {"sites": ["x"]},
+            "matrix.models: every cell",
+        ),
+        ({"models": ["uniform"], "sizes": ["100k"], "dns_cache": ["terminal"]}, "lists no site"),
+        ({"sites": ["a/x", "b/x"]}, "one directory name, 'x'"),
+        ({"sites": ["../outside"]}, "matrix.sites[0]: '../outside' leads outside"),
+        ({"sites": [".hidden/.."]}, "must start with a letter or digit"),
+    ],
+)
+def test_what_a_matrix_cannot_mean_is_refused(
+    tmp_path: Path, matrix: dict[str, Any], said: str
+) -> None:
+    with pytest.raises(InputError, match=said.replace("[", r"\[").replace("]", r"\]")):
+        plan_file(_campaign(tmp_path, matrix))
+
+
+def test_a_broken_archive_is_refused_naming_the_file_the_field_and_the_entry(
+    tmp_path: Path,
+) -> None:
+    source = _site(tmp_path / "two-origins")
+    (source / archive.BODIES / archive.sha256_of(JPG)).unlink()
+    f = _campaign(tmp_path, {"sites": ["two-origins"]})
+    with pytest.raises(ValidationFailed) as e:
+        plan_file(f)
+    assert e.value.source == str(f)
+    assert e.value.problems == [
+        f"matrix.sites[0]: two-origins: exchanges[1] (GET https://img.cdn.test/a.jpg): its body "
+        f"{archive.sha256_of(JPG)} is missing from bodies/"
+    ]
+    # The command says it so, exit 2, no traceback.
+    proc = subprocess.run(
+        [sys.executable, "-m", "clarke", "campaign", "plan", str(f)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "matrix.sites[0]: two-origins: exchanges[1]" in proc.stderr + proc.stdout
+    assert "Traceback" not in proc.stderr
+    missing = _campaign(tmp_path, {"sites": ["nowhere"]})
+    with pytest.raises(ValidationFailed, match=r"matrix.sites\[0\]: nowhere: not a directory"):
+        plan_file(missing)
+
+
+def test_the_plan_json_names_each_sites_digests(tmp_path: Path) -> None:
+    _site(tmp_path / "two-origins")
+    f = _campaign(tmp_path, {"sites": ["two-origins"]})
+    proc = subprocess.run(
+        [sys.executable, "-m", "clarke", "campaign", "plan", str(f), "--json"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    printed = json.loads(proc.stdout)
+    assert (
+        printed["sites"]["two-origins"]["digest"] == archive.read(tmp_path / "two-origins").digest
+    )
+    assert printed["runs"][0]["site"] == "two-origins"
+
+
+def test_the_hook_puts_each_cells_site_and_cache_in_force_once(tmp_path: Path) -> None:
+    _site(tmp_path / "two-origins")
+    f = _campaign(
+        tmp_path,
+        {"models": ["uniform"], "sizes": ["100k"], "sites": ["none", "two-origins"],
+         "dns_cache": ["none", "terminal"]},
+    )  # fmt: skip
+    testbed = FakeSession()
+    for r in plan_file(f).runs:
+        put_in_force(testbed, r.cell)
+    assert [a for a in testbed.applied if a[0] == "site"] == [
+        ("site", "two-origins none"),
+        ("site", "two-origins terminal"),
+    ]
+
+
+def _conn(server_name: str, requests: int, *, on_site: bool = True, protocol: str = "h2") -> dict:  # type: ignore[type-arg]
+    return {
+        "requests": requests, "protocol": protocol, "cc": "bbr", "site": on_site,
+        "server_name": server_name, "app_bytes_sent": 1000 * requests,
+    }  # fmt: skip
+
+
+def _counters(missed: list[str] | None = None, requests: int = 3) -> dict[str, Any]:
+    misses = [{"method": "GET", "url": u} for u in missed or []]
+    return {
+        "requests": requests, "exact": requests - len(misses), "query": 0, "prefix": 0,
+        "missed": len(misses), "misses": misses,
+    }  # fmt: skip
+
+
+def test_a_site_load_is_judged_on_every_origins_connections_and_the_replays_misses() -> None:
+    conns = [_conn("www.site.test", 2), _conn("img.cdn.test", 1)]
+    ok = site.verdict({"connections": conns, "site": _counters()}, "2", "bbr", 6)
+    assert ok["failure"] == "", ok["failure"]
+    assert ok["connections_per_origin"] == {"img.cdn.test": 1, "www.site.test": 1}
+    assert ok["metrics"]["site_missed"] == 0 and ok["metrics"]["origins_reached"] == 2
+
+    missed = site.verdict(
+        {"connections": conns, "site": _counters(["https://img.cdn.test/b.jpg"])}, "2", "bbr", 6
+    )
+    assert missed["failure"] == (
+        "the replay missed 1 of 3 requests (not in the archive): GET https://img.cdn.test/b.jpg"
+    )
+    assert missed["site"]["misses"] == [{"method": "GET", "url": "https://img.cdn.test/b.jpg"}]
+
+    # Any origin's connection on another protocol fails the load.
+    fell_back = [_conn("www.site.test", 2), _conn("img.cdn.test", 1, protocol="h1")]
+    wrong = site.verdict({"connections": fell_back, "site": _counters()}, "2", "bbr", 6)
+    assert "server saw h1 on 1 of 2 connections, asked for h2" in wrong["failure"]
+
+    # The connection limit holds per origin, not for the whole page.
+    many = [_conn("www.site.test", 1, protocol="h1") for _ in range(2)]
+    many.append(_conn("img.cdn.test", 1, protocol="h1"))
+    one_each = site.verdict({"connections": many, "site": _counters()}, "1.1", "bbr", 1)
+    assert one_each["failure"] == (
+        "requests came on more connections than the limit of 1 per server: www.site.test 2"
+    )
+    assert (
+        site.verdict({"connections": many[1:], "site": _counters(requests=2)}, "1.1", "bbr", 1)[
+            "failure"
+        ]
+        == ""
+    )
+
+    # A request beside the site's listeners (the generated pages'): not this page.
+    beside = [*conns, _conn("server.clarke.test", 1, on_site=False)]
+    assert (
+        "beside the site's"
+        in site.verdict({"connections": beside, "site": _counters()}, "2", "bbr", 6)["failure"]
+    )
+
+
+def test_each_origins_lookup_and_connection_from_resource_timing() -> None:
+    raw = {
+        "navigation": {
+            "name": "https://www.site.test/", "startTime": 0, "nextHopProtocol": "h2",
+            "domainLookupStart": 1.0, "domainLookupEnd": 531.0,
+            "connectStart": 531.0, "connectEnd": 1600.0,
+        },
+        "resources": [
+            {"name": "https://img.cdn.test/a.jpg", "startTime": 1700, "nextHopProtocol": "h2",
+             "domainLookupStart": 1701.0, "domainLookupEnd": 2235.0,
+             "connectStart": 2235.0, "connectEnd": 3300.0},
+            {"name": "https://img.cdn.test/b.jpg", "startTime": 1701, "nextHopProtocol": "h2",
+             "domainLookupStart": 3301.0, "domainLookupEnd": 3301.0,
+             "connectStart": 3301.0, "connectEnd": 3301.0},
+        ],
+    }  # fmt: skip
+    rows, metrics = site.origins(raw)
+    assert rows["www.site.test"] == {
+        "requests": 1, "protocols": ["h2"], "dns_ms": 530.0, "connect_ms": 1069.0,
+    }  # fmt: skip
+    assert rows["img.cdn.test"]["requests"] == 2 and rows["img.cdn.test"]["dns_ms"] == 534.0
+    assert metrics == {
+        "origins": 2.0, "dns_lookups": 2.0, "dns_ms_sum": 1064.0, "dns_ms_max": 534.0,
+    }  # fmt: skip
+
+
+def test_the_compose_substrate_refuses_a_site_saying_why(tmp_path: Path) -> None:
+    _site(tmp_path / "two-origins")
+    plan = plan_file(_campaign(tmp_path, {"sites": ["two-origins"]}))
+
+    class Compose:
+        name = "compose"
+
+    replay = site.SiteReplay(plan.sites)
+    with pytest.raises(InputError, match="netns substrate only; the compose stack"):
+        replay.ensure("two-origins", DnsCache.none, Compose(), None, None)  # type: ignore[arg-type]
