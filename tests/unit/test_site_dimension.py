@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
+from clarke import paths, schema
 from clarke.campaign.dimensions import DNS_CACHE, MODEL, SITE, SIZE, Cell, table_columns
+from clarke.campaign.model import Campaign
 from clarke.campaign.plan import plan_file
 from clarke.errors import InputError, ValidationFailed
 from clarke.run.campaign.apply import put_in_force
@@ -222,7 +224,7 @@ def test_a_site_load_is_judged_on_every_origins_connections_and_the_replays_miss
     assert missed["failure"] == (
         "the replay missed 1 of 3 requests (not in the archive): GET https://img.cdn.test/b.jpg"
     )
-    assert missed["site"]["misses"] == [{"method": "GET", "url": "https://img.cdn.test/b.jpg"}]
+    assert missed["replay"]["misses"] == [{"method": "GET", "url": "https://img.cdn.test/b.jpg"}]
 
     # Any origin's connection on another protocol fails the load.
     fell_back = [_conn("www.site.test", 2), _conn("img.cdn.test", 1, protocol="h1")]
@@ -287,3 +289,18 @@ def test_the_compose_substrate_refuses_a_site_saying_why(tmp_path: Path) -> None
     replay = site.SiteReplay(plan.sites)
     with pytest.raises(InputError, match="netns substrate only; the compose stack"):
         replay.ensure("two-origins", DnsCache.none, Compose(), None, None)  # type: ignore[arg-type]
+
+
+def test_the_corpus_campaign_plans_once_the_corpus_is_built() -> None:
+    """campaigns/sites/corpus-geo.yaml names the corpus `make corpus` builds: its shape
+    is checked always, its plan where the corpus exists (a clean checkout has none)."""
+    f = paths.data_dir("campaigns") / "sites" / "corpus-geo.yaml"
+    c = schema.read(Campaign, f)
+    assert c.values(SITE) == ["../../build/corpus/python-pathlib"]
+    corpus = paths.corpus_dir()
+    assert corpus is not None
+    if not (corpus / "python-pathlib" / archive.SITE_JSON).is_file():
+        pytest.skip("no corpus here: make corpus (root) builds it")
+    plan = plan_file(f)
+    assert len(plan.runs) == 2 * 3 * 2 * 2 * 5
+    assert plan.runs[0].run_id == "lan-h1-bbr-python-pathlib-firefox-r1"

@@ -60,6 +60,8 @@ def stop_text(d: Decision) -> str:
 def _cells_column(cells: list[CellSummary]) -> tuple[str, list[str], str]:
     """The cells' column: its header, each cell's text, and what every cell shares."""
     every = [c.cell for c in cells]
+    if not every:  # no load finished (interrupted at once): nothing is shared
+        return "cell", [], ""
     columns = dimensions.table_columns(every)
     varying = [d for d in columns if len({c[d] for c in every}) > 1]
     fixed = [d for d in columns if d not in varying]

@@ -403,6 +403,7 @@ class Session:
             details["dns"] = dns = self.site.dns(names_before)
             if "gateway_queries" in dns:  # the lookups that crossed the link
                 details["metrics"]["dns_queries_crossed"] = float(dns["gateway_queries"])
+            result = site.missed_first(result, failure, details)
         if result.status is Status.ok and failure:
             result = result.model_copy(update={"status": Status.failed, "reason": failure})
         self._last_failed = result.status is not Status.ok

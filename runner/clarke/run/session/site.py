@@ -27,10 +27,12 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from clarke.agent.agents import Agents, Applied
+from clarke.browser.load import LoadResult
 from clarke.campaign.dimensions import SITE_NONE
 from clarke.campaign.sites import PlannedSite
 from clarke.errors import ClarkeError, InputError
 from clarke.place.plan import NetnsPlan
+from clarke.results.record import Status
 from clarke.run.session.verdicts import server_verdict
 from clarke.sites import archive, staging
 from clarke.sites.placement import place
@@ -158,13 +160,13 @@ def verdict(
     stats: dict[str, Any], http: str, cc: str, connections_per_server: int
 ) -> dict[str, Any]:
     """What the server saw of a site's load (as run/session/verdicts.server_verdict says
-    it for a page, per origin), with `site`: origin's replay counters."""
+    it for a page, per origin), with `replay`: origin's replay counters for the load."""
     conns = [c for c in stats.get("connections", []) if c.get("requests", 0) > 0]
     requests = sum(int(c.get("requests", 0)) for c in conns)
     out = server_verdict(stats, http, cc, 0, requests, NO_LIMIT)
     counters = stats.get("site") or {}
-    out["site"] = {k: counters.get(k) for k in ("requests", "exact", "query", "prefix", "missed")}
-    out["site"]["misses"] = counters.get("misses") or []
+    out["replay"] = {k: counters.get(k) for k in ("requests", "exact", "query", "prefix", "missed")}
+    out["replay"]["misses"] = counters.get("misses") or []
     by_origin: dict[str, int] = defaultdict(int)
     for c in conns:
         by_origin[str(c.get("server_name") or "?")] += 1
@@ -183,6 +185,15 @@ def verdict(
         conns, counters, by_origin, connections_per_server
     )
     return out
+
+
+def missed_first(result: LoadResult, failure: str, details: Mapping[str, Any]) -> LoadResult:
+    """A load whose replay missed fails for that reason first: what the browser made of
+    a 404 (a resource without a protocol, a broken image) follows from it."""
+    if not (details.get("replay") or {}).get("missed") or result.status is Status.ok:
+        return result
+    said = f"{failure}; the browser: {result.reason}" if result.reason else failure
+    return result.model_copy(update={"reason": said})
 
 
 def _site_failure(
