@@ -1,11 +1,16 @@
 """`python -m clarke.dns authoritative --zone FILE --listen ADDR [--port 53] --log FILE`
 `python -m clarke.dns cache --upstream ADDR --source ADDR --listen ADDR --log FILE`
 `python -m clarke.dns stub --zone FILE --upstream ADDR --source ADDR --listen ADDR --log FILE`
+`python -m clarke.dns ask --server ADDR NAME...`
 
 Runs one resolver (clarke.dns.resolver) on UDP and TCP until SIGTERM or SIGINT, in the
 namespace it was started in. Prints `ready <addr>:<port>` on stdout once both sockets
 listen, so a starter waits for that line, not for a guess of time. A zone that is not
-valid exits 2 naming the file and the field."""
+valid exits 2 naming the file and the field.
+
+`ask` looks each name's A record up at one resolver (a terminal's cache, to fill it
+before a load: run/session/site.py) and prints `NAME ADDRESS...`; it exits 1 when a name
+got no answer."""
 
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ import sys
 import threading
 from pathlib import Path
 
+from dnslib import QTYPE, DNSRecord
 from dnslib.server import BaseResolver, DNSLogger, DNSServer
 
 from clarke.dns import zone
@@ -38,6 +44,11 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     stub.add_argument("--upstream", required=True, help="the resolver it forwards to")
     stub.add_argument("--upstream-port", type=int, default=53)
     stub.add_argument("--source", default="", help="the address it forwards from")
+    ask = kinds.add_parser("ask", help="look names up at one resolver (A records)")
+    ask.add_argument("--server", required=True)
+    ask.add_argument("--port", type=int, default=53)
+    ask.add_argument("--timeout", type=float, default=10.0)
+    ask.add_argument("names", nargs="+")
     for p in (auth, cache, stub):
         p.add_argument("--listen", required=True)
         p.add_argument("--port", type=int, default=53)
@@ -45,8 +56,26 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def _ask(args: argparse.Namespace) -> int:
+    unanswered = 0
+    for name in args.names:
+        try:
+            reply = DNSRecord.parse(
+                DNSRecord.question(name, "A").send(args.server, args.port, timeout=args.timeout)
+            )
+            addresses = [str(rr.rdata) for rr in reply.rr if rr.rtype == QTYPE.A]
+        except OSError as e:
+            addresses = []
+            print(f"{name}: {e}", file=sys.stderr)
+        unanswered += not addresses
+        print(name, *addresses, flush=True)
+    return 1 if unanswered else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _arguments(argv)
+    if args.kind == "ask":
+        return _ask(args)
     log = QueryLog(args.log)
     resolver: BaseResolver
     try:

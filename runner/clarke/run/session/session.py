@@ -364,6 +364,11 @@ class Session:
         req = self._request_for(load, browser, capture)
         req = req.model_copy(update={"new_browser": self._last_failed})
         self._last_failed = True  # until this load is known to count
+        if load.site != SITE_NONE:
+            in_force = self.site.for_load(load.site)  # put in force by its cell's hook
+            details["site"] = in_force.site.describe() | {"dns_cache": in_force.cache.value}
+            with t.phase("dns_warm"):
+                self.site.warm(self.substrate.at_client)
         with t.phase("reset_stats"):
             agents["server"].reset_stats()
             for role in LINK_ROLES:
@@ -383,11 +388,7 @@ class Session:
             details["aimed_slot_phase_s"] = load.slot_phase_s
         link_capture: dict[str, Any] | None = None
         crossing = self.cross.before_load() if self.cross else None
-        names_before = None
-        if load.site != SITE_NONE:
-            in_force = self.site.for_load(load.site)  # put in force by its cell's hook
-            details["site"] = in_force.site.describe() | {"dns_cache": in_force.cache.value}
-            names_before = self.site.mark()
+        names_before = self.site.mark() if load.site != SITE_NONE else None
         try:
             with t.phase("client"):
                 result = agents["client"].load(req, engine, timeout=self.settings.timeout_s + 120)

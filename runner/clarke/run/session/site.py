@@ -20,12 +20,14 @@ Resource Timing says of its lookup and connection (`origins`)."""
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from clarke import sh
 from clarke.agent.agents import Agents, Applied
 from clarke.browser.load import LoadResult
 from clarke.campaign.dimensions import SITE_NONE
@@ -39,6 +41,7 @@ from clarke.sites.placement import place
 from clarke.testbed.names import Mark
 from clarke.vocab import DnsCache
 
+WARM_TIMEOUT_S = 120.0  # every name of a big site, each a lookup across a GEO link at most
 MISSES_NAMED = 5  # missed URLs named in a failed load's reason (all are in the record)
 NO_LIMIT = 1_000_000
 
@@ -125,6 +128,22 @@ class SiteReplay:
                 f"{now.given if now else 'none'})"
             )
         return now
+
+    def warm(self, at_client: Callable[[list[str]], list[str]]) -> None:
+        """With the terminal's cache: the site's names looked up there from the client
+        first (not part of the load), so the load starts with them cached, as a
+        terminal that has served them before would (their TTL: the zone's, 300 s). The
+        first warming after the names started crosses the link; later ones are hits."""
+        now = self.in_force
+        if now is None or now.cache is not DnsCache.terminal:
+            return
+        ask = [sys.executable, "-m", "clarke.dns", "ask", "--server", now.nameserver]
+        proc = sh.run(at_client([*ask, *now.site.hosts]), check=False, timeout=WARM_TIMEOUT_S)
+        if proc.returncode != 0:
+            raise ClarkeError(
+                f"site {now.given}: the terminal's DNS cache did not answer every name: "
+                f"{(proc.stderr or proc.stdout).strip()[-500:]}"
+            )
 
     def mark(self) -> Mark | None:
         return self.names.mark() if self.names is not None and self.in_force else None
