@@ -236,3 +236,24 @@ def test_a_bad_zone_exits_2_naming_it(tmp_path: Path, names: dict, message: str)
     assert done.returncode == 2, done.stderr
     assert str(zone) in done.stderr and message in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_ask_looks_names_up_at_one_resolver(authoritative: tuple[int, Path]) -> None:
+    """`ask` (what warms a terminal's cache before a site's load): each name's A and
+    HTTPS records at the resolver given; a name without an A record exits 1."""
+    port, log = authoritative
+    ask = [sys.executable, "-m", "clarke.dns", "ask", "--server", LOOPBACK, "--port", str(port)]
+    both = ["--type", "A", "--type", "HTTPS"]
+    found = subprocess.run(
+        [*ask, *both, "www.example.org"], capture_output=True, text=True, check=False, timeout=30
+    )
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.splitlines() == ["www.example.org A 198.18.2.10", "www.example.org HTTPS"]
+    assert [(q["name"], q["type"]) for q in _log(log)] == [
+        ("www.example.org", "A"),
+        ("www.example.org", "HTTPS"),
+    ]
+    unknown = subprocess.run(
+        [*ask, "nowhere.test"], capture_output=True, text=True, check=False, timeout=30
+    )
+    assert unknown.returncode == 1 and unknown.stdout.strip() == "nowhere.test A"

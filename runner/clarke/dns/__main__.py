@@ -1,16 +1,17 @@
 """`python -m clarke.dns authoritative --zone FILE --listen ADDR [--port 53] --log FILE`
 `python -m clarke.dns cache --upstream ADDR --source ADDR --listen ADDR --log FILE`
 `python -m clarke.dns stub --zone FILE --upstream ADDR --source ADDR --listen ADDR --log FILE`
-`python -m clarke.dns ask --server ADDR NAME...`
+`python -m clarke.dns ask --server ADDR [--type A] [--type HTTPS] NAME...`
 
 Runs one resolver (clarke.dns.resolver) on UDP and TCP until SIGTERM or SIGINT, in the
 namespace it was started in. Prints `ready <addr>:<port>` on stdout once both sockets
 listen, so a starter waits for that line, not for a guess of time. A zone that is not
 valid exits 2 naming the file and the field.
 
-`ask` looks each name's A record up at one resolver (a terminal's cache, to fill it
-before a load: run/session/site.py) and prints `NAME ADDRESS...`; it exits 1 when a name
-got no answer."""
+`ask` looks each name up at one resolver (a terminal's cache, to fill it before a load:
+run/session/site.py), for each record type given (A by default), and prints `NAME TYPE
+ANSWER...`; it exits 1 when a name got no A record (an empty answer to another type is
+an answer: most names have no HTTPS record)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     ask.add_argument("--server", required=True)
     ask.add_argument("--port", type=int, default=53)
     ask.add_argument("--timeout", type=float, default=10.0)
+    ask.add_argument("--type", dest="types", action="append", choices=["A", "HTTPS"])
     ask.add_argument("names", nargs="+")
     for p in (auth, cache, stub):
         p.add_argument("--listen", required=True)
@@ -59,16 +61,19 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
 def _ask(args: argparse.Namespace) -> int:
     unanswered = 0
     for name in args.names:
-        try:
-            reply = DNSRecord.parse(
-                DNSRecord.question(name, "A").send(args.server, args.port, timeout=args.timeout)
-            )
-            addresses = [str(rr.rdata) for rr in reply.rr if rr.rtype == QTYPE.A]
-        except OSError as e:
-            addresses = []
-            print(f"{name}: {e}", file=sys.stderr)
-        unanswered += not addresses
-        print(name, *addresses, flush=True)
+        for qtype in args.types or ["A"]:
+            try:
+                reply = DNSRecord.parse(
+                    DNSRecord.question(name, qtype).send(
+                        args.server, args.port, timeout=args.timeout
+                    )
+                )
+                answers = [str(rr.rdata) for rr in reply.rr if QTYPE[rr.rtype] == qtype]
+            except OSError as e:
+                answers = []
+                print(f"{name} {qtype}: {e}", file=sys.stderr)
+            unanswered += qtype == "A" and not answers
+            print(name, qtype, *answers, flush=True)
     return 1 if unanswered else 0
 
 

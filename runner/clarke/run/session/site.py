@@ -131,13 +131,15 @@ class SiteReplay:
 
     def warm(self, at_client: Callable[[list[str]], list[str]]) -> None:
         """With the terminal's cache: the site's names looked up there from the client
-        first (not part of the load), so the load starts with them cached, as a
-        terminal that has served them before would (their TTL: the zone's, 300 s). The
-        first warming after the names started crosses the link; later ones are hits."""
+        first (not part of the load; their A and HTTPS records, as browsers ask), so the
+        load starts with them cached, as a terminal that has served them before would
+        (for the zone's TTL, 300 s, negative answers too). The first warming after the
+        names started crosses the link; later ones are hits."""
         now = self.in_force
         if now is None or now.cache is not DnsCache.terminal:
             return
         ask = [sys.executable, "-m", "clarke.dns", "ask", "--server", now.nameserver]
+        ask += ["--type", "A", "--type", "HTTPS"]  # what browsers ask (an HTTPS NODATA too)
         proc = sh.run(at_client([*ask, *now.site.hosts]), check=False, timeout=WARM_TIMEOUT_S)
         if proc.returncode != 0:
             raise ClarkeError(
