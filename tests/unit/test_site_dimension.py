@@ -304,3 +304,35 @@ def test_the_corpus_campaign_plans_once_the_corpus_is_built() -> None:
     plan = plan_file(f)
     assert len(plan.runs) == 2 * 3 * 2 * 2 * 5
     assert plan.runs[0].run_id == "lan-h1-bbr-python-pathlib-firefox-r1"
+
+
+def test_the_report_and_the_export_of_a_campaign_with_sites(tmp_path: Path) -> None:
+    """A generated page's cells beside a site's: the report is made (the site's cells
+    have no page size to plot by), its tables and the export carry the site."""
+    from clarke.report.html import build
+    from clarke.results import store
+    from clarke.results.export import rows
+    from clarke.results.journal import Journal
+    from helpers import moved, record
+
+    campaign = tmp_path / "c.yaml"
+    campaign.write_text(
+        "name: t\nrepetitions: 3\nmatrix: {profiles: [lan], http: [2], cc: [bbr], "
+        "models: [uniform], sizes: [100k]}\n"
+    )
+    d = store.create(tmp_path, "t-1", campaign, {"campaign": "t", "runs": []}, {"campaign": "t"})
+    records = [record(i) for i in range(3)]
+    records += [
+        moved(record(3 + i), site="sites/pathlib", dns_cache=cache, model="-", size="-").model_copy(
+            update={"page": "pathlib", "run_id": f"lan-h2-bbr-pathlib-{cache}-r{i}"}
+        )
+        for i in range(3)
+        for cache in ("none", "terminal")
+    ]
+    with Journal.in_dir(d) as journal:
+        for r in records:
+            journal.append(r)
+    page = build(d)
+    assert "sites/pathlib" in page and "dns cache" in page
+    _, exported = rows(list(Journal.in_dir(d).records()))
+    assert {r["site"] for r in exported} == {"none", "sites/pathlib"}
