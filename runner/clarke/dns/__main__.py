@@ -48,7 +48,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     ask = kinds.add_parser("ask", help="look names up at one resolver (A records)")
     ask.add_argument("--server", required=True)
     ask.add_argument("--port", type=int, default=53)
-    ask.add_argument("--timeout", type=float, default=10.0)
+    ask.add_argument("--timeout", type=float, default=5.0, help="per attempt, seconds")
+    ask.add_argument("--attempts", type=int, default=2, help="as glibc's resolver: 2")
     ask.add_argument("--type", dest="types", action="append", choices=["A", "HTTPS"])
     ask.add_argument("names", nargs="+")
     for p in (auth, cache, stub):
@@ -62,16 +63,18 @@ def _ask(args: argparse.Namespace) -> int:
     unanswered = 0
     for name in args.names:
         for qtype in args.types or ["A"]:
-            try:
-                reply = DNSRecord.parse(
-                    DNSRecord.question(name, qtype).send(
-                        args.server, args.port, timeout=args.timeout
+            answers = []
+            for attempt in range(1, args.attempts + 1):  # UDP: a query may be lost
+                try:
+                    reply = DNSRecord.parse(
+                        DNSRecord.question(name, qtype).send(
+                            args.server, args.port, timeout=args.timeout
+                        )
                     )
-                )
-                answers = [str(rr.rdata) for rr in reply.rr if QTYPE[rr.rtype] == qtype]
-            except OSError as e:
-                answers = []
-                print(f"{name} {qtype}: {e}", file=sys.stderr)
+                    answers = [str(rr.rdata) for rr in reply.rr if QTYPE[rr.rtype] == qtype]
+                    break
+                except OSError as e:
+                    print(f"{name} {qtype}: attempt {attempt}: {e}", file=sys.stderr)
             unanswered += qtype == "A" and not answers
             print(name, qtype, *answers, flush=True)
     return 1 if unanswered else 0

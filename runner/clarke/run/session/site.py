@@ -41,7 +41,10 @@ from clarke.sites.placement import place
 from clarke.testbed.names import Mark
 from clarke.vocab import DnsCache
 
-WARM_TIMEOUT_S = 120.0  # every name of a big site, each a lookup across a GEO link at most
+# Warming a terminal's cache: a floor, and per name two record types, each at most two
+# attempts of 5 s (clarke.dns ask).
+WARM_TIMEOUT_S = 30.0
+WARM_PER_NAME_S = 20.0
 MISSES_NAMED = 5  # missed URLs named in a failed load's reason (all are in the record)
 NO_LIMIT = 1_000_000
 
@@ -140,7 +143,8 @@ class SiteReplay:
             return
         ask = [sys.executable, "-m", "clarke.dns", "ask", "--server", now.nameserver]
         ask += ["--type", "A", "--type", "HTTPS"]  # what browsers ask (an HTTPS NODATA too)
-        proc = sh.run(at_client([*ask, *now.site.hosts]), check=False, timeout=WARM_TIMEOUT_S)
+        limit = WARM_TIMEOUT_S + WARM_PER_NAME_S * len(now.site.hosts)
+        proc = sh.run(at_client([*ask, *now.site.hosts]), check=False, timeout=limit)
         if proc.returncode != 0:
             raise ClarkeError(
                 f"site {now.given}: the terminal's DNS cache did not answer every name: "
