@@ -241,3 +241,59 @@ def corpus_cmd(out: Path, firefox: str | None, as_json: bool) -> None:
                 firefox=firefox,
             )
             _report(record(opts), as_json)
+
+
+@site.command("generate")
+@click.option(
+    "-o",
+    "--out",
+    type=click.Path(path_type=Path, file_okay=False),
+    required=True,
+    help="The archive directory to write (new or empty).",
+)
+@click.option(
+    "--seed",
+    type=click.IntRange(min=0, max=2**32 - 1),
+    default=1,
+    show_default=True,
+    help="The seed: the same seed and statistics always give the same archive, byte for byte.",
+)
+@click.option(
+    "--statistics",
+    "statistics_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="The page-composition statistics to follow (YAML; default: the shipped Web "
+    "Almanac 2024 mobile figures, pages/composition/web-almanac-2024-mobile.yaml).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the side by side as JSON.")
+def generate_cmd(out: Path, seed: int, statistics_file: Path | None, as_json: bool) -> None:
+    """Generate a multi-origin site that follows published page-composition statistics,
+    and print the figures it follows beside the ones it has."""
+    from clarke.sites.generate import build, statistics
+
+    if statistics_file is not None and not statistics_file.is_file():
+        raise InputError(f"{statistics_file}: no such file (--statistics)")
+    stats = statistics.read(statistics_file)
+    name = (statistics_file or statistics.shipped()).name
+    generated = build.generate(stats, seed, out, name)
+    rows = build.side_by_side(generated)
+    a = generated.archive
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "path": str(out),
+                    "name": a.name,
+                    "start_url": a.start_url,
+                    "statistics": stats.name,
+                    "seed": seed,
+                    "figures": [r.__dict__ for r in rows],
+                }
+            )
+        )
+        return
+    click.echo(
+        f"{out}: site {a.name}, {len(a.exchanges)} exchanges from {len(a.origins)} origins; "
+        f"start {a.start_url}; following {stats.name} (KB of {stats.kilobyte_bytes} bytes, as sent)"
+    )
+    click.echo(build.table(rows))

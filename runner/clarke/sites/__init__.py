@@ -8,5 +8,7 @@
     warc.py       importing a WARC file (warcio)
     composition.py  what an archive holds, in the Web Almanac's terms (requests and
                   bytes per content type, origins, third parties)
+    generate/     a seeded generator of multi-origin sites that follow published
+                  page-composition statistics (pages/composition/)
 
 docs/sites.md describes the format and the commands."""
