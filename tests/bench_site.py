@@ -41,9 +41,8 @@ def _host(url: str) -> str:
 
 
 def _dns_ms(raw: dict[str, Any]) -> float | None:
-    """The start page's DNS time (Navigation Timing). Resource Timing hides it for other
-    origins unless they send Timing-Allow-Origin, which recorded sites mostly do not: the
-    lookups crossed, counted at the resolver, are the measure for those."""
+    """The start page's DNS time (Navigation Timing); a campaign's records hold every
+    origin's (details.origins), and the lookups that crossed are counted at the resolver."""
     nav = raw.get("navigation") or {}
     start, end = nav.get("domainLookupStart"), nav.get("domainLookupEnd")
     if isinstance(start, int | float) and isinstance(end, int | float) and end >= start:
