@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from clarke import profiles
-from clarke.browser.load import LoadRequest
+from clarke.browser import browsertime_engine
+from clarke.browser.load import SITE_DNS_STUB, LoadRequest
 from clarke.errors import InputError
 from clarke.place.plan import NetnsPlan
 from clarke.run.session.session import Session
@@ -75,7 +76,9 @@ def names(bed: Bed) -> Iterator[NetnsSiteNames]:
         n.stop()
 
 
-def _load(bed: Bed, http: str, browser: str = "firefox") -> dict:  # type: ignore[type-arg]
+def _load(  # type: ignore[type-arg]
+    bed: Bed, http: str, browser: str = "firefox", engine: Engine = Engine.selenium
+) -> dict:
     """One load of the site's start page through the client's agent, as a campaign's."""
     request = LoadRequest(
         url=START,
@@ -84,7 +87,7 @@ def _load(bed: Bed, http: str, browser: str = "firefox") -> dict:  # type: ignor
         site_hosts=tuple(HOSTS),
         timeout_s=120,
     )
-    result = bed.session._agents()["client"].load(request, Engine.selenium, timeout=300)
+    result = bed.session._agents()["client"].load(request, engine, timeout=300)
     return result.model_dump(mode="json")
 
 
@@ -227,5 +230,55 @@ def test_each_browser_loads_the_site_over_each_protocol(
     metrics = result["metrics"]
     print(
         f"{bed.profile_name} {browser} HTTP/{http}: PLT {metrics['plt_ms']:.0f} ms, "
+        f"FCP {metrics.get('fcp_ms', 0):.0f} ms, LCP {metrics.get('lcp_ms', 0):.0f} ms"
+    )
+
+
+@pytest.mark.parametrize("bed", ["lan"], indirect=True)
+@pytest.mark.parametrize("browser", ["firefox", "chromium"])
+@pytest.mark.parametrize("http", ["2", "3"])
+def test_browsertime_loads_the_site_in_each_browser(
+    bed: Bed,
+    names: NetnsSiteNames,
+    tmp_path: Path,
+    browser: str,
+    http: str,
+) -> None:
+    """The same site load through Browsertime (one code path: the engine takes the
+    site's hosts as Selenium does): every resource from the three hosts over the
+    protocol asked, no miss, and the site's names looked up across the link from the
+    client's address."""
+    try:
+        browsertime_engine.find_browsertime()
+    except Exception as e:
+        need(False, str(e))
+    agents = bed.session._agents()
+    name = staging.stage(_write_site(tmp_path / "site"), bed.substrate.pages_dir)
+    agents.ensure_site(name)
+    placed = place(archive.read(tmp_path / "site").archive, bed.plan.gw_lan.prefix)
+    names.start(placed.zone_names())
+    agents["server"].reset_stats()
+    before = names.mark()
+    result = _load(bed, http, browser, Engine.browsertime)
+    assert result["status"] == "ok", (result["reason"], result["protocols"])
+    assert result["engine"] == "browsertime" and result["browser"] == browser, result
+    protocols = result["protocols"]
+    # The page and its three resources, from Browsertime's HAR.
+    assert len(protocols) == 4 and {u.split("/")[2] for u in protocols} == set(HOSTS), protocols
+    assert set(protocols.values()) == {NEXT_HOP[http]}, protocols
+    site = agents["server"].stats()["site"]
+    assert site["missed"] == 0 and site["misses"] == [] and site["exact"] == 4, site
+    queried = names.queries("gateway", before)
+    looked_up = {q["name"] for q in queried if q["type"] == "A"}
+    assert looked_up == set(HOSTS), queried
+    assert {q["client"] for q in queried} == {bed.plan.st_lan.address("client")}, queried
+    if browser == "chromium":
+        # Chromium's NetLog: it reached the site's origins at their replay addresses, and
+        # nothing else but the client's DNS stub.
+        reached = set(result["raw"]["netlog"]["reached"]) - {SITE_DNS_STUB}
+        assert reached == {f"{a}:443" for a in placed.distinct}, result["raw"]["netlog"]
+    metrics = result["metrics"]
+    print(
+        f"{bed.profile_name} Browsertime {browser} HTTP/{http}: PLT {metrics['plt_ms']:.0f} ms, "
         f"FCP {metrics.get('fcp_ms', 0):.0f} ms, LCP {metrics.get('lcp_ms', 0):.0f} ms"
     )
