@@ -532,3 +532,20 @@ def test_a_stations_pep_routes_answer_within_the_contract() -> None:
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+class DriverGone(Slow):
+    """A role whose work meets a connection that went away (a browser's driver)."""
+
+    def stats(self) -> dict[str, Any]:
+        raise ConnectionResetError(104, "Connection reset by peer")
+
+
+def test_a_connection_error_inside_a_role_is_answered_not_dropped() -> None:
+    """Only a request that did not arrive whole closes the connection unanswered; the
+    runner saw `Server disconnected without sending a response` for a role's own error."""
+    with _serve(DriverGone()) as url:
+        headers = auth.bearer(TOKEN)
+        r = httpx.get(f"{url}/stats", headers=headers, trust_env=False)
+        assert r.status_code == 500 and "Connection reset by peer" in r.json()["error"], r.text
+        assert httpx.get(f"{url}/health", trust_env=False).is_success  # still serving

@@ -105,6 +105,13 @@ class Refused(Exception):
         self.status = status
 
 
+class RequestCut(Exception):
+    """The request did not arrive whole (its deadline passed, its body ended early, the
+    caller hung up): the connection is closed without an answer, as nobody reads one.
+    Its own class, so that a ConnectionError a role raises while it works (a browser's
+    driver that went away) is answered as an error instead of a silent close."""
+
+
 def _too_deep(value: Any, limit: int) -> bool:
     stack = [(value, 1)]
     while stack:
@@ -181,10 +188,10 @@ def make_handler(
 
         def _read_done(self) -> None:
             """The whole request is in: from here on the deadline does not apply.
-            ConnectionError when it came too late (the connection is closed)."""
+            RequestCut when it came too late (the connection is closed)."""
             with self._guard:
                 if self._was_cut:
-                    raise ConnectionError(f"request not complete after {REQUEST_TIMEOUT_S:.0f} s")
+                    raise RequestCut(f"request not complete after {REQUEST_TIMEOUT_S:.0f} s")
                 self._reading = False
 
         def _body_limit(self) -> int:
@@ -205,9 +212,9 @@ def make_handler(
             try:
                 data = self.rfile.read(n) if n else b""
             except OSError as e:  # the read timeout, a reset
-                raise ConnectionError(f"reading the body: {e}") from None
+                raise RequestCut(f"reading the body: {e}") from None
             if len(data) < n:
-                raise ConnectionError(f"the body ended after {len(data)} of {n} bytes")
+                raise RequestCut(f"the body ended after {len(data)} of {n} bytes")
             self._body_read = True
             return data
 
@@ -283,7 +290,7 @@ def make_handler(
                     self._reply(200, replied(role, url.path, answer))
             except Refused as e:
                 self._reply(e.status, {"error": str(e)})
-            except ConnectionError as e:
+            except RequestCut as e:
                 log.warning("%s: %s %s: %s", self.address_string(), method, url.path, e)
                 self.close_connection = True
             except ClarkeError as e:
