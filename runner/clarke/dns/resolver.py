@@ -70,6 +70,22 @@ def _answers(reply: DNSRecord) -> list[str]:
     return [str(rr.rdata) for rr in reply.rr]
 
 
+def _entry(
+    at: float, handler: DNSHandler, question: tuple[str, str], reply: DNSRecord, **more: Any
+) -> dict[str, Any]:
+    """One query's log line: when it came, from whom, what it asked, what it got."""
+    name, qtype = question
+    return {
+        "at": at,
+        "client": _client(handler),
+        "name": name,
+        "type": qtype,
+        "rcode": RCODE.get(reply.header.rcode),
+        "answer": _answers(reply),
+        **more,
+    }
+
+
 def _apex(name: str) -> str:
     """Where a name's SOA sits: its last two labels. A zone here is a set of host names
     from several domains, each served as its own; the apex only names the SOA."""
@@ -111,16 +127,7 @@ class Authoritative(BaseResolver):
             reply.add_answer(RR(request.q.qname, QTYPE.A, rdata=A(address), ttl=self.zone.ttl))
         if not reply.rr:
             reply.add_auth(_soa(name, self.zone.ttl))
-        self.log.write(
-            {
-                "at": at,
-                "client": _client(handler),
-                "name": name,
-                "type": qtype,
-                "rcode": RCODE.get(reply.header.rcode),
-                "answer": _answers(reply),
-            }
-        )
+        self.log.write(_entry(at, handler, (name, qtype), reply))
         return reply
 
 
@@ -164,17 +171,7 @@ class Caching(BaseResolver):
             if ttl > 0:
                 with self._lock:
                     self._cache[key] = _Cached(reply, time.monotonic() + ttl)
-        self.log.write(
-            {
-                "at": at,
-                "client": _client(handler),
-                "name": key[0],
-                "type": key[1],
-                "rcode": RCODE.get(reply.header.rcode),
-                "answer": _answers(reply),
-                "hit": hit,
-            }
-        )
+        self.log.write(_entry(at, handler, key, reply, hit=hit))
         return reply
 
 
@@ -215,15 +212,5 @@ class Stub(BaseResolver):
         else:
             reply = request.reply()
             reply.header.rcode = RCODE.NXDOMAIN
-        self.log.write(
-            {
-                "at": at,
-                "client": _client(handler),
-                "name": name,
-                "type": qtype,
-                "rcode": RCODE.get(reply.header.rcode),
-                "answer": _answers(reply),
-                "forwarded": forwarded,
-            }
-        )
+        self.log.write(_entry(at, handler, (name, qtype), reply, forwarded=forwarded))
         return reply
