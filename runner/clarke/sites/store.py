@@ -5,10 +5,11 @@ from the exchanges (the address each had, the protocols it spoke or advertised).
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -122,18 +123,26 @@ def write_archive(
     site's name (default: from the page's host)."""
     if out.exists() and any(out.iterdir()):
         raise InputError(f"{out}: exists and is not empty (an import writes a new archive)")
+    with new_archive_dir(out) as scratch:
+        imported = _write(scratch, name, source, records, start_url)
+    imported.path = out
+    return imported
+
+
+@contextlib.contextmanager
+def new_archive_dir(out: Path) -> Iterator[Path]:
+    """A scratch directory beside `out` to write an archive in: moved to `out` when the
+    block ends, removed when it fails, so nothing half-written is ever left at `out`."""
     out.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:
-        imported = _write(scratch, name, source, records, start_url)
+        yield scratch
         if out.exists():
             out.rmdir()
         scratch.rename(out)
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
-    imported.path = out
-    return imported
 
 
 def _write(

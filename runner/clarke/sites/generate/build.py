@@ -12,8 +12,6 @@ host. Nothing depends on the clock, so one seed always gives the same bytes."""
 from __future__ import annotations
 
 import ipaddress
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +21,7 @@ from clarke.sites.archive import BODIES, Exchange, Origin, SiteArchive, Source, 
 from clarke.sites.generate import content
 from clarke.sites.generate.plan import Plan, Resource, plan
 from clarke.sites.generate.statistics import TYPES, Statistics
+from clarke.sites.store import new_archive_dir
 
 PLACEHOLDER_NET = ipaddress.IPv4Network("198.18.0.0/15")
 CONTENT_TYPES = {
@@ -171,9 +170,7 @@ def generate(stats: Statistics, seed: int, out: Path, statistics_file: str = "")
     if out.exists() and any(out.iterdir()):
         raise InputError(f"{out}: exists and is not empty (generate writes a new archive)")
     p = plan(stats, seed)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
-    try:
+    with new_archive_dir(out) as scratch:
         (scratch / BODIES).mkdir()
         exchanges = []
         for r in sorted(p.resources, key=lambda x: (x.depth, x.index)):
@@ -202,12 +199,6 @@ def generate(stats: Statistics, seed: int, out: Path, statistics_file: str = "")
             exchanges=exchanges,
         )
         archive.write(scratch, site)
-        if out.exists():
-            out.rmdir()
-        scratch.rename(out)
-    except BaseException:
-        shutil.rmtree(scratch, ignore_errors=True)
-        raise
     return Generated(out, site, p, stats)
 
 
