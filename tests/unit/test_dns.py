@@ -257,3 +257,23 @@ def test_ask_looks_names_up_at_one_resolver(authoritative: tuple[int, Path]) -> 
         [*ask, "nowhere.test"], capture_output=True, text=True, check=False, timeout=30
     )
     assert unknown.returncode == 1 and unknown.stdout.strip() == "nowhere.test A"
+
+
+def test_a_restarted_resolver_is_ready_when_it_says_so_not_when_the_last_one_did(
+    tmp_path: Path,
+) -> None:
+    """A testbed's resolvers append to one output log per role; a stopped resolver's
+    `ready` line must not make its successor count as listening (a browser then asked a
+    stub that was not bound yet and got dnsNotFound)."""
+    from clarke.testbed.names import said_ready
+
+    out = tmp_path / "dns-client.log"
+    out.write_text("# ip netns exec ... stub\nready 127.0.0.1:53\n")
+    before = out.stat().st_size
+    with out.open("a") as f:
+        f.write("# ip netns exec ... stub\n")
+    assert not said_ready(out, before)
+    with out.open("a") as f:
+        f.write("ready 127.0.0.1:53\n")
+    assert said_ready(out, before)
+    assert not said_ready(tmp_path / "none.log", 0)

@@ -36,6 +36,17 @@ CLIENT_STUB = "127.0.0.1"  # the client's loopback: what it asks never leaves un
 RESOLV_OPTIONS = "options timeout:5 attempts:2"
 
 
+def said_ready(out: Path, offset: int) -> bool:
+    """Whether a resolver's output log has its `ready` line after byte `offset`."""
+    try:
+        with out.open("rb") as f:
+            f.seek(offset)
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return False
+    return any(line.startswith("ready ") for line in text.splitlines())
+
+
 class NetnsSiteNames:
     def __init__(self, plan: NetnsPlan, store: Store, run_dir: Path) -> None:
         self.plan, self.store, self.run_dir = plan, store, run_dir
@@ -91,13 +102,16 @@ class NetnsSiteNames:
     def _start(self, role: str, args: list[str]) -> None:
         log = self.logs[role]
         out = self.run_dir / f"dns-{role}.log"
+        # The output log is kept across a testbed's resolvers (appended to): only what
+        # this start printed says it is ready, not the line of one stopped before it.
+        before = out.stat().st_size if out.is_file() else 0
         argv = [sys.executable, "-m", "clarke.dns", *args, "--log", str(log)]
         proc = procs.start(role, f"dns-{role}", self.plan.ns(role), argv, out)
         self._record(add=[proc])
         self.started.append(proc)
 
         def ready() -> bool:
-            return any(line.startswith("ready ") for line in procs.tail(out).splitlines())
+            return said_ready(out, before)
 
         try:
             procs.wait_ready(proc, ready, START_TIMEOUT_S)
