@@ -158,6 +158,9 @@ def test_ctrl_c_ends_the_browser_and_mitmdump_and_writes_nothing(tmp_path: Path)
          str(CLARKE), "site", "record", "https://www.stall.test/", "-o", str(out),
          "--resolve", "www.stall.test=127.0.0.1:8443", "--only-resolved"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # A clarke that outlives its SIGINT is sent SIGABRT below: Python's fault handler
+        # then prints every thread's stack, so the failure says where it was stuck.
+        env=os.environ | {"PYTHONFAULTHANDLER": "1"},
     )  # fmt: skip
     pid_file = marker.with_suffix(".pid")
     started: set[int] = set()
@@ -170,7 +173,12 @@ def test_ctrl_c_ends_the_browser_and_mitmdump_and_writes_nothing(tmp_path: Path)
         started = _descendants(proc.pid) - {int(pid_file.read_text())}
         assert len(started) >= 3, "no browser, geckodriver and mitmdump under clarke"
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            _, err = proc.communicate(timeout=30)
+            raise AssertionError(f"clarke still ran 60 s after SIGINT; its stacks:\n{err}")
     finally:
         if proc.poll() is None:
             proc.kill()
