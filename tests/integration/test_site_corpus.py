@@ -178,7 +178,8 @@ def test_ctrl_c_ends_the_browser_and_mitmdump_and_writes_nothing(tmp_path: Path)
         except subprocess.TimeoutExpired:
             proc.send_signal(signal.SIGABRT)
             _, err = proc.communicate(timeout=30)
-            raise AssertionError(f"clarke still ran 60 s after SIGINT; its stacks:\n{err}")
+            stacks = f"clarke still ran 60 s after SIGINT; its stacks:\n{err}"
+            raise AssertionError(stacks) from None
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -217,3 +217,39 @@ def test_a_scheduler_in_force_costs_one_state_call_per_run() -> None:
     assert server.calls[3:] == ["GET /state", "POST /config", "GET /state"]
     # A server that keeps its own says `own`.
     assert registry.get("server", "openlitespeed").scheduler_state(own) == own
+
+
+def _timed(url: str, start: float, end: float) -> dict[str, Any]:
+    return {"name": url, "requestStart": start, "responseEnd": end}
+
+
+def test_a_sites_exchanges_join_the_timing_of_their_own_origin() -> None:
+    """Two origins of a site serving one path: each exchange gets its own host's entry
+    (by path alone, the first host's entry was given to both)."""
+    raw = {
+        "timeOrigin": ORIGIN_MS,
+        "navigation": {"name": "https://www.site.test/", "requestStart": 1.0, "responseEnd": 5.0},
+        "resources": [
+            _timed("https://static.site.test/app.js?v=2", 10.0, 40.0),
+            _timed("https://cdn.other.test/app.js", 11.0, 90.0),
+        ],
+    }
+    conns = [
+        {"exchanges": [
+            _exchange(1, "/", ORIGIN_MS + 1, ORIGIN_MS + 4, authority="www.site.test"),
+            _exchange(3, "/app.js", ORIGIN_MS + 10, ORIGIN_MS + 30, authority="static.site.test"),
+        ]},
+        {"exchanges": [
+            _exchange(1, "/app.js", ORIGIN_MS + 11, ORIGIN_MS + 80, authority="CDN.other.test:443"),
+        ]},
+    ]  # fmt: skip
+    rows, metrics = object_rows(conns, raw, "/", "www.site.test")
+    ends = {(r["host"], r["path"]): r["response_end_ms"] for r in rows}
+    # The start page is left out of the order metric, the other objects are in it:
+    # asked static then cdn, completed in that order.
+    assert metrics == {"completion_order_tau": 1.0}
+    assert ends == {
+        ("www.site.test", "/"): 5.0,
+        ("static.site.test", "/app.js"): 40.0,
+        ("cdn.other.test", "/app.js"): 90.0,
+    }

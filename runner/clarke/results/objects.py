@@ -1,8 +1,10 @@
 """The order a page's objects were asked for and completed in, per load
 (docs/scheduling.md): one row per request, joined from the server's record of each
 exchange (origin: its stream, the order it arrived in, the priority it received, when its
-last byte left; exchanges.rs) and the browser's resource timing of the same path (each
-path of a test page is asked for once per load).
+last byte left; exchanges.rs) and the browser's resource timing of the same request:
+the same path (each path of a test page is asked for once per load) on the same host,
+where the server records the origin asked (a replayed site's exchanges carry their
+`authority`: two origins of a site may serve one path).
 
     request_order             1.. in the order the server received the requests (the
                               browser's requestStart where the server keeps no record)
@@ -36,6 +38,14 @@ def _server_done(exchange: Mapping[str, Any]) -> float | None:
         if v is not None:
             return v
     return None
+
+
+def _host(authority: Any) -> str | None:
+    """The host of an exchange's `authority` (host[:port], an IPv6 literal in brackets),
+    lowercased; None when the server did not record one."""
+    if not authority:
+        return None
+    return (urlsplit(f"//{authority}").hostname or str(authority)).lower()
 
 
 def _ranks(values: Sequence[float | None]) -> list[int | None]:
@@ -74,24 +84,34 @@ def object_rows(
     server_connections: Iterable[Mapping[str, Any]],
     raw: Mapping[str, Any],
     page_path: str,
+    page_host: str | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """(one row per request of the page, the load's order metric). `page_path`: the
-    page's HTML (e.g. /triangular-1m/), left out of the metric."""
+    page's HTML (e.g. /triangular-1m/), left out of the metric; on `page_host` only,
+    where given (a site's start page: another origin may serve the same path)."""
     origin = number(raw.get("timeOrigin"))
-    timing: dict[str, Mapping[str, Any]] = {}
+    timing: dict[str, Mapping[str, Any]] = {}  # by path: a test page's only host
+    on_host: dict[tuple[str, str], Mapping[str, Any]] = {}  # by host and path: a site's
     nav = raw.get("navigation") or {}
     for entry in [nav, *(raw.get("resources") or [])]:
         if entry.get("name"):
-            timing.setdefault(urlsplit(str(entry["name"])).path, entry)
+            url = urlsplit(str(entry["name"]))
+            timing.setdefault(url.path, entry)
+            on_host.setdefault(((url.hostname or "").lower(), url.path), entry)
     rows: list[dict[str, Any]] = []
     for conn in server_connections:
         for x in conn.get("exchanges") or []:
-            entry = timing.get(str(x.get("path")), {})
+            host = _host(x.get("authority"))
+            if host is None:
+                entry = timing.get(str(x.get("path")), {})
+            else:
+                entry = on_host.get((host, str(x.get("path"))), {})
             done = _server_done(x)
             began = number(x.get("handed_first_unix_ms"))
             rows.append(
                 {
                     "path": x.get("path"),
+                    **({} if host is None else {"host": host}),
                     "connection": conn.get("id"),
                     "protocol": conn.get("protocol"),
                     "stream": x.get("stream"),
@@ -141,7 +161,7 @@ def object_rows(
     objects = [
         r
         for r in rows
-        if r["path"] != page_path
+        if not (r["path"] == page_path and r.get("host", page_host) == page_host)
         and r["request_order"] is not None
         and r["completion_order"] is not None
     ]

@@ -466,10 +466,12 @@ class Session:
             details["metrics"] |= origin_metrics
             # What the site's origins sent stands for the page's bytes.
             page_bytes = sum(int(c.get("app_bytes_sent", 0)) for c in details["server_connections"])
-            page_path = urlsplit(self.site.sites[load.site].start_url).path
+            start = urlsplit(self.site.sites[load.site].start_url)
+            page_path, page_host = start.path, start.hostname
         else:
             entry = self.pages[load.page]
             page_bytes, page_path = int(entry["total_bytes"]), "/" + entry["path"]
+            page_host = None
             objects = 1 + len(entry["objects"])
             details |= server_verdict(
                 server, load.http, load.cc, page_bytes, objects, load.connections
@@ -510,7 +512,7 @@ class Session:
         )
         details["metrics"] |= concurrency
         details["objects"], order = object_rows(
-            details["server_connections"], result.raw or {}, page_path
+            details["server_connections"], result.raw or {}, page_path, page_host
         )
         details["metrics"] |= order
         signals = self.settings.priority_signals
