@@ -279,6 +279,30 @@ def test_each_origins_lookup_and_connection_from_resource_timing() -> None:
     }  # fmt: skip
 
 
+def test_each_origins_connections_and_handshakes_as_the_server_saw_them() -> None:
+    rows = {"www.site.test": {"requests": 1, "protocols": ["h2"], "dns_ms": 530.0}}
+    t0 = 1_000_000.0
+    conns = [
+        {"server_name": name, "start_unix_ms": t0 + at, "tls_handshake": {"kind": kind}}
+        for name, at, kind in [
+            ("img.cdn.test", 2300, "full"),
+            ("www.site.test", 540, "full"),
+            ("img.cdn.test", 2250, "resumed"),
+        ]
+    ]
+    out = site.server_side(rows, conns, t0)
+    assert out["www.site.test"] == {
+        "requests": 1, "protocols": ["h2"], "dns_ms": 530.0,
+        "server_connections": 1, "handshakes": {"full": 1}, "server_opened_ms": 540.0,
+    }  # fmt: skip
+    # An origin the browser's timing did not list still gets its row; its first
+    # connection is the earliest accepted, not the first listed.
+    assert out["img.cdn.test"]["server_connections"] == 2
+    assert out["img.cdn.test"]["handshakes"] == {"resumed": 1, "full": 1}
+    assert out["img.cdn.test"]["server_opened_ms"] == 2250.0
+    assert "server_connections" not in rows["www.site.test"]  # rows are not changed
+
+
 def test_the_compose_substrate_refuses_a_site_saying_why(tmp_path: Path) -> None:
     _site(tmp_path / "two-origins")
     plan = plan_file(_campaign(tmp_path, {"sites": ["two-origins"]}))

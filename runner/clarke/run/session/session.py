@@ -462,7 +462,10 @@ class Session:
             server = agents["server"].stats()
         if load.site != SITE_NONE:
             details |= site.verdict(server, load.http, load.cc, load.connections)
-            details["origins"], origin_metrics = site.origins(result.raw or {})
+            rows, origin_metrics = site.origins(result.raw or {})
+            details["origins"] = site.server_side(
+                rows, details["server_connections"], (result.raw or {}).get("timeOrigin")
+            )
             details["metrics"] |= origin_metrics
             # What the site's origins sent stands for the page's bytes.
             page_bytes = sum(int(c.get("app_bytes_sent", 0)) for c in details["server_connections"])

@@ -287,6 +287,30 @@ def origins(raw: Mapping[str, Any]) -> tuple[dict[str, dict[str, Any]], dict[str
     return rows, metrics
 
 
+def server_side(
+    rows: dict[str, dict[str, Any]],
+    server_connections: list[Mapping[str, Any]],
+    time_origin: float | None,
+) -> dict[str, dict[str, Any]]:
+    """`rows` (origins()) with, per origin, what the server saw of the load's connections
+    to it (by the name the client asked for in TLS): `server_connections`, their
+    handshakes by kind (full, resumed, unknown: origin reads every ClientHello) and
+    `server_opened_ms`, when its first connection was accepted, from the navigation's
+    start (the browser's clock and the server's are the host's one clock on a testbed)."""
+    out = {host: dict(row) for host, row in rows.items()}
+    for c in sorted(server_connections, key=lambda c: float(c.get("start_unix_ms") or 0)):
+        host = str(c.get("server_name") or "?")
+        row = out.setdefault(host, {"requests": 0, "protocols": [], "dns_ms": None})
+        row["server_connections"] = int(row.get("server_connections", 0)) + 1
+        kind = str((c.get("tls_handshake") or {}).get("kind") or "unknown")
+        kinds = row.setdefault("handshakes", {})
+        kinds[kind] = kinds.get(kind, 0) + 1
+        started = c.get("start_unix_ms")
+        if "server_opened_ms" not in row and time_origin and isinstance(started, int | float):
+            row["server_opened_ms"] = float(started) - time_origin
+    return out
+
+
 def _span(entry: Mapping[str, Any], start: str, end: str) -> float | None:
     a, b = entry.get(start), entry.get(end)
     if isinstance(a, int | float) and isinstance(b, int | float) and a > 0:
