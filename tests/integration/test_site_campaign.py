@@ -120,6 +120,13 @@ def test_a_campaign_replays_sites_and_fails_a_load_that_missed(
         print(f"{run_id}: origins {json.dumps(r.details['origins'])}")
         assert r.metrics["dns_queries_crossed"] == dns["gateway_queries"]
         assert r.metrics["origins"] == 3
+        # Each origin as the server saw it: a new connection with a full handshake (a
+        # fresh profile per load resumes nothing), accepted during the load (give or take
+        # the browser's reduced timer precision: one clock, the host's).
+        for host in HOSTS:
+            seen = r.details["origins"][host]
+            assert seen["server_connections"] >= 1 and set(seen["handshakes"]) == {"full"}, seen
+            assert -20 <= seen["server_opened_ms"] <= r.metrics["plt_ms"], seen
         if cache is DnsCache.none:
             # Each of the site's names crossed the link for this load.
             assert {f"A {h}" for h in HOSTS} <= set(dns["gateway_names"]), dns
