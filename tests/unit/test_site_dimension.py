@@ -348,15 +348,25 @@ def test_the_report_and_the_export_of_a_campaign_with_sites(tmp_path: Path) -> N
     records = [record(i) for i in range(3)]
     records += [
         moved(record(3 + i), site="sites/pathlib", dns_cache=cache, model="-", size="-").model_copy(
-            update={"page": "pathlib", "run_id": f"lan-h2-bbr-pathlib-{cache}-r{i}"}
+            update={
+                "page": "pathlib",
+                "run_id": f"lan-h2-bbr-pathlib-{cache}-r{i}",
+                "metrics": record(3 + i).metrics | {"dns_ms_sum": lookups + i},
+            }
         )
         for i in range(3)
-        for cache in ("none", "terminal")
+        for cache, lookups in (("none", 1650.0), ("terminal", 30.0))
     ]
     with Journal.in_dir(d) as journal:
         for r in records:
             journal.append(r)
     page = build(d)
     assert "sites/pathlib" in page and "dns cache" in page
+    # The sites' figure: a panel per metric and one of the lookups, a bar per cache.
+    figure = page[page.index('id="fig-sites"') :]
+    figure = figure[: figure.index("</figure>")]
+    assert "lan: DNS lookups in the load" in figure and "lan: PLT" in figure
+    assert "DNS cache at the terminal" in figure
+    assert figure.count('<g id="patch_') > 8  # bars drawn (per metric, per cache)
     _, exported = rows(list(Journal.in_dir(d).records()))
     assert {r["site"] for r in exported} == {"none", "sites/pathlib"}

@@ -20,6 +20,7 @@ from clarke.campaign.dimensions import (
 from clarke.report.figures import HTTP_LABEL, Figure, _size_key, study_figures
 from clarke.report.link import link_table
 from clarke.report.order import completion_order
+from clarke.report.sites import site_figure
 from clarke.report.timeline import timeline_figures
 from clarke.results import store
 from clarke.results.metric_families import DEFAULT_FAMILY, DESCRIPTION, FAMILIES, LABEL
@@ -215,8 +216,8 @@ def build(results_dir: Path, family: str = DEFAULT_FAMILY) -> str:
     final = list(final_attempts(records).values())
     sequential = sequential_of(results_dir)
     cells = summarise(records, metrics, sequential)
-    order = completion_order(final)
-    figures = study_figures(cells, family) + timeline_figures(final) + ([order] if order else [])
+    extra = [f for f in (site_figure(cells, final, family), completion_order(final)) if f]
+    figures = study_figures(cells, family) + timeline_figures(final) + extra
     campaign_text = (
         (results_dir / store.CAMPAIGN_COPY).read_text()
         if (results_dir / store.CAMPAIGN_COPY).is_file()
