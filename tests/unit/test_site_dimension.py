@@ -131,6 +131,11 @@ def test_a_campaign_of_sites_only_needs_no_page_model(tmp_path: Path) -> None:
         ({"sites": ["a/x", "b/x"]}, "one directory name, 'x'"),
         ({"sites": ["../outside"]}, "matrix.sites[0]: '../outside' leads outside"),
         ({"sites": [".hidden/.."]}, "must start with a letter or digit"),
+        (
+            {"models": ["uniform"], "sizes": ["100k"], "sites": ["none", "x"]}
+            | {"cross_traffic": ["none", "web"]},
+            "matrix.cross_traffic: web cross traffic fetches the cell's generated page",
+        ),
     ],
 )
 def test_what_a_matrix_cannot_mean_is_refused(

@@ -17,9 +17,11 @@ from pydantic import (
 )
 
 from clarke.campaign import dimensions
+from clarke.campaign.cross import CrossKind
 from clarke.campaign.dimensions import (
     BROWSER,
     CONNECTIONS,
+    CROSS_TRAFFIC,
     DNS_CACHE,
     HTTP,
     MODEL,
@@ -380,6 +382,16 @@ class Campaign(StrictModel):
                     )
                 elif given and NO_PAGE in given:
                     problems.append(f"{prefix}.{d.key}: {NO_PAGE!r} is no page {d.name}")
+            sites = set(m.axis(SITE) or [SITE_NONE]) - {SITE_NONE}
+            web = [c for c in m.axis(CROSS_TRAFFIC) or [] if c.name is CrossKind.web]
+            if sites and web:
+                problems.append(
+                    f"{prefix}.{CROSS_TRAFFIC.key}: web cross traffic fetches the cell's "
+                    f"generated page beside the load, and a recorded site's cell has none "
+                    f"({prefix}.{SITE.key}: {', '.join(sorted(sites))}): give those cells "
+                    "other cross traffic (a scenario of their own), or load only the "
+                    "generated pages with web"
+                )
             if m.axis(DNS_CACHE) and set(m.axis(SITE) or [SITE_NONE]) == {SITE_NONE}:
                 problems.append(
                     f"{prefix}.{DNS_CACHE.key}: only a recorded site's loads look names up, "
