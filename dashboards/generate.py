@@ -16,6 +16,9 @@ SCHEMA_VERSION = 39
 HERE = Path(__file__).resolve().parent
 CELL = '"profile", "http", "cc", "page", "browser"'
 ONE_CAMPAIGN = '"campaign_id" =~ /^$campaign$/'
+# A recorded site's loads (docs/sites.md): a site tag other than none (the generated
+# pages); records from before sites have no such tag and are left out.
+SITES = '"site" =~ /./ AND "site" !~ /^none$/'
 # Loads of one browser, or of all (records without a browser tag match "All" too).
 CAMPAIGN = ONE_CAMPAIGN + ' AND "browser" =~ /^$browser$/'
 
@@ -186,6 +189,21 @@ def overview() -> dict[str, Any]:
                 w=8,
                 h=10,
                 unit="none",
+            ),
+            panel(
+                "table",
+                "Recorded sites: load times and DNS lookups per site",
+                f'SELECT mean("plt_ms") AS "plt_ms", mean("fcp_ms") AS "fcp_ms", '
+                f'mean("lcp_ms") AS "lcp_ms", mean("dns_ms_sum") AS "dns_ms_sum", '
+                f'mean("dns_queries_crossed") AS "dns_queries_crossed", count("plt_ms") AS "n" '
+                f'FROM "page_load" WHERE {CAMPAIGN} AND "status" = \'ok\' AND {SITES} '
+                f'GROUP BY "site", "dns_cache", "profile", "http", "cc", "browser"',
+                h=8,
+                overrides=[by_name(f, "none") for f in ("dns_queries_crossed", "n")],
+                description="A campaign's recorded sites (docs/sites.md): per site, DNS cache "
+                "and cell, the mean PLT, FCP and LCP of the successful loads, the time their "
+                "lookups took (each origin's first, summed) and the lookups that crossed the "
+                "link. Empty for a campaign without sites.",
             ),
             panel(
                 "timeseries",

@@ -27,6 +27,7 @@ RECORDED_LAN = Path("tests/data/recorded-lan")
 RECORDED_CONNECTIONS = Path("tests/data/recorded-connections")
 # recorded-schedule: loads on a scheduled profile, each with its navigation's wall time.
 RECORDED_SCHEDULE = Path("tests/data/recorded-schedule")
+RECORDED_SITES = Path("tests/data/recorded-sites")
 
 
 def reads_connections(query: str) -> bool:

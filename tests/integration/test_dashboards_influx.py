@@ -1,13 +1,16 @@
 """Every dashboard panel's InfluxQL, with its template variables substituted, runs
-against a real InfluxDB filled from two recorded campaigns and returns rows:
-tests/data/recorded-lan (44 loads, recorded before loads had per-connection rows) and
+against a real InfluxDB filled from recorded campaigns and returns rows:
+tests/data/recorded-lan (44 loads, recorded before loads had per-connection rows),
 tests/data/recorded-connections (6 loads over HTTP/1.1, /2 and /3, each with its
-per-connection rows and concurrency metrics) and tests/data/recorded-schedule (6 loads on
-the schedule-check profile's square wave of delay). The drill-down's connection panels
-return exactly the recorded rows of the selected runs, and none for the older campaigns;
-the link health dashboard's link-over-time panels return the schedule's points and one
-point per verified load for recorded-schedule, and nothing for the unscheduled ones. The
-nightly panels read recorded-lan pushed as a `nightly` campaign and as a baseline."""
+per-connection rows and concurrency metrics), tests/data/recorded-schedule (6 loads on
+the schedule-check profile's square wave of delay) and tests/data/recorded-sites (12
+loads of a generated page and a generated site, with and without the terminal's DNS
+cache). The drill-down's connection panels return exactly the recorded rows of the
+selected runs, and none for the older campaigns; the sites panel one row per site cell,
+and none for the campaigns without sites; the link health dashboard's link-over-time
+panels return the schedule's points and one point per verified load for
+recorded-schedule, and nothing for the unscheduled ones. The nightly panels read
+recorded-lan pushed as a `nightly` campaign and as a baseline."""
 
 from __future__ import annotations
 
@@ -18,13 +21,19 @@ from typing import Any
 
 import pytest
 
-from clarke.campaign.dimensions import HTTP
+from clarke.campaign.dimensions import BROWSER, CC, DNS_CACHE, HTTP, PROFILE, SITE, SITE_NONE
 from clarke.results import store
 from clarke.results.influx import InfluxSink, campaign_points, cell_summary_points
 from clarke.results.journal import Journal
 from clarke.results.record import RunRecord, Status
 from grafana_expand import dashboard_query
-from helpers import RECORDED_CONNECTIONS, RECORDED_LAN, RECORDED_SCHEDULE, reads_connections
+from helpers import (
+    RECORDED_CONNECTIONS,
+    RECORDED_LAN,
+    RECORDED_SCHEDULE,
+    RECORDED_SITES,
+    reads_connections,
+)
 
 pytestmark = pytest.mark.influx
 RECORDED = RECORDED_LAN
@@ -41,7 +50,7 @@ def filled(influxd: str, tmp_path_factory: pytest.TempPathFactory) -> str:
     url = f"{influxd}/dashboards"
     with InfluxSink.from_url(url) as sink:
         sink.ensure_database()
-        for directory in (RECORDED, CONNECTIONS, SCHEDULE):
+        for directory in (RECORDED, CONNECTIONS, SCHEDULE, RECORDED_SITES):
             meta, journal = store.open_existing(directory)
             records = list(journal.records())
             sink.write(records)
@@ -64,6 +73,12 @@ def expected_rows(query: str, records: list[RunRecord], run: str | None) -> int 
     the loads with concurrency metrics of the selected run (None or "$__all": every run).
     None: any number but zero."""
     chosen = [r for r in records if run in (None, "$__all", r.run_id)]
+    if '"site" !~' in query:  # one row per site cell with successful loads
+        site_cells = {
+            r.cell for r in records if r.status is Status.ok and r.cell[SITE] != SITE_NONE
+        }
+        dims = (SITE, DNS_CACHE, PROFILE, HTTP, CC, BROWSER)
+        return len({tuple(c[d] for d in dims) for c in site_cells})
     if "'failed'" in query:
         return sum(r.status is Status.failed for r in records)
     if 'FROM "connection"' in query:
@@ -147,15 +162,20 @@ def test_every_panel_returns_rows(filled: str) -> None:
     """Each panel with each recorded campaign selected; the time range covers both
     campaigns (the dashboards' own "now-…" would miss old records). The connection panels
     must return rows for recorded-connections. Prints the rows per panel and choice."""
-    recorded = (RECORDED, CONNECTIONS, SCHEDULE)
+    recorded = (RECORDED, CONNECTIONS, SCHEDULE, RECORDED_SITES)
     times = [r.timestamp_ns // 1_000_000 for d in recorded for r in _records(d)]
     window = (min(times) - 3_600_000, max(times) + 3_600_000)
     with InfluxSink.from_url(filled) as sink:
         old, old_connection_rows = _panels_on(sink, RECORDED, window)
         new, connection_rows = _panels_on(sink, CONNECTIONS, window)
         scheduled, _ = _panels_on(sink, SCHEDULE, window)
-    print("\n" + "\n".join(old + new + scheduled))
-    assert len(old) == len(new) == len(scheduled) >= 14
+        sites, _ = _panels_on(sink, RECORDED_SITES, window)
+    print("\n" + "\n".join(old + new + scheduled + sites))
+    assert len(old) == len(new) == len(scheduled) == len(sites) >= 15
+    # The sites panel: a row per site cell (4: HTTP/2 and /3, with and without the
+    # terminal's cache) for the campaign with sites, none for the others.
+    [site_panel] = [line for line in sites if "Recorded sites" in line]
+    assert site_panel.endswith("[4, 4]"), site_panel
     # Two panels, each with the schedule and the loads as its two queries.
     over_time = [line for line in scheduled if "over time, with the loads" in line]
     assert len(over_time) == 4 and all(not line.endswith("[0]") for line in over_time)
