@@ -144,6 +144,26 @@ time.sleep(300)
 """
 
 
+def _why_not_ended(proc: subprocess.Popen[str], started: set[int]) -> str:
+    """What kept `clarke site record` from ending within 60 s of its SIGINT: clarke itself
+    (then SIGABRT: Python's fault handler prints every thread's stack) or a process that
+    holds its output pipes open after it exited."""
+    alive = []
+    for pid in sorted(started):
+        with contextlib.suppress(OSError):
+            alive.append(f"{pid}: {Path(f'/proc/{pid}/cmdline').read_bytes()[:200]!r}")
+    if proc.poll() is not None:
+        return (
+            f"clarke exited ({proc.returncode}) but its pipes stayed open; still running: {alive}"
+        )
+    proc.send_signal(signal.SIGABRT)
+    try:
+        _, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        err = "(no stacks within 30 s of SIGABRT)"
+    return f"clarke still ran 60 s after SIGINT; still running: {alive}; its stacks:\n{err}"
+
+
 def test_ctrl_c_ends_the_browser_and_mitmdump_and_writes_nothing(tmp_path: Path) -> None:
     """A server that never answers keeps the page loading; SIGINT to clarke (what Ctrl-C
     sends) ends it with 130, its browser and mitmdump gone, no archive. clarke and the
@@ -176,22 +196,19 @@ def test_ctrl_c_ends_the_browser_and_mitmdump_and_writes_nothing(tmp_path: Path)
         try:
             _, err = proc.communicate(timeout=60)
         except subprocess.TimeoutExpired:
-            proc.send_signal(signal.SIGABRT)
-            _, err = proc.communicate(timeout=30)
-            stacks = f"clarke still ran 60 s after SIGINT; its stacks:\n{err}"
-            raise AssertionError(stacks) from None
+            raise AssertionError(_why_not_ended(proc, started)) from None
     finally:
         if proc.poll() is None:
             proc.kill()
+        for pid in started if proc.returncode != 130 else ():
+            # clarke did not end them (mitmdump runs in a session of its own): by PID,
+            # also so that none holds clarke's pipes open below.
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         proc.communicate()  # closes the pipes: left open, a later test's GC warned of them
         if pid_file.is_file() and pid_file.read_text():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(pid_file.read_text()), signal.SIGKILL)
-        if proc.returncode != 130:
-            # clarke did not end them (mitmdump runs in a session of its own): by PID.
-            for pid in started:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
     assert proc.returncode == 130 and err.strip().endswith("Aborted."), err
     assert "Traceback" not in err and not out.exists()
     deadline = time.monotonic() + 10
