@@ -216,20 +216,63 @@ def load_overhead(**given: Any) -> None:
     multiple=True,
     help="Cells in the Holm family (repeatable); default: 1, 12, 24.",
 )
-@click.option("--trials", default=400, show_default=True)
+@click.option(
+    "--family",
+    type=click.Choice(["drawn", "recorded"]),
+    default="drawn",
+    show_default=True,
+    help="drawn: the C - 1 unchanged cells of a night drawn from the recorded cells "
+    "(--cells sets C); recorded: the family is every recorded cell, each with its own "
+    "loads (record the nightly's own campaign with 2n repetitions or more).",
+)
+@click.option(
+    "--at",
+    "at",
+    type=click.FloatRange(1, 3),
+    multiple=True,
+    help="A slowdown factor whose detection rate is printed, e.g. 1.05 (repeatable).",
+)
+@click.option(
+    "--step",
+    type=click.FloatRange(0.001, 0.5),
+    default=0.02,
+    show_default=True,
+    help="Step between the slowdowns tried, up to +100 %.",
+)
+@click.option("--trials", type=click.IntRange(1), default=400, show_default=True)
 @click.option("--power", default=0.8, show_default=True, help="Detection rate to reach.")
-@click.option("--threshold", default=0.10, show_default=True)
+@click.option("--threshold", type=click.FloatRange(0), default=0.10, show_default=True)
 @click.option("--alpha", default=0.05, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 def compare_power(recorded: Path, **given: Any) -> None:
     """Minimum PLT slowdown `clarke compare` detects with n loads per cell, simulated by
     subsampling real recorded loads and injecting slowdowns (prints figures)."""
-    from clarke.run.bench.power import Trials, figures, render  # scipy: slow to import
+    from clarke.run.bench import power  # scipy: slow to import
+    from clarke.run.bench.power_family import family_figures, render_family
 
-    how = Trials(count=given["trials"], threshold=given["threshold"], alpha=given["alpha"])
-    ns, families = list(given["ns"] or (5, 8, 10)), list(given["families"] or (1, 12, 24))
-    f = figures(recorded, ns, families, how, given["power"])
-    click.echo(json.dumps(f, indent=2) if given["as_json"] else render(f))
+    how = power.Trials(count=given["trials"], threshold=given["threshold"], alpha=given["alpha"])
+    ns, at = list(given["ns"] or (5, 8, 10)), tuple(given["at"])
+    grid = (2.0, given["step"])
+    if given["family"] == "drawn":
+        families = list(given["families"] or (1, 12, 24))
+        f = power.figures(recorded, ns, families, how, given["power"], grid, at)
+        click.echo(json.dumps(f, indent=2) if given["as_json"] else power.render(f))
+        return
+    if given["families"]:
+        raise click.BadParameter(
+            "--cells applies to --family drawn; with --family recorded the family is "
+            "every recorded cell",
+            param_hint="--cells",
+        )
+    cells = power.load_cells(recorded)
+    f = {
+        **power.describe(recorded, cells, how, given["power"]),
+        **family_figures(cells, ns, power.slowdown_grid(*grid), list(at), how, given["power"]),
+    }
+    if given["as_json"]:
+        click.echo(json.dumps(f, indent=2))
+    else:
+        click.echo("\n".join([*power.render_header(f), *render_family(f, given["power"])]))
 
 
 @bench.command("sequential-coverage")

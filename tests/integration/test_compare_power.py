@@ -28,6 +28,9 @@ def test_five_loads_per_cell_cannot_pass_holm_over_twelve_cells() -> None:
 
 
 def test_cli_prints_the_table(run_cli) -> None:  # type: ignore[no-untyped-def]
-    code, out, _ = run_cli("bench", "compare-power", "-n", "8", "--cells", "2", "--trials", "60")
+    code, out, _ = run_cli(
+        "bench", "compare-power", "-n", "8", "--cells", "2", "--trials", "60", "--at", "1.05"
+    )
     assert code == 0, out
     assert "n per cell" in out and "C=2" in out
+    assert "detection rate, n=8, C=2: +5%:" in out

@@ -129,22 +129,14 @@ def smallest_p(n: int) -> float:
     return 2 / math.comb(2 * n, n)
 
 
-def figures(
-    results_dir: Path,
-    ns: list[int],
-    families: list[int],
-    how: Trials,
-    power: float,
-    grid: tuple[float, float] = (2.0, 0.02),
+def slowdown_grid(max_slowdown: float, step: float) -> list[float]:
+    return [round(1 + i * step, 4) for i in range(round((max_slowdown - 1) / step) + 1)]
+
+
+def describe(
+    results_dir: Path, cells: dict[str, np.ndarray], how: Trials, power: float
 ) -> dict[str, Any]:
-    """`grid`: the largest slowdown tried and the step between slowdowns."""
-    max_slowdown, step = grid
-    trials, threshold, alpha = how.count, how.threshold, how.alpha
-    cells = recorded_cells(results_dir)
-    if not cells:
-        raise InputError(f"{results_dir}: no successful loads with plt_ms")
-    slowdowns = [round(1 + i * step, 4) for i in range(round((max_slowdown - 1) / step) + 1)]
-    points = simulate(cells, ns, families, slowdowns, how)
+    """What the figures were computed from and with."""
     return {
         "recorded": str(results_dir),
         "cells": {
@@ -155,11 +147,47 @@ def figures(
             }
             for k, v in cells.items()
         },
-        "trials": trials,
+        "trials": how.count,
         "power": power,
-        "threshold": threshold,
-        "alpha": alpha,
+        "threshold": how.threshold,
+        "alpha": how.alpha,
+    }
+
+
+def load_cells(results_dir: Path) -> dict[str, np.ndarray]:
+    cells = recorded_cells(results_dir)
+    if not cells:
+        raise InputError(f"{results_dir}: no successful loads with plt_ms")
+    return cells
+
+
+def figures(
+    results_dir: Path,
+    ns: list[int],
+    families: list[int],
+    how: Trials,
+    power: float,
+    grid: tuple[float, float] = (2.0, 0.02),
+    at: tuple[float, ...] = (),
+) -> dict[str, Any]:
+    """`grid`: the largest slowdown tried and the step between slowdowns; `at`: slowdowns
+    whose detection rates are reported as they are."""
+    cells = load_cells(results_dir)
+    slowdowns = sorted(set(slowdown_grid(*grid)) | set(at))
+    points = simulate(cells, ns, families, slowdowns, how)
+    return {
+        **describe(results_dir, cells, how, power),
         "smallest_p": {n: smallest_p(n) for n in ns},
+        "detection_at": {
+            n: {
+                c: {
+                    s: next(p.detected for p in points if (p.n, p.cells, p.slowdown) == (n, c, s))
+                    for s in at
+                }
+                for c in families
+            }
+            for n in ns
+        },
         "min_detectable": {
             n: {c: min_detectable(points, n, c, power) for c in families} for n in ns
         },
@@ -174,9 +202,8 @@ def figures(
     }
 
 
-def render(f: dict[str, Any]) -> str:
-    families = next(iter(f["min_detectable"].values())).keys()
-    lines = [
+def render_header(f: dict[str, Any]) -> list[str]:
+    return [
         f"recorded loads: {f['recorded']}",
         *(
             f"  {k}: {v['loads']} loads, median {v['median_ms']:.1f} ms, "
@@ -185,6 +212,13 @@ def render(f: dict[str, Any]) -> str:
         ),
         f"{f['trials']} trials per point; slowed cell flagged when the Holm-adjusted "
         f"Mann-Whitney p < {f['alpha']} and the median ratio > {1 + f['threshold']:.2f}",
+    ]
+
+
+def render(f: dict[str, Any]) -> str:
+    families = next(iter(f["min_detectable"].values())).keys()
+    lines = [
+        *render_header(f),
         "",
         f"minimum PLT slowdown detected in >= {f['power']:.0%} of trials "
         "(one slowed cell among C cells):",
@@ -199,4 +233,9 @@ def render(f: dict[str, Any]) -> str:
     for n, row in f["false_alarm"].items():
         lines.append(f"  n={n:<3}" + "".join(f"  C={c}: {v:.1%}" for c, v in row.items()))
     lines.append("(none: not reached up to +100 %)")
+    for n, row in f["detection_at"].items():
+        for c, rates in row.items():
+            if rates:
+                cols = "  ".join(f"+{s - 1:.0%}: {r:.0%}" for s, r in rates.items())
+                lines.append(f"detection rate, n={n}, C={c}: {cols}")
     return "\n".join(lines)
