@@ -237,7 +237,14 @@ def load_overhead(**given: Any) -> None:
     type=click.FloatRange(0.001, 0.5),
     default=0.02,
     show_default=True,
-    help="Step between the slowdowns tried, up to +100 %.",
+    help="Step between the slowdowns tried.",
+)
+@click.option(
+    "--max-slowdown",
+    type=click.FloatRange(1, 3, min_open=True),
+    default=2.0,
+    show_default=True,
+    help="The largest slowdown factor tried (2.0: +100 %).",
 )
 @click.option("--trials", type=click.IntRange(1), default=400, show_default=True)
 @click.option("--power", default=0.8, show_default=True, help="Detection rate to reach.")
@@ -252,7 +259,7 @@ def compare_power(recorded: Path, **given: Any) -> None:
 
     how = power.Trials(count=given["trials"], threshold=given["threshold"], alpha=given["alpha"])
     ns, at = list(given["ns"] or (5, 8, 10)), tuple(given["at"])
-    grid = (2.0, given["step"])
+    grid = (given["max_slowdown"], given["step"])
     if given["family"] == "drawn":
         families = list(given["families"] or (1, 12, 24))
         f = power.figures(recorded, ns, families, how, given["power"], grid, at)

@@ -25,7 +25,7 @@ import numpy as np
 from scipy import stats
 
 from clarke.errors import InputError
-from clarke.run.bench.power import Trials, smallest_p
+from clarke.run.bench.power import Trials, not_reached, smallest_p
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,7 @@ def family_figures(
 
 
 def _pct(v: float | None) -> str:
-    return "none" if v is None else "+" + format(v - 1, ".0%")
+    return "none" if v is None else "+" + format(v - 1, ".1%")
 
 
 def render_family(f: dict[str, Any], power: float) -> list[str]:
@@ -160,7 +160,7 @@ def render_family(f: dict[str, Any], power: float) -> list[str]:
             f"{_pct(row['detected']):<21}  {_pct(row['worst_cell']):<11}  "
             f"{f['false_alarm'][n]:.1%}"
         )
-    lines.append("(none: not reached in the slowdowns tried)")
+    lines.append(not_reached(f))
     at: dict[float, Any] = next(iter(f["detection_at"].values()), {})
     if at:
         lines += ["", "detection rate at fixed slowdowns (alone / any cell mean / worst cell):"]
