@@ -144,6 +144,10 @@ time.sleep(300)
 """
 
 
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _why_not_ended(proc: subprocess.Popen[str], started: set[int]) -> str:
     """What kept `clarke site record` from ending within 60 s of its SIGINT: clarke itself
     (then SIGABRT: Python's fault handler prints every thread's stack) or a process that
@@ -181,6 +185,11 @@ def test_ctrl_c_ends_the_browser_and_mitmdump_and_writes_nothing(tmp_path: Path)
         # A clarke that outlives its SIGINT is sent SIGABRT below: Python's fault handler
         # then prints every thread's stack, so the failure says where it was stuck.
         env=os.environ | {"PYTHONFAULTHANDLER": "1"},
+        # Ctrl-C at a terminal: SIGINT as the default action. A test run started in the
+        # background by a non-interactive shell inherits SIGINT ignored (POSIX), and
+        # Python then installs no KeyboardInterrupt handler: clarke went on waiting for
+        # its page, which is what failed here before.
+        preexec_fn=_sigint_default,
     )  # fmt: skip
     pid_file = marker.with_suffix(".pid")
     started: set[int] = set()
