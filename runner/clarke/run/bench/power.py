@@ -75,6 +75,18 @@ class Trials:
     seed: int = 0
 
 
+def check_loads(samples: list[np.ndarray], ns: list[int]) -> None:
+    """InputError unless every recorded cell has 2n loads for every n asked (a night's
+    baseline and current halves are disjoint)."""
+    smallest = min(len(s) for s in samples)
+    for n in ns:
+        if 2 * n > smallest:
+            raise InputError(
+                f"n={n} needs {2 * n} loads per recorded cell (baseline and current "
+                f"disjoint); the smallest cell has {smallest}"
+            )
+
+
 def simulate(
     cells: dict[str, np.ndarray],
     ns: list[int],
@@ -84,13 +96,7 @@ def simulate(
 ) -> list[PowerPoint]:
     trials, threshold, alpha, seed = how.count, how.threshold, how.alpha, how.seed
     samples = list(cells.values())
-    smallest = min(len(s) for s in samples)
-    for n in ns:
-        if 2 * n > smallest:
-            raise InputError(
-                f"n={n} needs {2 * n} loads per recorded cell (baseline and current "
-                f"disjoint); the smallest cell has {smallest}"
-            )
+    check_loads(samples, ns)
     out: list[PowerPoint] = []
     for n in ns:
         for family in families:

@@ -24,8 +24,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from clarke.errors import InputError
-from clarke.run.bench.power import Trials, not_reached, smallest_p
+from clarke.run.bench.power import Trials, check_loads, not_reached, smallest_p
 
 
 @dataclass(frozen=True)
@@ -73,13 +72,7 @@ def simulate_family(
 ) -> tuple[list[FamilyPoint], dict[int, float]]:
     """The detection curve of every n, and the null night's false-alarm rate of every n."""
     samples = list(cells.values())
-    smallest = min(len(s) for s in samples)
-    for n in ns:
-        if 2 * n > smallest:
-            raise InputError(
-                f"n={n} needs {2 * n} loads in every recorded cell (baseline and current "
-                f"disjoint); the smallest cell has {smallest}"
-            )
+    check_loads(samples, ns)
     family, limit = len(samples), 1 + how.threshold
     points: list[FamilyPoint] = []
     false_alarm: dict[int, float] = {}
