@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -43,8 +45,20 @@ def _lookups(records: list[RunRecord]) -> dict[Cell, float]:
     return {cell: statistics.median(vs) for cell, vs in by_cell.items()}
 
 
+def _mean_s(metric: str, c: CellSummary) -> float:
+    return c.metrics[metric].mean / 1000
+
+
+def _errors(metric: str, cells: list[CellSummary]) -> list[list[float]]:
+    return _errbars([c.metrics[metric] for c in cells])
+
+
 def _grouped(
-    ax: Any, cells: list[CellSummary], every: list[Cell], value: Any, errors: Any = None
+    ax: Any,
+    cells: list[CellSummary],
+    every: list[Cell],
+    value: Callable[[CellSummary], float],
+    errors: Callable[[list[CellSummary]], list[list[float]]] | None = None,
 ) -> None:
     """Bars grouped by site, one per series; `value(c)` in s, `errors(list)` their bars.
     Every panel places and colours a series alike, also where it has no bar."""
@@ -86,8 +100,8 @@ def site_figure(
                 ax,
                 with_metric,
                 every,
-                lambda c, m=metric: c.metrics[m].mean / 1000,
-                lambda cs, m=metric: _errbars([c.metrics[m] for c in cs]),
+                partial(_mean_s, metric),
+                partial(_errors, metric),
             )
             ax.set_title(f"{profile}: {LABEL.get(metric, metric)}")
             ax.set_ylabel("s, mean and 95 % CI")
