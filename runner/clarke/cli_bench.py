@@ -246,6 +246,16 @@ def load_overhead(**given: Any) -> None:
     show_default=True,
     help="The largest slowdown factor tried (2.0: +100 %).",
 )
+@click.option(
+    "--slowed",
+    "slowed",
+    multiple=True,
+    metavar="SLOWED=BASE",
+    help="A recorded cell that is a real slowdown of another, loaded beside it (e.g. its "
+    "page with held responses): prints how often it is caught against the base cell, and "
+    "how often the multiplied base cell is (the model), for each -n and --cells "
+    "(repeatable; default --cells: 1, 12).",
+)
 @click.option("--trials", type=click.IntRange(1), default=400, show_default=True)
 @click.option("--power", default=0.8, show_default=True, help="Detection rate to reach.")
 @click.option("--threshold", type=click.FloatRange(0), default=0.10, show_default=True)
@@ -259,6 +269,9 @@ def compare_power(recorded: Path, **given: Any) -> None:
 
     how = power.Trials(count=given["trials"], threshold=given["threshold"], alpha=given["alpha"])
     ns, at = list(given["ns"] or (5, 8, 10)), tuple(given["at"])
+    if given["slowed"]:
+        _real_slowdowns(recorded, given["slowed"], ns, given, how)
+        return
     grid = (given["max_slowdown"], given["step"])
     if given["family"] == "drawn":
         families = list(given["families"] or (1, 12, 24))
@@ -280,6 +293,39 @@ def compare_power(recorded: Path, **given: Any) -> None:
         click.echo(json.dumps(f, indent=2))
     else:
         click.echo("\n".join([*power.render_header(f), *render_family(f, given["power"])]))
+
+
+def _real_slowdowns(
+    recorded: Path, slowed: tuple[str, ...], ns: list[int], given: dict[str, Any], how: Any
+) -> None:
+    from clarke.run.bench import power
+    from clarke.run.bench.power_real import real_figures, render_real
+
+    if given["family"] != "drawn":
+        raise click.BadParameter(
+            "--slowed draws the unchanged cells of a night from the recording's unslowed "
+            "cells (--family drawn)",
+            param_hint="--slowed",
+        )
+    pairs: dict[str, str] = {}
+    for pair in slowed:
+        s, sep, b = pair.partition("=")
+        if not sep or not s or not b or s == b:
+            raise click.BadParameter(
+                f"{pair!r}: expected SLOWED=BASE, two different cells of the recording, "
+                "each as compare's tables name it (geo/3/bbr/...)",
+                param_hint="--slowed",
+            )
+        pairs[s] = b
+    cells = power.load_cells(recorded)
+    f = {
+        **power.describe(recorded, cells, how, given["power"]),
+        **real_figures(cells, pairs, ns, list(given["families"] or (1, 12)), how),
+    }
+    if given["as_json"]:
+        click.echo(json.dumps(f, indent=2))
+    else:
+        click.echo("\n".join([*power.render_header(f), *render_real(f)]))
 
 
 @bench.command("sequential-coverage")

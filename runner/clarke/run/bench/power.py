@@ -51,7 +51,7 @@ def recorded_cells(results_dir: Path, metric: str = "plt_ms") -> dict[str, np.nd
     return {k: np.asarray(v) for k, v in out.items()}
 
 
-def _splits(
+def split_pairs(
     rng: np.random.Generator, cells: list[np.ndarray], n: int, count: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """`count` random (baseline, current) pairs of n disjoint loads of one random cell."""
@@ -103,11 +103,11 @@ def simulate(
             rng = np.random.default_rng([seed, n, family])
             # Null comparisons are shared by every slowdown of this (n, C): the same
             # family, only the slowed cell changes, so the curve is monotone in s.
-            nb, nc = _splits(rng, samples, n, trials * (family - 1))
+            nb, nc = split_pairs(rng, samples, n, trials * (family - 1))
             null_p = stats.mannwhitneyu(nc, nb, alternative="two-sided", axis=1).pvalue
             null_p = null_p.reshape(trials, family - 1)
             null_ratio = (np.median(nc, axis=1) / np.median(nb, axis=1)).reshape(trials, family - 1)
-            base, cur = _splits(rng, samples, n, trials)
+            base, cur = split_pairs(rng, samples, n, trials)
             for s in slowdowns:
                 p = stats.mannwhitneyu(cur * s, base, alternative="two-sided", axis=1).pvalue
                 ratio = np.median(cur * s, axis=1) / np.median(base, axis=1)
