@@ -84,6 +84,9 @@ def plan(file: Path, seed: int | None, as_json: bool) -> None:
     cells = len({r.cell for r in p.runs})
     repetitions = p.campaign.repetitions
     reps = f"{repetitions} repetitions" if isinstance(repetitions, int) else repetitions.describe()
+    more = {s.name: s.repetitions for s in p.campaign.scenarios or () if s.repetitions is not None}
+    if more:
+        reps += " (" + ", ".join(f"{name}: {n}" for name, n in more.items()) + ")"
     click.echo(
         f"{len(p.runs)} runs: {cells} cells x {reps}; "
         + ", ".join(f"{k}: {v}" for k, v in per_profile.items())

@@ -105,6 +105,10 @@ class Scenario(StrictModel):
     name: Name
     description: str = ""
     matrix: Matrix
+    # More loads for this scenario's cells than the campaign's fixed `repetitions`: for
+    # the cells whose spread needs them (campaigns/nightly.yaml). A cell that several
+    # scenarios list gets the most any of them asks.
+    repetitions: int | None = Field(default=None, ge=1, le=10_000)
 
 
 class Order(StrEnum):
@@ -352,6 +356,7 @@ class Campaign(StrictModel):
             raise ValueError("give exactly one of `matrix` or `scenarios`")
         if self.scenarios:
             _unique([s.name for s in self.scenarios])
+            self._scenario_repetitions_fit()
         if self.slot_phase is not None and self.browser.engine is not Engine.selenium:
             raise ValueError(
                 "slot_phase needs browser.engine selenium (Browsertime navigates as soon as "
@@ -458,6 +463,39 @@ class Campaign(StrictModel):
                     f"{prefix}.{BROWSER.key} chromium: {why} (give {fixed})"
                 )
         return out
+
+    def _scenario_repetitions_fit(self) -> None:
+        assert self.scenarios is not None
+        given = [(i, s.repetitions) for i, s in enumerate(self.scenarios) if s.repetitions]
+        if not given:
+            return
+        i, n = given[0]
+        where = f"scenarios[{i}].repetitions"
+        if not isinstance(self.repetitions, int):
+            raise ValueError(
+                f"{where}: a scenario's own repetitions need a fixed number of `repetitions` "
+                "for the campaign (a sequential rule decides per cell when to stop)"
+            )
+        if n < self.repetitions:
+            raise ValueError(
+                f"{where}: {n} is fewer than the campaign's {self.repetitions}; a scenario "
+                "may only ask for more"
+            )
+        if self.slot_phase is not None:
+            raise ValueError(
+                f"{where}: slot_phase spreads every cell's repetitions over the slot, so its "
+                "cells need one number of repetitions"
+            )
+
+    def repetitions_of(self, scenarios: list[str]) -> int:
+        """Runs in the plan for a cell that these scenarios list: the campaign's, or the
+        most a scenario of them asks for."""
+        own = [
+            s.repetitions
+            for s in self.scenarios or ()
+            if s.name in scenarios and s.repetitions is not None
+        ]
+        return max([self.planned_repetitions, *own])
 
     @property
     def planned_repetitions(self) -> int:

@@ -223,13 +223,14 @@ def expand(c: Campaign, source: Path, seed: int | None = None) -> CampaignPlan:
         )
     else:
         seed = None
+    repetitions = {cell: c.repetitions_of(names) for cell, names in cells.items()}
     runs: list[Run] = []
     for profile in profile_order:
         block = [
             (rep, cell)
-            for rep in range(1, c.planned_repetitions + 1)
+            for rep in range(1, max(repetitions.values()) + 1)
             for cell in cells
-            if cell[PROFILE] == profile
+            if cell[PROFILE] == profile and rep <= repetitions[cell]
         ]
         if seed is not None:
             random.Random(f"{seed}:{profile}").shuffle(block)
