@@ -29,7 +29,8 @@ def test_triggers_inputs_and_concurrency() -> None:
     wf = _wf()
     on = wf[True]  # YAML 1.1 reads the key `on` as true
     assert on["schedule"][0]["cron"]
-    assert set(on["workflow_dispatch"]["inputs"]) == {"campaign", "shards", "update_baseline"}
+    inputs = on["workflow_dispatch"]["inputs"]
+    assert set(inputs) == {"campaign", "shards", "threshold", "update_baseline"}
     assert wf["concurrency"]["cancel-in-progress"] is False
 
 
@@ -82,8 +83,19 @@ def test_merge_compares_and_reports_every_outcome() -> None:
     for cmd in ("clarke results merge", "clarke report", "clarke compare", "gh run download"):
         assert cmd in text, cmd
     assert "$GITHUB_STEP_SUMMARY" in text
+    assert 'clarke compare "$BASELINE" "merged/$CAMPAIGN_ID" --threshold "$THRESHOLD"' in text
     verdict = merge["steps"][-1]["run"]
     assert "1)" in verdict and "2)" in verdict and "exit 1" in verdict and "exit 2" in verdict
+
+
+def test_the_threshold_is_the_one_chosen_from_the_power_figures_and_checked() -> None:
+    """docs/nightly.md: 0.03 is what lets a 5 % PLT slowdown fail the night (0.10, compare's
+    default, never flags one); a manual run may give another, checked before anything runs."""
+    wf = _wf()
+    assert wf["env"]["THRESHOLD"] == "${{ inputs.threshold || '0.03' }}"
+    assert wf[True]["workflow_dispatch"]["inputs"]["threshold"]["default"] == "0.03"
+    plan = _run_text(wf["jobs"]["plan"])
+    assert "threshold '$THRESHOLD': expected a share" in plan and "exit 2" in plan
 
 
 def test_the_default_campaign_validates_and_fits_the_budget() -> None:
