@@ -247,6 +247,14 @@ def load_overhead(**given: Any) -> None:
     help="The largest slowdown factor tried (2.0: +100 %).",
 )
 @click.option(
+    "--cell",
+    "only",
+    multiple=True,
+    metavar="CELL",
+    help="Use only this recorded cell, as compare's tables name it (repeatable): e.g. the "
+    "figures of one noisy cell, slowed and drawn as the unchanged cells alone.",
+)
+@click.option(
     "--slowed",
     "slowed",
     multiple=True,
@@ -275,7 +283,11 @@ def compare_power(recorded: Path, **given: Any) -> None:
     grid = (given["max_slowdown"], given["step"])
     if given["family"] == "drawn":
         families = list(given["families"] or (1, 12, 24))
-        f = power.figures(recorded, ns, families, how, given["power"], grid, at)
+        cells = power.load_cells(recorded, given["only"])
+        f = {
+            **power.describe(recorded, cells, how, given["power"]),
+            **power.figures(cells, ns, families, how, given["power"], grid, at),
+        }
         click.echo(json.dumps(f, indent=2) if given["as_json"] else power.render(f))
         return
     if given["families"]:
@@ -284,7 +296,7 @@ def compare_power(recorded: Path, **given: Any) -> None:
             "every recorded cell",
             param_hint="--cells",
         )
-    cells = power.load_cells(recorded)
+    cells = power.load_cells(recorded, given["only"])
     f = {
         **power.describe(recorded, cells, how, given["power"]),
         **family_figures(cells, ns, power.slowdown_grid(*grid), list(at), how, given["power"]),
@@ -317,7 +329,7 @@ def _real_slowdowns(
                 param_hint="--slowed",
             )
         pairs[s] = b
-    cells = power.load_cells(recorded)
+    cells = power.load_cells(recorded, given["only"])
     f = {
         **power.describe(recorded, cells, how, given["power"]),
         **real_figures(cells, pairs, ns, list(given["families"] or (1, 12)), how),

@@ -102,3 +102,13 @@ def test_cli_prints_real_and_model_for_recorded_cells(run_cli) -> None:  # type:
 def test_cli_refuses_what_it_cannot_pair(run_cli, args: list[str], message: str) -> None:  # type: ignore[no-untyped-def]
     code, _, err = run_cli("bench", "compare-power", *args, "--trials", "5")
     assert code == 2 and message in err, err
+
+
+def test_cli_cell_keeps_one_recorded_cell(run_cli) -> None:  # type: ignore[no-untyped-def]
+    code, out, _ = run_cli(
+        "bench", "compare-power", "--cell", H3, "-n", "8", "--cells", "1", "--trials", "20"
+    )
+    assert code == 0, out
+    assert f"{H3}: 20 loads" in out and H2 not in out
+    code, _, err = run_cli("bench", "compare-power", "--cell", "lan/9", "--trials", "5")
+    assert code == 2 and "--cell lan/9: no successful loads of that cell" in err, err

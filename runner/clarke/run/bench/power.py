@@ -164,15 +164,21 @@ def not_reached(f: dict[str, Any]) -> str:
     return f"(none: not reached up to +{max(p['slowdown'] for p in f['points']) - 1:.0%})"
 
 
-def load_cells(results_dir: Path) -> dict[str, np.ndarray]:
+def load_cells(results_dir: Path, only: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
+    """The recorded cells' PLTs; with `only`, those cells alone (each must be there)."""
     cells = recorded_cells(results_dir)
     if not cells:
         raise InputError(f"{results_dir}: no successful loads with plt_ms")
-    return cells
+    if missing := [c for c in only if c not in cells]:
+        raise InputError(
+            f"--cell {missing[0]}: no successful loads of that cell in {results_dir} (its "
+            f"cells: {', '.join(sorted(cells))})"
+        )
+    return {k: v for k, v in cells.items() if k in only} if only else cells
 
 
 def figures(
-    results_dir: Path,
+    cells: dict[str, np.ndarray],
     ns: list[int],
     families: list[int],
     how: Trials,
@@ -181,12 +187,10 @@ def figures(
     at: tuple[float, ...] = (),
 ) -> dict[str, Any]:
     """`grid`: the largest slowdown tried and the step between slowdowns; `at`: slowdowns
-    whose detection rates are reported as they are."""
-    cells = load_cells(results_dir)
+    whose detection rates are reported as they are. Beside `describe`'s."""
     slowdowns = sorted(set(slowdown_grid(*grid)) | set(at))
     points = simulate(cells, ns, families, slowdowns, how)
     return {
-        **describe(results_dir, cells, how, power),
         "smallest_p": {n: smallest_p(n) for n in ns},
         "detection_at": {
             n: {
