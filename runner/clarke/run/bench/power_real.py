@@ -132,7 +132,7 @@ def render_real(f: dict[str, Any]) -> list[str]:
         "",
         "  slowed cell <- base cell (spread: coefficient of variation of PLT)",
     ]
-    cv = {name: cell["cv"] for name, cell in f["cells"].items()}
+    cv = {name: described["cv"] for name, described in f["cells"].items()}
     for slowed, base, measured in dict.fromkeys(
         (p["slowed"], p["base"], p["measured"]) for p in f["points"]
     ):
