@@ -28,7 +28,7 @@ from scipy import stats
 
 from clarke.errors import InputError
 from clarke.run.bench.power import Trials, check_loads, split_pairs
-from clarke.run.compare.cells import holm
+from clarke.run.bench.power_family import holm_rows
 
 
 @dataclass(frozen=True)
@@ -48,11 +48,8 @@ def _pick(rng: np.random.Generator, loads: np.ndarray, n: int, count: int) -> np
 
 def _flagged(p: np.ndarray, ratio: np.ndarray, null_p: np.ndarray, how: Trials) -> float:
     """Share of trials whose first cell is flagged `slower` among itself and its nulls."""
-    hits = 0
-    for t in range(len(p)):
-        adjusted = holm([float(p[t]), *map(float, null_p[t])])
-        hits += adjusted[0] < how.alpha and ratio[t] > 1 + how.threshold
-    return hits / len(p)
+    adjusted = holm_rows(np.column_stack([p, null_p]))[:, 0]
+    return float(np.mean((adjusted < how.alpha) & (ratio > 1 + how.threshold)))
 
 
 def real_slowdowns(
