@@ -69,6 +69,15 @@ def test_the_plan_says_which_scenario_takes_more(tmp_path: Path, run_cli) -> Non
     [
         ({"repetitions": 6}, "scenarios[1].repetitions: 5 is fewer than the campaign's 6"),
         (
+            {
+                "scenarios": [
+                    {"name": "a", "matrix": MATRIX | {"http": [2]}, "repetitions": 3},
+                    {"name": "b", "matrix": MATRIX | {"http": [3]}, "repetitions": 1},
+                ]
+            },
+            "scenarios[1].repetitions: 1 is fewer than the campaign's 2",
+        ),
+        (
             {"repetitions": {"min": 3, "max": 30, "until": {"metric": "plt", "half_width": 0.02}}},
             "scenarios[1].repetitions: a scenario's own repetitions need a fixed number",
         ),

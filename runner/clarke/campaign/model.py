@@ -469,18 +469,18 @@ class Campaign(StrictModel):
         given = [(i, s.repetitions) for i, s in enumerate(self.scenarios) if s.repetitions]
         if not given:
             return
-        i, n = given[0]
-        where = f"scenarios[{i}].repetitions"
+        where = f"scenarios[{given[0][0]}].repetitions"
         if not isinstance(self.repetitions, int):
             raise ValueError(
                 f"{where}: a scenario's own repetitions need a fixed number of `repetitions` "
                 "for the campaign (a sequential rule decides per cell when to stop)"
             )
-        if n < self.repetitions:
-            raise ValueError(
-                f"{where}: {n} is fewer than the campaign's {self.repetitions}; a scenario "
-                "may only ask for more"
-            )
+        for k, fewer in given:
+            if fewer < self.repetitions:
+                raise ValueError(
+                    f"scenarios[{k}].repetitions: {fewer} is fewer than the campaign's "
+                    f"{self.repetitions}; a scenario may only ask for more"
+                )
         if self.slot_phase is not None:
             raise ValueError(
                 f"{where}: slot_phase spreads every cell's repetitions over the slot, so its "
