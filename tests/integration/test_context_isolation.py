@@ -119,6 +119,9 @@ def test_a_new_context_per_load_starts_from_nothing(
         assert verdict["first_protocol"] == verdict["new_profile_protocol"]
     assert "browser_start" in loads[0][0].phases_ms
     assert all("browser_start" not in r.phases_ms for r, _ in loads[1:])
+    # The last load quits its browser, started with WebDriver BiDi: without waiting out
+    # the BiDi socket's reader, which sleeps 10 s at a time (prestart.quit_driver).
+    assert loads[-1][0].phases_ms["browser_exit"] < 5_000, loads[-1][0].phases_ms
 
 
 def test_a_context_used_again_fails_the_load_with_the_reason(
