@@ -143,3 +143,23 @@ def test_a_context_used_again_fails_the_load_with_the_reason(
     assert "carried over from an earlier load" in broken["failure"] or (
         "earlier TLS session" in broken["failure"]
     ), broken
+
+
+def test_the_settle_wait_ends_once_the_largest_element_has_painted(
+    origin: dict[str, Any],
+) -> None:
+    """With the page's largest elements known, collection waits for one of them to have
+    its LCP entry, not for the whole margin (a browser never replaces that entry); a
+    page whose largest elements are not known waits the margin out."""
+    req = _request(origin, "2", Browser.firefox).model_copy(
+        update={"settle_ms": 3_000, "next_load": None}
+    )
+    known = selenium_engine.load(req, origin["setup"])
+    assert known.status is Status.ok, known.reason
+    assert known.lcp_element in req.lcp_candidates
+    assert known.phases_ms["settle_collect"] < 3_000, known.phases_ms
+    unknown = selenium_engine.load(
+        req.model_copy(update={"lcp_candidates": [], "settle_ms": 1_000}), origin["setup"]
+    )
+    assert unknown.status is Status.ok, unknown.reason
+    assert unknown.phases_ms["settle_collect"] >= 1_000, unknown.phases_ms

@@ -110,13 +110,16 @@ def test_a_sleeping_browser_is_quiet_at_once_and_a_busy_one_never(
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
-        waited, quiet = prestart.wait_quiet(sleeper.pid)
-        assert quiet and waited < prestart.QUIET_MAX_S
+        waited, quiet_from = prestart.wait_quiet(sleeper.pid)
+        assert quiet_from is not None and waited < prestart.QUIET_MAX_S
+        # Where its quiet window began: judged from there, quiet still, with no new window.
+        assert time.monotonic() - quiet_from.at >= prestart.QUIET_WINDOW_S
+        assert prestart.wait_quiet(sleeper.pid, quiet_from) == (0.0, quiet_from)
         # Any CPU at all is too much here: a spinning process is never quiet.
         monkeypatch.setattr(prestart, "QUIET_CPU_FRACTION", 0.0)
         monkeypatch.setattr(prestart, "QUIET_MAX_S", 0.6)
-        waited, quiet = prestart.wait_quiet(busy.pid)
-        assert not quiet and waited >= 0.6
+        waited, quiet_from = prestart.wait_quiet(busy.pid)
+        assert quiet_from is None and waited >= 0.6
     finally:
         for p in (sleeper, busy):
             p.kill()
@@ -204,17 +207,17 @@ def test_a_quiet_mark_spares_the_wait_only_for_a_browser_quiet_since(
     try:
         assert sleeper.stdout is not None and sleeper.stdout.readline() == b"ready\n"
         young = prestart.QuietMark.now(sleeper.pid)
-        waited, quiet = prestart.wait_quiet(sleeper.pid, young)
+        waited, quiet_from = prestart.wait_quiet(sleeper.pid, young)
         # A mark too young: the rest of a window from it, no more.
-        assert quiet and 0 < waited <= prestart.QUIET_WINDOW_S
+        assert quiet_from == young and 0 < waited <= prestart.QUIET_WINDOW_S
         assert time.monotonic() - young.at >= prestart.QUIET_WINDOW_S
         old = prestart.QuietMark(young.at - 2 * prestart.QUIET_WINDOW_S, young.ticks)
-        assert prestart.wait_quiet(sleeper.pid, old) == (0.0, True)
+        assert prestart.wait_quiet(sleeper.pid, old) == (0.0, old)
         monkeypatch.setattr(prestart, "QUIET_MAX_S", 0.3)
         mark = prestart.QuietMark.now(busy.pid)
         threading.Event().wait(2 * prestart.QUIET_WINDOW_S)
-        waited, quiet = prestart.wait_quiet(busy.pid, mark)
-        assert not quiet and waited >= 0.3
+        waited, quiet_from = prestart.wait_quiet(busy.pid, mark)
+        assert quiet_from is None and waited >= 0.3
     finally:
         for p in (sleeper, busy):
             p.kill()

@@ -177,11 +177,16 @@ def quiet_all_along(since: QuietMark, now: float, ticks: int, per_window: float)
     )
 
 
-def wait_quiet(root: int, since: QuietMark | None = None) -> tuple[float, bool]:
+def wait_quiet(root: int, since: QuietMark | None = None) -> tuple[float, QuietMark | None]:
     """Waits until the processes under `root` (the driver and its browser) are quiet;
-    (seconds waited, whether they became quiet before QUIET_MAX_S). With `since`, the
-    window from it to now (waiting until it is QUIET_WINDOW_S long) is judged first, at
-    the same rate, and nothing more is waited for when they were quiet all along."""
+    (seconds waited, and where the window they were quiet over began, or None when they
+    were not quiet before QUIET_MAX_S). With `since`, the window from it to now (waiting
+    until it is QUIET_WINDOW_S long) is judged first, at the same rate, and nothing more
+    is waited for when they were quiet all along.
+
+    The mark returned serves as a later call's `since`: the window it judges then runs
+    from the start of this quiet one to that moment, so a browser found quiet here and
+    quiet since needs no new window of its own."""
     started = time.monotonic()
     per_window = QUIET_CPU_FRACTION * QUIET_WINDOW_S * os.sysconf("SC_CLK_TCK")
     slept = 0.0
@@ -189,17 +194,16 @@ def wait_quiet(root: int, since: QuietMark | None = None) -> tuple[float, bool]:
         # A mark too recent for a window: the rest of one, judged from the mark.
         slept = QUIET_WINDOW_S - (started - since.at)
         time.sleep(slept)
-    before = tree_cpu_ticks(root)
-    if since is not None and quiet_all_along(since, time.monotonic(), before, per_window):
-        return slept, True
-    allowed = per_window
+    before = QuietMark.now(root)
+    if since is not None and quiet_all_along(since, before.at, before.ticks, per_window):
+        return slept, since
     while time.monotonic() - started < QUIET_MAX_S:
         time.sleep(QUIET_WINDOW_S)
-        now = tree_cpu_ticks(root)
-        if now - before <= allowed:
-            return time.monotonic() - started, True
+        now = QuietMark.now(root)
+        if now.ticks - before.ticks <= per_window:
+            return time.monotonic() - started, before
         before = now
-    return time.monotonic() - started, False
+    return time.monotonic() - started, None
 
 
 class Spares:

@@ -168,9 +168,10 @@ def _start_firefox(
     if quiet:
         pid = driver.service.process.pid
         with phases.phase("quiet_wait"):
-            _, was_quiet = prestart.wait_quiet(pid)
-        # Starved at idle priority, a browser looks quiet: only at normal priority it is.
-        if was_quiet and not prestart.tasks_at_idle(pid):
+            _, quiet_from = prestart.wait_quiet(pid)
+        # Starved at idle priority, a browser looks quiet: only at normal priority it is,
+        # so quiet from now on (not from the window's start, which may have been at idle).
+        if quiet_from is not None and not prestart.tasks_at_idle(pid):
             started.quiet_since = prestart.QuietMark.now(pid)
     started.phases_ms = dict(phases.ms)
     return started
@@ -357,9 +358,9 @@ def _prepare_next_context(browser: prestart.Started) -> None:
         browser.context = contexts.open_context(browser.driver, browser.home_size)
     pid = browser.driver.service.process.pid
     with phases.phase("quiet_wait"):
-        _, quiet = prestart.wait_quiet(pid)
-    if quiet:
-        browser.quiet_since = prestart.QuietMark.now(pid)
+        # Quiet from where its quiet window began: the next load judges the time from
+        # there, and waits for no window of its own when the browser stayed quiet.
+        _, browser.quiet_since = prestart.wait_quiet(pid)
     browser.phases_ms = {f"next_context_{name}": ms for name, ms in phases.ms.items()}
 
 
@@ -407,7 +408,7 @@ def _drive(
         with phases.phase("navigation"):
             driver.get(req.url)
         with phases.phase("settle_collect"):
-            raw = driver.execute_async_script(COLLECT_JS, req.settle_ms)
+            raw = driver.execute_async_script(COLLECT_JS, req.settle_ms, req.lcp_candidates)
         if during:  # measured: the next browser may take a core while this one quits
             prestart.SPARES.promote()
     except WebDriverException as e:
