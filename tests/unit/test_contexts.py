@@ -103,6 +103,29 @@ def test_one_browser_kept_per_set_of_settings(tmp_path: Path) -> None:
     assert not resident.has(h3) and not resident.has(h1)
 
 
+def test_a_load_waits_for_every_kept_browser_to_have_its_next_context_ready(
+    tmp_path: Path,
+) -> None:
+    """A load for other settings starts only once the browser kept for the previous
+    load's settings is done opening its next context (that work would run beside the
+    page otherwise); that browser stays kept for its own settings."""
+    h3 = BrowserSettings(http="3", isolation=Isolation.context)
+    resident, gate, prepared = contexts.Resident(), threading.Event(), []
+
+    def prepare(browser: prestart.Started) -> None:
+        gate.wait(5)
+        prepared.append(browser)
+
+    kept = _browser(tmp_path)
+    resident.keep(kept, CONTEXT, prepare)
+    threading.Timer(0.2, gate.set).start()
+    assert resident.take(h3, 50, False) == (
+        None, "no browser kept for this load's settings (1 kept for other settings)"
+    )  # fmt: skip
+    assert prepared == [kept] and resident.has(CONTEXT)
+    assert kept.driver.quit_calls == 0
+
+
 def test_a_next_context_that_could_not_be_opened_means_a_new_browser(tmp_path: Path) -> None:
     resident = contexts.Resident()
     kept = _browser(tmp_path)

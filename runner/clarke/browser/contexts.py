@@ -140,6 +140,7 @@ class Resident:
         if new_browser:
             self.discard()
             return None, "the previous load failed"
+        self._wait_for_others(settings)
         entry = self._pop(settings.model_dump_json())
         if entry is None:
             with self._lock:
@@ -155,6 +156,18 @@ class Resident:
             prestart.quit_browser(browser)
             return None, why
         return browser, ""
+
+    def _wait_for_others(self, settings: BrowserSettings) -> None:
+        """Waits until every browser kept for other settings has its next context ready:
+        the work of opening one (a new tab, its process woken; a Chromium renderer
+        started) must not run beside this load's page, where it would take a core from
+        the browser being measured. A campaign alternating its cells' settings made each
+        load overlap the previous browser's context change before."""
+        key = settings.model_dump_json()
+        with self._lock:
+            threads = [e.thread for k, e in self._kept.items() if k != key and e.thread]
+        for thread in threads:
+            thread.join()
 
     def discard(self, settings: BrowserSettings | None = None) -> None:
         """Quits the browser kept for `settings`, or every kept browser."""
