@@ -119,6 +119,11 @@ def test_a_campaign_replays_sites_and_fails_a_load_that_missed(
         print(f"{run_id}: {dns['gateway_queries']} queries crossed: {dns['gateway_names']}")
         print(f"{run_id}: origins {json.dumps(r.details['origins'])}")
         assert r.metrics["dns_queries_crossed"] == dns["gateway_queries"]
+        # Every lookup the browser made, at the client's own resolver, with its times.
+        asked = dns["client_resolver_queries"]
+        assert set(HOSTS) <= {q["name"] for q in asked if q["type"] == "A"}, asked
+        assert all(q["at"] <= q["answered_at"] for q in asked), asked
+        assert all("upstream_ms" in q for q in asked if q["forwarded"]), asked
         assert r.metrics["origins"] == 3
         # Each origin as the server saw it: a new connection with a full handshake (a
         # fresh profile per load resumes nothing), accepted during the load (give or take
@@ -135,6 +140,7 @@ def test_a_campaign_replays_sites_and_fails_a_load_that_missed(
             # negative HTTPS answers too): no lookup crossed the link, each was a hit.
             assert dns["gateway_queries"] == 0, dns
             assert dns["terminal_hits"] >= len(HOSTS), dns
+            assert len(dns["terminal_cache_queries"]) == dns["terminal_queries"], dns
     # The archive whose page asks for what it lacks: a failed load naming the URL.
     missed = records["lan-h2-bbr-one-missing-dnsterminal-r1"]
     assert missed.status is Status.failed

@@ -131,7 +131,14 @@ def test_the_cache_forwards_a_name_once(authoritative: tuple[int, Path], tmp_pat
             assert empty.rcode() == dns.rcode.NOERROR and not empty.answer
     finally:
         _stop(proc)
-    assert [e["hit"] for e in _log(log)] == [False, True, True, False, False, True, True]
+    entries = _log(log)
+    assert [e["hit"] for e in entries] == [False, True, True, False, False, True, True]
+    # Its own time per query; a forwarded one's includes the upstream's answer, timed.
+    assert all(e["at"] <= e["answered_at"] for e in entries)
+    assert [("upstream_ms" in e) for e in entries] == [not e["hit"] for e in entries]
+    assert all(
+        0 < e["upstream_ms"] <= (e["answered_at"] - e["at"]) * 1000 for e in entries if not e["hit"]
+    )
     forwarded = [(e["name"], e["type"]) for e in _log(upstream_log)]
     assert forwarded == [
         ("www.example.org", "A"),
@@ -163,12 +170,15 @@ def test_the_stub_forwards_the_zones_names_only(
         assert _ask("www.example.org", port, "HTTPS").rcode() == dns.rcode.NOERROR
     finally:
         _stop(proc)
-    assert [(e["name"], e["forwarded"]) for e in _log(log)] == [
+    entries = _log(log)
+    assert [(e["name"], e["forwarded"]) for e in entries] == [
         ("www.example.org", True),
         ("www.example.org", True),
         ("firefox.settings.services.mozilla.com", False),
         ("www.example.org", True),
     ]
+    assert [("upstream_ms" in e) for e in entries] == [e["forwarded"] for e in entries]
+    assert all(e["at"] <= e["answered_at"] for e in entries)
     assert [(e["name"], e["type"]) for e in _log(upstream_log)] == [
         ("www.example.org", "A"),
         ("www.example.org", "A"),

@@ -19,8 +19,10 @@
   which release builds of Firefox poll whatever their preferences say) never crosses the
   link, as without a site no name but the test host resolves in the client.
 
-Logging happens after the reply is built and before it is sent; a line's `at` is the
-query's arrival (time.time(), s)."""
+Logging happens after the reply is built and before it is sent; a line's `at` is when
+the resolver took the query up, its `answered_at` when the reply was ready (time.time(),
+s): the difference is the resolver's own time, with the upstream's answer for a query it
+forwarded (`upstream_ms`)."""
 
 from __future__ import annotations
 
@@ -77,6 +79,7 @@ def _entry(
     name, qtype = question
     return {
         "at": at,
+        "answered_at": time.time(),
         "client": _client(handler),
         "name": name,
         "type": qtype,
@@ -152,16 +155,19 @@ class Caching(BaseResolver):
         with self._lock:
             cached = self._cache.get(key)
         hit = cached is not None and cached.expires > time.monotonic()
+        more: dict[str, float] = {}
         if hit:
             assert cached is not None
             reply = DNSRecord.parse(cached.reply.pack())
             reply.header.id = request.header.id
         else:
+            asked = time.monotonic()
             try:
                 reply = DNSRecord.parse(_send_from(request, self.upstream, self.port, self.source))
             except OSError:  # the upstream did not answer in time: say so, do not hang
                 reply = request.reply()
                 reply.header.rcode = RCODE.SERVFAIL
+            more["upstream_ms"] = (time.monotonic() - asked) * 1000
             if reply.rr:
                 ttl = min(rr.ttl for rr in reply.rr) if reply.header.rcode == RCODE.NOERROR else 0
             elif reply.header.rcode in (RCODE.NOERROR, RCODE.NXDOMAIN):
@@ -171,7 +177,7 @@ class Caching(BaseResolver):
             if ttl > 0:
                 with self._lock:
                     self._cache[key] = _Cached(reply, time.monotonic() + ttl)
-        self.log.write(_entry(at, handler, key, reply, hit=hit))
+        self.log.write(_entry(at, handler, key, reply, hit=hit, **more))
         return reply
 
 
@@ -203,14 +209,17 @@ class Stub(BaseResolver):
         at = time.time()
         name, qtype = _question(request)
         forwarded = name in self.names
+        more: dict[str, float] = {}
         if forwarded:
+            asked = time.monotonic()
             try:
                 reply = DNSRecord.parse(_send_from(request, self.upstream, self.port, self.source))
             except OSError:  # the upstream did not answer in time: say so, do not hang
                 reply = request.reply()
                 reply.header.rcode = RCODE.SERVFAIL
+            more["upstream_ms"] = (time.monotonic() - asked) * 1000
         else:
             reply = request.reply()
             reply.header.rcode = RCODE.NXDOMAIN
-        self.log.write(_entry(at, handler, (name, qtype), reply, forwarded=forwarded))
+        self.log.write(_entry(at, handler, (name, qtype), reply, forwarded=forwarded, **more))
         return reply

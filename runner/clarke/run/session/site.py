@@ -165,10 +165,14 @@ class SiteReplay:
             "gateway_names": sorted({f"{q.get('type')} {q.get('name')}" for q in crossed}),
             "queries": crossed,
         }
+        # The client's own resolver, every query the browser made: with each resolver's
+        # own times (`at`, `answered_at`, `upstream_ms`), where a lookup's time went.
+        out["client_resolver_queries"] = self.names.queries("client", since)
         if self.in_force is not None and self.in_force.cache is DnsCache.terminal:
             cached = self.names.queries("terminal", since)
             out["terminal_queries"] = len(cached)
             out["terminal_hits"] = sum(1 for q in cached if q.get("hit"))
+            out["terminal_cache_queries"] = cached
         return out
 
     def stop_names(self) -> None:
