@@ -276,7 +276,8 @@ def test_each_origins_lookup_and_connection_from_resource_timing() -> None:
     }  # fmt: skip
     rows, metrics = site.origins(raw)
     assert rows["www.site.test"] == {
-        "requests": 1, "protocols": ["h2"], "dns_ms": 530.0, "connect_ms": 1069.0,
+        "requests": 1, "protocols": ["h2"], "dns_ms": 530.0, "dns_start_ms": 1.0,
+        "connect_ms": 1069.0,
     }  # fmt: skip
     assert rows["img.cdn.test"]["requests"] == 2 and rows["img.cdn.test"]["dns_ms"] == 534.0
     assert metrics == {
@@ -306,6 +307,41 @@ def test_each_origins_connections_and_handshakes_as_the_server_saw_them() -> Non
     assert out["img.cdn.test"]["handshakes"] == {"resumed": 1, "full": 1}
     assert out["img.cdn.test"]["server_opened_ms"] == 2250.0
     assert "server_connections" not in rows["www.site.test"]  # rows are not changed
+
+
+def test_each_origins_lookup_beside_the_client_resolvers_own_times() -> None:
+    """The client resolver's A query that served an origin's first lookup: the last
+    one for that name answered by the lookup's end (an earlier lookup of the name, or
+    a later one, is not it), from the navigation's start."""
+    t0 = 1_795_000_000_000.0  # the navigation's start, Unix ms
+    rows = {
+        "www.site.test": {"requests": 1, "dns_ms": 530.0, "dns_start_ms": 1.0},
+        "img.cdn.test": {"requests": 2, "dns_ms": 534.0, "dns_start_ms": 1701.0},
+        "known.test": {"requests": 1, "dns_ms": None},  # never looked up in this load
+    }
+
+    def query(name: str, qtype: str, at_ms: float, answered_ms: float) -> dict[str, Any]:
+        return {
+            "name": name, "type": qtype, "at": (t0 + at_ms) / 1000,
+            "answered_at": (t0 + answered_ms) / 1000,
+        }  # fmt: skip
+
+    queries = [
+        query("www.site.test", "A", 3.0, 529.0),
+        query("www.site.test", "HTTPS", 3.5, 530.5),
+        query("img.cdn.test", "A", 40.0, 570.0),  # an earlier lookup of the name
+        query("img.cdn.test", "A", 1750.0, 2234.0),
+        query("img.cdn.test", "A", 2300.0, 2830.0),  # a later one
+    ]
+    out = site.resolver_side(rows, queries, t0)
+    www, img = out["www.site.test"], out["img.cdn.test"]
+    assert abs(www["resolver_taken_ms"] - 3.0) < 0.01
+    assert abs(www["resolver_answered_ms"] - 529.0) < 0.01
+    assert abs(img["resolver_taken_ms"] - 1750.0) < 0.01
+    assert abs(img["resolver_answered_ms"] - 2234.0) < 0.01
+    assert "resolver_taken_ms" not in out["known.test"]
+    assert "resolver_taken_ms" not in rows["www.site.test"]  # rows are not changed
+    assert site.resolver_side(rows, queries, None) == rows  # no navigation start: as is
 
 
 def test_the_compose_substrate_refuses_a_site_saying_why(tmp_path: Path) -> None:

@@ -278,6 +278,7 @@ def origins(raw: Mapping[str, Any]) -> tuple[dict[str, dict[str, Any]], dict[str
         lookup = _span(e, "domainLookupStart", "domainLookupEnd")
         if lookup is not None and lookup > 0 and row["dns_ms"] is None:
             row["dns_ms"] = lookup
+            row["dns_start_ms"] = float(e["domainLookupStart"])
         connect = _span(e, "connectStart", "connectEnd")
         if connect is not None and connect > 0 and "connect_ms" not in row:
             row["connect_ms"] = connect
@@ -312,6 +313,46 @@ def server_side(
         started = c.get("start_unix_ms")
         if "server_opened_ms" not in row and time_origin and isinstance(started, int | float):
             row["server_opened_ms"] = float(started) - time_origin
+    return out
+
+
+# The browser's times are rounded (Firefox: to 1 ms or coarser) where the resolvers'
+# are not: a query answered this much after the browser's lookup ended still served it.
+LOOKUP_TIME_SLACK_MS = 2.0
+
+
+def resolver_side(
+    rows: dict[str, dict[str, Any]],
+    client_queries: list[Mapping[str, Any]],
+    time_origin: float | None,
+) -> dict[str, dict[str, Any]]:
+    """`rows` (origins()) with, per origin whose first lookup the browser timed, when the
+    client's own resolver took that lookup's A query up (`resolver_taken_ms`) and had its
+    answer (`resolver_answered_ms`), from the navigation's start: of the lookup's
+    `dns_ms`, the time before the first is the browser's and the host's (its resolver
+    thread, the query's way to the resolver), the time between them the resolvers' and
+    the link's, the time after the answer's way back. The query is the last one for that
+    name answered by the lookup's end."""
+    out = {host: dict(row) for host, row in rows.items()}
+    if not time_origin:
+        return out
+    for host, row in out.items():
+        start, took = row.get("dns_start_ms"), row.get("dns_ms")
+        if start is None or took is None:
+            continue
+        end = float(start) + float(took) + LOOKUP_TIME_SLACK_MS
+        served = [
+            q
+            for q in client_queries
+            if q.get("name") == host
+            and q.get("type") == "A"
+            and isinstance(q.get("answered_at"), int | float)
+            and float(q["answered_at"]) * 1000 - time_origin <= end
+        ]
+        if served:
+            q = max(served, key=lambda q: float(q["answered_at"]))
+            row["resolver_taken_ms"] = float(q["at"]) * 1000 - time_origin
+            row["resolver_answered_ms"] = float(q["answered_at"]) * 1000 - time_origin
     return out
 
 
