@@ -402,11 +402,10 @@ class Session:
         failure = self._verify(load, result, crossing, t, details)
         if load.site != SITE_NONE:
             details["dns"] = dns = self.site.dns(names_before)
-            origin = (result.raw or {}).get("timeOrigin")
             details["origins"] = site.resolver_side(
                 details.get("origins", {}),
                 dns.get("client_resolver_queries", []),
-                float(origin) if isinstance(origin, int | float) else None,
+                (result.raw or {}).get("timeOrigin"),
             )
             if "gateway_queries" in dns:  # the lookups that crossed the link
                 details["metrics"]["dns_queries_crossed"] = float(dns["gateway_queries"])
