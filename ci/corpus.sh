@@ -3,7 +3,9 @@
 # of Debian's python3.11-doc served on loopback under four host names, each recorded by
 # `clarke site record` through mitmproxy in headless Firefox. It runs in a network
 # namespace of its own that has only a loopback interface (unshare --net), so nothing
-# can reach beyond the machine whatever the browser tries. Needs root.
+# can reach beyond the machine whatever the browser tries. Needs root. Beside it, the
+# generated site of seed 1 (`clarke site generate`, docs/sites.md "Generated sites"),
+# which campaigns/sites/generated-geo.yaml replays.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-build/corpus}
@@ -15,3 +17,4 @@ rm -rf "$out"
 clarke=$PWD/.venv/bin/clarke
 # shellcheck disable=SC2016  # expanded by the inner shell
 unshare --net -- sh -c 'ip link set lo up && exec "$0" site corpus --out "$1"' "$clarke" "$out"
+"$clarke" site generate --out "$out/generated-1" --seed 1 > /dev/null

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import replace
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,7 +22,12 @@ from clarke.browser import browsertime_engine
 from clarke.browser.load import SITE_DNS_STUB, LoadRequest
 from clarke.errors import InputError
 from clarke.place.plan import NetnsPlan
+from clarke.campaign.dimensions import SITE_NONE
+from clarke.campaign.sites import planned
+from clarke.results.record import Status
 from clarke.run.session.session import Session
+from clarke.run.session.settings import PageLoad
+from clarke.run.session.site import SiteReplay
 from clarke.sites import archive, staging
 from clarke.sites.placement import place
 from clarke.testbed.names import NetnsSiteNames
@@ -234,9 +240,15 @@ def test_each_browser_loads_the_site_over_each_protocol(
     )
 
 
+def _need_browsertime() -> None:
+    try:
+        browsertime_engine.find_browsertime()
+    except Exception as e:
+        need(False, str(e))
+
+
 @pytest.mark.parametrize("bed", ["lan"], indirect=True)
-@pytest.mark.parametrize("browser", ["firefox", "chromium"])
-@pytest.mark.parametrize("http", ["2", "3"])
+@pytest.mark.parametrize(("browser", "http"), [("firefox", "2"), ("chromium", "3")])
 def test_browsertime_loads_the_site_in_each_browser(
     bed: Bed,
     names: NetnsSiteNames,
@@ -248,10 +260,7 @@ def test_browsertime_loads_the_site_in_each_browser(
     site's hosts as Selenium does): every resource from the three hosts over the
     protocol asked, no miss, and the site's names looked up across the link from the
     client's address."""
-    try:
-        browsertime_engine.find_browsertime()
-    except Exception as e:
-        need(False, str(e))
+    _need_browsertime()
     agents = bed.session._agents()
     name = staging.stage(_write_site(tmp_path / "site"), bed.substrate.pages_dir)
     agents.ensure_site(name)
@@ -281,4 +290,60 @@ def test_browsertime_loads_the_site_in_each_browser(
     print(
         f"{bed.profile_name} Browsertime {browser} HTTP/{http}: PLT {metrics['plt_ms']:.0f} ms, "
         f"FCP {metrics.get('fcp_ms', 0):.0f} ms, LCP {metrics.get('lcp_ms', 0):.0f} ms"
+    )
+
+
+@pytest.mark.parametrize("bed", ["geo"], indirect=True)
+@pytest.mark.parametrize(
+    ("browser", "http"),
+    [("firefox", "1.1"), ("firefox", "3"), ("chromium", "1.1"), ("chromium", "2")],
+)
+def test_browsertime_site_loads_as_a_campaign_judges_them(
+    bed: Bed, tmp_path: Path, browser: str, http: str
+) -> None:
+    """Browsertime's site load over GEO through the session, as `clarke run` loads a
+    site's cell (run/campaign/apply.py puts the site in force, Session.load_page loads
+    and judges it): verified, every origin reached over the protocol asked within the
+    connections per server, no miss, every name looked up across the link, and the
+    record's DNS and per-origin details filled from Browsertime's results."""
+    _need_browsertime()
+    source = _write_site(tmp_path / "site")
+    given = "sites/three-origins"
+    session = bed.session
+    kept_site, kept_settings = session.site, session.settings
+    session.site = SiteReplay({given: planned(given, source, archive.read(source))})
+    session.settings = replace(kept_settings, engine=Engine.browsertime)
+    try:
+        session.ensure_cc("bbr")
+        session.ensure_site(given)
+        load = PageLoad(given, http, "bbr", 6, browser=browser, site=given)
+        result, details = session.load_page(load)
+    finally:
+        session.ensure_site(SITE_NONE)
+        session.site, session.settings = kept_site, kept_settings
+    assert result.status is Status.ok, result.reason
+    assert result.engine == "browsertime" and result.browser == browser
+    assert set(result.protocols.values()) == {NEXT_HOP[http]}, result.protocols
+    replay = details["replay"]
+    assert replay["missed"] == 0 and replay["exact"] == 4, replay
+    per_origin = details["connections_per_origin"]
+    assert set(per_origin) == set(HOSTS) and max(per_origin.values()) <= 6, per_origin
+    if http != "1.1":
+        assert set(per_origin.values()) == {1}, per_origin
+    crossed = {n.split()[1] for n in details["dns"]["gateway_names"] if n.startswith("A ")}
+    assert crossed == set(HOSTS), details["dns"]
+    assert details["metrics"]["dns_queries_crossed"] >= len(HOSTS)
+    # Browsertime gives Navigation Timing only: the page's host has its lookup, timed
+    # by the browser and, beside it, by the client's resolver.
+    page = details["origins"][HOSTS[0]]
+    assert page["dns_ms"] is not None and page["resolver_taken_ms"] is not None, page
+    # The lookup crossed the link: at least one round trip of the profile.
+    tol = bed.profile.tolerance
+    floor = bed.profile.idle_rtt_ms * (1 - tol.rtt_pct / 100) - tol.rtt_ms
+    assert page["dns_ms"] >= floor, page
+    m = result.metrics
+    print(
+        f"geo Browsertime {browser} HTTP/{http} (session): PLT {m['plt_ms']:.0f} ms, "
+        f"FCP {m.get('fcp_ms', 0):.0f} ms, LCP {m.get('lcp_ms', 0):.0f} ms, lookup "
+        f"{page['dns_ms']:.0f} ms, connections {per_origin}"
     )
