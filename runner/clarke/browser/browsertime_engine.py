@@ -98,7 +98,11 @@ def normalise(result: dict[str, Any], har: dict[str, Any], url: str) -> dict[str
             }
         )
     lcp = timings.get("largestContentfulPaint")
+    # performance.timeOrigin to the millisecond (Browsertime's pageinfo script), as
+    # collect.js gives it: where the resolvers' wall-clock times meet the page's.
+    time_origin = (result["browserScripts"][0].get("pageinfo") or {}).get("navigationStartTime")
     return {
+        "timeOrigin": time_origin,
         "navigation": nav,
         "fcp": (timings.get("paintTiming") or {}).get("first-contentful-paint"),
         "lcp": lcp,
