@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from clarke.cli_types import options_into
 from clarke.errors import InputError
+from clarke.vocab import BROWSERS, Browser
 
 if TYPE_CHECKING:
     from clarke.sites.store import Imported
@@ -37,6 +39,23 @@ class RecordCommand:
     firefox: str | None
     keep_har: Path | None
     as_json: bool
+    browser: Browser
+    chromium: str | None
+
+
+def recording_browser(command: Callable[..., Any]) -> Callable[..., Any]:
+    """`--browser` and `--chromium` of a command that records through mitmproxy."""
+    command = click.option(
+        "--chromium", help="The Chromium binary (default: the first of Clarke's candidates)."
+    )(command)
+    return click.option(
+        "--browser",
+        type=click.Choice(BROWSERS),
+        default=Browser.firefox.value,
+        show_default=True,
+        callback=lambda _ctx, _param, value: Browser(value),
+        help="The browser that loads the page through mitmproxy.",
+    )(command)
 
 
 def _format_of(path: Path, given: str | None) -> str:
@@ -180,6 +199,7 @@ def check_cmd(directory: Path, as_json: bool) -> None:
 @click.option(
     "--firefox", help="The Firefox binary (default: firefox-nightly, firefox, firefox-esr)."
 )
+@recording_browser
 @click.option(
     "--har",
     "keep_har",
@@ -189,7 +209,8 @@ def check_cmd(directory: Path, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @options_into(RecordCommand)
 def record_cmd(o: RecordCommand) -> None:
-    """Load URL in headless Firefox through mitmproxy and write what it fetched as an archive."""
+    """Load URL in headless Firefox or Chromium through mitmproxy and write what it
+    fetched as an archive."""
     from clarke.browser.record import RecordOptions, Resolve, record
 
     opts = RecordOptions(
@@ -203,6 +224,8 @@ def record_cmd(o: RecordCommand) -> None:
         timeout_s=o.timeout_s,
         firefox=o.firefox,
         keep_har=o.keep_har,
+        browser=o.browser,
+        chromium=o.chromium,
     )
     _report(record(opts), o.as_json)
 
@@ -218,8 +241,11 @@ def record_cmd(o: RecordCommand) -> None:
 @click.option(
     "--firefox", help="The Firefox binary (default: firefox-nightly, firefox, firefox-esr)."
 )
+@recording_browser
 @click.option("--json", "as_json", is_flag=True, help="Print each archive's result as JSON.")
-def corpus_cmd(out: Path, firefox: str | None, as_json: bool) -> None:
+def corpus_cmd(
+    out: Path, firefox: str | None, browser: Browser, chromium: str | None, as_json: bool
+) -> None:
     """Record the offline corpus: python3.11-doc pages served on loopback under four host
     names (docs/sites.md), one archive per page."""
     from clarke.browser.record import RecordOptions, Resolve, record
@@ -239,6 +265,8 @@ def corpus_cmd(out: Path, firefox: str | None, as_json: bool) -> None:
                 upstream_ca=servers.pki.ca_cert,
                 name=name,
                 firefox=firefox,
+                browser=browser,
+                chromium=chromium,
             )
             _report(record(opts), as_json)
 

@@ -1,7 +1,7 @@
 """`clarke site record` end to end on the offline corpus (docs/sites.md): python3.11-doc's
-pathlib page served on loopback under four host names, loaded by headless Firefox through
-mitmproxy, written as an archive that `clarke site check` reads; then what a user sees
-when the page's server is down, and after a Ctrl-C.
+pathlib page served on loopback under four host names, loaded by headless Firefox (and
+Chromium) through mitmproxy, written as an archive that `clarke site check` reads; then
+what a user sees when the page's server is down, and after a Ctrl-C.
 
 Nothing leaves the machine: every recording here runs in a network namespace of its own
 with only a loopback interface (`unshare --net`; for the corpus, ci/corpus.sh),
@@ -19,10 +19,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 import pytest
 
+from clarke.browser import chromium
+from clarke.errors import EnvironmentProblem
 from clarke.sites import archive, corpus
 from conftest import need
 
@@ -64,7 +66,31 @@ def test_the_corpus_is_recorded_as_an_archive_that_check_reads(tmp_path: Path) -
     assert checked.returncode == 0, checked.stderr
     stats = json.loads(checked.stdout)
     assert (stats["name"], stats["origins"], stats["third_parties"]) == ("python-pathlib", 4, 1)
+    assert _check_recorded_page(out) == set()
+    # Beside it, the generated site that campaigns/sites/generated-geo.yaml replays.
+    generated = archive.read(out / "generated-1").archive
+    assert generated.source.kind == "generator" and len(generated.exchanges) == 66
 
+
+def test_chromium_records_the_corpus_page_as_firefox_does(tmp_path: Path) -> None:
+    """`clarke site corpus --browser chromium`: the same page, hosts and bytes, every
+    request through mitmproxy (Chromium takes mitmproxy's certificates by their key)."""
+    _needs()
+    try:
+        chromium.find_chromium()
+    except EnvironmentProblem as e:
+        need(False, str(e))
+    out = tmp_path / "corpus"
+    made = _isolated(str(CLARKE), "site", "corpus", "--out", str(out), "--browser", "chromium")
+    assert made.returncode == 0, made.stderr[-3000:]
+    assert "left out" not in made.stderr, made.stderr
+    by_css = _check_recorded_page(out)
+    print(f"fetched as the stylesheets name them: {sorted(by_css)}")
+
+
+def _check_recorded_page(out: Path) -> set[str]:
+    """What the recorded page holds, checked against the tree; the URLs its stylesheets
+    name that were fetched besides the page's own and the @import chain."""
     site = archive.read(out / "python-pathlib")
     a = site.archive
     assert a.start_url == "https://docs.python.test/library/pathlib.html"
@@ -96,9 +122,17 @@ def test_the_corpus_is_recorded_as_an_archive_that_check_reads(tmp_path: Path) -
     assert wanted and wanted <= urls, wanted - urls
     chain = ("default.css", "classic.css", "basic.css")
     assert {f"https://{corpus.STATIC_HOST}/_static/{n}" for n in chain} <= urls
-    assert urls <= wanted | {f"https://{corpus.STATIC_HOST}/_static/{n}" for n in chain} | {
-        a.start_url
+    # And nothing else, but what the recorded stylesheets name in url(): Chromium fetched
+    # caret-down.svg (a background image of the theme's), Firefox did not.
+    named = {
+        urljoin(e.url, ref)
+        for e in a.exchanges
+        if urlsplit(e.url).path.endswith(".css")
+        for ref in re.findall(r"url\(['\"]?([^'\")]+)", site.body(e).decode())
     }
+    imported = {f"https://{corpus.STATIC_HOST}/_static/{n}" for n in chain}
+    assert urls <= wanted | imported | named | {a.start_url}, urls - wanted - imported
+    return urls - wanted - imported - {a.start_url}
 
 
 def test_a_page_whose_server_is_down_exits_2_naming_the_connection(tmp_path: Path) -> None:
@@ -168,10 +202,13 @@ def _why_not_ended(proc: subprocess.Popen[str], started: set[int]) -> str:
     return f"clarke still ran 60 s after SIGINT; still running: {alive}; its stacks:\n{err}"
 
 
-def test_ctrl_c_ends_the_browser_and_mitmdump_and_writes_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("browser", ["firefox", "chromium"])
+def test_ctrl_c_ends_the_browser_and_mitmdump_and_writes_nothing(
+    tmp_path: Path, browser: str
+) -> None:
     """A server that never answers keeps the page loading; SIGINT to clarke (what Ctrl-C
-    sends) ends it with 130, its browser and mitmdump gone, no archive. clarke and the
-    server share a network namespace that has only loopback."""
+    sends) ends it with 130, its browser (every process of it) and mitmdump gone, no
+    archive. clarke and the server share a network namespace that has only loopback."""
     _needs()
     out, marker = tmp_path / "o", tmp_path / "stalled"
     script = (
@@ -180,7 +217,7 @@ def test_ctrl_c_ends_the_browser_and_mitmdump_and_writes_nothing(tmp_path: Path)
     proc = subprocess.Popen(
         ["unshare", "--net", "--", "sh", "-c", script, "sh", STALL, str(marker),
          str(CLARKE), "site", "record", "https://www.stall.test/", "-o", str(out),
-         "--resolve", "www.stall.test=127.0.0.1:8443", "--only-resolved"],
+         "--resolve", "www.stall.test=127.0.0.1:8443", "--only-resolved", "--browser", browser],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         # A clarke that outlives its SIGINT is sent SIGABRT below: Python's fault handler
         # then prints every thread's stack, so the failure says where it was stuck.
@@ -200,7 +237,7 @@ def test_ctrl_c_ends_the_browser_and_mitmdump_and_writes_nothing(tmp_path: Path)
             time.sleep(0.2)
         time.sleep(1)
         started = _descendants(proc.pid) - {int(pid_file.read_text())}
-        assert len(started) >= 3, "no browser, geckodriver and mitmdump under clarke"
+        assert len(started) >= 3, "no browser, its driver and mitmdump under clarke"
         proc.send_signal(signal.SIGINT)
         try:
             _, err = proc.communicate(timeout=60)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import replace
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,10 +20,10 @@ import pytest
 from clarke import profiles
 from clarke.browser import browsertime_engine
 from clarke.browser.load import SITE_DNS_STUB, LoadRequest
-from clarke.errors import InputError
-from clarke.place.plan import NetnsPlan
 from clarke.campaign.dimensions import SITE_NONE
 from clarke.campaign.sites import planned
+from clarke.errors import InputError
+from clarke.place.plan import NetnsPlan
 from clarke.results.record import Status
 from clarke.run.session.session import Session
 from clarke.run.session.settings import PageLoad

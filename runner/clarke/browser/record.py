@@ -1,5 +1,6 @@
-"""`clarke site record URL`: load a page in headless Firefox (Selenium, a new profile)
-through mitmdump, and import the HAR mitmdump writes as a site archive (docs/sites.md).
+"""`clarke site record URL`: load a page in headless Firefox or Chromium (Selenium, a
+new profile) through mitmdump, and import the HAR mitmdump writes as a site archive
+(docs/sites.md).
 
 mitmdump runs as a child process in a session of its own (a Ctrl-C at the terminal
 reaches Clarke, which ends it by PID, so it still writes its HAR), on 127.0.0.1 and a
@@ -26,27 +27,34 @@ from pathlib import Path
 from typing import Any
 
 from clarke import sh
-from clarke.browser import firefox
+from clarke.browser import chromium, firefox
 from clarke.browser import prefs as firefox_prefs
 from clarke.errors import EnvironmentProblem, InputError
 from clarke.sites import archive
 from clarke.sites.har import HarOptions, import_har
 from clarke.sites.store import Imported
+from clarke.vocab import Browser
 
 log = logging.getLogger(__name__)
 ADDON = Path(__file__).with_name("mitm_addon.py")
 HOST = re.compile(
     r"^(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$"
 )
-# Firefox's own services, which it reaches through the proxy whatever its preferences say
-# (release builds ignore services.settings.server: browser/prefs.py): never connected to,
-# so never recorded as the page's. Remote Settings was seen in every recording; the other
-# two serve its attachments and its signatures.
-BROWSER_SERVICES = (
-    "firefox.settings.services.mozilla.com",
-    "firefox-settings-attachments.cdn.mozilla.net",
-    "content-signature-2.cdn.mozilla.net",
-)
+# The browser's own services, which it reaches through the proxy whatever its preferences
+# or switches say: never connected to, and left out of the HAR, so never recorded as the
+# page's. Firefox (release builds ignore services.settings.server: browser/prefs.py):
+# Remote Settings was seen in every recording; the other two serve its attachments and
+# its signatures. Chromium 156 (Debian's) asked, in every recording here, its component
+# updater (plain HTTP, despite --disable-component-update) and its default search
+# engine's start page.
+BROWSER_SERVICES: dict[Browser, tuple[str, ...]] = {
+    Browser.firefox: (
+        "firefox.settings.services.mozilla.com",
+        "firefox-settings-attachments.cdn.mozilla.net",
+        "content-signature-2.cdn.mozilla.net",
+    ),
+    Browser.chromium: ("update.googleapis.com", "start.duckduckgo.com"),
+}
 MITM_START_S = 60.0
 MITM_STOP_S = 30.0
 
@@ -95,6 +103,8 @@ class RecordOptions:
     timeout_s: float = 120.0
     firefox: str | None = None
     keep_har: Path | None = None
+    browser: Browser = Browser.firefox
+    chromium: str | None = None  # its binary (default: chromium.CANDIDATES)
 
 
 def _checked(opts: RecordOptions) -> str:
@@ -134,7 +144,10 @@ def record(opts: RecordOptions) -> Imported:
         proxy = _Mitmdump(mitmdump, scratch, har, opts)
         try:
             proxy.start()
-            _load(url, proxy.port, proxy.ca_cert, scratch, opts)
+            if opts.browser is Browser.chromium:
+                _load_chromium(url, proxy.port, proxy.ca_cert, scratch, opts)
+            else:
+                _load(url, proxy.port, proxy.ca_cert, scratch, opts)
         except BaseException:
             # Interrupted (Ctrl-C) or failed: no HAR will be read, so mitmdump is killed
             # rather than asked to write one while it may hold a connection that hangs.
@@ -150,6 +163,12 @@ def record(opts: RecordOptions) -> Imported:
         # Connections that failed leave no entry in the HAR: listed with what was left out.
         imported.skipped += [f"no connection: {e}" for e in proxy.connect_errors()]
         return imported
+
+
+def har_filter(services: tuple[str, ...]) -> str:
+    """A mitmproxy filter for every flow but those to `services` (a refused plain-HTTP
+    request is a flow without a response; refused HTTPS leaves none)."""
+    return "!(" + " | ".join(f"~d {re.escape(h)}" for h in services) + ")"
 
 
 def _free_port() -> int:
@@ -168,6 +187,7 @@ class _Mitmdump:
         self.log = scratch / "mitmdump.log"
         self.errors = scratch / "connect-errors.jsonl"
         resolve = {r.host: [r.address, r.port] for r in opts.resolve}
+        self.services = BROWSER_SERVICES[opts.browser]
         # fmt: off
         self.argv = [
             binary, "--listen-host", "127.0.0.1", "--listen-port", str(self.port),
@@ -175,8 +195,9 @@ class _Mitmdump:
             "--set", f"confdir={self.confdir}", "--set", f"hardump={har}",
             "--set", f"clarke_resolve={json.dumps(resolve)}",
             "--set", f"clarke_only_resolved={str(opts.only_resolved).lower()}",
-            "--set", f"clarke_refuse={json.dumps(BROWSER_SERVICES)}",
+            "--set", f"clarke_refuse={json.dumps(self.services)}",
             "--set", f"clarke_errors={self.errors}",
+            "--set", f"save_stream_filter={har_filter(self.services)}",
         ]
         # fmt: on
         if opts.upstream_ca is not None:
@@ -237,7 +258,7 @@ class _Mitmdump:
         found: dict[str, int] = {}
         for line in lines:
             e = json.loads(line)
-            if e["host"] in BROWSER_SERVICES:
+            if e["host"] in self.services:
                 continue
             where = ":".join(str(x) for x in e["address"]) if e["address"] else "?"
             text = f"{e['host']} ({where}): {e['error']}"
@@ -304,6 +325,68 @@ def _load(url: str, port: int, mitm_ca: Path, scratch: Path, opts: RecordOptions
         log.info("Firefox did not quit cleanly: %s", e)
 
 
+def proxy_switches(port: int, mitm_ca: Path) -> tuple[chromium.Switch, ...]:
+    """Every request through mitmdump, whose certificates Chromium takes by their key;
+    HTTP/3 off, as no HTTP proxy carries QUIC."""
+    return (
+        chromium.Switch("proxy-server", f"http://127.0.0.1:{port}", "mitmdump records"),
+        chromium.Switch(
+            "proxy-bypass-list", "<-loopback>", "no host bypasses the proxy, loopback neither"
+        ),
+        chromium.Switch(
+            "ignore-certificate-errors-spki-list",
+            chromium.spki_sha256(mitm_ca),
+            "mitmdump's certificates: it signs each with its CA's key, which they carry",
+        ),
+        chromium.Switch("disable-quic", None, "QUIC cannot cross an HTTP proxy"),
+    )
+
+
+def _load_chromium(url: str, port: int, mitm_ca: Path, scratch: Path, opts: RecordOptions) -> None:
+    """Load `url` in headless Chromium through the proxy (the measured loads' base
+    switches: no background traffic), settle as Firefox does, quit."""
+    os.environ["SE_OFFLINE"] = "true"  # Selenium must not look for drivers on the network
+    from selenium import webdriver
+    from selenium.common.exceptions import WebDriverException
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    options = Options()
+    options.binary_location = chromium.find_chromium(opts.chromium)
+    profile = scratch / "browser-profile"
+    own = (chromium.Switch("user-data-dir", str(profile), "a new profile"),)
+    for switch in (*chromium.BASE, *proxy_switches(port, mitm_ca), *own):
+        options.add_argument(switch.arg)
+    service = Service(
+        executable_path=chromium.find_chromedriver(),
+        log_output=str(scratch / "chromedriver.log"),
+        # A session of its own, ended as a group: chromedriver and Chromium's processes.
+        popen_kw={"start_new_session": True},
+    )
+    try:
+        driver = webdriver.Chrome(options=options, service=service)
+    except WebDriverException as e:
+        raise EnvironmentProblem(f"could not start Chromium: {e.msg or e}".strip()) from None
+    try:
+        _navigate(driver, url, opts)
+    except BaseException:
+        _end_group(driver)
+        raise
+    try:
+        driver.quit()
+    except Exception as e:  # the browser may be gone already
+        log.info("Chromium did not quit cleanly: %s", e)
+
+
+def _end_group(driver: Any) -> None:
+    """SIGKILL to chromedriver's process group (Chromium and its helpers are in it)."""
+    process = driver.service.process
+    if process is not None and process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
 def _navigate(driver: Any, url: str, opts: RecordOptions) -> None:
     from selenium.common.exceptions import WebDriverException
 
@@ -313,7 +396,7 @@ def _navigate(driver: Any, url: str, opts: RecordOptions) -> None:
     except WebDriverException as e:
         # Firefox's error pages (a refused or failed connection) raise here; what the
         # proxy saw is in the HAR, and _check_page_recorded names it.
-        log.info("Firefox: %s", (e.msg or str(e)).strip())
+        log.info("%s: %s", opts.browser, (e.msg or str(e)).strip())
         return
     _settle(driver, opts.settle_ms, time.monotonic() + opts.timeout_s)
 
@@ -367,5 +450,5 @@ def _check_page_recorded(har: Path, url: str, connect_errors: list[str]) -> None
     elif errors:
         why = errors[0]
     else:
-        why = "Firefox did not request it through the proxy"
+        why = "the browser did not request it through the proxy"
     raise InputError(f"{url}: not recorded: {why}")
