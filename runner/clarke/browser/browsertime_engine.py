@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,49 @@ def _header(entry: dict[str, Any], name: str) -> str | None:
     return None
 
 
+def transfer_size(response: dict[str, Any]) -> int | None:
+    """A HAR response's bytes over the network as Resource Timing's transferSize: 0 for
+    one served from the disk cache (Chromium's HAR says so); None where the HAR has no
+    size (-1: chrome-har had no end of the response when Browsertime took the HAR, as
+    for a fetch() still under way after the page's load), which is not judged."""
+    if response.get("fromDiskCache") is True:
+        return 0
+    body, headers = response.get("bodySize", -1), response.get("headersSize", -1)
+    if body < 0 and headers < 0:
+        return None
+    return max(0, body) + max(0, headers)
+
+
+def har_timing(entry: dict[str, Any], time_origin: float | None) -> dict[str, float]:
+    """A HAR entry's start, lookup and connection set-up as Resource Timing names them,
+    in ms from `time_origin` (the page's, Unix ms): the HAR's phases follow one another
+    from `startedDateTime` (blocked, dns, connect with TLS inside it), each -1 where it
+    did not happen; {} without a time origin or a start. Not responseEnd: the HAR's
+    receive phase ends where the browser's network stack saw the last byte, not where
+    the page did, so the object metrics stay Selenium's (docs/metrics.md)."""
+    try:
+        started = datetime.fromisoformat(str(entry["startedDateTime"]).replace("Z", "+00:00"))
+    except (KeyError, ValueError):
+        return {}
+    if not time_origin:
+        return {}
+    phases = entry.get("timings") or {}
+
+    def took(name: str) -> float:
+        value = phases.get(name)
+        return float(value) if isinstance(value, int | float) and value > 0 else 0.0
+
+    start = started.timestamp() * 1000 - float(time_origin)
+    out = {"startTime": start}
+    lookup_start = start + took("blocked")
+    if took("dns"):
+        out |= {"domainLookupStart": lookup_start, "domainLookupEnd": lookup_start + took("dns")}
+    if took("connect"):
+        connect_start = lookup_start + took("dns")
+        out |= {"connectStart": connect_start, "connectEnd": connect_start + took("connect")}
+    return out
+
+
 def normalise(result: dict[str, Any], har: dict[str, Any], url: str) -> dict[str, Any]:
     """browsertime.json + HAR -> {navigation, fcp, lcp, resources} like collect.js gives."""
     timings = result["browserScripts"][0]["timings"]
@@ -78,7 +122,16 @@ def normalise(result: dict[str, Any], har: dict[str, Any], url: str) -> dict[str
         return HAR_PROTOCOLS.get(v, v)
 
     page = next((e for e in entries if e["request"]["url"] == url), entries[0] if entries else None)
+    # performance.timeOrigin to the millisecond (Browsertime's pageinfo script), as
+    # collect.js gives it: where the resolvers' wall-clock times meet the page's, and
+    # the HAR's entries are placed on the page's clock.
+    time_origin = (result["browserScripts"][0].get("pageinfo") or {}).get("navigationStartTime")
     nav = dict(timings["navigationTiming"])
+    # Browsertime's navigationTiming has no connectEnd: the page's connection set-up is
+    # its HAR entry's connect phase, from the navigation's connectStart.
+    set_up = har_timing(page, time_origin) if page else {}
+    if "connectEnd" not in nav and "connectStart" in nav and "connectEnd" in set_up:
+        nav["connectEnd"] = nav["connectStart"] + set_up["connectEnd"] - set_up["connectStart"]
     nav["name"] = url
     nav["nextHopProtocol"] = proto(page) if page else ""
     resources = []
@@ -90,17 +143,14 @@ def normalise(result: dict[str, Any], har: dict[str, Any], url: str) -> dict[str
             {
                 "name": e["request"]["url"],
                 "nextHopProtocol": proto(e),
-                "transferSize": max(0, e["response"].get("bodySize", 0))
-                + max(0, e["response"].get("headersSize", 0)),
+                "transferSize": transfer_size(e["response"]),
                 "encodedBodySize": int(length) if length and length.isdigit() else 0,
                 "startTime": None,
                 "responseEnd": None,
             }
+            | har_timing(e, time_origin)
         )
     lcp = timings.get("largestContentfulPaint")
-    # performance.timeOrigin to the millisecond (Browsertime's pageinfo script), as
-    # collect.js gives it: where the resolvers' wall-clock times meet the page's.
-    time_origin = (result["browserScripts"][0].get("pageinfo") or {}).get("navigationStartTime")
     return {
         "timeOrigin": time_origin,
         "navigation": nav,
