@@ -466,7 +466,8 @@ class Session:
         with t.phase("server_stats"):
             server = agents["server"].stats()
         if load.site != SITE_NONE:
-            details |= site.verdict(server, load.http, load.cc, load.connections)
+            start_url = self.site.sites[load.site].start_url
+            details |= site.verdict(server, load.http, load.cc, load.connections, start_url)
             rows, origin_metrics = site.origins(result.raw or {})
             details["origins"] = site.server_side(
                 rows, details["server_connections"], (result.raw or {}).get("timeOrigin")

@@ -25,7 +25,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 from clarke import sh
 from clarke.agent.agents import Agents, Applied
@@ -186,17 +186,30 @@ class SiteReplay:
         self.stop_names()
 
 
+def browser_own(misses: list[Mapping[str, Any]], start_url: str) -> list[Mapping[str, Any]]:
+    """The misses that are the browser's own requests, not the page's: the page's
+    origin's /favicon.ico, which Chromium asks for when the page names no icon (an
+    archive recorded in Firefox, which does not, lacks it)."""
+    favicon = urljoin(start_url, "/favicon.ico")
+    return [m for m in misses if m.get("method") == "GET" and m.get("url") == favicon]
+
+
 def verdict(
-    stats: dict[str, Any], http: str, cc: str, connections_per_server: int
+    stats: dict[str, Any], http: str, cc: str, connections_per_server: int, start_url: str
 ) -> dict[str, Any]:
     """What the server saw of a site's load (as run/session/verdicts.server_verdict says
-    it for a page, per origin), with `replay`: origin's replay counters for the load."""
+    it for a page, per origin), with `replay`: origin's replay counters for the load, and
+    `browser_own`: which of its misses were the browser's own requests (not judged)."""
     conns = [c for c in stats.get("connections", []) if c.get("requests", 0) > 0]
     requests = sum(int(c.get("requests", 0)) for c in conns)
     out = server_verdict(stats, http, cc, 0, requests, NO_LIMIT)
-    counters = stats.get("site") or {}
+    counters = dict(stats.get("site") or {})
     out["replay"] = {k: counters.get(k) for k in ("requests", "exact", "query", "prefix", "missed")}
-    out["replay"]["misses"] = counters.get("misses") or []
+    out["replay"]["misses"] = misses = counters.get("misses") or []
+    out["replay"]["browser_own"] = own = browser_own(misses, start_url)
+    if own:  # judged without them
+        counters["missed"] = int(counters.get("missed") or 0) - len(own)
+        counters["misses"] = [m for m in misses if m not in own]
     by_origin: dict[str, int] = defaultdict(int)
     for c in conns:
         by_origin[str(c.get("server_name") or "?")] += 1
@@ -220,7 +233,9 @@ def verdict(
 def missed_first(result: LoadResult, failure: str, details: Mapping[str, Any]) -> LoadResult:
     """A load whose replay missed fails for that reason first: what the browser made of
     a 404 (a resource without a protocol, a broken image) follows from it."""
-    if not (details.get("replay") or {}).get("missed") or result.status is Status.ok:
+    replay = details.get("replay") or {}
+    page_missed = int(replay.get("missed") or 0) - len(replay.get("browser_own") or [])
+    if not page_missed or result.status is Status.ok:
         return result
     said = f"{failure}; the browser: {result.reason}" if result.reason else failure
     return result.model_copy(update={"reason": said})
