@@ -18,9 +18,10 @@ NODE_MAJOR_MIN=20
 APT_PACKAGES=(iproute2 iputils-ping iperf3 ethtool curl influxdb procps
               firefox-esr libnss3-tools iptables nftables chromium chromium-driver
               python3 python3-venv git gcc libc6-dev pkg-config tcpdump tshark
-              slurm-wlm munge python3.11-doc)
+              slurm-wlm munge python3.11-doc debian-handbook)
 
-# python3.11-doc: the pages of the offline site corpus (make corpus; docs/sites.md).
+# python3.11-doc, debian-handbook: the pages of the offline site corpus (make corpus;
+# docs/sites.md).
 
 say() { printf '==> %s\n' "$*" >&2; }
 

@@ -246,8 +246,8 @@ def record_cmd(o: RecordCommand) -> None:
 def corpus_cmd(
     out: Path, firefox: str | None, browser: Browser, chromium: str | None, as_json: bool
 ) -> None:
-    """Record the offline corpus: python3.11-doc pages served on loopback under four host
-    names (docs/sites.md), one archive per page."""
+    """Record the offline corpus: python3.11-doc and debian-handbook pages served on
+    loopback under seven host names (docs/sites.md), one archive per page."""
     from clarke.browser.record import RecordOptions, Resolve, record
     from clarke.sites import corpus
 

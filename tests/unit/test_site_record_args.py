@@ -1,6 +1,6 @@
 """`clarke site record` and the corpus, without a browser: what --resolve accepts, the
 errors found before anything starts (exit 2, naming the problem, no traceback), and how
-the corpus spreads a python3.11-doc page over its hosts."""
+the corpus spreads a python3.11-doc page and a debian-handbook page over their hosts."""
 
 from __future__ import annotations
 
@@ -95,7 +95,7 @@ def test_the_corpus_puts_pages_styles_images_and_libraries_on_their_own_hosts(
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     (doc / "_static/jquery.js").symlink_to(js / "jquery/jquery.js")
-    tree = corpus.build_tree(tmp_path / "tree", doc, js)
+    tree = corpus.build_tree(tmp_path / "tree", doc, js, _handbook(tmp_path / "handbook"))
     page = (tree.host_dir(corpus.PAGES_HOST) / "library/pathlib.html").read_text()
     assert page == (
         '<link href="https://static.python.test/_static/pydoctheme.css?2022.1" />'
@@ -103,18 +103,56 @@ def test_the_corpus_puts_pages_styles_images_and_libraries_on_their_own_hosts(
         '<script src="https://js.cdn.test/underscore/underscore.js">'
         '<img src="https://images.python.test/_images/fig.png" /><a href="../index.html">'
     )
+    handbook = (tree.host_dir(corpus.HANDBOOK_HOST) / "sect.installation-steps.html").read_text()
+    assert handbook == (
+        '<link href="https://static.handbook.test/Common_Content/css/default.css" />'
+        '<img src="https://static.handbook.test/Common_Content/images//image_left.png" />'
+        '<img src="https://img.handbook.test/images/inst-boot.png" /><a href="apt.html">'
+    )
     files = sorted(str(p.relative_to(tree.root)) for p in tree.root.rglob("*") if p.is_file())
     assert files == [
         "docs.python.test/library/pathlib.html",
         "images.python.test/_images/fig.png",
+        "img.handbook.test/images/inst-boot.png",
         "js.cdn.test/jquery/jquery.js",
         "js.cdn.test/underscore/underscore.js",
+        "static.handbook.test/Common_Content/css/default.css",
+        "static.handbook.test/Common_Content/images/image_left.png",
         "static.python.test/_static/default.css",
         "static.python.test/_static/pydoctheme.css",
+        "www.handbook.test/sect.installation-steps.html",
     ]
     assert tree.url("python-pathlib") == "https://docs.python.test/library/pathlib.html"
+    assert tree.url("handbook-installation") == (
+        "https://www.handbook.test/sect.installation-steps.html"
+    )
+
+
+def _handbook(root: Path) -> Path:
+    """A tree shaped as debian-handbook's English HTML: pages at the top, the theme in
+    Common_Content/, screenshots in images/ (only the ones a page shows are copied)."""
+    for path, text in {
+        root / "Common_Content/css/default.css": "@import url('common.css');",
+        root / "Common_Content/images/image_left.png": "png",
+        root / "images/inst-boot.png": "png",
+        root / "images/unused.png": "png",
+        root / "sect.installation-steps.html": (
+            '<link href="Common_Content/css/default.css" />'
+            '<img src="Common_Content/images//image_left.png" />'
+            '<img src="images/inst-boot.png" /><a href="apt.html">'
+        ),
+    }.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
 
 
 def test_the_corpus_says_which_package_it_needs(tmp_path: Path) -> None:
+    none = tmp_path / "none"
     with pytest.raises(EnvironmentProblem, match=r"apt-get install python3\.11-doc"):
-        corpus.build_tree(tmp_path / "tree", tmp_path / "none", tmp_path / "none")
+        corpus.build_tree(tmp_path / "tree", none, none, none)
+    doc, js = tmp_path / "html", tmp_path / "javascript"
+    (doc / "_static").mkdir(parents=True)
+    (js / "jquery").mkdir(parents=True)
+    with pytest.raises(EnvironmentProblem, match=r"apt-get install debian-handbook"):
+        corpus.build_tree(tmp_path / "tree", doc, js, none)

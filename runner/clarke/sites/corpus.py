@@ -1,13 +1,16 @@
-"""The offline corpus (docs/sites.md): pages of Debian's python3.11-doc package, served
-on loopback under several host names so that a browser's load of them is multi-origin,
-ready for `clarke site record`.
+"""The offline corpus (docs/sites.md): pages of Debian's python3.11-doc and
+debian-handbook packages, served on loopback under several host names so that a
+browser's load of them is multi-origin, ready for `clarke site record`.
 
-The split over hosts is ours, not Debian's (the package's pages use relative links
-only): pages on docs.python.test; the theme's CSS, scripts and icons (`_static/`) on
-static.python.test; the figures (`_images/`) on images.python.test; jQuery and Underscore,
-which Debian's `_static/` links to its libjs-jquery and libjs-underscore packages, on
-js.cdn.test, as sites take them from a public CDN. The pages' references to those are
-rewritten into absolute https URLs; nothing else in any file changes."""
+The split over hosts is ours, not Debian's (the packages' pages use relative links
+only). python3.11-doc: pages on docs.python.test; the theme's CSS, scripts and icons
+(`_static/`) on static.python.test; the figures (`_images/`) on images.python.test;
+jQuery and Underscore, which Debian's `_static/` links to its libjs-jquery and
+libjs-underscore packages, on js.cdn.test, as sites take them from a public CDN.
+debian-handbook (English): pages on www.handbook.test, its theme (`Common_Content/`:
+CSS and icons) on static.handbook.test, its screenshots (`images/`) on
+img.handbook.test. The pages' references to those are rewritten into absolute https
+URLs; nothing else in any file changes."""
 
 from __future__ import annotations
 
@@ -27,13 +30,31 @@ from clarke.tls import issue_testbed_pki
 
 DOC_ROOT = Path("/usr/share/doc/python3.11/html")
 JS_ROOT = Path("/usr/share/javascript")
+HANDBOOK_ROOT = Path("/usr/share/doc/debian-handbook/html/en-US")
 PAGES_HOST = "docs.python.test"
 STATIC_HOST = "static.python.test"
 IMAGES_HOST = "images.python.test"
 CDN_HOST = "js.cdn.test"
-HOSTS = (PAGES_HOST, STATIC_HOST, IMAGES_HOST, CDN_HOST)
-# name in the corpus -> the page's path in the package
-PAGES = {"python-pathlib": "library/pathlib.html"}
+HANDBOOK_HOST = "www.handbook.test"
+HANDBOOK_STATIC_HOST = "static.handbook.test"
+HANDBOOK_IMAGES_HOST = "img.handbook.test"
+PYTHON_HOSTS = (PAGES_HOST, STATIC_HOST, IMAGES_HOST, CDN_HOST)
+HANDBOOK_HOSTS = (HANDBOOK_HOST, HANDBOOK_STATIC_HOST, HANDBOOK_IMAGES_HOST)
+HOSTS = PYTHON_HOSTS + HANDBOOK_HOSTS
+
+
+@dataclass(frozen=True)
+class Page:
+    host: str
+    path: str  # in its package's HTML tree, and on its host
+
+
+# name in the corpus -> the page. The handbook's chapter on installing Debian is its
+# page with the most images (19 screenshots); Python's pathlib page has the scripts.
+PAGES = {
+    "python-pathlib": Page(PAGES_HOST, "library/pathlib.html"),
+    "handbook-installation": Page(HANDBOOK_HOST, "sect.installation-steps.html"),
+}
 # The library files Debian's _static/ links to, and where js.cdn.test serves them.
 CDN_FILES = {"jquery.js": "jquery/jquery.js", "underscore.js": "underscore/underscore.js"}
 # Compressed when the browser accepts gzip, as web servers commonly configure it.
@@ -50,7 +71,7 @@ class Tree:
         return self.root / host
 
     def url(self, name: str) -> str:
-        return f"https://{PAGES_HOST}/{PAGES[name]}"
+        return f"https://{PAGES[name].host}/{PAGES[name].path}"
 
 
 def _rewritten(html: str, depth: int) -> str:
@@ -61,13 +82,29 @@ def _rewritten(html: str, depth: int) -> str:
     return html.replace(f'"{up}_images/', f'"https://{IMAGES_HOST}/_images/')
 
 
-def build_tree(out: Path, doc_root: Path = DOC_ROOT, js_root: Path = JS_ROOT) -> Tree:
+def _handbook_rewritten(html: str) -> str:
+    html = html.replace('"Common_Content/', f'"https://{HANDBOOK_STATIC_HOST}/Common_Content/')
+    return html.replace('"images/', f'"https://{HANDBOOK_IMAGES_HOST}/images/')
+
+
+def build_tree(
+    out: Path,
+    doc_root: Path = DOC_ROOT,
+    js_root: Path = JS_ROOT,
+    handbook_root: Path = HANDBOOK_ROOT,
+) -> Tree:
     """Copy the corpus's pages and what they use into `out` (made anew)."""
     missing = [p for p in (doc_root / "_static", js_root / "jquery") if not p.is_dir()]
     if missing:
         raise EnvironmentProblem(
             f"{missing[0]} is missing: the corpus is built from Debian's python3.11-doc "
             "package (apt-get install python3.11-doc; ci/setup.sh does)"
+        )
+    if not (handbook_root / "Common_Content").is_dir():
+        raise EnvironmentProblem(
+            f"{handbook_root / 'Common_Content'} is missing: the corpus is built from "
+            "Debian's debian-handbook package too (apt-get install debian-handbook; "
+            "ci/setup.sh does)"
         )
     if out.exists():
         shutil.rmtree(out)
@@ -83,16 +120,33 @@ def build_tree(out: Path, doc_root: Path = DOC_ROOT, js_root: Path = JS_ROOT) ->
         shutil.copyfile(js_root / cdn_path, target)
     images = tree.host_dir(IMAGES_HOST) / "_images"
     images.mkdir(parents=True)
-    for page in PAGES.values():
-        html = (doc_root / page).read_text(encoding="utf-8")
-        depth = len(PurePosixPath(page).parts) - 1
-        target = tree.host_dir(PAGES_HOST) / page
+    for page in (p for p in PAGES.values() if p.host == PAGES_HOST):
+        html = (doc_root / page.path).read_text(encoding="utf-8")
+        depth = len(PurePosixPath(page.path).parts) - 1
+        target = tree.host_dir(PAGES_HOST) / page.path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(_rewritten(html, depth), encoding="utf-8")
         for image in (doc_root / "_images").iterdir():
             if f"_images/{image.name}" in html:
                 shutil.copyfile(image, images / image.name)
+    _add_handbook(tree, handbook_root)
     return tree
+
+
+def _add_handbook(tree: Tree, root: Path) -> None:
+    """The handbook's pages (all at the top of its tree), its whole theme, and the
+    screenshots the pages show."""
+    shutil.copytree(root / "Common_Content", tree.host_dir(HANDBOOK_STATIC_HOST) / "Common_Content")
+    images = tree.host_dir(HANDBOOK_IMAGES_HOST) / "images"
+    images.mkdir(parents=True)
+    for page in (p for p in PAGES.values() if p.host == HANDBOOK_HOST):
+        html = (root / page.path).read_text(encoding="utf-8")
+        target = tree.host_dir(HANDBOOK_HOST) / page.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(_handbook_rewritten(html), encoding="utf-8")
+        for image in (root / "images").iterdir():
+            if f'"images/{image.name}"' in html:
+                shutil.copyfile(image, images / image.name)
 
 
 class _Handler(BaseHTTPRequestHandler):
