@@ -22,6 +22,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -295,7 +296,6 @@ def _load(url: str, port: int, mitm_ca: Path, scratch: Path, opts: RecordOptions
     entry appears for `settle_ms`, quit."""
     os.environ["SE_OFFLINE"] = "true"  # Selenium must not look for drivers on the network
     from selenium import webdriver
-    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.firefox.options import Options
     from selenium.webdriver.firefox.service import Service
 
@@ -309,20 +309,31 @@ def _load(url: str, port: int, mitm_ca: Path, scratch: Path, opts: RecordOptions
     service = Service(
         executable_path=firefox.find_geckodriver(), log_output=str(scratch / "geckodriver.log")
     )
+    _drive(lambda: webdriver.Firefox(options=options, service=service), _end_by_pid, url, opts)
+
+
+def _drive(
+    start: Callable[[], Any], end: Callable[[Any], None], url: str, opts: RecordOptions
+) -> None:
+    """Start the browser (`start`), load `url` and settle, quit; `end` kills it where a
+    load was interrupted (Ctrl-C) or failed mid-way, as quit() would wait for the
+    navigation."""
+    from selenium.common.exceptions import WebDriverException
+
+    name = opts.browser.value.capitalize()
     try:
-        driver = webdriver.Firefox(options=options, service=service)
+        driver = start()
     except WebDriverException as e:
-        raise EnvironmentProblem(f"could not start Firefox: {e.msg or e}".strip()) from None
+        raise EnvironmentProblem(f"could not start {name}: {e.msg or e}".strip()) from None
     try:
         _navigate(driver, url, opts)
     except BaseException:
-        # Interrupted (Ctrl-C) or failed mid-load: quit() would wait for the navigation.
-        _end_by_pid(driver)
+        end(driver)
         raise
     try:
         driver.quit()
     except Exception as e:  # the browser may be gone already
-        log.info("Firefox did not quit cleanly: %s", e)
+        log.info("%s did not quit cleanly: %s", name, e)
 
 
 def proxy_switches(port: int, mitm_ca: Path) -> tuple[chromium.Switch, ...]:
@@ -347,7 +358,6 @@ def _load_chromium(url: str, port: int, mitm_ca: Path, scratch: Path, opts: Reco
     switches: no background traffic), settle as Firefox does, quit."""
     os.environ["SE_OFFLINE"] = "true"  # Selenium must not look for drivers on the network
     from selenium import webdriver
-    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.chrome.options import Options
     from selenium.webdriver.chrome.service import Service
 
@@ -363,19 +373,7 @@ def _load_chromium(url: str, port: int, mitm_ca: Path, scratch: Path, opts: Reco
         # A session of its own, ended as a group: chromedriver and Chromium's processes.
         popen_kw={"start_new_session": True},
     )
-    try:
-        driver = webdriver.Chrome(options=options, service=service)
-    except WebDriverException as e:
-        raise EnvironmentProblem(f"could not start Chromium: {e.msg or e}".strip()) from None
-    try:
-        _navigate(driver, url, opts)
-    except BaseException:
-        _end_group(driver)
-        raise
-    try:
-        driver.quit()
-    except Exception as e:  # the browser may be gone already
-        log.info("Chromium did not quit cleanly: %s", e)
+    _drive(lambda: webdriver.Chrome(options=options, service=service), _end_group, url, opts)
 
 
 def _end_group(driver: Any) -> None:
