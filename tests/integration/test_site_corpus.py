@@ -1,7 +1,8 @@
 """`clarke site record` end to end on the offline corpus (docs/sites.md): python3.11-doc's
-pathlib page served on loopback under four host names, loaded by headless Firefox (and
-Chromium) through mitmproxy, written as an archive that `clarke site check` reads; then
-what a user sees when the page's server is down, and after a Ctrl-C.
+pathlib page and debian-handbook's installation chapter served on loopback under seven
+host names, loaded by headless Firefox (and Chromium) through mitmproxy, written as
+archives that `clarke site check` reads; then what a user sees when the page's server is
+down, and after a Ctrl-C.
 
 Nothing leaves the machine: every recording here runs in a network namespace of its own
 with only a loopback interface (`unshare --net`; for the corpus, ci/corpus.sh),
@@ -37,6 +38,7 @@ def _needs() -> None:
     need(os.geteuid() == 0, "records in a network namespace of its own: needs root")
     need(shutil.which("mitmdump") is not None, "mitmdump (ci/setup.sh installs it)")
     need(corpus.DOC_ROOT.is_dir(), "python3.11-doc (ci/setup.sh installs it)")
+    need(corpus.HANDBOOK_ROOT.is_dir(), "debian-handbook (ci/setup.sh installs it)")
 
 
 def _isolated(*argv: str) -> subprocess.CompletedProcess[str]:
