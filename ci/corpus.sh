@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the offline corpus (docs/sites.md) into $1 (default build/corpus), anew: pages
 # of Debian's python3.11-doc and debian-handbook served on loopback under seven host
-# names (three or four per page), each recorded by
-# `clarke site record` through mitmproxy in headless Firefox. It runs in a network
+# names (three or four per page), each recorded by `clarke site record` through
+# mitmproxy in headless Firefox. It runs in a network
 # namespace of its own that has only a loopback interface (unshare --net), so nothing
 # can reach beyond the machine whatever the browser tries. Needs root. Beside it, the
 # generated site of seed 1 (`clarke site generate`, docs/sites.md "Generated sites"),

@@ -45,9 +45,9 @@ HOST = re.compile(
 # or switches say: never connected to, and left out of the HAR, so never recorded as the
 # page's. Firefox (release builds ignore services.settings.server: browser/prefs.py):
 # Remote Settings was seen in every recording; the other two serve its attachments and
-# its signatures. Chromium 156 (Debian's) asked, in every recording here, its component
-# updater (plain HTTP, despite --disable-component-update) and its default search
-# engine's start page.
+# its signatures. Chromium 156 (Debian's) asked, in the first recording of the corpus
+# here, its component updater (plain HTTP, despite --disable-component-update) and its
+# default search engine's start page.
 BROWSER_SERVICES: dict[Browser, tuple[str, ...]] = {
     Browser.firefox: (
         "firefox.settings.services.mozilla.com",
