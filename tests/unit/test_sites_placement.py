@@ -58,3 +58,12 @@ def test_more_origins_than_the_lan_holds_names_the_site() -> None:
     assert "sites/t" in str(
         e.value
     ) and "its origins need 1 addresses, but 198.18.2.0/26 has 0" in str(e.value)
+
+
+def test_origins_never_take_the_compose_bridges_address() -> None:
+    """Host numbers 64 to 253: .254 is a compose network's bridge (docker-compose.yml)."""
+    many = [(f"h{i}.example.org", f"203.0.113.{i}") for i in range(190)]
+    placed = place(_archive(many), LAN)
+    assert placed.distinct[-1] == str(LAN.network_address + 253)
+    with pytest.raises(ValidationFailed, match="need 191 addresses, but .* has 190"):
+        place(_archive([*many, ("one.more.org", "203.0.113.250")]), LAN)

@@ -22,6 +22,9 @@ from clarke.sites.archive import SiteArchive
 # Host numbers below this on the server-side LAN belong to the testbed (gateway .1,
 # server .2, and room for more roles); origins take the ones from here up.
 FIRST_ORIGIN_HOST = 64
+# The last host number is the compose networks' bridge (docker-compose.yml's gateways):
+# no origin takes it, on either substrate, so an archive places the same everywhere.
+LAST_ORIGIN_HOST = 253
 
 
 @dataclass(frozen=True)
@@ -49,13 +52,13 @@ def place(archive: SiteArchive, lan: ipaddress.IPv4Network, source: str = "site"
         if origin.host not in hosts:
             hosts.append(origin.host)
     hosts_of_address = [groups[k] for k in sorted(groups)]
-    free = list(lan.hosts())[FIRST_ORIGIN_HOST - 1 :]
+    free = list(lan.hosts())[FIRST_ORIGIN_HOST - 1 : LAST_ORIGIN_HOST]
     if len(hosts_of_address) > len(free):
         raise ValidationFailed(
             source,
             [
                 f"its origins need {len(hosts_of_address)} addresses, but {lan} has "
-                f"{len(free)} for origins (host numbers {FIRST_ORIGIN_HOST} and up)"
+                f"{len(free)} for origins (host numbers {FIRST_ORIGIN_HOST} to {LAST_ORIGIN_HOST})"
             ],
         )
     addresses: dict[str, str] = {}
