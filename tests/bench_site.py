@@ -27,6 +27,7 @@ from typing import Any
 
 from clarke.browser.load import LoadRequest
 from clarke.place.plan import NetnsPlan
+from clarke.run.session.names import SiteNames
 from clarke.run.session.session import Session
 from clarke.sites import archive, staging
 from clarke.sites.placement import place
@@ -116,7 +117,7 @@ def main() -> None:
             name = staging.stage(args.archive, substrate.pages_dir)
             session._agents().ensure_site(name)
             placed = place(site, session.plan.gw_lan.prefix)
-            names = substrate.site_names()
+            names = SiteNames(session._agents())
             try:
                 for dns in args.dns.split(","):
                     names.start(placed.zone_names(), cache=dns == "cached")

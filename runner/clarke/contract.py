@@ -15,6 +15,9 @@ before its implementation sees it and a reply before it is sent; the runner
     POST /capture/stop    CaptureStopped                 the terminal
     POST /load            browser.load.LoadRequest -> LoadResult   the client
     POST /pep/config      PepConfig -> Configured        the stations (terminal, gateway)
+    POST /names/start     NamesStart -> NamesStarted     client, terminal, gateway
+    POST /names/stop      Reply                          (a recorded site's resolvers:
+    GET  /names/queries   NamesQueries                   agent/names_slot.py)
 
 Replies keep what an implementation adds beyond the contract (`extra`): a reply must
 have the contract's fields, of their types, and may say more."""
@@ -28,10 +31,12 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictBool,
     StrictInt,
     StringConstraints,
 )
 
+from clarke.dns.zone import Zone
 from clarke.pep_presets import SPLIT, Mode
 from clarke.profiles import LinkProfile
 from clarke.schema import StrictModel
@@ -216,6 +221,31 @@ class PepConfig(PepSettings):
         if self.name == PEP_NONE:
             return {"name": PEP_NONE}
         return super().body()
+
+
+class NamesStart(Request):
+    """POST /names/start: a recorded site's names (host -> address, the archive's
+    placement on the server's LAN) for the role's resolver to answer (the gateway) or
+    forward (the client's stub); `cache`: the client's stub forwards to the terminal's
+    cache instead of the gateway. The agent chooses every address and file itself."""
+
+    zone: Zone | None = None
+    cache: StrictBool = False
+
+
+class NamesStarted(Reply):
+    """Which resolver the role runs now and where it listens."""
+
+    resolver: str
+    listen: str
+
+
+class NamesQueries(Reply):
+    """The queries the role's resolver answered since it started, from the `since`-th
+    on (a load's own: the count before it), and how many there are in all."""
+
+    queries: list[dict[str, Any]]
+    total: int = Field(ge=0)
 
 
 CONFIGS: dict[str, type[Request]] = {"link": LinkConfig, "server": ServerConfig}

@@ -136,7 +136,7 @@ PEP_NONE: Final = "none"
 
 
 class DnsCache(StrEnum):
-    """Where a recorded site's lookups may be answered from a cache (testbed/names.py):
+    """Where a recorded site's lookups may be answered from a cache (agent/names_slot.py):
     nowhere (each crosses the link to the gateway side's resolver), or at the
     terminal, as some satellite terminals do."""
 

@@ -15,6 +15,7 @@ import pytest
 
 from clarke.browser.load import LoadRequest
 from clarke.place.plan import NetnsPlan
+from clarke.run.session.names import SiteNames
 from clarke.run.session.session import Session
 from clarke.sites import archive, staging
 from clarke.sites.generate import build, statistics
@@ -50,7 +51,7 @@ def test_firefox_requests_every_resource_of_a_generated_site(
     agents = session._agents()
     name = staging.stage(generated.path, substrate.pages_dir)
     agents.ensure_site(name)
-    names = substrate.site_names()
+    names = SiteNames(agents)
     try:
         names.start(place(site, session.plan.gw_lan.prefix).zone_names())
         agents["server"].reset_stats()

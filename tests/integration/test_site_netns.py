@@ -25,12 +25,12 @@ from clarke.campaign.sites import planned
 from clarke.errors import InputError
 from clarke.place.plan import NetnsPlan
 from clarke.results.record import Status
+from clarke.run.session.names import SiteNames
 from clarke.run.session.session import Session
 from clarke.run.session.settings import PageLoad
 from clarke.run.session.site import SiteReplay
 from clarke.sites import archive, staging
 from clarke.sites.placement import place
-from clarke.testbed.names import NetnsSiteNames
 from clarke.testbed.substrate import NetnsSubstrate
 from clarke.vocab import Browser, Engine, HttpVersion
 from conftest import need
@@ -74,8 +74,8 @@ def bed(request: pytest.FixtureRequest) -> Iterator[Bed]:
 
 
 @pytest.fixture
-def names(bed: Bed) -> Iterator[NetnsSiteNames]:
-    n = bed.substrate.site_names()
+def names(bed: Bed) -> Iterator[SiteNames]:
+    n = SiteNames(bed.session._agents())
     try:
         yield n
     finally:
@@ -98,7 +98,7 @@ def _load(  # type: ignore[type-arg]
 
 
 def test_firefox_loads_a_recorded_site_through_dns_across_the_link(
-    bed: Bed, names: NetnsSiteNames, tmp_path: Path
+    bed: Bed, names: SiteNames, tmp_path: Path
 ) -> None:
     agents = bed.session._agents()
     source = _write_site(tmp_path / "site")
@@ -174,12 +174,12 @@ def test_firefox_loads_a_recorded_site_through_dns_across_the_link(
 
 
 def test_the_terminals_cache_saves_the_lookups_of_the_next_load(
-    bed: Bed, names: NetnsSiteNames, tmp_path: Path
+    bed: Bed, names: SiteNames, tmp_path: Path
 ) -> None:
     """With a terminal's DNS cache, the first load's lookups cross the link and the next
     load's are answered at the terminal, the empty answers as well as the addresses: the
     gateway's resolver sees none of them. Each
-    load's queries are its own (NetnsSiteNames.mark)."""
+    load's queries are its own (SiteNames.mark)."""
     agents = bed.session._agents()
     name = staging.stage(_write_site(tmp_path / "site"), bed.substrate.pages_dir)
     agents.ensure_site(name)
@@ -210,7 +210,7 @@ NEXT_HOP = {"1.1": "http/1.1", "2": "h2", "3": "h3"}
 @pytest.mark.parametrize("http", ["1.1", "2", "3"])
 def test_each_browser_loads_the_site_over_each_protocol(
     bed: Bed,
-    names: NetnsSiteNames,
+    names: SiteNames,
     tmp_path: Path,
     browser: str,
     http: str,
@@ -251,7 +251,7 @@ def _need_browsertime() -> None:
 @pytest.mark.parametrize(("browser", "http"), [("firefox", "2"), ("chromium", "3")])
 def test_browsertime_loads_the_site_in_each_browser(
     bed: Bed,
-    names: NetnsSiteNames,
+    names: SiteNames,
     tmp_path: Path,
     browser: str,
     http: str,

@@ -275,7 +275,7 @@ def test_a_restarted_resolver_is_ready_when_it_says_so_not_when_the_last_one_did
     """A testbed's resolvers append to one output log per role; a stopped resolver's
     `ready` line must not make its successor count as listening (a browser then asked a
     stub that was not bound yet and got dnsNotFound)."""
-    from clarke.testbed.names import said_ready
+    from clarke.agent.names_slot import said_ready
 
     out = tmp_path / "dns-client.log"
     out.write_text("# ip netns exec ... stub\nready 127.0.0.1:53\n")

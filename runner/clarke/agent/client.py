@@ -16,6 +16,9 @@ from clarke.contract import (
     Configured,
     Health,
     LinkState,
+    NamesQueries,
+    NamesStart,
+    NamesStarted,
     PepConfig,
     Reply,
     Request,
@@ -142,6 +145,17 @@ class AgentClient:
     def pep_reset_stats(self) -> dict[str, Any]:
         data = self._call("POST", "/pep/stats/reset")
         return self._reply(Stats, "/pep/stats/reset", data).body()
+
+    def names_start(self, request: NamesStart) -> NamesStarted:
+        data = self._call("POST", "/names/start", request.body(), 30)
+        return self._reply(NamesStarted, "/names/start", data)
+
+    def names_stop(self) -> None:
+        self._reply(Reply, "/names/stop", self._call("POST", "/names/stop", {}, 30))
+
+    def names_queries(self, since: int = 0) -> NamesQueries:
+        data = self._call("GET", "/names/queries", since=str(since))
+        return self._reply(NamesQueries, "/names/queries", data)
 
     def close(self) -> None:
         self._http.close()

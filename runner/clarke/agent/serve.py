@@ -25,8 +25,9 @@ from pathlib import Path
 
 from clarke import profiles, registry
 from clarke.agent import auth
+from clarke.agent.names_slot import NAMES_ROLES, NamesSlot
 from clarke.agent.pep_slot import HOP_KEY_LABEL, PepSlot
-from clarke.agent.server import check_listen_address
+from clarke.agent.server import Slots, check_listen_address
 from clarke.agent.server import serve as serve_agent
 from clarke.browser.client import Firefox
 from clarke.errors import ClarkeError
@@ -106,6 +107,8 @@ def serve_role(
     # The stations host a PEP beside the link (none until a load asks for one).
     hop_key = auth.derive_key(token, HOP_KEY_LABEL)
     pep = PepSlot(place, hop_key) if place.role in PEP_ROLES else None
+    # A recorded site's resolvers: the gateway's, a terminal's cache, the client's stub.
+    names = NamesSlot(place) if place.role in NAMES_ROLES else None
     try:
         process = impl.start(place)
         if profile and place.role in LINK_ROLES:
@@ -113,7 +116,7 @@ def serve_role(
         threading.Thread(
             target=serve_agent,
             args=(process, mgmt, AGENT_PORT, token),
-            kwargs={"capture": capture, "pep": pep},
+            kwargs={"slots": Slots(capture, pep, names)},
             daemon=True,
         ).start()
         log.warning("%s (%s) ready; agent on %s:%d", place.role, impl.name, mgmt, AGENT_PORT)
@@ -126,6 +129,9 @@ def serve_role(
                 return 1
         return 0
     finally:
+        if names is not None:
+            with contextlib.suppress(ClarkeError, OSError):
+                names.stop()
         if pep is not None:
             pep.stop()
         if capture is not None:

@@ -16,7 +16,10 @@ A link agent built with a PacketCapture also takes `POST /capture/start` {"max_b
 and `POST /capture/stop` (the packets, base64, with tcpdump's counts): a capture runs
 beside loads and changes, one at a time. A station's agent built with a PepSlot takes
 `GET /pep/state`, `GET /pep/stats`, `POST /pep/config` and `POST /pep/stats/reset`
-(its performance-enhancing proxy; a change takes the agent's lock like /config).
+(its performance-enhancing proxy; a change takes the agent's lock like /config). The
+client's, terminal's and gateway's agents built with a NamesSlot take `POST
+/names/start`, `POST /names/stop` and `GET /names/queries?since=N` (a recorded site's
+resolver: agent/names_slot.py; start and stop take the lock like /config).
 Bad input is a 4xx naming what is wrong; a 5xx is a failing implementation (502) or a
 bug in the agent (500)."""
 
@@ -29,6 +32,7 @@ import json
 import logging
 import socket
 import threading
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, NoReturn, Protocol, runtime_checkable
 from urllib.parse import parse_qs, urlsplit
@@ -42,6 +46,9 @@ from clarke.contract import (
     CaptureStopped,
     Configured,
     Health,
+    NamesQueries,
+    NamesStart,
+    NamesStarted,
     PepConfig,
     Reply,
     Stats,
@@ -80,6 +87,9 @@ PEP_ROUTES = {
     ("POST", "/pep/stats/reset"),
 }
 
+# An agent built with a NamesSlot: a recorded site's resolver (agent/names_slot.py).
+NAMES_ROUTES = {("POST", "/names/start"), ("POST", "/names/stop"), ("GET", "/names/queries")}
+
 
 class PepHost(Protocol):
     """A station's PEP (agent/pep_slot.py)."""
@@ -88,6 +98,14 @@ class PepHost(Protocol):
     def configure(self, config: PepConfig) -> dict[str, Any]: ...
     def stats(self) -> dict[str, Any]: ...
     def reset_stats(self) -> dict[str, Any]: ...
+
+
+class NamesHost(Protocol):
+    """A role's resolver for a recorded site (agent/names_slot.py)."""
+
+    def start(self, request: NamesStart) -> dict[str, Any]: ...
+    def stop(self) -> dict[str, Any]: ...
+    def queries(self, since: int = 0) -> dict[str, Any]: ...
 
 
 @runtime_checkable
@@ -150,12 +168,14 @@ def make_handler(
     token: str,
     capture: PacketCapture | None = None,
     pep: PepHost | None = None,
+    names: NamesHost | None = None,
 ) -> type[BaseHTTPRequestHandler]:
     if not auth.TOKEN_RE.match(token):
         raise InputError("an agent needs a token of at least 128 bits (clarke.agent.auth)")
     lock = threading.Lock()  # one configuration change or page load at a time
     routes = ROUTES | (CAPTURE_ROUTES if capture is not None else set())
     routes |= PEP_ROUTES if pep is not None else set()
+    routes |= NAMES_ROUTES if names is not None else set()
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "clarke-agent"
@@ -277,6 +297,10 @@ def make_handler(
                     assert pep is not None
                     answer = pep.state() if url.path == "/pep/state" else pep.stats()
                     self._reply(200, replied(role, url.path, answer))
+                elif method == "GET" and url.path == "/names/queries":
+                    assert names is not None
+                    answer = names.queries(_since(url.query))
+                    self._reply(200, replied(role, url.path, answer))
                 elif method == "GET":
                     get = {"/health": role.health, "/state": role.state, "/stats": role.stats}
                     answer = replied(role, url.path, get[url.path]())
@@ -316,6 +340,13 @@ def make_handler(
                     config = requested(PepConfig, path, body)
                     assert isinstance(config, PepConfig)
                     return pep.configure(config)
+                if path.startswith("/names/"):
+                    assert names is not None
+                    if path == "/names/stop":
+                        return names.stop()
+                    start = requested(NamesStart, path, body)
+                    assert isinstance(start, NamesStart)
+                    return names.start(start)
                 if path.startswith("/pep/"):
                     assert pep is not None
                     return pep.reset_stats()
@@ -360,6 +391,14 @@ def make_handler(
     return Handler
 
 
+def _since(query: str) -> int:
+    """GET /names/queries' `since`: a count of queries, 0 when not given."""
+    given = parse_qs(query, keep_blank_values=True).get("since", ["0"])
+    if len(given) != 1 or not given[0].isdecimal() or len(given[0]) > 12:
+        raise Refused(400, f"since must be one count of queries (0 or more), not {given}")
+    return int(given[0])
+
+
 def requested(model: type[BaseModel] | None, path: str, body: dict[str, Any]) -> BaseModel | None:
     """A request's body as the contract's model (clarke.contract); InputError (400)
     naming each field that is not as the contract says."""
@@ -383,6 +422,9 @@ REPLIES: dict[str, type[BaseModel]] = {
     "/pep/stats": Stats,
     "/pep/config": Configured,
     "/pep/stats/reset": Stats,
+    "/names/start": NamesStarted,
+    "/names/stop": Reply,
+    "/names/queries": NamesQueries,
 }
 
 
@@ -415,17 +457,27 @@ def check_listen_address(host: str) -> None:
         )
 
 
+@dataclass(frozen=True)
+class Slots:
+    """What an agent hosts beside its role, where the role has it: the terminal's
+    packet capture, a station's PEP, a recorded site's resolver."""
+
+    capture: PacketCapture | None = None
+    pep: PepHost | None = None
+    names: NamesHost | None = None
+
+
 def serve(
     role: RoleProcess,
     host: str,
     port: int,
     token: str,
     ready: threading.Event | None = None,
-    capture: PacketCapture | None = None,
-    pep: PepHost | None = None,
+    slots: Slots = Slots(),
 ) -> None:
     check_listen_address(host)
-    httpd = ThreadingHTTPServer((host, port), make_handler(role, token, capture, pep))
+    handler = make_handler(role, token, slots.capture, slots.pep, slots.names)
+    httpd = ThreadingHTTPServer((host, port), handler)
     log.info("%s agent (%s) on %s:%d", role.role, role.implementation, host, port)
     if ready:
         ready.set()

@@ -52,7 +52,7 @@ _LABEL = r"[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?"
 SiteHost = Annotated[str, Field(pattern=rf"^{_LABEL}(\.{_LABEL})*$", max_length=253)]
 MAX_SITE_HOSTS = 2000
 # Where a site's load may connect besides its hosts' port 443: the client's DNS stub
-# (testbed/names.py).
+# (agent/names_slot.py).
 SITE_DNS_STUB = "127.0.0.1:53"
 
 # Only these characters (RFC 3986's unreserved, reserved and %) in a URL: no spaces,

@@ -194,8 +194,8 @@ def write_client_names(plan: NetnsPlan) -> None:
     and there is no DNS server, so anything a browser tries to reach outside the page
     fails inside the client and never crosses the link. Written before the client's
     agent starts: `ip netns exec` mounts it for the agent and the browsers it starts.
-    A recorded site's names come from a resolver across the link (testbed/names.py),
-    which points resolv.conf at it while it runs."""
+    A recorded site's names come from a resolver across the link (agent/names_slot.py:
+    the client's stub), which points resolv.conf at it while it runs."""
     etc = netns_etc(plan)
     etc.mkdir(parents=True, exist_ok=True)
     (etc / "hosts").write_text(f"127.0.0.1 localhost\n{plan.addresses['server']} {DEFAULT_HOST}\n")

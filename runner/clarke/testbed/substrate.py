@@ -12,7 +12,6 @@ from clarke.place import netns
 from clarke.place.plan import NetnsPlan
 from clarke.testbed import lifecycle
 from clarke.testbed.cross import NetnsCrossEndpoints
-from clarke.testbed.names import NetnsSiteNames
 from clarke.testbed.state import Store
 
 
@@ -76,11 +75,6 @@ class NetnsSubstrate:
         """The cross-traffic endpoints (built with every netns testbed)."""
         assert self.plan is not None
         return NetnsCrossEndpoints(self.plan, self.store, self.run_dir)
-
-    def site_names(self) -> NetnsSiteNames:
-        """A recorded site's resolvers (testbed/names.py)."""
-        assert self.plan is not None
-        return NetnsSiteNames(self.plan, self.store, self.run_dir)
 
     def note_profile(self, name: str, sha256: str) -> None:
         """The state file follows every apply."""

@@ -3,11 +3,11 @@ dimensions): put in force, loaded and judged.
 
 `SiteReplay.ensure(site, cache)` stages the archive where the server reads it
 (sites/staging.py), has the server serve it (its agent: placement, certificates,
-origin with --site) and starts its names on the testbed (testbed/names.py: the gateway
-side's resolver, the terminal's cache if asked, the client's stub); only what changed
-is redone, and `none` stops the names and takes the site off the server. `close()`
-stops the names whatever happened (the testbed's state file lists their processes
-too, so `clarke testbed down` stops them after a crash).
+origin with --site) and starts its names on the testbed through the agents
+(run/session/names.py: the gateway's resolver, the terminal's cache if asked, the
+client's stub), on either substrate; only what changed is redone, and `none` stops the
+names and takes the site off the server. `close()` stops the names whatever happened
+(they are the agents' children, so a testbed's teardown stops them after a crash).
 
 A site's load asks for the archive's start URL on the archive's hosts. It is judged on
 what the server saw (`verdict`): every connection of the load over the protocol and
@@ -24,7 +24,7 @@ import sys
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from clarke import sh
@@ -33,12 +33,11 @@ from clarke.browser.load import LoadResult
 from clarke.campaign.dimensions import SITE_NONE
 from clarke.campaign.sites import PlannedSite
 from clarke.errors import ClarkeError, InputError
-from clarke.place.plan import NetnsPlan
 from clarke.results.record import Status
+from clarke.run.session.names import Mark, SiteNames
 from clarke.run.session.verdicts import server_verdict
 from clarke.sites import archive, staging
 from clarke.sites.placement import place
-from clarke.testbed.names import Mark
 from clarke.vocab import DnsCache
 
 # Warming a terminal's cache: a floor, and per name two record types, each at most two
@@ -48,15 +47,6 @@ WARM_PER_NAME_S = 20.0
 MISSES_NAMED = 5  # missed URLs named in a failed load's reason (all are in the record)
 NO_LIMIT = 1_000_000
 POOLS_PER_HOST = 2  # credentialed and anonymous connections (_site_failure)
-
-
-class Names(Protocol):
-    """A site's resolvers on a testbed (testbed/names.py NetnsSiteNames)."""
-
-    def start(self, names: dict[str, str], cache: bool = False, ttl: int | None = None) -> str: ...
-    def mark(self) -> Mark: ...
-    def queries(self, role: str = "gateway", since: Mark | None = None) -> list[dict[str, Any]]: ...
-    def stop(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -74,7 +64,7 @@ class SiteReplay:
     def __init__(self, sites: Mapping[str, PlannedSite]) -> None:
         self.sites = sites
         self.in_force: InForce | None = None
-        self.names: Names | None = None
+        self.names: SiteNames | None = None
         self._served = False  # whether this session had the server serve a site
 
     def ensure(
@@ -93,12 +83,6 @@ class SiteReplay:
             if not self._served:
                 return None  # a campaign without sites never asks the server about them
             return agents.ensure_site(None)
-        if substrate.name != "netns" or not isinstance(plan, NetnsPlan):
-            raise InputError(
-                f"site {given}: recorded sites replay on the netns substrate only; the "
-                "compose stack has no place yet for a site's resolvers and its server "
-                "cannot add the origins' addresses (docs/sites.md)"
-            )
         planned = self.sites.get(given)
         if planned is None:
             raise ClarkeError(f"site {given}: not among the sites the campaign was read with")
@@ -116,7 +100,7 @@ class SiteReplay:
         applied = agents.ensure_site(staged)
         placed = place(archive.read(planned.path).archive, plan.gw_lan.prefix, given)
         if self.names is None:
-            self.names = substrate.site_names()
+            self.names = SiteNames(agents)
         self.in_force = None  # until its names answer
         nameserver = self.names.start(placed.zone_names(), cache=cache is DnsCache.terminal)
         self.in_force = InForce(given, planned, staged, cache, nameserver)
