@@ -36,10 +36,10 @@ from pydantic import (
     StringConstraints,
 )
 
-from clarke.dns.zone import Zone
 from clarke.pep_presets import SPLIT, Mode
 from clarke.profiles import LinkProfile
 from clarke.schema import StrictModel
+from clarke.sites.zone import Zone
 from clarke.vocab import PEP_NONE, CongestionControl, Scheduler, kind_of
 
 ProfileName = Annotated[str, StringConstraints(min_length=1, max_length=128)]

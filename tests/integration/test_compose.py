@@ -24,13 +24,17 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
-from clarke.campaign.dimensions import BROWSER, CC, CONNECTIONS, HTTP, PROFILE
+from clarke import profiles
+from clarke.campaign.dimensions import BROWSER, CC, CONNECTIONS, DNS_CACHE, HTTP, PROFILE
 from clarke.campaign.plan import plan_file
 from clarke.results.journal import Journal
 from clarke.results.record import RunRecord, Status
 from clarke.testbed import lifecycle
+from clarke.vocab import DnsCache
 from conftest import need
+from site_archive import HOSTS, write_three_origins
 
 pytestmark = [pytest.mark.root, pytest.mark.docker, pytest.mark.slow, pytest.mark.browser]
 
@@ -253,26 +257,78 @@ def test_testbed_check_inside_the_stack(stack: Stack) -> None:
     }
 
 
-def test_both_browsers_inside_the_stack(stack: Stack, tmp_path: Path) -> None:
-    """Firefox and Chromium from the offline client image, each loading over HTTP/3
-    through the stack's link (campaigns/smoke-browsers.yaml): both verified, each
-    record naming its browser and version."""
-    results = tmp_path / "browsers"
+def test_both_browsers_and_a_recorded_site_inside_the_stack(stack: Stack, tmp_path: Path) -> None:
+    """One campaign from the offline client image (one link check shared):
+    - Firefox and Chromium each loading over HTTP/3 through the stack's link
+      (campaigns/smoke-browsers.yaml's matrix): both verified, each record naming its
+      browser and version;
+    - a recorded site of three origins (tests/site_archive.py) with its names across
+      the link (the gateway container's resolver, the client container's stub), and
+      through the terminal container's cache: every origin's resources over the
+      protocol asked, no miss, every lookup answered where it should have been."""
+    work = tmp_path / "work"
+    write_three_origins(work / "three-origins")
+    browsers = yaml.safe_load((ROOT / "campaigns/smoke-browsers.yaml").read_text())
+    site_cells = {
+        "profiles": browsers["matrix"]["profiles"], "http": [2, 3], "cc": ["bbr"],
+        "sites": ["three-origins"], "dns_cache": ["none", "terminal"],
+    }  # fmt: skip
+    (work / "campaign.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "name": "browsers-and-site",
+                "repetitions": 1,
+                "retries": 0,
+                "browser": browsers["browser"],
+                "scenarios": [
+                    {"name": "browsers", "matrix": browsers["matrix"]},
+                    {"name": "site", "matrix": site_cells | {"browser": ["firefox"]}},
+                ],
+            }
+        )
+    )
+    results = tmp_path / "results"
     results.mkdir()
     run = _compose(
-        "run", "--rm", "--no-deps", "client", "clarke", "serve", "client", "--",
-        "clarke", "run", "campaigns/smoke-browsers.yaml", "--results=/results",
-        "--campaign-id=smoke-browsers-compose", "--link-check=quick",
+        "run", "--rm", "--no-deps", "-v", f"{work}:/work:ro", "client",
+        "clarke", "serve", "client", "--",
+        "clarke", "run", "/work/campaign.yaml", "--results=/results",
+        "--campaign-id=browsers-and-site-compose", "--link-check=quick",
         env={**stack.env, "RESULTS_DIR": str(results)}, timeout=900,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    records = {r.cell[BROWSER]: r for r in _records(results)}
-    assert set(records) == {"firefox", "chromium"}
-    for browser, r in records.items():
+    records = _records(results)
+    pages = {r.cell[BROWSER]: r for r in records if r.cell.site is None}
+    assert set(pages) == {"firefox", "chromium"}
+    for browser, r in pages.items():
         assert r.status is Status.ok, (browser, r.reason)
         assert r.cell[HTTP] == "3" and r.browser_version, (browser, r.cell[HTTP], r.browser_version)
     # Chromium's own QUIC congestion control, from its NetLog (docs/browsers.md)
-    assert records["chromium"].details["browser_netlog"]["quic_cc"]
+    assert pages["chromium"].details["browser_netlog"]["quic_cc"]
+
+    sites = {(r.cell[HTTP], r.cell[DNS_CACHE]): r for r in records if r.cell.site is not None}
+    assert set(sites) == {(h, c) for h in ["2", "3"] for c in DnsCache}
+    link = profiles.read(site_cells["profiles"][0])
+    # The link's idle round trip, less the profile's own tolerance.
+    floor_ms = link.idle_rtt_ms * (1 - link.tolerance.rtt_pct / 100) - link.tolerance.rtt_ms
+    for (http, cache), r in sites.items():
+        assert r.status is Status.ok, (http, cache, r.reason)
+        assert r.details["replay"]["missed"] == 0
+        assert {u.split("/")[2] for u in r.details["protocols"]} == set(HOSTS)
+        assert set(r.details["protocols"].values()) == {"h2" if http == "2" else "h3"}
+        dns = r.details["dns"]
+        asked = {q["name"] for q in dns["client_resolver_queries"] if q["type"] == "A"}
+        assert set(HOSTS) <= asked, dns["client_resolver_queries"]
+        if cache is DnsCache.none:
+            # Each name crossed the link to the gateway container for this load, each
+            # lookup at least the link's round trip at the client's stub.
+            assert {f"A {h}" for h in HOSTS} <= set(dns["gateway_names"]), dns["gateway_names"]
+            forwarded = [q for q in dns["client_resolver_queries"] if q["forwarded"]]
+            assert forwarded and min(q["upstream_ms"] for q in forwarded) >= floor_ms, forwarded
+        else:
+            # The terminal container's cache, warmed before the load, answered them all.
+            assert dns["gateway_queries"] == 0, dns["gateway_names"]
+            assert dns["terminal_hits"] == dns["terminal_queries"] > 0, dns
 
 
 def test_down_leaves_nothing(stack: Stack) -> None:

@@ -370,18 +370,6 @@ def test_each_origins_lookup_beside_the_client_resolvers_own_times() -> None:
     assert site.resolver_side(rows, queries, None) == rows  # no navigation start: as is
 
 
-def test_the_compose_substrate_refuses_a_site_saying_why(tmp_path: Path) -> None:
-    _site(tmp_path / "two-origins")
-    plan = plan_file(_campaign(tmp_path, {"sites": ["two-origins"]}))
-
-    class Compose:
-        name = "compose"
-
-    replay = site.SiteReplay(plan.sites)
-    with pytest.raises(InputError, match="netns substrate only; the compose stack"):
-        replay.ensure("two-origins", DnsCache.none, Compose(), None, None)  # type: ignore[arg-type]
-
-
 @pytest.mark.parametrize(
     ("file", "site", "runs", "first"),
     [

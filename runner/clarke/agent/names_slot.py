@@ -35,10 +35,10 @@ from pathlib import Path
 from typing import Any
 
 from clarke.contract import NamesStart
-from clarke.dns.zone import Zone
 from clarke.errors import ClarkeError, EnvironmentProblem, InputError
 from clarke.place import Place, procs
 from clarke.place.plan import NetnsPlan
+from clarke.sites.zone import Zone
 
 NAMES_ROLES = ("client", "terminal", "gateway")
 RESOLVERS = {"gateway": "authoritative", "terminal": "cache", "client": "stub"}

@@ -24,9 +24,9 @@ from pathlib import Path
 from dnslib import QTYPE, DNSRecord
 from dnslib.server import BaseResolver, DNSLogger, DNSServer
 
-from clarke.dns import zone
 from clarke.dns.resolver import Authoritative, Caching, QueryLog, Stub
 from clarke.errors import ClarkeError
+from clarke.sites import zone
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:

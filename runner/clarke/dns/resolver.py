@@ -37,7 +37,7 @@ from typing import IO, Any
 from dnslib import QTYPE, RCODE, RR, SOA, A, DNSLabel, DNSRecord
 from dnslib.server import BaseResolver, DNSHandler
 
-from clarke.dns.zone import Zone
+from clarke.sites.zone import Zone
 
 UPSTREAM_TIMEOUT_S = 10.0
 

@@ -67,7 +67,7 @@ class PlacedSite:
         return [f"{address}:{HTTPS_PORT}" for address in self.placement.distinct]
 
     def zone(self) -> dict[str, object]:
-        """The names a resolver answers for this site (clarke.dns.zone.Zone)."""
+        """The names a resolver answers for this site (clarke.sites.zone.Zone)."""
         return {"names": self.placement.zone_names()}
 
 

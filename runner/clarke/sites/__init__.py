@@ -8,6 +8,9 @@
     warc.py       importing a WARC file (warcio)
     composition.py  what an archive holds, in the Web Almanac's terms (requests and
                   bytes per content type, origins, third parties)
+    placement.py  the archive's origins on the server's LAN: an address per recorded one
+    zone.py       the names a resolver answers (name -> IPv4 address, TTL), read from
+                  a JSON file or carried in a request to an agent
     generate/     a seeded generator of multi-origin sites that follow published
                   page-composition statistics (pages/composition/)
 

@@ -9,7 +9,7 @@ recorded without an address get one each.
 Addresses come from the server-side LAN's prefix, above the host numbers the testbed
 itself uses, in a stable order (the recorded address, then the host), so the same archive
 gets the same addresses on every testbed of one plan. The result is also the zone a
-resolver on the gateway side answers (clarke.dns.zone)."""
+resolver on the gateway side answers (clarke.sites.zone)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ class Placement:
         return sorted(set(self.addresses.values()), key=ipaddress.IPv4Address)
 
     def zone_names(self) -> dict[str, str]:
-        """The names a resolver answers for this site (clarke.dns.zone.Zone.names)."""
+        """The names a resolver answers for this site (clarke.sites.zone.Zone.names)."""
         return dict(sorted(self.addresses.items()))
 
 

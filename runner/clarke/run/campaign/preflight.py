@@ -50,12 +50,6 @@ def preflight(plan: CampaignPlan, runs: list[Run], options: RunOptions) -> tuple
     for scheduler in sorted({r.cell[SCHEDULER] for r in runs}):
         server_impl.check_scheduler(scheduler, f"{source}: {SCHEDULER.key}")
     sites = sorted({r.cell.site for r in runs if r.cell.site is not None})
-    if sites and options.substrate != "netns":
-        raise InputError(
-            f"{source}: {SITE.key} {', '.join(sites)}: recorded sites replay on the netns "
-            "substrate only; the compose stack has no place yet for a site's resolvers "
-            "(docs/sites.md)"
-        )
     if sites and server_impl.name != "origin":
         raise InputError(
             f"{source}: {SITE.key} {', '.join(sites)}: only origin replays a recorded "

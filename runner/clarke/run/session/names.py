@@ -11,8 +11,8 @@ from typing import Any
 
 from clarke.agent.agents import Agents
 from clarke.contract import NamesStart
-from clarke.dns.zone import Zone
 from clarke.errors import ClarkeError
+from clarke.sites.zone import Zone
 
 Mark = dict[str, int]  # role -> queries its resolver had answered
 # GET /names/queries?since= beyond every log: only the count comes back.
