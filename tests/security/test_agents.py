@@ -47,6 +47,7 @@ from clarke.results.record import Status
 from clarke.roles import link_config
 from clarke.run.session.session import Session
 from clarke.run.session.settings import PageLoad, SessionSettings
+from clarke.testbed.build import NO_DNS_SERVER
 from clarke.testbed.substrate import NetnsSubstrate
 from clarke.tls import DEFAULT_HOST as HOST
 from clarke.vocab import LINK_ROLES, LINK_START_ORDER, ROLES, CongestionControl
@@ -180,11 +181,17 @@ def test_nobody_gets_nothing_without_the_token(bed: Bed) -> None:
     common = [("GET", "/stats", ""), ("GET", "/state", ""), ("POST", "/stats/reset", "{}"),
               ("GET", "/nope", ""),
               ("PUT", "/config", "{}"), ("DELETE", "/stats", "")]  # fmt: skip
+    # A recorded site's resolvers (client, terminal, gateway): a zone that would send
+    # the client's lookups of a real name into the testbed.
+    zone = {"names": {"www.example.org": str(bed.plan.gw_lan.prefix.network_address + 64)}}
+    names = [("POST", "/names/start", json.dumps({"zone": zone, "cache": True})),
+             ("POST", "/names/stop", "{}"), ("GET", "/names/queries?since=0", "")]  # fmt: skip
     requests = {
-        "client": [*common, ("POST", "/load?engine=selenium", finding_1),
+        "client": [*common, *names, ("POST", "/load?engine=selenium", finding_1),
                    ("POST", "/load?engine=browsertime", finding_1), ("POST", "/config", "{}")],
         "server": [*common, ("POST", "/config", json.dumps({"tcp_cc": "reno"}))],
         **{role: [*common, ("POST", "/config", geo)] for role in LINK_ROLES},
+        **{role: [*common, *names, ("POST", "/config", geo)] for role in ("terminal", "gateway")},
     }  # fmt: skip
     credentials = {
         "none": {},
@@ -229,6 +236,9 @@ def test_nobody_gets_nothing_without_the_token(bed: Bed) -> None:
         assert in_effect["forward"]["uplink_delay_ms"] == lan.forward.uplink_delay_ms, role
     assert bed.agent("server").server_state().tcp_cc == "bbr"
     assert bed.agent("client").stats() == {"loads": 0}
+    for role in ("client", "terminal", "gateway"):
+        assert bed.agent(role).names_queries().total == 0, role  # no resolver ever ran
+    assert (Path("/etc/netns") / bed.plan.ns("client") / "resolv.conf").read_text() == NO_DNS_SERVER
     # The token file: made 0600 for root, in a run dir others may pass through (OpenLiteSpeed's
     # workers reach the pages below it) but neither list nor write.
     st = bed.token_file.stat()
