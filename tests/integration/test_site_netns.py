@@ -20,7 +20,6 @@ import pytest
 from clarke import profiles
 from clarke.browser import browsertime_engine
 from clarke.browser.load import SITE_DNS_STUB, LoadRequest
-from clarke.campaign.dimensions import SITE_NONE
 from clarke.campaign.sites import planned
 from clarke.errors import InputError
 from clarke.place.plan import NetnsPlan
@@ -319,8 +318,9 @@ def test_browsertime_site_loads_as_a_campaign_judges_them(
         load = PageLoad(given, http, "bbr", 6, browser=browser, site=given)
         result, details = session.load_page(load)
     finally:
-        session.ensure_site(SITE_NONE)
+        session.site.close()  # as the session's close: names stopped, site taken off
         session.site, session.settings = kept_site, kept_settings
+    assert session._agents()["server"].server_state().site is None
     assert result.status is Status.ok, result.reason
     assert result.engine == "browsertime" and result.browser == browser
     assert set(result.protocols.values()) == {NEXT_HOP[http]}, result.protocols

@@ -6,8 +6,9 @@ dimensions): put in force, loaded and judged.
 origin with --site) and starts its names on the testbed through the agents
 (run/session/names.py: the gateway's resolver, the terminal's cache if asked, the
 client's stub), on either substrate; only what changed is redone, and `none` stops the
-names and takes the site off the server. `close()` stops the names whatever happened
-(they are the agents' children, so a testbed's teardown stops them after a crash).
+names and takes the site off the server. `close()` stops the names and takes the site
+off the server whatever happened (the names are the agents' children, so a testbed's
+teardown stops them after a crash).
 
 A site's load asks for the archive's start URL on the archive's hosts. It is judged on
 what the server saw (`verdict`): every connection of the load over the protocol and
@@ -20,6 +21,7 @@ Resource Timing says of its lookup and connection (`origins`)."""
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections import defaultdict
 from collections.abc import Callable, Mapping
@@ -39,6 +41,8 @@ from clarke.run.session.verdicts import server_verdict
 from clarke.sites import archive, staging
 from clarke.sites.placement import place
 from clarke.vocab import DnsCache
+
+log = logging.getLogger(__name__)
 
 # Warming a terminal's cache: a floor, and per name two record types, each at most two
 # attempts of 5 s (clarke.dns ask).
@@ -66,6 +70,7 @@ class SiteReplay:
         self.in_force: InForce | None = None
         self.names: SiteNames | None = None
         self._served = False  # whether this session had the server serve a site
+        self._agents: Agents | None = None  # the agents it asked (close() asks them again)
 
     def ensure(
         self,
@@ -96,7 +101,7 @@ class SiteReplay:
                 f"was {planned.digest[:12]}, now staged as {staged}); a campaign replays the "
                 "archive it was planned with"
             )
-        self._served = True
+        self._served, self._agents = True, agents
         applied = agents.ensure_site(staged)
         placed = place(archive.read(planned.path).archive, plan.gw_lan.prefix, given)
         if self.names is None:
@@ -165,9 +170,21 @@ class SiteReplay:
             self.names.stop()
 
     def close(self) -> None:
-        """The names stopped (the testbed's teardown takes the site's addresses)."""
+        """The names stopped and, where this session had the server serve a site, the
+        site taken off it: a compose stack's server (or an attached netns testbed's)
+        outlives the session, and the next campaign finds it serving pages only. A
+        server that cannot be reached is said in the log, not raised: closing goes on."""
         self.in_force = None
-        self.stop_names()
+        try:
+            self.stop_names()
+        finally:
+            agents, self._agents = self._agents, None
+            if self._served and agents is not None:
+                self._served = False
+                try:
+                    agents.ensure_site(None)
+                except ClarkeError as e:
+                    log.warning("the site stays on the server: %s", e)
 
 
 def browser_own(misses: list[Mapping[str, Any]], start_url: str) -> list[Mapping[str, Any]]:
