@@ -3,7 +3,8 @@ docker-compose.offline.yml: satlink, origin, Firefox ESR, InfluxDB from Debian) 
 from base images made without any registry (ci/offline-images), the smoke campaign run
 by `docker compose up` exactly as docs/compose.md says, its points read back from the
 published InfluxDB, its records compared with the same campaign on the netns
-substrate, and `down -v` leaving no container, network or volume behind.
+substrate, both browsers and a recorded site (names across the link) in a client
+container of their own, and `down -v` leaving no container, network or volume behind.
 
 Needs root, a running Docker daemon with Compose v2 and debootstrap (ci/docker-setup.sh
 installs and starts them in CI)."""
