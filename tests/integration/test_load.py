@@ -88,8 +88,14 @@ def test_every_metric_and_the_protocol_verified(session: Session, engine: str, h
         assert row["busy_ms"] + row["idle_ms"] == pytest.approx(
             row["last_response_end_ms"] - row["first_request_ms"]
         )
-        # HTTP/1.1 has one request at a time on a connection; /2 and /3 multiplex.
-        assert (row["max_streams"] == 1) if http == "1.1" else (row["max_streams"] >= 2), row
+        # HTTP/1.1 has one request at a time on a connection. /2 and /3 may carry
+        # several, but on lan nothing makes two overlap: a response of a few KB can end
+        # before a busy browser sends the next request (a CI run saw 1 over HTTP/3).
+        # test_load_delays.py holds two responses together to see them multiplexed.
+        if http == "1.1":
+            assert row["max_streams"] == 1, row
+        else:
+            assert 1 <= row["max_streams"] <= row["requests"], row
     assert result.engine == engine
 
 
