@@ -48,7 +48,6 @@ CLIENT_STUB = "127.0.0.1"  # the client's loopback: what it asks never leaves un
 # leaves room for both and gives up well within a load's timeout.
 RESOLV_OPTIONS = "options timeout:5 attempts:2"
 RESOLV_MARK = "# Clarke testbed: a recorded site's names"
-SERVER_LAN = "gw-lan"
 
 
 def said_ready(out: Path, offset: int) -> bool:
@@ -98,7 +97,7 @@ class NamesSlot:
             raise InputError(
                 f"POST /names/start: zone: the {self.place.role} needs the site's names"
             )
-        lan = {n.name: n for n in self.place.plan.networks}[SERVER_LAN].prefix
+        lan = self.place.plan.gw_lan.prefix
         outside = [f"{h} {a}" for h, a in zone.names.items() if ipaddress.ip_address(a) not in lan]
         if outside:
             raise InputError(
