@@ -11,35 +11,76 @@ kept in `content_encoding`) and the server's time to first byte. docs/sites.md g
 every field; `SiteArchive.model_json_schema()` is the same, as JSON Schema.
 
 `read(DIR)` checks everything before anything uses the archive: the JSON against the
-model, every exchange's origin, every body's presence and hash. A broken archive is
-`ValidationFailed` (exit 2) naming the entry."""
+model, every exchange's origin, every body's presence, size and hash, each file read as
+untrusted input (archive_files.py: no links, regular files only, sizes and limits
+checked before a byte is read). A broken archive is `ValidationFailed` (exit 2) naming
+the entry. origin checks the same rules before it replays (replay/archive.rs).
+
+Hosts are DNS names a replay can answer: never an IP address literal (nor a name a
+browser reads as one, such as `127.1`: WHATWG URL's "ends in a number"), never
+`localhost` or a name under it (RFC 6761: a browser answers them with its own loopback).
+A response replays as recorded: a final status (200 to 599; an interim 1xx is not a
+response), header values without control characters (CR and LF would end the header)."""
 
 from __future__ import annotations
 
 import hashlib
 import ipaddress
 import json
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, StringConstraints, field_validator, model_validator
+from pydantic import AfterValidator, Field, StringConstraints, field_validator, model_validator
 
 from clarke.errors import ValidationFailed
 from clarke.schema import StrictModel, located_error, parse
+from clarke.sites import archive_files
+from clarke.sites.archive_files import ArchiveDir, ArchiveFileError, Limits
 from clarke.vocab import HttpTag, HttpVersion
 
 FORMAT: Literal["clarke-site"] = "clarke-site"
 VERSION: Literal[1] = 1
-SITE_JSON = "site.json"
-BODIES = "bodies"
+SITE_JSON = archive_files.SITE_JSON
+BODIES = archive_files.BODIES
 HTTPS_PORT = 443
 
 # A DNS name of lowercase labels (an archive keeps names as browsers send them).
 _LABEL = r"[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?"
-HostName = Annotated[str, StringConstraints(pattern=rf"^{_LABEL}(\.{_LABEL})*$", max_length=253)]
+# What a URL in an archive may hold: printable ASCII (a browser percent-encodes the rest).
+_URL_CHARS = re.compile(r"[\x21-\x7e]*")
+_NUMERIC_LABEL = re.compile(r"[0-9]+|0[xX][0-9a-fA-F]*")
+LOOPBACK_NAME = "localhost"
+
+
+def host_problem(host: str) -> str | None:
+    """Why a replay cannot serve `host` (an IP address literal, a name a browser takes
+    for one, localhost), or None."""
+    if host.startswith("[") or ":" in host:
+        return "is an IPv6 address literal: a replay serves names, not addresses"
+    last = host.rstrip(".").rsplit(".", 1)[-1]
+    if _NUMERIC_LABEL.fullmatch(last):
+        return "is an IP address literal (or ends in a number, which a browser reads as one)"
+    if host == LOOPBACK_NAME or host.endswith(f".{LOOPBACK_NAME}"):
+        return "is localhost, which a browser answers with its own loopback"
+    return None
+
+
+def _servable(host: str) -> str:
+    problem = host_problem(host)
+    if problem:
+        raise ValueError(f"the host {host[:80]} {problem}")
+    return host
+
+
+HostName = Annotated[
+    str,
+    StringConstraints(pattern=rf"^{_LABEL}(\.{_LABEL})*$", max_length=253),
+    AfterValidator(_servable),
+]
 # A certificate name: a host name, or a wildcard for one label (*.example.org).
 CertificateName = Annotated[
     str, StringConstraints(pattern=rf"^(\*\.)?{_LABEL}(\.{_LABEL})*$", max_length=253)
@@ -49,10 +90,16 @@ SiteName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]*$", m
 HeaderName = Annotated[
     str, StringConstraints(pattern=r"^[a-z0-9!#$%&'*+.^_`|~-]+$", max_length=256)
 ]
-HeaderValue = Annotated[str, StringConstraints(max_length=65536)]
+# Any character but the controls (HTAB aside): CR and LF would end the header.
+HeaderValue = Annotated[
+    str, StringConstraints(pattern=r"^[^\x00-\x08\x0a-\x1f\x7f]*$", max_length=65536)
+]
+FIRST_FINAL_STATUS = 200
+LAST_STATUS = 599
 Protocol = HttpTag
 PROTOCOLS: tuple[str, ...] = tuple(v.tag for v in HttpVersion)
 MAX_TTFB_MS = 600_000.0
+TOOL_CHARS = 200
 
 
 def authority(host: str, port: int) -> str:
@@ -83,6 +130,11 @@ def normalise(url: str) -> str:
 def split_url(url: str) -> tuple[str, int, str]:
     """(host, port, path with its query) of an https URL; ValueError saying what is
     wrong with anything else (another scheme, a user name, a fragment, no host)."""
+    if not _URL_CHARS.fullmatch(url):
+        raise ValueError(
+            "has a space, a control character or a non-ASCII one "
+            "(a browser sends them percent-encoded)"
+        )
     parts = urlsplit(url)
     if parts.scheme != "https":
         raise ValueError(f"must be an https URL, not {parts.scheme or 'a relative one'!r}")
@@ -93,9 +145,14 @@ def split_url(url: str) -> tuple[str, int, str]:
     host = parts.hostname or ""
     if not host:
         raise ValueError("has no host")
+    problem = host_problem(host)
+    if problem:
+        raise ValueError(f"its host {problem}")
     if parts.netloc.split(":")[0] != host:
         raise ValueError("must have a lowercase host (normalise(url) writes it so)")
-    port = parts.port or HTTPS_PORT  # ValueError for a bad port
+    port = HTTPS_PORT if parts.port is None else parts.port  # ValueError for a bad port
+    if port == 0:
+        raise ValueError("has a bad port 0")
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     return host, port, path
 
@@ -105,14 +162,14 @@ class Source(StrictModel):
     wrote the recording, the file imported, and when the site was recorded (ISO 8601)."""
 
     kind: Literal["har", "warc", "generator", "files"]
-    tool: Annotated[str, Field(max_length=200)] = ""
+    tool: Annotated[str, Field(max_length=TOOL_CHARS)] = ""
     file: Annotated[str, Field(max_length=1000)] = ""
     recorded_at: Annotated[str, Field(max_length=64)] = ""
 
 
 class Origin(StrictModel):
     host: HostName
-    port: Annotated[int, Field(ge=1, le=65535)] = HTTPS_PORT
+    port: Annotated[int, Field(ge=1, le=65535, strict=True)] = HTTPS_PORT
     # The address the origin had when recorded; origins that shared one share a testbed
     # address (placement.py), so connection reuse and coalescing behave as recorded.
     address: str | None = None
@@ -160,7 +217,7 @@ def covers(names: list[str], host: str) -> bool:
 class Exchange(StrictModel):
     method: Annotated[str, StringConstraints(pattern=r"^[A-Z]{1,16}$")]
     url: Annotated[str, Field(max_length=8192)]
-    status: Annotated[int, Field(ge=100, le=599)]
+    status: Annotated[int, Field(ge=FIRST_FINAL_STATUS, le=LAST_STATUS, strict=True)]
     # The response's headers as recorded, names in lowercase, without the ones that
     # belong to one connection or one encoding (headers.py).
     headers: Annotated[list[tuple[HeaderName, HeaderValue]], Field(max_length=500)] = Field(
@@ -169,8 +226,10 @@ class Exchange(StrictModel):
     # The content coding the server sent the body in (gzip, br, ...), or None.
     content_encoding: Annotated[str, StringConstraints(pattern=r"^[a-z0-9-]{1,32}$")] | None = None
     body: Sha256 | None = None  # None: an empty body
-    size: Annotated[int, Field(ge=0)] = 0  # the body's bytes
-    server_ttfb_ms: Annotated[float, Field(ge=0, le=MAX_TTFB_MS, allow_inf_nan=False)] | None = None
+    size: Annotated[int, Field(ge=0, strict=True)] = 0  # the body's bytes
+    server_ttfb_ms: (
+        Annotated[float, Field(ge=0, le=MAX_TTFB_MS, allow_inf_nan=False, strict=True)] | None
+    ) = None
 
     @field_validator("url")
     @classmethod
@@ -209,6 +268,13 @@ class SiteArchive(StrictModel):
     source: Source
     origins: Annotated[list[Origin], Field(min_length=1, max_length=2000)]
     exchanges: Annotated[list[Exchange], Field(min_length=1, max_length=100_000)]
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version_is_a_whole_number(cls, v: object) -> object:
+        if type(v) is not int:  # not True, not 1.0: JSON's 1, as origin reads it
+            raise ValueError(f"must be the number {VERSION}, not {str(v)[:20]!r}")
+        return v
 
     @model_validator(mode="after")
     def _consistent(self) -> SiteArchive:
@@ -257,6 +323,7 @@ class Site:
     path: Path
     archive: SiteArchive
     digest: str  # SHA-256 of site.json's bytes
+    limits: Limits = field(default_factory=Limits)
 
     @property
     def name(self) -> str:
@@ -266,66 +333,97 @@ class Site:
         return self.path / BODIES / sha256
 
     def body(self, exchange: Exchange) -> bytes:
-        return self.body_path(exchange.body).read_bytes() if exchange.body else b""
+        """An exchange's body, read again as untrusted input (it was checked, but the
+        directory is not Clarke's)."""
+        if not exchange.body:
+            return b""
+        with archive_files.opened(self.path, self.limits) as d:
+            try:
+                return d.read_body(exchange.body, exchange.size)
+            except ArchiveFileError as e:
+                raise ValidationFailed(str(self.path), [str(e)]) from None
 
     @cached_property
     def total_bytes(self) -> int:
         return sum(e.size for e in self.archive.exchanges)
 
 
+def _no_repeated_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """A JSON object, refused where a key is repeated (JSON leaves it to the reader
+    which one counts: origin refuses it too, so no two readers ever disagree)."""
+    out: dict[str, object] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"the key {key[:60]!r} is repeated in an object")
+        out[key] = value
+    return out
+
+
 def sha256_of(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def read(path: Path) -> Site:
+def read(path: Path, limits: Limits | None = None) -> Site:
     """The archive in directory `path`, checked: ValidationFailed naming each broken
-    entry (schema, unknown origin, missing body, a body whose hash is not its name, a
-    body of another size than its exchange says)."""
+    entry (schema, unknown origin, a body missing, a link, not a regular file, of
+    another size than its exchange says, over a limit, or whose hash is not its name).
+    `limits`: Limits.from_env() when not given."""
+    limits = limits or Limits.from_env()
     site_json = path / SITE_JSON
-    if not path.is_dir():
-        raise ValidationFailed(str(path), ["not a directory (a site archive is DIR/site.json)"])
-    try:
-        raw = site_json.read_bytes()
-    except OSError as e:
-        raise ValidationFailed(str(site_json), [f"cannot read: {e.strerror or e}"]) from None
-    try:
-        data = json.loads(raw)
-    except ValueError as e:
-        raise ValidationFailed(str(site_json), [f"not valid JSON: {e}"]) from None
-    if isinstance(data, dict) and data.get("format") == FORMAT and data.get("version") != VERSION:
-        raise ValidationFailed(
-            str(site_json),
-            [f"version: this Clarke reads version {VERSION}, not {data.get('version')!r}"],
-        )
-    archive = parse(SiteArchive, data, str(site_json))
-    problems = check_bodies(path, archive)
+    with archive_files.opened(path, limits) as d:
+        try:
+            raw = d.read_index()
+        except ArchiveFileError as e:
+            raise ValidationFailed(str(site_json), [str(e)]) from None
+        try:
+            data = json.loads(raw, object_pairs_hook=_no_repeated_keys)
+        except ValueError as e:
+            raise ValidationFailed(str(site_json), [f"not valid JSON: {e}"]) from None
+        except RecursionError:
+            raise ValidationFailed(str(site_json), ["not an archive: nested too deeply"]) from None
+        if (
+            isinstance(data, dict)
+            and data.get("format") == FORMAT
+            and data.get("version") != VERSION
+        ):
+            raise ValidationFailed(
+                str(site_json),
+                [f"version: this Clarke reads version {VERSION}, not {data.get('version')!r}"],
+            )
+        archive = parse(SiteArchive, data, str(site_json))
+        problems = check_bodies(d, archive)
     if problems:
         raise ValidationFailed(str(path), problems)
-    return Site(path, archive, sha256_of(raw))
+    return Site(path, archive, sha256_of(raw), limits)
 
 
-def check_bodies(path: Path, archive: SiteArchive) -> list[str]:
-    """Every body an exchange names: present, of its size, its content's hash its name."""
+def check_bodies(d: ArchiveDir, archive: SiteArchive) -> list[str]:
+    """Every body an exchange names: within the limits, present, a regular file of its
+    size, its content's hash its name. Each body is read once, however many exchanges
+    share it; the limits are checked on the declared sizes before any body is read."""
+    sizes: dict[str, tuple[int, int]] = {}  # name -> (size, first exchange)
     problems: list[str] = []
-    hashed: dict[str, tuple[str, int] | None] = {}  # name -> (sha256, size); None: missing
     for i, e in enumerate(archive.exchanges):
         if e.body is None:
             continue
-        if e.body not in hashed:
-            try:
-                data = (path / BODIES / e.body).read_bytes()
-                hashed[e.body] = (sha256_of(data), len(data))
-            except OSError:
-                hashed[e.body] = None
-        found = hashed[e.body]
-        if found is None:
-            problems.append(f"{e.label(i)}: its body {e.body} is missing from {BODIES}/")
-        elif found[0] != e.body:
+        first = sizes.setdefault(e.body, (e.size, i))
+        if first[0] != e.size:
             problems.append(
-                f"{e.label(i)}: {BODIES}/{e.body} has the SHA-256 {found[0]}, not its name"
+                f"{e.label(i)}: size says {e.size}, "
+                f"exchanges[{first[1]}] says {first[0]} for the same body"
             )
-        elif found[1] != e.size:
-            problems.append(f"{e.label(i)}: its body has {found[1]} bytes, size says {e.size}")
+    breach = d.limits.site_breach(sum(size for size, _ in sizes.values()))
+    if breach:
+        return [*problems, breach]
+    for name, (size, i) in sizes.items():
+        where = archive.exchanges[i].label(i)
+        try:
+            found = d.hash_body(name, size)
+        except ArchiveFileError as e:
+            problems.append(f"{where}: {e}")
+            continue
+        if found != name:
+            problems.append(f"{where}: {BODIES}/{name} has the SHA-256 {found}, not its name")
     return problems
 
 
