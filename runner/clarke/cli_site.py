@@ -22,6 +22,39 @@ if TYPE_CHECKING:
 # not hold what only site commands use.
 
 FORMATS = ("har", "warc")
+# The limits' options (archive_files.Limits), in MiB: from 1 MiB to 1 TiB.
+MB_RANGE = click.IntRange(1, 1 << 20)
+
+
+def archive_limits(command: Callable[..., Any]) -> Callable[..., Any]:
+    """`--max-body-mb` and `--max-site-mb` of a command that reads or writes archives."""
+    command = click.option(
+        "--max-site-mb",
+        type=MB_RANGE,
+        help="The most an archive's bodies may hold together, in MiB "
+        "(default: CLARKE_SITE_MAX_MB, else 512).",
+    )(command)
+    return click.option(
+        "--max-body-mb",
+        type=MB_RANGE,
+        help="The most one body may hold once decoded, in MiB "
+        "(default: CLARKE_SITE_MAX_BODY_MB, else 64).",
+    )(command)
+
+
+@dataclass(frozen=True)
+class ImportCommand:
+    """`clarke site import`'s options, as click passes them."""
+
+    file: Path
+    out: Path
+    fmt: str | None
+    name: str | None
+    start_url: str | None
+    skip_incomplete: bool
+    max_body_mb: int | None
+    max_site_mb: int | None
+    as_json: bool
 
 
 @dataclass(frozen=True)
@@ -118,38 +151,39 @@ def site() -> None:
     is_flag=True,
     help="HAR: leave out entries saved without their body instead of failing.",
 )
+@archive_limits
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def import_cmd(
-    file: Path,
-    out: Path,
-    fmt: str | None,
-    name: str | None,
-    start_url: str | None,
-    skip_incomplete: bool,
-    as_json: bool,
-) -> None:
+@options_into(ImportCommand)
+def import_cmd(o: ImportCommand) -> None:
     """Import a HAR (with content) or a WARC file as a site archive."""
+    from clarke.sites.archive_files import Limits
     from clarke.sites.har import HarOptions, import_har
     from clarke.sites.warc import WarcOptions, import_warc
 
-    kind = _format_of(file, fmt)
+    kind = _format_of(o.file, o.fmt)
+    limits = Limits.from_env(o.max_body_mb, o.max_site_mb)
     if kind == "har":
-        imported = import_har(file, out, HarOptions(name, start_url, skip_incomplete))
+        options = HarOptions(o.name, o.start_url, o.skip_incomplete, limits)
+        imported = import_har(o.file, o.out, options)
     else:
-        if skip_incomplete:
+        if o.skip_incomplete:
             raise InputError("--skip-incomplete: a HAR option (a WARC record always has its body)")
-        imported = import_warc(file, out, WarcOptions(name, start_url))
-    _report(imported, as_json)
+        imported = import_warc(o.file, o.out, WarcOptions(o.name, o.start_url, limits))
+    _report(imported, o.as_json)
 
 
 @site.command("check")
 @click.argument("directory", type=click.Path(path_type=Path, file_okay=False))
+@archive_limits
 @click.option("--json", "as_json", is_flag=True, help="Print the composition as JSON.")
-def check_cmd(directory: Path, as_json: bool) -> None:
+def check_cmd(
+    directory: Path, max_body_mb: int | None, max_site_mb: int | None, as_json: bool
+) -> None:
     """Check an archive (exit 2 naming every broken entry) and show its composition."""
     from clarke.sites import archive, composition
+    from clarke.sites.archive_files import Limits
 
-    s = archive.read(directory)
+    s = archive.read(directory, Limits.from_env(max_body_mb, max_site_mb))
     stats = composition.of(s)
     if as_json:
         click.echo(json.dumps({"name": s.name, "digest": s.digest, **stats.to_dict()}))

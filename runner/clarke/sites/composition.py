@@ -102,11 +102,16 @@ def of(site: Site) -> Composition:
     first = registrable(split_url(a.start_url)[0])
     out = Composition(origins=len(a.origins))
     third: set[str] = set()
+    # A body shared by many exchanges is coded once per coding, not once per exchange.
+    sent: dict[tuple[str | None, str | None], int] = {}
     for e in a.exchanges:
         row = out.rows[content_type(e)]
         row.requests += 1
         row.bytes += e.size
-        row.transfer_bytes += len(encoded(site.body(e), e.content_encoding))
+        key = (e.body, e.content_encoding)
+        if key not in sent:
+            sent[key] = len(encoded(site.body(e), e.content_encoding))
+        row.transfer_bytes += sent[key]
         party = registrable(split_url(e.url)[0])
         if party != first:
             third.add(party)

@@ -21,17 +21,27 @@ from __future__ import annotations
 
 import base64
 import binascii
-import datetime as dt
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from clarke.errors import InputError, ValidationFailed
 from clarke.schema import problems_of
-from clarke.sites.archive import Source
-from clarke.sites.store import Imported, Recorded, protocol_tag, write_archive
+from clarke.sites.archive import TOOL_CHARS, Source
+from clarke.sites.archive_files import MIB, Limits
+from clarke.sites.store import (
+    BodyStore,
+    Imported,
+    ImportOptions,
+    Recorded,
+    Recording,
+    protocol_tag,
+    recorded_at,
+    unix_time,
+    write_archive,
+)
 
 
 class _Lenient(BaseModel):
@@ -99,6 +109,12 @@ class HarOptions:
     name: str | None  # None: from the page's host
     start_url: str | None = None
     skip_incomplete: bool = False
+    limits: Limits = field(default_factory=Limits.from_env)
+
+    def har_bytes(self) -> int:
+        """The largest HAR read: every body may be in it as base64 (4 bytes for 3) and
+        JSON-escaped, beside an index's worth of entries."""
+        return self.limits.site_bytes * 2 + self.limits.index_bytes
 
 
 def _charset(content_type: str) -> str | None:
@@ -150,12 +166,13 @@ def body_of(entry: HarEntry, where: str, writer: str = "") -> bytes:
 
 
 def _started(entry: HarEntry, where: str) -> float:
-    try:
-        return dt.datetime.fromisoformat(entry.startedDateTime).timestamp()
-    except ValueError:
+    started = unix_time(entry.startedDateTime)
+    if started is None:
         raise InputError(
-            f"{where}: startedDateTime {entry.startedDateTime!r} is not an ISO 8601 time"
-        ) from None
+            f"{where}: startedDateTime {entry.startedDateTime[:60]!r} is not an ISO 8601 time "
+            "that a Unix time can hold"
+        )
+    return started
 
 
 def _address(raw: str | None) -> str | None:
@@ -163,22 +180,35 @@ def _address(raw: str | None) -> str | None:
     return raw.strip().strip("[]") or None if raw else None
 
 
-def read_har(path: Path) -> HarFile:
+def read_har(path: Path, max_bytes: int = HarOptions(None).har_bytes()) -> HarFile:
+    """The HAR file at `path` (at most `max_bytes`), parsed."""
     try:
-        data = json.loads(path.read_bytes())
+        with path.open("rb") as f:
+            raw = f.read(max_bytes + 1)
     except OSError as e:
         raise ValidationFailed(str(path), [f"cannot read: {e.strerror or e}"]) from None
+    if len(raw) > max_bytes:
+        raise ValidationFailed(
+            str(path),
+            [f"larger than the {max_bytes // MIB} MiB a HAR of an archive's limits can be"],
+        )
+    try:
+        data = json.loads(raw)
     except ValueError as e:
         raise ValidationFailed(str(path), [f"not valid JSON: {e}"]) from None
+    except RecursionError:
+        raise ValidationFailed(str(path), ["not a HAR: nested too deeply"]) from None
     try:
         return HarFile.model_validate(data)
     except ValidationError as e:
         raise ValidationFailed(str(path), problems_of(e)) from None
 
 
-def records(har: HarFile, skip_incomplete: bool, file: str) -> tuple[list[Recorded], list[str]]:
-    """The entries to import, and the ones left out with the reason (each named by
-    `file` and its place in it)."""
+def records(
+    har: HarFile, skip_incomplete: bool, file: str, store: BodyStore
+) -> tuple[list[Recorded], list[str]]:
+    """The entries to import (their bodies put in `store`), and the ones left out with
+    the reason (each named by `file` and its place in it)."""
     out: list[Recorded] = []
     skipped: list[str] = []
     for i, entry in enumerate(har.log.entries):
@@ -207,7 +237,7 @@ def records(har: HarFile, skip_incomplete: bool, file: str) -> tuple[list[Record
                 url=entry.request.url,
                 status=entry.response.status,
                 headers=[(h.name, h.value) for h in entry.response.headers],
-                body=body_of(entry, where, har.log.creator.name),
+                body=store.put_bytes(body_of(entry, where, har.log.creator.name), where),
                 ttfb_ms=wait if wait is not None and wait >= 0 else None,
                 address=_address(entry.serverIPAddress),
                 protocol=protocol_tag(entry.response.httpVersion),
@@ -219,16 +249,17 @@ def records(har: HarFile, skip_incomplete: bool, file: str) -> tuple[list[Record
 
 def import_har(path: Path, out: Path, options: HarOptions) -> Imported:
     """The archive of the HAR file `path`, written to `out`."""
-    har = read_har(path)
-    recs, skipped = records(har, options.skip_incomplete, str(path))
-    creator = har.log.creator
-    started = min((r.started for r in recs), default=None)
-    source = Source(
-        kind="har",
-        tool=f"{creator.name} {creator.version}".strip(),
-        file=path.name,
-        recorded_at=dt.datetime.fromtimestamp(started, dt.UTC).isoformat() if started else "",
-    )
-    imported = write_archive(out, options.name, source, recs, options.start_url)
-    imported.skipped[:0] = skipped
-    return imported
+    har = read_har(path, options.har_bytes())
+
+    def read(store: BodyStore) -> Recording:
+        recs, skipped = records(har, options.skip_incomplete, str(path), store)
+        creator = har.log.creator
+        source = Source(
+            kind="har",
+            tool=f"{creator.name} {creator.version}".strip()[:TOOL_CHARS],
+            file=path.name,
+            recorded_at=recorded_at(min((r.started for r in recs), default=None)),
+        )
+        return Recording(recs, skipped, source)
+
+    return write_archive(out, ImportOptions(options.name, options.start_url, options.limits), read)

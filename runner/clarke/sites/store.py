@@ -1,15 +1,20 @@
 """Writing an archive from what an importer read: each recorded exchange as a
 `Recorded`, the same for every format, so that two recordings of one site in two
-formats give one archive. Bodies are stored once by their SHA-256; origins are gathered
-from the exchanges (the address each had, the protocols it spoke or advertised)."""
+formats give one archive. Bodies are stored once by their SHA-256 as the importer reads
+them (`BodyStore`: streamed to disk and hashed in chunks, never held whole, within the
+archive's limits); origins are gathered from the exchanges (the address each had, the
+protocols it spoke or advertised)."""
 
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
+import hashlib
+import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -20,15 +25,17 @@ from clarke.schema import problems_of
 from clarke.sites import archive, headers
 from clarke.sites.archive import (
     BODIES,
+    FIRST_FINAL_STATUS,
+    LAST_STATUS,
     Exchange,
     Origin,
     SiteArchive,
     Source,
     authority,
     normalise,
-    sha256_of,
     split_url,
 )
+from clarke.sites.archive_files import Limits
 from clarke.vocab import HttpVersion
 
 _ALT_SVC_H3 = re.compile(r'(^|[\s,])h3="')
@@ -51,17 +58,84 @@ def protocol_tag(spelt: str | None) -> str | None:
 
 
 @dataclass(frozen=True)
+class StoredBody:
+    """A body in the archive's bodies/: its SHA-256 and its size."""
+
+    sha256: str
+    size: int
+
+
+class BodyStore:
+    """The bodies/ of an archive being written: each body streamed into a scratch file,
+    hashed as it goes, and named by its SHA-256 at the end (stored once however often
+    it recurs). A body over the per-body limit, or one that takes the archive's distinct
+    bodies over theirs, stops the import (exit 2 naming the entry and the option that
+    raises the limit)."""
+
+    def __init__(self, directory: Path, limits: Limits) -> None:
+        self.directory = directory
+        self.limits = limits
+        self.total = 0
+        self.stored: dict[str, int] = {}
+        directory.mkdir()
+        self._scratch = directory / ".partial"
+
+    def put(self, chunks: Iterable[bytes], where: str) -> StoredBody | None:
+        """The body of `chunks` stored (None: it is empty)."""
+        digest = hashlib.sha256()
+        size = 0
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(self._scratch, flags, 0o644)
+        try:
+            for chunk in chunks:
+                size += len(chunk)
+                breach = self.limits.body_breach(size)
+                if breach:
+                    raise ValidationFailed(where, [f"its body decodes to {breach}"])
+                digest.update(chunk)
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+        if size == 0:
+            self._scratch.unlink()
+            return None
+        name = digest.hexdigest()
+        if name in self.stored:
+            self._scratch.unlink()
+        else:
+            breach = self.limits.site_breach(self.total + size)
+            if breach:
+                self._scratch.unlink()
+                raise ValidationFailed(where, [breach])
+            self._scratch.rename(self.directory / name)
+            self.stored[name] = size
+            self.total += size
+        return StoredBody(name, size)
+
+    def put_bytes(self, data: bytes, where: str) -> StoredBody | None:
+        return self.put([data], where)
+
+    def keep_only(self, names: set[str]) -> None:
+        """Remove the bodies no exchange kept (those of the exchanges left out)."""
+        for name in set(self.stored) - names:
+            (self.directory / name).unlink()
+            self.total -= self.stored.pop(name)
+
+
+@dataclass(frozen=True)
 class Recorded:
     """One exchange as an importer read it. `started`: when the request started (a
     sortable number, e.g. Unix seconds), to order exchanges alike whatever the file's
-    order; `body`: the body as the page uses it (no content coding)."""
+    order; `body`: the body as the page uses it (no content coding), in the store."""
 
     started: float
     method: str
     url: str
     status: int
     headers: list[tuple[str, str]]
-    body: bytes
+    body: StoredBody | None
     ttfb_ms: float | None = None
     address: str | None = None
     protocol: str | None = None  # h1, h2, h3 (protocol_tag)
@@ -113,18 +187,61 @@ def default_name(url: str) -> str:
     return re.sub(r"[^a-z0-9_.-]+", "-", host.lower()).strip("-.")[:64] or "site"
 
 
+@dataclass
+class Recording:
+    """What an importer read: the exchanges (bodies in the store), what it left out and
+    why, and where the recording came from."""
+
+    records: list[Recorded]
+    skipped: list[str]
+    source: Source
+
+
+def recorded_at(started: float | None) -> str:
+    """An ISO 8601 time in UTC of a start time in Unix seconds ("" where there is none,
+    or where it is outside the years a datetime holds)."""
+    if not started:
+        return ""
+    try:
+        return dt.datetime.fromtimestamp(started, dt.UTC).isoformat()
+    except (OverflowError, OSError, ValueError):
+        return ""
+
+
+def unix_time(value: str | None) -> float | None:
+    """Unix seconds of an ISO 8601 time; None where it is not one, or not one a Unix
+    time can hold (9999-12-31T23:59:59-14:00 is in the year 10000 in UTC)."""
+    if not value:
+        return None
+    try:
+        return dt.datetime.fromisoformat(value).timestamp()
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    """What every importer takes: the archive's name (None: from the page's host), the
+    page's URL (None: the first HTML response) and the limits bodies are held to."""
+
+    name: str | None
+    start_url: str | None = None
+    limits: Limits = field(default_factory=Limits.from_env)
+
+
 def write_archive(
-    out: Path, name: str | None, source: Source, records: Iterable[Recorded], start_url: str | None
+    out: Path, options: ImportOptions, read: Callable[[BodyStore], Recording]
 ) -> Imported:
-    """The archive of `records` in `out` (made anew; written in a scratch directory
-    beside it and moved in place, so a failed import leaves nothing half-written).
-    Exchanges that are not https are left out and listed; `start_url`: the page's URL
-    (default: the first https GET with an HTML response); `name`: the
-    site's name (default: from the page's host)."""
+    """The archive that `read` (an importer, storing bodies as it reads them) gives, in
+    `out` (made anew; written in a scratch directory beside it and moved in place, so a
+    failed import leaves nothing half-written). Exchanges that are not https, or whose
+    status is not a final one, are left out and listed."""
     if out.exists() and any(out.iterdir()):
         raise InputError(f"{out}: exists and is not empty (an import writes a new archive)")
     with new_archive_dir(out) as scratch:
-        imported = _write(scratch, name, source, records, start_url)
+        store = BodyStore(scratch / BODIES, options.limits)
+        recording = read(store)
+        imported = _write(scratch, store, recording, options)
     imported.path = out
     return imported
 
@@ -145,25 +262,26 @@ def new_archive_dir(out: Path) -> Iterator[Path]:
         raise
 
 
-def _write(
-    path: Path, name: str | None, source: Source, records: Iterable[Recorded], start_url: str | None
-) -> Imported:
-    (path / BODIES).mkdir()
-    skipped: list[str] = []
+def _write(path: Path, store: BodyStore, recording: Recording, options: ImportOptions) -> Imported:
+    skipped = list(recording.skipped)
     kept: list[tuple[Recorded, str, int]] = []
-    for rec in sorted(records, key=lambda r: r.started):
+    for rec in sorted(recording.records, key=lambda r: r.started):
+        what = f"{rec.where}: {rec.method} {rec.url[:120]}"
+        if not FIRST_FINAL_STATUS <= rec.status <= LAST_STATUS:
+            skipped.append(
+                f"{what}: status {rec.status} is not a final response "
+                f"({FIRST_FINAL_STATUS} to {LAST_STATUS})"
+            )
+            continue
         try:
             url = normalise(rec.url)
             host, port, _ = split_url(url)
         except ValueError as e:
-            skipped.append(f"{rec.where}: {rec.method} {rec.url[:120]}: {e}")
+            skipped.append(f"{what}: {e}")
             continue
         kept.append((replace(rec, url=url), host, port))
     exchanges = []
     for rec, _, _ in kept:
-        digest = sha256_of(rec.body) if rec.body else None
-        if digest is not None and not (path / BODIES / digest).exists():
-            (path / BODIES / digest).write_bytes(rec.body)
         try:
             exchanges.append(
                 Exchange(
@@ -172,8 +290,8 @@ def _write(
                     status=rec.status,
                     headers=headers.kept(rec.headers),
                     content_encoding=headers.content_encoding(rec.headers),
-                    body=digest,
-                    size=len(rec.body),
+                    body=rec.body.sha256 if rec.body else None,
+                    size=rec.body.size if rec.body else 0,
                     server_ttfb_ms=round(rec.ttfb_ms, 3) if rec.ttfb_ms is not None else None,
                 )
             )
@@ -181,20 +299,25 @@ def _write(
             raise ValidationFailed(rec.where, problems_of(e)) from None
     if not exchanges:
         raise InputError(f"no https exchange to import ({len(skipped)} left out)")
+    store.keep_only({e.body for e in exchanges if e.body})
+    start_url = options.start_url
     if start_url is None:
         start_url = next(
             (e.url for e in exchanges if e.method == "GET" and _is_html(e)), exchanges[0].url
         )
+    name = options.name
     try:
         site = SiteArchive(
             name=name or default_name(start_url),
             start_url=normalise(start_url),
-            source=source,
+            source=recording.source,
             origins=_origins(kept),
             exchanges=exchanges,
         )
     except ValidationError as e:
-        raise ValidationFailed(f"archive {name}", problems_of(e)) from None
+        raise ValidationFailed(f"archive {name or start_url[:120]}", problems_of(e)) from None
+    except ValueError as e:  # normalise: a start URL without a host
+        raise InputError(f"--start-url {start_url[:120]!r}: {e}") from None
     archive.write(path, site)
     return Imported(path, site, skipped)
 
