@@ -72,6 +72,7 @@ class OriginServer:
         if site is not None:
             self.site_addresses.add(site.placement.distinct)
             argv += ["--site", str(site.directory), "--site-certs", str(site.certs_dir)]
+            argv += site.limit_options()
             for listen in site.listen():
                 argv += ["--site-listen", listen]
         popen = self.children.spawn("origin", place.argv(argv))

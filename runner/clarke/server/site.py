@@ -28,6 +28,7 @@ from clarke.errors import ClarkeError, InputError
 from clarke.place import Place, netns
 from clarke.place.plan import HTTPS_PORT
 from clarke.sites import archive
+from clarke.sites.archive_files import MIB, Limits
 from clarke.sites.placement import Placement
 from clarke.sites.placement import place as place_origins
 
@@ -62,6 +63,14 @@ class PlacedSite:
     directory: Path
     placement: Placement
     certs_dir: Path
+    limits: Limits  # what the archive was read within, and the server reads it within
+
+    def limit_options(self) -> list[str]:
+        """origin's options for the same limits."""
+        return [
+            "--site-max-body-mb", str(self.limits.body_bytes // MIB),
+            "--site-max-mb", str(self.limits.site_bytes // MIB),
+        ]  # fmt: skip
 
     def listen(self) -> list[str]:
         return [f"{address}:{HTTPS_PORT}" for address in self.placement.distinct]
@@ -93,7 +102,7 @@ def prepare(place: Place, name: str) -> PlacedSite:
     for old in certs_dir.glob("*") if certs_dir.is_dir() else []:
         old.unlink()
     tls.issue_host_certificates(pki, names, certs_dir)
-    return PlacedSite(name, directory, placed, certs_dir)
+    return PlacedSite(name, directory, placed, certs_dir, site.limits)
 
 
 class Addresses:

@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Parser;
 use origin::cc::{QuicCc, TcpCc};
-use origin::replay::Ttfb;
+use origin::replay::files::{self, Limits};
+use origin::replay::{Site, Ttfb};
 use origin::sched::Scheduler;
 use origin::{Options, Server, SiteOptions};
 
@@ -19,8 +20,8 @@ use origin::{Options, Server, SiteOptions};
 #[command(version, max_term_width = 100)]
 struct Args {
     /// Directory of pages to serve ("/" and directories map to index.html)
-    #[arg(long, value_name = "DIR")]
-    root: PathBuf,
+    #[arg(long, value_name = "DIR", required_unless_present = "check_site")]
+    root: Option<PathBuf>,
     /// TLS listener: h2 and http/1.1 over TCP (ALPN), and h3 over QUIC on the same UDP port
     #[arg(long, value_name = "ADDR:PORT", default_value = "0.0.0.0:443")]
     listen: SocketAddr,
@@ -28,11 +29,11 @@ struct Args {
     #[arg(long, value_name = "ADDR:PORT")]
     plain_listen: Option<SocketAddr>,
     /// Server certificate chain, PEM (server certificate first)
-    #[arg(long, value_name = "PEM")]
-    cert: PathBuf,
+    #[arg(long, value_name = "PEM", required_unless_present = "check_site")]
+    cert: Option<PathBuf>,
     /// Server private key, PEM (PKCS#8, PKCS#1 or SEC1)
-    #[arg(long, value_name = "PEM")]
-    key: PathBuf,
+    #[arg(long, value_name = "PEM", required_unless_present = "check_site")]
+    key: Option<PathBuf>,
     /// Control endpoint (plain HTTP, JSON); bind it to the management network only
     #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:8443")]
     control: SocketAddr,
@@ -86,9 +87,28 @@ struct Args {
     /// else 2025-01-01T00:00:00Z]
     #[arg(long, value_name = "MS")]
     site_clock_ms: Option<i64>,
+    /// The most one body of the site may hold, in MiB
+    #[arg(long, value_name = "MIB", default_value_t = files::DEFAULT_BODY_MB,
+          value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    site_max_body_mb: u64,
+    /// The most the site's distinct bodies may hold together, in MiB
+    #[arg(long, value_name = "MIB", default_value_t = files::DEFAULT_SITE_MB,
+          value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    site_max_mb: u64,
+    /// Check the site archive DIR as a replay would (the archive's rules, its files, the
+    /// limits, every response sendable), print the verdict and exit: 0 servable, 2 not
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["root", "site"])]
+    check_site: Option<PathBuf>,
 }
 
 impl Args {
+    fn limits(&self) -> Limits {
+        Limits {
+            body_bytes: self.site_max_body_mb * files::MIB,
+            site_bytes: self.site_max_mb * files::MIB,
+        }
+    }
+
     /// The site to replay, if any; an error for a --site-* option without --site.
     fn site(&mut self) -> anyhow::Result<Option<SiteOptions>> {
         let Some(archive) = self.site.take() else {
@@ -112,6 +132,7 @@ impl Args {
             ttfb: self.site_ttfb.unwrap_or(Ttfb::Recorded),
             script_seed: (!self.no_site_script).then_some(self.site_seed.unwrap_or(1)),
             clock_ms: self.site_clock_ms,
+            limits: self.limits(),
         }))
     }
 }
@@ -119,11 +140,11 @@ impl Args {
 async fn run(mut args: Args) -> anyhow::Result<()> {
     let site = args.site()?;
     let opts = Options {
-        root: args.root,
+        root: args.root.context("--root is required")?,
         listen: args.listen,
         plain_listen: args.plain_listen,
-        cert: args.cert,
-        key: args.key,
+        cert: args.cert.context("--cert is required")?,
+        key: args.key.context("--key is required")?,
         control: args.control,
         tcp_cc: args.tcp_cc,
         quic_cc: args.quic_cc,
@@ -150,6 +171,35 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `--check-site DIR`: the verdict a replay would give, as `clarke site check` gives
+/// its own; the exit code (0: servable, 2: refused).
+fn check_site(dir: &std::path::Path, limits: Limits) -> i32 {
+    let options = SiteOptions {
+        archive: dir.to_path_buf(),
+        listen: Vec::new(),
+        certs: PathBuf::new(),
+        ttfb: Ttfb::Recorded,
+        script_seed: Some(1),
+        clock_ms: None,
+        limits,
+    };
+    match Site::load(options) {
+        Ok(site) => {
+            println!(
+                "{}: site {}: {} exchanges, servable",
+                dir.display(),
+                site.name,
+                site.exchanges
+            );
+            0
+        }
+        Err(e) => {
+            eprintln!("ERROR: {e}");
+            2
+        }
+    }
+}
+
 fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -167,6 +217,9 @@ fn main() {
             std::process::exit(1);
         }
     };
+    if let Some(dir) = &args.check_site {
+        std::process::exit(check_site(dir, args.limits()));
+    }
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {

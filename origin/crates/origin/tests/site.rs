@@ -138,6 +138,7 @@ fn options(dir: &Path, archive: PathBuf, scheduler: Scheduler) -> Options {
             ttfb: Ttfb::Recorded,
             script_seed: Some(SEED),
             clock_ms: None,
+            limits: Default::default(),
         }),
     }
 }

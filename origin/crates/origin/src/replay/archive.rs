@@ -1,13 +1,16 @@
 //! The site archive as origin reads it (format `clarke-site`, version 1: docs/sites.md):
 //! `DIR/site.json` (the origins and the exchanges) and `DIR/bodies/<sha256>` (each body
 //! once, named by the SHA-256 of its bytes). origin checks what it will serve before
-//! anything listens: the format and version, every exchange's origin, every body's
-//! presence, size and hash; an error names the entry.
+//! anything listens, by the runner's rules (rules.rs: the model; files.rs: no links,
+//! regular files of their declared sizes, the limits), and an error names the entry.
 
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
+
+use super::files::{Dir, Limits, INDEX_BYTES};
+use super::rules;
 
 pub const FORMAT: &str = "clarke-site";
 pub const VERSION: u32 = 1;
@@ -37,24 +40,27 @@ pub enum ArchiveError {
 /// Where the archive came from; origin reads `recorded_at` (ISO 8601) for the
 /// deterministic clock.
 #[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Source {
-    #[serde(default)]
     pub kind: String,
+    #[serde(default)]
+    pub tool: String,
+    #[serde(default)]
+    pub file: String,
     #[serde(default)]
     pub recorded_at: String,
 }
 
 /// An origin: a host and port the page's requests went to.
 #[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Origin {
     pub host: String,
     #[serde(default = "https_port")]
     pub port: u16,
     #[serde(default)]
     pub address: Option<String>,
-    #[serde(default)]
     pub protocols: Vec<String>,
-    #[serde(default)]
     pub certificate_names: Vec<String>,
 }
 
@@ -70,6 +76,7 @@ impl Origin {
 
 /// One recorded request and its response.
 #[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Exchange {
     pub method: String,
     pub url: String,
@@ -104,18 +111,27 @@ impl Exchange {
     }
 }
 
-/// site.json (fields origin does not need are left to other readers).
+/// site.json, every field of it (an unknown one is refused, as the runner refuses it).
 #[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SiteJson {
+    #[serde(default = "format")]
     pub format: String,
+    #[serde(default = "version")]
     pub version: u32,
     pub name: String,
-    #[serde(default)]
     pub start_url: String,
-    #[serde(default)]
     pub source: Source,
     pub origins: Vec<Origin>,
     pub exchanges: Vec<Exchange>,
+}
+
+fn format() -> String {
+    FORMAT.to_owned()
+}
+
+fn version() -> u32 {
+    VERSION
 }
 
 /// `host`, or `host:port` where the port is not 443 (as a browser writes an authority).
@@ -165,79 +181,53 @@ pub struct Archive {
 }
 
 impl Archive {
-    /// Reads `dir/site.json` and every body it names, and checks them.
+    /// Reads `dir/site.json` and every body it names, and checks them, with the
+    /// default limits.
     pub fn read(dir: &Path) -> Result<Self, ArchiveError> {
+        Self::read_within(dir, Limits::default())
+    }
+
+    /// Reads `dir/site.json` and every body it names within `limits`, and checks them.
+    pub fn read_within(dir: &Path, limits: Limits) -> Result<Self, ArchiveError> {
         let path = dir.join(SITE_JSON);
-        let text = std::fs::read(&path).map_err(|source| ArchiveError::Read {
-            path: path.clone(),
+        let root = Dir::open(dir).map_err(|source| ArchiveError::Read {
+            path: dir.to_path_buf(),
             source,
         })?;
         let invalid = |why: String| ArchiveError::Invalid {
             path: path.clone(),
             why,
         };
+        let text = root
+            .read_file(
+                SITE_JSON,
+                None,
+                INDEX_BYTES,
+                SITE_JSON,
+                "cannot read: it is missing",
+            )
+            .map_err(&invalid)?;
         let head: serde_json::Value =
             serde_json::from_slice(&text).map_err(|e| invalid(format!("not valid JSON: {e}")))?;
         let (format, version) = (head.get("format"), head.get("version"));
-        if format.and_then(|f| f.as_str()) != Some(FORMAT) {
+        if format.is_some_and(|f| f.as_str() != Some(FORMAT)) {
             return Err(invalid(format!("format is {format:?}, origin reads {FORMAT:?}")));
         }
-        if version.and_then(|v| v.as_u64()) != Some(u64::from(VERSION)) {
+        if version.is_some_and(|v| v.as_u64() != Some(u64::from(VERSION))) {
             return Err(invalid(format!(
                 "version: origin reads version {VERSION}, not {version:?}"
             )));
         }
+        // From the bytes, not from `head`: a map keeps one value of a repeated key, a
+        // struct refuses it (as the runner does).
         let site: SiteJson =
-            serde_json::from_value(head).map_err(|e| invalid(format!("not a site archive: {e}")))?;
-        if site.exchanges.is_empty() {
-            return Err(invalid("it has no exchanges".into()));
-        }
-        let origins: Vec<String> = site.origins.iter().map(Origin::authority).collect();
-        let mut read: std::collections::HashMap<String, bytes::Bytes> = Default::default();
-        let mut bodies = Vec::with_capacity(site.exchanges.len());
-        for (i, e) in site.exchanges.iter().enumerate() {
-            let entry = |why: String| ArchiveError::Entry {
-                path: path.clone(),
-                entry: e.label(i),
-                why,
-            };
-            let Some((auth, _)) = split_url(&e.url) else {
-                return Err(entry("its URL is not an https URL".into()));
-            };
-            if !origins.contains(&auth) {
-                return Err(entry(format!("its origin {auth} is not in origins")));
-            }
-            if let Some(ms) = e.server_ttfb_ms {
-                if !(0.0..=MAX_TTFB_MS).contains(&ms) {
-                    return Err(entry(format!(
-                        "server_ttfb_ms {ms} is not within 0 to {MAX_TTFB_MS}"
-                    )));
-                }
-            }
-            let body = match &e.body {
-                None if e.size == 0 => bytes::Bytes::new(),
-                None => return Err(entry("size is 0 exactly when there is no body".into())),
-                Some(_) if e.size == 0 => {
-                    return Err(entry("size is 0 exactly when there is no body".into()))
-                }
-                Some(name) => match read.get(name) {
-                    Some(b) => b.clone(),
-                    None => {
-                        let b = read_body(dir, name).map_err(&entry)?;
-                        read.insert(name.clone(), b.clone());
-                        b
-                    }
-                },
-            };
-            if body.len() as u64 != e.size {
-                return Err(entry(format!(
-                    "its body has {} bytes, size says {}",
-                    body.len(),
-                    e.size
-                )));
-            }
-            bodies.push(body);
-        }
+            serde_json::from_slice(&text).map_err(|e| invalid(format!("not a site archive: {e}")))?;
+        rules::check(&site).map_err(&invalid)?;
+        let bodies = read_bodies(&root, &site, limits).map_err(|(entry, why)| ArchiveError::Entry {
+            path: path.clone(),
+            entry,
+            why,
+        })?;
         Ok(Self {
             dir: dir.to_path_buf(),
             site,
@@ -246,17 +236,69 @@ impl Archive {
     }
 }
 
-fn read_body(dir: &Path, name: &str) -> Result<bytes::Bytes, String> {
-    if name.len() != 64 || !name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
-        return Err(format!("its body {name:?} is not a SHA-256 in lowercase hex"));
+/// Every exchange's body (shared where the hash is the same): the limits checked on the
+/// declared sizes before any body is read, then each body read once and hashed; an
+/// error is (the entry, why).
+fn read_bodies(root: &Dir, site: &SiteJson, limits: Limits) -> Result<Vec<bytes::Bytes>, (String, String)> {
+    let mut sizes: std::collections::HashMap<&str, (u64, usize)> = Default::default();
+    for (i, e) in site.exchanges.iter().enumerate() {
+        if let Some(name) = &e.body {
+            let first = *sizes.entry(name.as_str()).or_insert((e.size, i));
+            if first.0 != e.size {
+                return Err((
+                    e.label(i),
+                    format!(
+                        "size says {}, exchanges[{}] says {} for the same body",
+                        e.size, first.1, first.0
+                    ),
+                ));
+            }
+        }
     }
-    let data = std::fs::read(dir.join(BODIES).join(name))
-        .map_err(|e| format!("its body {name} is missing from {BODIES}/ ({e})"))?;
-    let hex = sha256_hex(&data);
-    if hex != name {
-        return Err(format!("{BODIES}/{name} has the SHA-256 {hex}, not its name"));
+    let total: u64 = sizes.values().map(|(s, _)| s).sum();
+    if let Some(why) = limits.site_breach(total) {
+        return Err((BODIES.to_owned(), why));
     }
-    Ok(bytes::Bytes::from(data))
+    let mut bodies_dir: Option<Dir> = None;
+    let mut read: std::collections::HashMap<String, bytes::Bytes> = Default::default();
+    let mut bodies = Vec::with_capacity(site.exchanges.len());
+    for (i, e) in site.exchanges.iter().enumerate() {
+        let body = match &e.body {
+            None => bytes::Bytes::new(),
+            Some(name) => match read.get(name) {
+                Some(b) => b.clone(),
+                None => {
+                    let what = format!("{BODIES}/{name}");
+                    if let Some(why) = limits.body_breach(e.size) {
+                        return Err((e.label(i), format!("{what}: size says {} bytes, {why}", e.size)));
+                    }
+                    if bodies_dir.is_none() {
+                        bodies_dir = Some(
+                            root.subdir(BODIES, &format!("{BODIES}/"))
+                                .map_err(|w| (e.label(i), w))?,
+                        );
+                    }
+                    let dir = bodies_dir.as_ref().expect("opened above");
+                    let missing = format!("its body {name} is missing from {BODIES}/");
+                    let data = dir
+                        .read_file(name, Some(e.size), e.size, &what, &missing)
+                        .map_err(|w| (e.label(i), w))?;
+                    let hex = sha256_hex(&data);
+                    if &hex != name {
+                        return Err((
+                            e.label(i),
+                            format!("{BODIES}/{name} has the SHA-256 {hex}, not its name"),
+                        ));
+                    }
+                    let b = bytes::Bytes::from(data);
+                    read.insert(name.clone(), b.clone());
+                    b
+                }
+            },
+        };
+        bodies.push(body);
+    }
+    Ok(bodies)
 }
 
 /// Unix milliseconds of an ISO 8601 time as Python writes it

@@ -15,8 +15,10 @@
 //! `POST /stats/reset`.
 
 pub mod archive;
+pub mod files;
 pub mod inject;
 pub mod matching;
+pub mod rules;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -90,6 +92,8 @@ pub struct SiteOptions {
     pub script_seed: Option<u64>,
     /// Where the script's clock starts (Unix ms); None: the archive's `recorded_at`.
     pub clock_ms: Option<i64>,
+    /// What the archive may hold (the runner passes the limits it read it with).
+    pub limits: files::Limits,
 }
 
 const GZIP_LEVEL: u32 = 6;
@@ -97,6 +101,7 @@ const BROTLI_QUALITY: u32 = 5;
 const BROTLI_WINDOW_LOG: u32 = 22;
 
 /// A body in a content coding, and the coding's token (what Accept-Encoding must name).
+#[derive(Clone)]
 struct Coded {
     token: &'static str,
     body: Bytes,
@@ -212,7 +217,7 @@ fn is_html(e: &archive::Exchange) -> bool {
 impl Site {
     /// Reads and checks the archive and prepares every response.
     pub fn load(options: SiteOptions) -> Result<Self, SiteError> {
-        let a = Archive::read(&options.archive)?;
+        let a = Archive::read_within(&options.archive, options.limits)?;
         let clock = options
             .clock_ms
             .or_else(|| archive::parse_iso8601_ms(&a.site.source.recorded_at))
@@ -223,6 +228,10 @@ impl Site {
         let path = a.dir.join(archive::SITE_JSON);
         let mut index = Index::default();
         let mut prepared = Vec::with_capacity(a.site.exchanges.len());
+        // A body shared by many exchanges is coded once per coding (and script), not
+        // once per exchange: memory and start-up stay those of the distinct bodies.
+        let mut coded_once: std::collections::HashMap<(Option<String>, String, bool), Option<Coded>> =
+            Default::default();
         for (i, (e, body)) in a.site.exchanges.iter().zip(&a.bodies).enumerate() {
             let unsendable = |why: String| SiteError::Unsendable {
                 path: path.clone(),
@@ -250,12 +259,24 @@ impl Site {
             if !headers.contains_key("timing-allow-origin") {
                 headers.insert("timing-allow-origin", HeaderValue::from_static("*"));
             }
+            let injected = script.is_some() && status == StatusCode::OK && is_html(e);
             let body = match &script {
-                Some(s) if status == StatusCode::OK && is_html(e) => Bytes::from(inject::inject(body, s)),
+                Some(s) if injected => Bytes::from(inject::inject(body, s)),
                 _ => body.clone(),
             };
             let coded = match e.content_encoding.as_deref() {
-                Some(c) => encode(&body, c).map_err(|err| unsendable(format!("coding its body: {err}")))?,
+                Some(c) => {
+                    let key = (e.body.clone(), c.to_owned(), injected);
+                    match coded_once.get(&key) {
+                        Some(done) => done.clone(),
+                        None => {
+                            let done = encode(&body, c)
+                                .map_err(|err| unsendable(format!("coding its body: {err}")))?;
+                            coded_once.insert(key, done.clone());
+                            done
+                        }
+                    }
+                }
                 None => None,
             };
             let ttfb = match (options.ttfb, e.server_ttfb_ms) {
