@@ -1,7 +1,7 @@
 """Directories and files that hold what other local users must neither read nor plant:
 the testbeds' state (agent tokens, control sockets) and a load's capture (TLS secrets).
 
-Two guards, used wherever Clarke (as root) keeps such things:
+The guards, used wherever Clarke (as root) keeps such things:
 
 - `check_private_dir`: a directory Clarke adopts must belong to the user running Clarke
   (or root) and be writable by nobody else; so must every directory above it, unless it
@@ -11,7 +11,10 @@ Two guards, used wherever Clarke (as root) keeps such things:
   DIR): each through a descriptor of the directory opened once, created new (O_EXCL),
   never through a symbolic link (O_NOFOLLOW), with its mode set at creation (0600;
   directories 0700). What another user plants there makes the write fail; it never
-  redirects it."""
+  redirects it.
+- `replace_file`: a file Clarke writes again and again (the batch scripts of `clarke
+  submit`, which may hold a password), replaced whole by a new file that has its final
+  mode before its first byte is written."""
 
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import contextlib
 import errno
 import os
 import stat
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -189,6 +193,25 @@ class PrivateDir:
             raise Refused(f"{self.path / name}: {e.strerror}") from None
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+
+
+def replace_file(path: Path, data: bytes, mode: int = FILE_MODE) -> None:
+    """`path` replaced, whole, by a new file holding `data`, whose mode is `mode` from
+    before its first byte: a temporary file beside it is created new (mkstemp: 0600,
+    O_EXCL, never through a link), set to `mode` (whatever the umask), written, then
+    renamed over `path`. No one reads `data` through a mode that was not yet right, nor
+    through a descriptor kept open on the file it replaces; a link at `path` is replaced,
+    never followed."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), mode)
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
 
 
 def _one_component(name: str) -> None:

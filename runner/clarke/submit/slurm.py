@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 from clarke import sh
 from clarke.errors import CommandFailed, EnvironmentProblem, InputError
+from clarke.private_files import replace_file
 from clarke.submit.model import Submission
 from clarke.submit.steps import merge_step, quote, render, shard_step, template
 
@@ -216,12 +217,11 @@ def write(sub: Submission, options: SlurmOptions) -> Path:
     (where / LOGS).mkdir(parents=True, exist_ok=True)
     _copy_campaign(sub, where)
     # An InfluxDB URL with a password is in the shards' script: then only its owner
-    # may read the scripts.
+    # may read the scripts, from before their first byte is written (a new file,
+    # renamed over the old one, whose mode is set first: replace_file).
     mode = 0o700 if sub.influx and urlsplit(sub.influx).password else 0o755
     for name, text in scripts(sub, options, where).items():
-        path = where / name
-        path.write_text(text, encoding="utf-8")
-        path.chmod(mode)
+        replace_file(where / name, text.encode(), mode)
     return where
 
 
