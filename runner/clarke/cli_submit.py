@@ -223,7 +223,8 @@ def _wait(sub: Submission, done: slurm.Submitted) -> None:
 @click.option(
     "--out",
     type=click.Path(path_type=Path, file_okay=False),
-    help="Directory for clarke-campaign.yaml and clarke-merge.yaml (default: k8s-<id>/).",
+    help="Directory for clarke-campaign.yaml and clarke-merge.yaml, and for "
+    "clarke-influx-secret.yaml when --influx holds a password (default: k8s-<id>/).",
 )
 @click.option(
     "--image",
@@ -252,8 +253,17 @@ def k8s_cmd(**params: Any) -> None:
     )
     out = params["out"] or Path(f"k8s-{sub.campaign_id}")
     paths = k8s.write(sub, options, out)
-    click.echo(f"campaign {sub.campaign_id}: {_sizes(sub)}; written: {', '.join(map(str, paths))}")
+    written = ", ".join(map(str, paths.values()))
+    click.echo(f"campaign {sub.campaign_id}: {_sizes(sub)}; written: {written}")
+    secret = paths.get(k8s.SECRET_MANIFEST)
+    if secret:
+        click.echo(
+            f"the InfluxDB user and password are in {secret} alone (a Secret, mode 0600); "
+            "keep that file to yourself"
+        )
     click.echo("apply them (docs/kubernetes.md):")
-    click.echo(f"  kubectl apply -f {shlex.quote(str(paths[0]))}")
+    if secret:
+        click.echo(f"  kubectl apply -f {shlex.quote(str(secret))}")
+    click.echo(f"  kubectl apply -f {shlex.quote(str(paths[k8s.SHARDS_MANIFEST]))}")
     click.echo("  kubectl wait --for=condition=complete job/clarke-shards --timeout=2h")
-    click.echo(f"  kubectl apply -f {shlex.quote(str(paths[1]))}")
+    click.echo(f"  kubectl apply -f {shlex.quote(str(paths[k8s.MERGE_MANIFEST]))}")

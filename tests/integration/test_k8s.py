@@ -2,7 +2,8 @@
 output for the nightly campaign: that they are, their structure and wiring, parsed with
 PyYAML (no cluster here), and their shell scripts run: the shard script with recording
 stand-ins for `mount`, `mknod` and `clarke`, the merge script with the real `clarke` on
-recorded shards."""
+recorded shards. With an InfluxDB password in `--influx`, the Secret that carries it
+and the shard pod's env and volume that take it from there."""
 
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from clarke.results import store
+from clarke.results.influx import InfluxTarget
 from clarke.results.journal import Journal
 from helpers import split_results
 
@@ -171,3 +174,73 @@ def test_merge_job_merges_the_shards_for_real(tmp_path: Path) -> None:
         len(list(Journal.in_dir(s).records())) for s in shards
     )
     assert (merged / "report.html").is_file() and (merged / store.META).is_file()
+
+
+def test_an_influx_password_reaches_the_shards_through_a_secret(  # type: ignore[no-untyped-def]
+    run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pod is put together as the kubelet would: its env's `secretKeyRef`s read from
+    the Secret, the Secret's volume as files of its `defaultMode` at their mountPath
+    (under tmp_path). Its shard script, run with a stand-in `clarke` that records its
+    environment, hands clarke a URL without the password, and clarke.results.influx
+    reads that environment back to the URL's user and password."""
+    url = "http://clarke:pa55-w0rd@influx.example:8086/clarke"
+    out = tmp_path / "k8s"
+    code, _, err = run_cli(*EMIT, "--influx", url, "--out", str(out))
+    assert code == 0, err
+    docs = {
+        f"{d['kind']}/{d['metadata']['name']}": d
+        for name in ("clarke-influx-secret.yaml", "clarke-campaign.yaml")
+        for d in yaml.safe_load_all((out / name).read_text())
+        if d
+    }
+    secret = docs["Secret/clarke-influx"]
+    data = secret["stringData"]
+    assert data == {"username": "clarke", "password": "pa55-w0rd"}
+    assert "pa55-w0rd" not in (out / "clarke-campaign.yaml").read_text()
+    pod = docs["Job/clarke-shards"]["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    root = tmp_path / "pod"
+    mounts = {m["name"]: m for m in c["volumeMounts"]}
+    secret_volumes = [v for v in pod["volumes"] if "secret" in v]
+    assert len(secret_volumes) == 1
+    for v in secret_volumes:
+        assert v["secret"]["secretName"] == secret["metadata"]["name"]
+        assert v["secret"]["defaultMode"] == 0o400 and mounts[v["name"]]["readOnly"] is True
+        where = root / mounts[v["name"]]["mountPath"].lstrip("/")
+        where.mkdir(parents=True)
+        for item in v["secret"]["items"]:
+            (where / item["path"]).write_text(data[item["key"]])
+            (where / item["path"]).chmod(v["secret"]["defaultMode"])
+    env: dict[str, str] = {}
+    for e in c["env"]:
+        if "valueFrom" in e:
+            ref = e["valueFrom"]["secretKeyRef"]
+            assert ref["name"] == secret["metadata"]["name"]
+            env[e["name"]] = data[ref["key"]]
+        else:
+            env[e["name"]] = e["value"]
+    assert env["CLARKE_INFLUX"] == "http://influx.example:8086/clarke"
+    assert "pa55-w0rd" not in "".join(env.values())
+    env["CLARKE_INFLUX_PASSWORD_FILE"] = str(root / env["CLARKE_INFLUX_PASSWORD_FILE"].lstrip("/"))
+    # The shard script, with stand-ins; `clarke` records its environment.
+    run_env = {**_recording_path(tmp_path, ["mount", "mknod"]), **env}
+    (tmp_path / "bin" / "clarke").write_text(f'#!/bin/sh\nenv > "{tmp_path}/clarke-env"\n')
+    (tmp_path / "bin" / "clarke").chmod(0o755)
+    run_env |= {"RESULTS": str(tmp_path / "results"), "JOB_COMPLETION_INDEX": "0"}
+    proc = subprocess.run(
+        [*c["command"], c["args"][0]], env=run_env, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    seen = dict(
+        line.split("=", 1)
+        for line in (tmp_path / "clarke-env").read_text().splitlines()
+        if line.startswith("CLARKE_INFLUX")
+    )
+    for name in ("CLARKE_INFLUX_USER", "CLARKE_INFLUX_PASSWORD_FILE"):
+        monkeypatch.setenv(name, seen[name])
+    target = InfluxTarget.parse(seen["CLARKE_INFLUX"])
+    assert (
+        target.auth == ("clarke", "pa55-w0rd")
+        and str(target) == "http://influx.example:8086/clarke"
+    )

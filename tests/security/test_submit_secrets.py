@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import yaml
 
 SMOKE = "campaigns/smoke.yaml"
 PASSWORD = "s3cret-Pw.42"
@@ -89,6 +90,66 @@ def watching(directory: Path, umask: int = 0o022) -> Iterator[list[str]]:
 
 def _mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_k8s_manifests_carry_the_password_in_a_secret_only(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "k8s"
+    with watching(tmp_path) as problems:
+        code, stdout, err = run_cli(
+            "submit", "k8s", SMOKE, "--shards", "3", "--campaign-id", "smoke-s",
+            "--influx", URL, "--emit", "--out", str(out),
+        )  # fmt: skip
+        assert code == 0, err
+    assert problems == [], "the password was readable by other users: " + "; ".join(problems)
+    campaign = (out / "clarke-campaign.yaml").read_text()
+    assert PASSWORD not in campaign and PASSWORD not in stdout
+    secret_file = out / "clarke-influx-secret.yaml"
+    assert PASSWORD in secret_file.read_text()
+    assert _mode(secret_file) == 0o600 and _mode(out) == 0o700
+    # The Secret is what the shards' env and volume name; the URL they see has no password.
+    (secret,) = yaml.safe_load_all(secret_file.read_text())
+    assert secret["kind"] == "Secret" and secret["stringData"]["password"] == PASSWORD
+    docs = [d for d in yaml.safe_load_all(campaign) if d]
+    (job,) = [d for d in docs if d["kind"] == "Job"]
+    pod = job["spec"]["template"]["spec"]
+    env = {e["name"]: e for e in pod["containers"][0]["env"]}
+    assert env["CLARKE_INFLUX"]["value"] == "http://influx.example:8086/clarke"
+    ref = env["CLARKE_INFLUX_USER"]["valueFrom"]["secretKeyRef"]
+    assert ref["name"] == secret["metadata"]["name"]
+    assert secret["stringData"][ref["key"]] == "clarke"
+    volumes = [v for v in pod["volumes"] if "secret" in v]
+    assert [v["secret"]["secretName"] for v in volumes] == [secret["metadata"]["name"]]
+    # The Secret is applied first.
+    applied = [x.split()[-1] for x in stdout.splitlines() if x.startswith("  kubectl apply")]
+    assert applied == [
+        str(out / n) for n in (secret_file.name, "clarke-campaign.yaml", "clarke-merge.yaml")
+    ]
+
+
+def test_k8s_without_a_password_writes_no_secret(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "k8s"
+    code, _, err = run_cli(
+        "submit", "k8s", SMOKE, "--shards", "3", "--campaign-id", "smoke-s",
+        "--influx", "http://influx.example:8086/clarke", "--emit", "--out", str(out),
+    )  # fmt: skip
+    assert code == 0, err
+    assert sorted(p.name for p in out.iterdir()) == ["clarke-campaign.yaml", "clarke-merge.yaml"]
+    assert "secretKeyRef" not in (out / "clarke-campaign.yaml").read_text()
+
+
+def test_a_secret_is_not_written_into_a_directory_others_may_change(  # type: ignore[no-untyped-def]
+    run_cli, tmp_path: Path
+) -> None:
+    """Another user who may write the directory could have planted a link where the
+    Secret goes, or swap the file afterwards: refused (exit 3), nothing written."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    code, _, err = run_cli(
+        "submit", "k8s", SMOKE, "--shards", "3", "--influx", URL, "--emit", "--out", str(shared),
+    )  # fmt: skip
+    assert code == 3 and "--out" in err and "Traceback" not in err, err
+    assert list(shared.iterdir()) == []
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o002, 0o077], ids=lambda u: f"umask{u:03o}")
