@@ -20,6 +20,7 @@ testbed's processes."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -28,7 +29,7 @@ import yaml
 
 from clarke.errors import InputError
 from clarke.private_files import FILE_MODE, check_private_dir, replace_file
-from clarke.submit.model import Submission
+from clarke.submit.model import Submission, check_written
 from clarke.submit.steps import merge_step, render, shard_step, template
 
 SHARDS_MANIFEST = "clarke-campaign.yaml"
@@ -63,11 +64,27 @@ INFLUX_VOLUME = f"""\
       - {{key: password, path: password}}"""
 
 
+IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]*")
+QUANTITY = re.compile(r"[0-9]+(?:\.[0-9]+)?(?:[KMGTPE]i|[kMGTPE])?")
+
+
 @dataclass(frozen=True)
 class K8sOptions:
+    """What the manifests are given besides the submission; checked here (InputError
+    naming the option): plain values, no control character."""
+
     image: str = "clarke-client:latest"
     storage: str = "2Gi"  # the results volume (ReadWriteMany)
     max_restarts: int = 3  # replaced pods per shard (backoffLimitPerIndex)
+
+    def __post_init__(self) -> None:
+        allowed = (
+            "an image reference such as registry.example:5000/clarke-client:1.0 (letters, "
+            "digits and . _ / : @ + -)"
+        )
+        check_written(self.image, "--image", allowed, IMAGE)
+        allowed = "a size such as 2Gi, 500Mi or 1T (a Kubernetes quantity)"
+        check_written(self.storage, "--storage", allowed, QUANTITY)
 
 
 def _scalar(value: str) -> str:

@@ -5,14 +5,19 @@ Refused before anything is written or submitted (InputError, exit 2, with the re
 fewer than one shard, a browser given as a path (the shards run a copy of the campaign,
 where it would be refused), a shard with no run (more shards than the plan can fill), a
 shuffled campaign without a `seed` (each shard would draw its own order), a campaign on
-several implementations (pin one with --link and --server), and a campaign id that is
-not a plain name."""
+several implementations (pin one with --link and --server), a campaign id that is
+not a plain name, and a value written into a batch script or a manifest (here: the
+results path and the InfluxDB URL; the engines' own options in slurm.py and k8s.py) that
+holds a control character: a newline there would write lines of the user's choice into
+the script (`check_written`)."""
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from clarke.campaign.model import Order
 from clarke.campaign.plan import ShardBy, plan_file
@@ -21,6 +26,48 @@ from clarke.results import store
 
 # A campaign id names directories, Slurm jobs and environment values: a plain name.
 CAMPAIGN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+# Characters that end a line, or hide or reorder text, in a script or a manifest:
+# Unicode's controls (newline, carriage return, NUL, ESC, tab, ...), format characters
+# (bidirectional overrides, ...), and line and paragraph separators (YAML's too).
+_UNWRITABLE = frozenset({"Cc", "Cf", "Zl", "Zp"})
+INFLUX_URL = "an InfluxDB URL http[s]://[user:password@]host[:port][/database] (visible ASCII)"
+_VISIBLE = re.compile(r"[!-~]+")
+
+
+def _shown(value: str) -> str:
+    """`value` to quote in an error: its start, without a URL's password."""
+    return repr(re.sub(r"(//[^/@:]*:)[^/@]*@", r"\1***@", value[:80]))
+
+
+def check_written(
+    value: str, option: str, allowed: str, pattern: re.Pattern[str] | None = None
+) -> str:
+    """`value`, which is written into a batch script or a manifest, if it holds no
+    control character and (when given) matches all of `pattern`; otherwise InputError
+    naming `option` and what it takes (`allowed`)."""
+    hidden = next((c for c in value if unicodedata.category(c) in _UNWRITABLE), None)
+    if hidden is not None:
+        raise InputError(
+            f"{option} {_shown(value)}: expected {allowed}; it holds {hidden!r}, a control "
+            "character, which would end or hide a line of the script or manifest it is "
+            "written into"
+        )
+    if pattern is not None and pattern.fullmatch(value) is None:
+        raise InputError(f"{option} {_shown(value)}: expected {allowed}")
+    return value
+
+
+def check_influx(url: str) -> str:
+    """`url` if it is an InfluxDB URL (InputError naming --influx otherwise)."""
+    check_written(url, "--influx", INFLUX_URL, _VISIBLE)
+    parts = urlsplit(url)
+    try:
+        _ = parts.port  # a port that is no number raises
+    except ValueError:
+        parts = parts._replace(scheme="")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InputError(f"--influx {_shown(url)}: expected {INFLUX_URL}")
+    return url
 
 
 @dataclass(frozen=True)
@@ -88,6 +135,7 @@ class Submission:
 
 def prepare(options: SubmitOptions) -> Submission:
     """Check the options against the campaign's plan (exit 2 naming what is wrong)."""
+    check_written(str(options.results), "--results", "a directory path")
     if options.shards < 1:
         raise InputError(f"--shards {options.shards}: the number of shards must be 1 or more")
     campaign_file = options.campaign_file.resolve()
@@ -136,7 +184,7 @@ def prepare(options: SubmitOptions) -> Submission:
         campaign_id=cid,
         results=options.results.resolve(),
         run=options.run,
-        influx=options.influx,
+        influx=check_influx(options.influx) if options.influx is not None else None,
         shard_sizes=sizes,
         models_file=c.pages.models_file,
     )

@@ -14,6 +14,7 @@ words, and an unknown partition is exit 2 naming the known ones."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,7 @@ from urllib.parse import urlsplit
 from clarke import sh
 from clarke.errors import CommandFailed, EnvironmentProblem, InputError
 from clarke.private_files import replace_file
-from clarke.submit.model import Submission
+from clarke.submit.model import Submission, check_written
 from clarke.submit.steps import merge_step, quote, render, shard_step, template
 
 SHARDS_SCRIPT = "shards.sbatch"
@@ -30,15 +31,30 @@ MERGE_SCRIPT = "merge.sbatch"
 CAMPAIGN_COPY = "campaign.yaml"
 SUBMITTED = "submitted.json"
 LOGS = "logs"
+# What an #SBATCH line's value may be: one word (sbatch splits the line into options).
+PARTITION = re.compile(r"[A-Za-z0-9_.-]+(?:,[A-Za-z0-9_.-]+)*")
+TIME = re.compile(r"[0-9]+(?::[0-9]+){0,2}|[0-9]+-[0-9]+(?::[0-9]+){0,2}|(?i:unlimited|infinite)")
 
 
 @dataclass(frozen=True)
 class SlurmOptions:
-    """How the jobs are asked of Slurm."""
+    """How the jobs are asked of Slurm; each value is a word of an #SBATCH line, so it is
+    checked here (InputError naming the option): no control character, no white space."""
 
     partition: str | None = None
     time: str | None = None  # sbatch --time, e.g. 2:00:00; default: the partition's
     max_restarts: int = 3  # a shard requeued more often than this gives up
+
+    def __post_init__(self) -> None:
+        if self.partition is not None:
+            allowed = "a partition name: letters, digits, '_', '.' and '-' (several: a,b)"
+            check_written(self.partition, "--partition", allowed, PARTITION)
+        if self.time is not None:
+            allowed = (
+                "a Slurm time limit: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS "
+                "(e.g. 2:00:00), or UNLIMITED"
+            )
+            check_written(self.time, "--time", allowed, TIME)
 
 
 @dataclass(frozen=True)
