@@ -38,7 +38,7 @@ def _emit(run_cli, tmp_path: Path, *extra: str) -> Path:  # type: ignore[no-unty
     [
         (["--shards", "0"], "--shards 0: the number of shards must be 1 or more"),
         (["--shards", "4"], "the plan has 3 runs, so shard(s) 4 would have none"),
-        (["--shards", "2", "--campaign-id", "a b"], "--campaign-id 'a b': expected a plain name"),
+        (["--shards", "2", "--campaign-id", "a b"], "--campaign-id 'a b': an id is a name"),
     ],
 )
 def test_bad_submissions_exit_2_with_the_reason(  # type: ignore[no-untyped-def]

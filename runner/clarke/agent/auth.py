@@ -89,7 +89,7 @@ def read_token(path: Path) -> str:
             )
         raw = f.read(MAX_TOKEN_CHARS + 2)
     token = raw.decode("ascii", errors="replace").strip()
-    if not TOKEN_RE.match(token):
+    if not TOKEN_RE.fullmatch(token):
         raise EnvironmentProblem(
             f"agent token file {path}: not a token (one line of {MIN_TOKEN_CHARS} to "
             f"{MAX_TOKEN_CHARS} visible ASCII characters)"

@@ -170,7 +170,7 @@ def make_handler(
     pep: PepHost | None = None,
     names: NamesHost | None = None,
 ) -> type[BaseHTTPRequestHandler]:
-    if not auth.TOKEN_RE.match(token):
+    if not auth.TOKEN_RE.fullmatch(token):
         raise InputError("an agent needs a token of at least 128 bits (clarke.agent.auth)")
     lock = threading.Lock()  # one configuration change or page load at a time
     routes = ROUTES | (CAPTURE_ROUTES if capture is not None else set())

@@ -99,7 +99,7 @@ def check_url(url: str, setup: BrowserSetup | None, site_hosts: tuple[str, ...] 
     """With the agent's setup: https to the testbed's server name and port, or for a
     recorded site's load to one of `site_hosts` on 443. Without (a load started
     in-process): http or https. ValueError saying what is wrong."""
-    if not URL_CHARS.match(url):
+    if not URL_CHARS.fullmatch(url):
         raise ValueError("must be a plain https URL (no spaces, backslashes or controls)")
     parts = urlsplit(url)
     # An agent takes https only; a load started in-process (no setup) may be http too.

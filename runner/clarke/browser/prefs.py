@@ -25,7 +25,7 @@ INT_RANGE = (-(2**31), 2**31 - 1)  # Firefox's integer preferences are 32-bit
 
 def check_override(name: str, value: object) -> bool | int:
     """`value`, if a load may set the preference to it; else ValueError, naming it."""
-    if not PREF_NAME.match(name):
+    if not PREF_NAME.fullmatch(name):
         raise ValueError(f"{name[:60]!r} is not a preference name")
     if not name.startswith(OVERRIDABLE_PREFIXES):
         raise ValueError(

@@ -39,7 +39,7 @@ from clarke.vocab import Browser
 log = logging.getLogger(__name__)
 ADDON = Path(__file__).with_name("mitm_addon.py")
 HOST = re.compile(
-    r"^(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$"
+    r"^(?=.{1,253}\Z)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$"
 )
 # The browser's own services, which it reaches through the proxy whatever its preferences
 # or switches say: never connected to, and left out of the HAR, so never recorded as the
@@ -75,7 +75,7 @@ class Resolve:
         where = f"--resolve {text}"
         host, sep, target = text.partition("=")
         host = host.strip().lower().rstrip(".")
-        if not sep or not HOST.match(host):
+        if not sep or not HOST.fullmatch(host):
             raise InputError(f"{where}: say HOST=ADDRESS[:PORT] with a DNS name as HOST")
         m = re.fullmatch(r"\[([0-9a-fA-F:.]+)\](?::(\d+))?|([0-9.]+)(?::(\d+))?", target.strip())
         if m is None:

@@ -136,7 +136,7 @@ def _entry(v: Any) -> Any:
     the entry it labels."""
     if not isinstance(v, str):
         return v
-    m = _LABEL.match(v)
+    m = _LABEL.fullmatch(v)
     if v in CrossKind.__members__.values() or m is None or m["name"] not in set(CrossKind):
         return {"name": v}
     entry: dict[str, Any] = {"name": m["name"]}

@@ -258,7 +258,7 @@ def plan(testbed_id: int) -> NetnsPlan:
 
 def parse_ns(name: str) -> tuple[int, str] | None:
     """(id, role) of a Clarke testbed namespace name, else None."""
-    m = NAME_RE.match(name)
+    m = NAME_RE.fullmatch(name)
     if not m or int(m.group(1)) > MAX_ID:
         return None
     return int(m.group(1)), m.group(2)

@@ -78,7 +78,7 @@ class TcpSample:
 
 def split_address(text: str) -> tuple[str, int | None]:
     """'198.18.0.1:443' or '[::1]:443' -> (address, port)."""
-    m = _ADDR_PORT.match(text)
+    m = _ADDR_PORT.fullmatch(text)
     if not m:
         raise ValueError(f"not an address:port: {text!r}")
     addr = m.group("v6") or m.group("v4")
@@ -91,7 +91,7 @@ def split_address(text: str) -> tuple[str, int | None]:
 def _socket_line(line: str) -> tuple[str | None, str, str] | None:
     """(state, local, peer) from a socket line ('[State] Recv-Q Send-Q Local Peer')."""
     tokens = line.split()
-    addrs = [t for t in tokens if _ADDR_PORT.match(t)]
+    addrs = [t for t in tokens if _ADDR_PORT.fullmatch(t)]
     if len(addrs) < 2:
         return None
     state = tokens[0] if tokens and not tokens[0].isdigit() else None

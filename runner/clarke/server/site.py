@@ -47,7 +47,7 @@ def check_name(value: object) -> str | None:
     """The site a configure body names (None: no site); InputError otherwise."""
     if value is None:
         return None
-    if not isinstance(value, str) or not SITE_NAME.match(value) or ".." in value:
+    if not isinstance(value, str) or not SITE_NAME.fullmatch(value) or ".." in value:
         raise InputError(
             f"site must be the name of a directory under the pages directory's {SITES}/ "
             f"({SITE_NAME.pattern}) or null, not {value!r}"

@@ -6,7 +6,7 @@ fewer than one shard, a browser given as a path (the shards run a copy of the ca
 where it would be refused), a shard with no run (more shards than the plan can fill), a
 shuffled campaign without a `seed` (each shard would draw its own order), a campaign on
 several implementations (pin one with --link and --server), a campaign id that is
-not a plain name, and a value written into a batch script or a manifest (here: the
+not an id (clarke.ids), and a value written into a batch script or a manifest (here: the
 results path and the InfluxDB URL; the engines' own options in slurm.py and k8s.py) that
 holds a control character: a newline there would write lines of the user's choice into
 the script (`check_written`)."""
@@ -22,10 +22,9 @@ from urllib.parse import urlsplit
 from clarke.campaign.model import Order
 from clarke.campaign.plan import ShardBy, plan_file
 from clarke.errors import InputError
+from clarke.ids import check_id
 from clarke.results import store
 
-# A campaign id names directories, Slurm jobs and environment values: a plain name.
-CAMPAIGN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 # Characters that end a line, or hide or reorder text, in a script or a manifest:
 # Unicode's controls (newline, carriage return, NUL, ESC, tab, ...), format characters
 # (bidirectional overrides, ...), and line and paragraph separators (YAML's too).
@@ -172,12 +171,9 @@ def prepare(options: SubmitOptions) -> Submission:
             f"{', '.join(empty)} would have none (sliced by {options.run.shard_by.value}); "
             "give fewer shards"
         )
-    cid = options.campaign_id or store.campaign_id(c.name)
-    if not CAMPAIGN_ID_RE.match(cid):
-        raise InputError(
-            f"--campaign-id {cid!r}: expected a plain name (letters, digits, '_', '.', '-', "
-            "at most 100 characters): it names directories and jobs"
-        )
+    # A campaign id names directories, Slurm jobs and environment values: an id, as
+    # `clarke run --campaign-id` takes it (clarke.ids), matched whole.
+    cid = check_id(options.campaign_id or store.campaign_id(c.name), "--campaign-id")
     return Submission(
         campaign_file=campaign_file,
         campaign_name=c.name,

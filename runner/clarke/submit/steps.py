@@ -41,7 +41,7 @@ def render(text: str, values: Mapping[str, str]) -> str:
         )
     lines = []
     for line in text.splitlines():
-        alone = _ALONE.match(line)
+        alone = _ALONE.fullmatch(line)
         if alone:
             indent, value = alone.group(1), values[alone.group(2)]
             if value:

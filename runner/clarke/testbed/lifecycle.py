@@ -51,7 +51,7 @@ def _pick_id(store: Store, existing_ns: list[str]) -> int:
     """The lowest id nobody uses: no state file here, no namespace or root link of any
     owner."""
     used = set(store.ids()) | {p[0] for n in existing_ns if (p := parse_ns(n))}
-    used |= {int(m.group(1)) for name in _root_links() if (m := ROOT_LINK_RE.match(name))}
+    used |= {int(m.group(1)) for name in _root_links() if (m := ROOT_LINK_RE.fullmatch(name))}
     for i in range(MAX_ID + 1):
         if i not in used:
             return i
@@ -316,7 +316,7 @@ def known_ids(store: Store | None = None) -> list[int]:
     ids |= {
         int(m.group(1))
         for name in _root_links()
-        if (m := ROOT_LINK_RE.match(name)) and mine(netns.owner(None, name))
+        if (m := ROOT_LINK_RE.fullmatch(name)) and mine(netns.owner(None, name))
     }
     return sorted(i for i in ids if i <= MAX_ID)
 

@@ -109,7 +109,7 @@ def write(
         }
     if browser is not None:
         for name, data in browser.decoded().items():
-            if BROWSER_FILE.match(name):
+            if BROWSER_FILE.fullmatch(name):
                 files[name] = data
             else:
                 problems = [*problems, f"the client sent a file named {name[:80]!r}: not kept"]
