@@ -5,14 +5,19 @@ from Clarke.
 It sends the hosts named by `--resolve` to the address (and port) given there instead of
 asking a resolver, and with `--only-resolved` refuses to connect to any other host, so a
 recording against local servers never leaves the machine. mitmproxy's own `hardump`
-writes the HAR that Clarke then imports."""
+writes the HAR that Clarke then imports.
+
+mitmproxy's `proxyauth` (set in the confdir's config.yaml, browser/proxy_auth.py) answers
+a request without the recording's credentials with 407 before any hook here sees it;
+this addon marks such a flow, and the HAR's filter (record.har_filter) leaves marked
+flows out: they were never sent anywhere, and need not be the browser's."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from mitmproxy import ctx
+from mitmproxy import ctx, http
 from mitmproxy.proxy import server_hooks
 
 
@@ -36,6 +41,13 @@ class ResolveHosts:
         loader.add_option(
             "clarke_errors", str, "", "a file for failed server connections, one JSON a line"
         )
+
+    def requestheaders(self, flow: http.HTTPFlow) -> None:
+        # proxyauth, a built-in addon, runs before any script's: a response set now with
+        # no credentials accepted is its 407. (A refused CONNECT makes no HTTP flow.)
+        refused = flow.response is not None and "proxyauth" not in flow.metadata
+        if ctx.options.proxyauth and refused:
+            flow.marked = "refused: no proxy credentials"
 
     def server_connect(self, data: server_hooks.ServerConnectionHookData) -> None:
         if data.server.address is None:

@@ -4,9 +4,12 @@ new profile) through mitmdump, and import the HAR mitmdump writes as a site arch
 
 mitmdump runs as a child process in a session of its own (a Ctrl-C at the terminal
 reaches Clarke, which ends it by PID, so it still writes its HAR), on 127.0.0.1 and a
-free port, with the addon browser/mitm_addon.py. `--resolve HOST=ADDRESS[:PORT]` sends a
-host to a given address instead of the resolver's; `--only-resolved` refuses every other
-host, so a recording of local servers never leaves the machine."""
+free port, with the addon browser/mitm_addon.py. It asks every client for credentials
+made for this recording (browser/proxy_auth.py), which only the browser answers with:
+no other local user gets a request through it, or into the archive.
+`--resolve HOST=ADDRESS[:PORT]` sends a host to a given address instead of the
+resolver's; `--only-resolved` refuses every other host, so a recording of local servers
+never leaves the machine."""
 
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from clarke import sh
-from clarke.browser import chromium, firefox
+from clarke.browser import chromium, firefox, proxy_auth
 from clarke.browser import prefs as firefox_prefs
 from clarke.errors import EnvironmentProblem, InputError
 from clarke.sites import archive
@@ -146,9 +149,9 @@ def record(opts: RecordOptions) -> Imported:
         try:
             proxy.start()
             if opts.browser is Browser.chromium:
-                _load_chromium(url, proxy.port, proxy.ca_cert, scratch, opts)
+                _load_chromium(url, proxy, scratch, opts)
             else:
-                _load(url, proxy.port, proxy.ca_cert, scratch, opts)
+                _load(url, proxy, scratch, opts)
         except BaseException:
             # Interrupted (Ctrl-C) or failed: no HAR will be read, so mitmdump is killed
             # rather than asked to write one while it may hold a connection that hangs.
@@ -168,8 +171,10 @@ def record(opts: RecordOptions) -> Imported:
 
 def har_filter(services: tuple[str, ...]) -> str:
     """A mitmproxy filter for every flow but those to `services` (a refused plain-HTTP
-    request is a flow without a response; refused HTTPS leaves none)."""
-    return "!(" + " | ".join(f"~d {re.escape(h)}" for h in services) + ")"
+    request is a flow without a response; refused HTTPS leaves none) and those the proxy
+    answered 407 itself (the addon marks them: requests without the recording's
+    credentials, a browser's first try or another user's)."""
+    return "!(" + " | ".join(f"~d {re.escape(h)}" for h in services) + ") & !~marked"
 
 
 def _free_port() -> int:
@@ -189,6 +194,7 @@ class _Mitmdump:
         self.errors = scratch / "connect-errors.jsonl"
         resolve = {r.host: [r.address, r.port] for r in opts.resolve}
         self.services = BROWSER_SERVICES[opts.browser]
+        self.secret = proxy_auth.ProxySecret.new()  # in confdir's config.yaml, at start
         # fmt: off
         self.argv = [
             binary, "--listen-host", "127.0.0.1", "--listen-port", str(self.port),
@@ -206,6 +212,7 @@ class _Mitmdump:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
+        self.secret.write_mitmproxy_config(self.confdir)
         with self.log.open("wb") as out:
             self.proc = sh.spawn(
                 self.argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
@@ -291,33 +298,44 @@ def proxy_prefs(port: int) -> tuple[firefox_prefs.Pref, ...]:
     )
 
 
-def _load(url: str, port: int, mitm_ca: Path, scratch: Path, opts: RecordOptions) -> None:
+def _load(url: str, proxy: _Mitmdump, scratch: Path, opts: RecordOptions) -> None:
     """Load `url` in headless Firefox through the proxy, wait until no new resource
-    entry appears for `settle_ms`, quit."""
+    entry appears for `settle_ms`, quit. BiDi on: it answers the proxy's challenge."""
     os.environ["SE_OFFLINE"] = "true"  # Selenium must not look for drivers on the network
     from selenium import webdriver
     from selenium.webdriver.firefox.options import Options
     from selenium.webdriver.firefox.service import Service
 
     binary = firefox.find_firefox(opts.firefox)
-    prefs = {p.name: p.value for p in (*firefox_prefs.BASE, *proxy_prefs(port))}
-    profile = firefox.make_profile(mitm_ca, prefs, parent=scratch)
+    prefs = {p.name: p.value for p in (*firefox_prefs.BASE, *proxy_prefs(proxy.port))}
+    profile = firefox.make_profile(proxy.ca_cert, prefs, parent=scratch)
     options = Options()
     options.binary_location = binary
     for arg in ("-headless", "-no-remote", "-profile", str(profile)):
         options.add_argument(arg)
+    options.enable_bidi = True
     service = Service(
         executable_path=firefox.find_geckodriver(), log_output=str(scratch / "geckodriver.log")
     )
-    _drive(lambda: webdriver.Firefox(options=options, service=service), _end_by_pid, url, opts)
+    _drive(
+        lambda: webdriver.Firefox(options=options, service=service),
+        lambda driver: proxy_auth.answer_in_firefox(driver, proxy.secret),
+        _end_by_pid,
+        url,
+        opts,
+    )
 
 
 def _drive(
-    start: Callable[[], Any], end: Callable[[Any], None], url: str, opts: RecordOptions
+    start: Callable[[], Any],
+    answer: Callable[[Any], None],
+    end: Callable[[Any], None],
+    url: str,
+    opts: RecordOptions,
 ) -> None:
-    """Start the browser (`start`), load `url` and settle, quit; `end` kills it where a
-    load was interrupted (Ctrl-C) or failed mid-way, as quit() would wait for the
-    navigation."""
+    """Start the browser (`start`), make it answer the proxy's challenge (`answer`),
+    load `url` and settle, quit; `end` kills it where a load was interrupted (Ctrl-C)
+    or failed mid-way, as quit() would wait for the navigation."""
     from selenium.common.exceptions import WebDriverException
 
     name = opts.browser.value.capitalize()
@@ -326,6 +344,12 @@ def _drive(
     except WebDriverException as e:
         raise EnvironmentProblem(f"could not start {name}: {e.msg or e}".strip()) from None
     try:
+        try:
+            answer(driver)
+        except WebDriverException as e:
+            raise EnvironmentProblem(
+                f"{name} cannot answer the recording proxy's authentication: {e.msg or e}"
+            ) from None
         _navigate(driver, url, opts)
     except BaseException:
         end(driver)
@@ -353,9 +377,10 @@ def proxy_switches(port: int, mitm_ca: Path) -> tuple[chromium.Switch, ...]:
     )
 
 
-def _load_chromium(url: str, port: int, mitm_ca: Path, scratch: Path, opts: RecordOptions) -> None:
+def _load_chromium(url: str, proxy: _Mitmdump, scratch: Path, opts: RecordOptions) -> None:
     """Load `url` in headless Chromium through the proxy (the measured loads' base
-    switches: no background traffic), settle as Firefox does, quit."""
+    switches: no background traffic), settle as Firefox does, quit. No BiDi: the
+    DevTools protocol answers the proxy's challenge (browser/proxy_auth.py)."""
     os.environ["SE_OFFLINE"] = "true"  # Selenium must not look for drivers on the network
     from selenium import webdriver
     from selenium.webdriver.chrome.options import Options
@@ -365,7 +390,7 @@ def _load_chromium(url: str, port: int, mitm_ca: Path, scratch: Path, opts: Reco
     options.binary_location = chromium.find_chromium(opts.chromium)
     profile = scratch / "browser-profile"
     own = (chromium.Switch("user-data-dir", str(profile), "a new profile"),)
-    for switch in (*chromium.BASE, *proxy_switches(port, mitm_ca), *own):
+    for switch in (*chromium.BASE, *proxy_switches(proxy.port, proxy.ca_cert), *own):
         options.add_argument(switch.arg)
     service = Service(
         executable_path=chromium.find_chromedriver(),
@@ -373,7 +398,13 @@ def _load_chromium(url: str, port: int, mitm_ca: Path, scratch: Path, opts: Reco
         # A session of its own, ended as a group: chromedriver and Chromium's processes.
         popen_kw={"start_new_session": True},
     )
-    _drive(lambda: webdriver.Chrome(options=options, service=service), _end_group, url, opts)
+    _drive(
+        lambda: webdriver.Chrome(options=options, service=service),
+        lambda driver: proxy_auth.answer_in_chromium(driver, proxy.secret, proxy.port),
+        _end_group,
+        url,
+        opts,
+    )
 
 
 def _end_group(driver: Any) -> None:
