@@ -17,7 +17,9 @@ A request gives only the names (host -> address, inside the server's LAN) and, a
 client, whether the terminal's cache is in the way: the agent picks the program, the
 addresses and the files. Each resolver logs its queries as JSON lines in the role's run
 directory; `queries(since)` reads them back. A resolver is a child of the agent: it
-stops with the agent, also when `clarke testbed down` or `docker compose down` stops it.
+stops with the agent, also when `clarke testbed down` or `docker compose down` stops it,
+and dies with it when the agent is killed (SIGKILL): it gets SIGTERM from the kernel
+then (a parent-death signal: place/procs.py).
 
 The client's resolv.conf is rewritten in place and what it said is kept in the run
 directory until the stub stops: on a netns testbed that is /etc/netns/<client>/resolv.conf
@@ -137,7 +139,9 @@ class NamesSlot:
         # it is ready, not the line of one stopped before it.
         before = self.out.stat().st_size if self.out.is_file() else 0
         argv = [sys.executable, "-m", "clarke.dns", *args, "--log", str(self.log)]
-        popen = self.children.spawn(self.resolver, self.place.argv(argv), log=self.out)
+        popen = self.children.spawn(
+            self.resolver, self.place.argv(argv), log=self.out, die_with_parent=True
+        )
         try:
             procs.wait_until(
                 lambda: popen.poll() is not None or said_ready(self.out, before),

@@ -2,16 +2,28 @@
 is the role's own), output to a log file in the testbed's run dir, in their own session
 (a Ctrl-C to the runner does not reach them), stopped by PID only: SIGTERM, then SIGKILL
 after a timeout. A PID is only signalled while its start time still matches the one
-recorded, so a recycled PID is never touched."""
+recorded, so a recycled PID is never touched.
+
+A child that must not outlive the process that started it (`Children.spawn(...,
+die_with_parent=True)`) gets a parent-death signal (prctl PR_SET_PDEATHSIG, SIGTERM),
+set in the child between fork and exec, so also when this process is killed (SIGKILL)
+and stops nothing itself. The kernel sends it when the *thread* that forked the child
+ends, not the process (prctl(2)): such children are forked by one thread kept for the
+process's whole life (an agent's requests each run in a thread that ends with the
+request). `ip netns exec` execs the command in its own process, and exec keeps the
+setting (`ip` is neither set-user-ID nor has file capabilities): the signal reaches
+the command itself."""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,6 +90,26 @@ def _reap(pid: int) -> None:
         return
     with contextlib.suppress(ChildProcessError, OSError):
         os.waitpid(pid, os.WNOHANG)
+
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+PARENT_DEATH_SIGNAL = signal.SIGTERM
+# The one thread that forks the children that die with this process (see the module's
+# note); made at the first such spawn, it lives until the interpreter exits.
+_SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clarke-spawner")
+
+
+def _die_with(parent: int) -> Callable[[], None]:
+    """The child's last step before exec: the parent-death signal, then a check that
+    `parent` is still its parent (one that died before the prctl sent no signal, and
+    will send none: the child is gone at once instead of left running)."""
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork
+
+    def preexec() -> None:
+        if prctl(PR_SET_PDEATHSIG, PARENT_DEATH_SIGNAL, 0, 0, 0) != 0 or os.getppid() != parent:
+            os._exit(1)
+
+    return preexec
 
 
 def start(role: str, name: str, ns: str, argv: Sequence[str], log: Path) -> Proc:
@@ -189,18 +221,28 @@ class Children:
         argv: Sequence[str],
         env: dict[str, str] | None = None,
         log: Path | None = None,
+        die_with_parent: bool = False,
     ) -> subprocess.Popen[bytes]:
-        """Start argv; its output to `log` (appended) if given, else to ours."""
+        """Start argv; its output to `log` (appended) if given, else to ours.
+        `die_with_parent`: it gets SIGTERM when this process dies, however it dies
+        (the module's note)."""
+
+        def run(**kwargs: object) -> subprocess.Popen[bytes]:
+            if not die_with_parent:
+                return sh.spawn(argv, stdin=subprocess.DEVNULL, env=env, **kwargs)
+            preexec = _die_with(os.getpid())
+            return _SPAWNER.submit(
+                sh.spawn, argv, stdin=subprocess.DEVNULL, env=env, preexec_fn=preexec, **kwargs
+            ).result()
+
         if log is None:
-            popen = sh.spawn(argv, stdin=subprocess.DEVNULL, env=env)
+            popen = run()
         else:
             log.parent.mkdir(parents=True, exist_ok=True)
             with log.open("ab") as out:
                 out.write(f"# {sh.render(argv)}\n".encode())
                 out.flush()
-                popen = sh.spawn(
-                    argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env
-                )
+                popen = run(stdout=out, stderr=subprocess.STDOUT)
         self.procs[name] = popen
         return popen
 
