@@ -7,7 +7,10 @@ on answering, the client's resolv.conf naming a stub of a dead agent.
 - On a real netns testbed (its own id and state directory; removed also on failure):
   the gateway's, terminal's and client's resolvers started through the agents; the
   client's and the gateway's agents are SIGKILLed by PID, and their resolvers are gone
-  within seconds (the terminal's, whose agent lives, is not)."""
+  within seconds (the terminal's, whose agent lives, is not); the client's resolv.conf
+  still names the dead stub until the client's agent starts again, which puts it back
+  as it was; a stub started through that agent, then stopped, rewrites it and puts it
+  back as before."""
 
 from __future__ import annotations
 
@@ -24,12 +27,18 @@ from pathlib import Path
 
 import pytest
 
+from clarke import registry
+from clarke.agent.client import AgentClient
 from clarke.agent.names_slot import RESOLV_MARK
+from clarke.contract import NamesStart
 from clarke.errors import ClarkeError
 from clarke.place import procs
 from clarke.place.plan import NetnsPlan
 from clarke.run.session.names import SiteNames
 from clarke.run.session.session import Session
+from clarke.sites.zone import Zone
+from clarke.testbed import lifecycle
+from clarke.testbed.build import NO_DNS_SERVER, Builder
 from clarke.testbed.substrate import NetnsSubstrate
 from conftest import need
 
@@ -130,6 +139,31 @@ def testbed() -> Iterator[tuple[Session, NetnsSubstrate]]:
         shutil.rmtree(state, ignore_errors=True)
 
 
+def _start_agent_again(substrate: NetnsSubstrate, plan: NetnsPlan, role: str) -> procs.Proc:
+    """`role`'s agent started as `clarke testbed up` starts it, recorded in the state
+    file (so that `down` stops it), once it answers."""
+    state = substrate.store.read(plan.id)
+    assert state is not None
+    builder = Builder(substrate.store, state, plan, substrate.run_dir)
+    impl = registry.for_role(role, None).name
+    argv = lifecycle.agent_argv(plan, substrate.run_dir, role, impl)
+    proc = builder.start(role, f"agent-{role}", argv)
+    health = AgentClient(role, plan.agent_url(role), None, timeout=2)
+
+    def answers() -> bool:
+        try:
+            health.health()
+        except ClarkeError:
+            return False
+        return True
+
+    try:
+        procs.wait_ready(proc, answers, timeout=120)
+    finally:
+        health.close()
+    return proc
+
+
 @pytest.mark.root
 @pytest.mark.slow
 def test_resolvers_die_with_their_agent_and_resolv_conf_is_put_back(
@@ -161,6 +195,15 @@ def test_resolvers_die_with_their_agent_and_resolv_conf_is_put_back(
         # The killed client agent could not put resolv.conf back: it names a dead stub.
         assert resolv.read_text().startswith(RESOLV_MARK) and saved.is_file()
 
+        _start_agent_again(substrate, plan, "client")
+        assert resolv.read_text() == NO_DNS_SERVER and not saved.exists()
+        # The new agent's stub, stopped, leaves resolv.conf as it was (the gateway's
+        # resolver, which it would forward to, is gone: no lookup is made).
+        client = agents["client"]
+        client.names_start(NamesStart(zone=Zone.model_validate({"names": names})))
+        assert resolv.read_text().startswith(RESOLV_MARK) and saved.is_file()
+        client.names_stop()
+        assert resolv.read_text() == NO_DNS_SERVER and not saved.exists()
     finally:
         with contextlib.suppress(ClarkeError):
             agents["terminal"].names_stop()

@@ -25,12 +25,15 @@ The client's resolv.conf is rewritten in place and what it said is kept in the r
 directory until the stub stops: on a netns testbed that is /etc/netns/<client>/resolv.conf
 (`ip netns exec` bind-mounts it over /etc/resolv.conf, and a bind mount follows the file,
 not its name; a browser started later reads it), in the client container its own
-/etc/resolv.conf."""
+/etc/resolv.conf. An agent killed while its stub ran leaves it naming a stub that is
+gone: the next agent's start puts it back from the kept copy (`recover`), as the next
+stub's start would."""
 
 from __future__ import annotations
 
 import ipaddress
 import json
+import logging
 import sys
 import threading
 from pathlib import Path
@@ -42,6 +45,7 @@ from clarke.place import Place, procs
 from clarke.place.plan import NetnsPlan
 from clarke.sites.zone import Zone
 
+log = logging.getLogger(__name__)
 NAMES_ROLES = ("client", "terminal", "gateway")
 RESOLVERS = {"gateway": "authoritative", "terminal": "cache", "client": "stub"}
 START_TIMEOUT_S = 15.0
@@ -185,6 +189,23 @@ class NamesSlot:
     def stop(self) -> dict[str, Any]:
         with self._lock:
             return {"stopped": self._stop()}
+
+    def recover(self) -> None:
+        """At the agent's start, before any request: a resolv.conf that a stub's start
+        pointed at the stub and no stop restored (the agent was killed, and the stub
+        died with it) is put back as it was, from the copy in the run directory. Logged;
+        a failure too, which leaves the agent running (the next stub's start or stop
+        tries again)."""
+        if self.place.role != "client" or not self.saved_resolv.is_file():
+            return
+        path = resolv_conf(self.place)
+        try:
+            with self._lock:
+                self._stop()
+        except OSError as e:
+            log.error("%s: could not put it back as it was before a stub: %s", path, e)
+            return
+        log.warning("%s: put back as it was before the stub of an agent that died", path)
 
     def _stop(self) -> bool:
         running = bool(self.children.procs)

@@ -110,6 +110,8 @@ def serve_role(
     # A recorded site's resolvers: the gateway's, a terminal's cache, the client's stub.
     names = NamesSlot(place) if place.role in NAMES_ROLES else None
     try:
+        if names is not None:
+            names.recover()  # a client's resolv.conf left naming a dead agent's stub
         process = impl.start(place)
         if profile and place.role in LINK_ROLES:
             process.configure(link_config(profile, profiles.read(profile)))
