@@ -12,7 +12,9 @@ from clarke.cli import cli
 
 def _commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
     out = [prefix]
-    for name, cmd in group.commands.items():
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        cmd = group.get_command(ctx, name)
         if isinstance(cmd, click.Group):
             out += _commands(cmd, (*prefix, name))
         else:
@@ -33,6 +35,21 @@ def test_every_command_has_help(run_cli) -> None:  # type: ignore[no-untyped-def
         assert out.startswith("Usage: clarke"), path
         summary = out.split("\n\n")[1].strip()
         assert len(summary) > 15, (path, summary)
+
+
+def test_a_command_loads_only_its_own_module() -> None:
+    """`clarke serve` (every agent's start) does not import what other commands use:
+    scipy, matplotlib, pyarrow and Selenium took seconds at each start."""
+    probe = (
+        "import sys\n"
+        "from clarke.cli import cli\n"
+        "import click\n"
+        "cli.get_command(click.Context(cli), 'serve')\n"
+        "print(' '.join(m for m in ('scipy', 'matplotlib', 'pyarrow', 'clarke.cli.run') "
+        "if m in sys.modules))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == "", proc.stdout
 
 
 def test_installed_entry_point_runs() -> None:

@@ -39,7 +39,7 @@ ALLOWED = {
     ("browser/chromium.py", Browser.chromium.value): "executable names",
     # A request field that names the --firefox start-up option (refused in requests).
     ("browser/load.py", Browser.firefox.value): "the --firefox option's field",
-    ("cli_serve.py", Browser.firefox.value): "the --firefox option's field",
+    ("cli/serve.py", Browser.firefox.value): "the --firefox option's field",
     # A PEP implementation's module declares its name, and runs its binary of that name.
     ("pep/splittcp.py", "splittcp"): "its own declaration and binary",
     ("pep/pepsal.py", "pepsal"): "its own declaration and binary",

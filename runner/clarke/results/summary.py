@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
 
 from clarke import schema
 from clarke.campaign.dimensions import Cell
@@ -46,6 +45,10 @@ class MetricStats:
 
     @classmethod
     def of(cls, values: list[float], confidence: float = 0.95) -> MetricStats:
+        # scipy.stats takes a second or more to import: every `clarke` command, an
+        # agent's `clarke serve` among them, would pay it at start.
+        from scipy import stats
+
         a = np.asarray(values, dtype=float)
         mean, median = float(a.mean()), float(np.median(a))
         if len(a) < 2:

@@ -10,7 +10,7 @@ from typing import Any, get_args
 import click
 
 from clarke import profiles
-from clarke.cli_types import link_option, options_into
+from clarke.cli.options import link_option, options_into
 from clarke.place import netns
 from clarke.run.bench import link as bench_link
 from clarke.run.bench import load as bench_load

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from clarke.cli_types import options_into
+from clarke.cli.options import options_into
 from clarke.errors import InputError
 from clarke.vocab import BROWSERS, Browser
 

@@ -14,8 +14,8 @@ from clarke.browser.client import Firefox
 from clarke.browser.load import CHROMIUM_CONNECTIONS
 from clarke.browser.prefs import check_override
 from clarke.campaign.dimensions import BROWSER, CC, CONNECTIONS, HTTP, PEP, PROFILE
-from clarke.cli_dimensions import option
-from clarke.cli_types import options_into
+from clarke.cli.dimensions import option
+from clarke.cli.options import options_into
 from clarke.errors import InputError
 from clarke.pages.models import Registry
 from clarke.results.record import Status

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from clarke import profiles, registry
-from clarke.cli_types import FiniteFloat, link_option, options_into
+from clarke.cli.options import FiniteFloat, link_option, options_into
 from clarke.compose.substrate import ComposeSubstrate
 from clarke.errors import InputError
 from clarke.link import netem

@@ -16,7 +16,7 @@ import click
 from pydantic import ValidationError
 
 from clarke import profiles, schema
-from clarke.cli_types import FiniteFloat, options_into
+from clarke.cli.options import FiniteFloat, options_into
 from clarke.errors import InputError, ValidationFailed
 from clarke.schedules import End, Schedule, limits, rainfade, traces
 from clarke.schedules import files as schedule_files
