@@ -7,8 +7,8 @@
 //! its `dodequeue`, [`CodelState::dequeue`] its `dequeue`. The sojourn time is measured
 //! per packet, from its arrival to the time of its dequeue.
 
-use crate::config::CodelConfig;
-use crate::direction::DropCause;
+use crate::dir_config::CodelConfig;
+use crate::drop_cause::DropCause;
 use crate::queue::{Bound, Dropped, Fifo, Packet, Queue};
 use crate::Nanos;
 

@@ -2,7 +2,7 @@
 //! delay, exactly, and frames never overtake each other.
 
 use super::*;
-use crate::config::{LossConfig, QueueLimit};
+use crate::dir_config::{LossConfig, QueueLimit};
 use crate::jitter::{Exponential, JitterConfig, JitterState, Uniform};
 use crate::MS;
 

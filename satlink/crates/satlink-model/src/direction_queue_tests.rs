@@ -2,8 +2,8 @@
 //! the schedule and the stats make of them.
 
 use super::*;
-use crate::config::{CodelConfig, Discipline, FqCodelConfig, LinkConfig, QueueLimit, Way};
-use crate::schedule::Schedule;
+use crate::config::LinkConfig;
+use crate::dir_config::{CodelConfig, Discipline, FqCodelConfig, QueueLimit, Way};
 use crate::MS;
 
 const US: Nanos = 1_000;
@@ -164,7 +164,7 @@ fn codel_measures_sojourn_at_the_rate_in_force_after_a_schedule_step() {
     )
     .unwrap();
     let mut d: Direction<Frame> = Direction::new(cfg.forward.clone());
-    d.apply(0, cfg.forward.clone(), Schedule::new(&cfg, Way::Forward));
+    d.apply(0, cfg.forward.clone(), cfg.schedule_of(Way::Forward));
     d.set_trace(true);
     // 5 Mb/s of 1250-byte frames: 2 ms apart.
     let arrivals: Vec<_> = (0..1500).map(|i| (i * 2 * MS, 1, 1250)).collect();

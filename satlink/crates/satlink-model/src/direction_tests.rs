@@ -1,7 +1,7 @@
 //! The model on a simulated clock: exact departure times.
 
 use super::*;
-use crate::config::{LossConfig, QueueLimit};
+use crate::dir_config::{LossConfig, QueueLimit};
 use crate::MS;
 
 const US: Nanos = 1_000;

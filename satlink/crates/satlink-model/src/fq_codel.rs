@@ -14,8 +14,8 @@
 use std::collections::VecDeque;
 
 use crate::codel::{CodelParams, CodelState, Source};
-use crate::config::FqCodelConfig;
-use crate::direction::DropCause;
+use crate::dir_config::FqCodelConfig;
+use crate::drop_cause::DropCause;
 use crate::queue::{Bound, Dropped, Fifo, Packet, Queue};
 use crate::Nanos;
 

@@ -11,7 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::ConfigError;
+use crate::config_error::ConfigError;
 use crate::rng::Rng;
 use crate::Nanos;
 

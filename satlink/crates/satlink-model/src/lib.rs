@@ -13,7 +13,10 @@
 
 pub mod codel;
 pub mod config;
+pub mod config_error;
+pub mod dir_config;
 pub mod direction;
+pub mod drop_cause;
 pub mod flow;
 pub mod fq_codel;
 pub mod histogram;
@@ -23,11 +26,13 @@ pub mod queue;
 pub mod rng;
 pub mod schedule;
 
-pub use config::{
-    CodelConfig, ConfigError, DirConfig, Discipline, FqCodelConfig, GilbertElliott, LinkConfig,
-    LossConfig, QueueLimit, Way,
+pub use config::LinkConfig;
+pub use config_error::ConfigError;
+pub use dir_config::{
+    CodelConfig, DirConfig, Discipline, FqCodelConfig, GilbertElliott, LossConfig, QueueLimit, Way,
 };
-pub use direction::{Crossed, Departure, Direction, DirectionStats, DropCause, Drops, Event};
+pub use direction::{Crossed, Departure, Direction, DirectionStats, Drops, Event};
+pub use drop_cause::DropCause;
 pub use flow::flow_hash;
 pub use histogram::Histogram;
 pub use jitter::JitterConfig;

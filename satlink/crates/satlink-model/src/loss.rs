@@ -2,7 +2,7 @@
 //! probability from the frame's length, or a Gilbert-Elliott two-state Markov chain
 //! stepped once per frame (bursty loss).
 
-use crate::config::{GilbertElliott, LossConfig};
+use crate::dir_config::{GilbertElliott, LossConfig};
 use crate::rng::Rng;
 
 /// Probability that a frame of `len` bytes is lost; for Gilbert-Elliott, the long-run

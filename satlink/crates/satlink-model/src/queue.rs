@@ -11,7 +11,7 @@
 
 use std::collections::VecDeque;
 
-use crate::direction::DropCause;
+use crate::drop_cause::DropCause;
 use crate::Nanos;
 
 /// A frame waiting in a queue.

@@ -11,7 +11,8 @@
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::config::{check_delay, ConfigError, DirConfig, LinkConfig, LossConfig, Way};
+use crate::config_error::{check_delay, ConfigError};
+use crate::dir_config::{DirConfig, LossConfig, Way};
 use crate::Nanos;
 
 /// What happens after the last step.
@@ -204,8 +205,13 @@ fn bad(field: impl Into<String>, problem: impl Into<String>) -> ConfigError {
 }
 
 impl ScheduleConfig {
-    /// Check the schedule against the link it belongs to; every error names its field.
-    pub(crate) fn validate(&self, link: &LinkConfig) -> Result<(), ConfigError> {
+    /// Check the schedule against the link's two directions (before any step); every
+    /// error names its field.
+    pub(crate) fn validate(
+        &self,
+        forward: &DirConfig,
+        return_: &DirConfig,
+    ) -> Result<(), ConfigError> {
         if let Some(id) = &self.id {
             let ok = id.bytes().enumerate().all(|(i, c)| {
                 c.is_ascii_lowercase()
@@ -281,7 +287,10 @@ impl ScheduleConfig {
             ));
         }
         for way in [Way::Forward, Way::Return] {
-            let mut r = Resolved::base(link.dir(way));
+            let mut r = Resolved::base(match way {
+                Way::Forward => forward,
+                Way::Return => return_,
+            });
             for (i, step) in self.steps.iter().enumerate() {
                 let p = step.dir(way);
                 let dir = format!("schedule.steps[{i}].{}", way.name());
@@ -325,10 +334,10 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// `way`'s schedule in a validated configuration (None when it has no schedule).
-    pub fn new(link: &LinkConfig, way: Way) -> Option<Self> {
-        let s = link.schedule.as_ref()?;
-        let mut r = Resolved::base(link.dir(way));
+    /// `way`'s schedule of a validated schedule configuration, whose steps change the
+    /// direction's configuration `base` (LinkConfig::schedule_of gives a link's).
+    pub fn new(s: &ScheduleConfig, base: &DirConfig, way: Way) -> Self {
+        let mut r = Resolved::base(base);
         let mut at = Vec::with_capacity(s.steps.len());
         let mut params = Vec::with_capacity(s.steps.len());
         for step in &s.steps {
@@ -336,7 +345,7 @@ impl Schedule {
             at.push(ms_to_ns(step.at_ms));
             params.push(r.params());
         }
-        Some(Schedule {
+        Schedule {
             id: s.id.clone(),
             length: match s.end {
                 End::Loop => s.length_ms.map(ms_to_ns),
@@ -346,7 +355,7 @@ impl Schedule {
             start: 0,
             at,
             params,
-        })
+        }
     }
 
     /// The schedule as applied when the Unix time is `unix_ns`: with `"clock": "utc"`

@@ -2,7 +2,7 @@
 //! minutes puts each step at the same second of every minute, on every station.
 
 use super::*;
-use crate::{Direction, MS};
+use crate::{Direction, LinkConfig, MS};
 
 const S: Nanos = 1_000 * MS;
 /// When the config is applied on the caller's (monotonic) clock.
@@ -27,7 +27,7 @@ const MINUTE: &str = r#"{"forward": {"uplink_delay_ms": 40}, "return": {},
 fn applied(json: &str, unix_ns: u128) -> Direction<u32> {
     let cfg = link(json);
     let mut d = Direction::new(cfg.forward.clone());
-    let schedule = Schedule::new(&cfg, Way::Forward).map(|s| s.aligned(unix_ns));
+    let schedule = cfg.schedule_of(Way::Forward).map(|s| s.aligned(unix_ns));
     d.apply(EPOCH, cfg.forward.clone(), schedule);
     d
 }
@@ -58,7 +58,9 @@ fn two_stations_applying_at_different_moments_share_the_link_time() {
     let a = applied(MINUTE, UNIX_AT_EPOCH);
     let cfg = link(MINUTE);
     let mut b = Direction::<u32>::new(cfg.forward.clone());
-    let s = Schedule::new(&cfg, Way::Forward).map(|s| s.aligned(UNIX_AT_EPOCH + 37_000_000));
+    let s = cfg
+        .schedule_of(Way::Forward)
+        .map(|s| s.aligned(UNIX_AT_EPOCH + 37_000_000));
     b.apply(EPOCH + 37 * MS, cfg.forward.clone(), s);
     for t in [EPOCH + 40 * MS, EPOCH + 7_750 * MS, EPOCH + 100 * S] {
         assert_eq!(a.schedule_position(t), b.schedule_position(t));

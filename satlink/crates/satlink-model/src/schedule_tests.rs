@@ -2,8 +2,9 @@
 //! ns), and no frame is lost, duplicated or reordered that the step did not ask for.
 
 use super::*;
-use crate::direction::{DropCause, Event};
-use crate::{Direction, MS};
+use crate::direction::Event;
+use crate::drop_cause::DropCause;
+use crate::{Direction, LinkConfig, MS};
 
 const US: Nanos = 1_000;
 /// A link time 0 that is not 0 on the caller's clock.
@@ -19,11 +20,7 @@ fn forward(json: &str, epoch: Nanos) -> Direction<u32> {
     let cfg = link(json);
     let mut d = Direction::new(cfg.forward.clone());
     d.set_far_hold(true);
-    d.apply(
-        epoch,
-        cfg.forward.clone(),
-        Schedule::new(&cfg, Way::Forward),
-    );
+    d.apply(epoch, cfg.forward.clone(), cfg.schedule_of(Way::Forward));
     d
 }
 
@@ -315,7 +312,7 @@ fn a_loop_wraps_around_and_a_hold_stays() {
     );
     assert_eq!(d.schedule_position(EPOCH + 300 * MS), Some((0, 0)));
     // The return direction has its own timeline from the same steps.
-    let r = Schedule::new(&link(json), Way::Return).unwrap();
+    let r = link(json).schedule_of(Way::Return).unwrap();
     assert_eq!(r.at(30 * MS).1.rate_bps, 0);
     assert_eq!(r.at(160 * MS).1.rate_bps, 1000);
     assert_eq!(r.at(160 * MS).1.delay_ns, MS);
@@ -347,11 +344,7 @@ fn reapplying_restarts_the_schedule_and_a_plain_config_removes_it() {
     let mut d = forward(&serde_json::to_string(&cfg).unwrap(), 0);
     assert_eq!(d.params_at(60 * MS).delay_ns, 30 * MS);
     // Applied again at 60 ms: link time 0 is now 60 ms.
-    d.apply(
-        60 * MS,
-        cfg.forward.clone(),
-        Schedule::new(&cfg, Way::Forward),
-    );
+    d.apply(60 * MS, cfg.forward.clone(), cfg.schedule_of(Way::Forward));
     assert_eq!(d.params_at(60 * MS).delay_ns, 10 * MS);
     assert_eq!(d.params_at(110 * MS).delay_ns, 30 * MS);
     assert_eq!(d.schedule_position(70 * MS), Some((10 * MS, 0)));
@@ -533,7 +526,7 @@ fn a_schedule_round_trips_and_inherits_unnamed_fields() {
     let c = link(json);
     let again = link(&serde_json::to_string(&c).unwrap());
     assert_eq!(again, c);
-    let f = Schedule::new(&c, Way::Forward).unwrap();
+    let f = c.schedule_of(Way::Forward).unwrap();
     let p = |t_ms: f64| *f.at((t_ms * 1e6) as Nanos).1;
     assert_eq!(p(1.0).delay_ns, 6 * MS);
     assert_eq!(p(1.0).loss, Some(LossConfig::PacketRate(0.01)));

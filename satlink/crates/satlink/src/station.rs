@@ -20,7 +20,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde_json::{json, Value};
 
-use satlink_model::{DirConfig, Direction, Histogram, LinkConfig, Schedule, Way};
+use satlink_model::{DirConfig, Direction, Histogram, LinkConfig, Way};
 
 use crate::control::Controlled;
 use crate::events::{Dir, EventLog};
@@ -163,8 +163,10 @@ impl Station {
         let now = sys::now();
         // The schedule's epoch: now, as the config is applied (link time 0, or the Unix
         // time modulo its loop with "clock": "utc").
-        let schedule =
-            Schedule::new(&o.config, o.kind.way()).map(|s| s.aligned(sys::unix_now_ns()));
+        let schedule = o
+            .config
+            .schedule_of(o.kind.way())
+            .map(|s| s.aligned(sys::unix_now_ns()));
         let start = schedule.as_ref().map_or(0, |s| s.link_time(0));
         dir.apply(now, o.kind.shaped(&o.config), schedule);
         let mut events = o.events;
@@ -532,7 +534,7 @@ impl Controlled for Station {
 
     fn set(&self, cfg: LinkConfig) -> Value {
         let shaped = self.kind.shaped(&cfg);
-        let schedule = Schedule::new(&cfg, self.kind.way());
+        let schedule = cfg.schedule_of(self.kind.way());
         let mut g = self.lock();
         if let Err(e) = sys::set_offload(&self.tun, cfg.is_unshaped(self.kind.way())) {
             return json!({"error": format!("cannot set the offloads of {}: {e}", self.dev)});
