@@ -47,7 +47,10 @@ class Builder:
         self.store.save(self.state)
 
     def namespace(self, role: str) -> str:
+        """The role's namespace, made (once: `up` makes the first to claim the id)."""
         name = self.plan.ns(role)
+        if name in self.state.namespaces:
+            return name
         self.state.namespaces.append(name)
         self.save()
         netns.add(name)

@@ -123,7 +123,16 @@ def up(
             id=testbed_id, profile=profile_name, link=link, server=server, run_dir=str(run_dir)
         )
         store.save(state)
-    tb = Builder(store, state, p, run_dir)
+        tb = Builder(store, state, p, run_dir)
+        # The id is the host's once this namespace exists: the next `up`, whatever its
+        # state dir, sees it and picks another.
+        try:
+            tb.namespace(ROLES[0])
+        except BaseException as e:
+            state.phase, state.error = "failed", str(e)
+            tb.save()
+            _roll_back(testbed_id, store)
+            raise
     try:
         with _sigterm_interrupts():
             # Only root enters the run dir: control sockets, keys, the agents' token.

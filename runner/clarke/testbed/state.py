@@ -30,6 +30,11 @@ from clarke.private_files import PASSABLE_DIR_MODE, check_private_dir, make_priv
 from clarke.schema import problems_of
 
 DEFAULT_DIR = Path("/run/clarke/testbeds")
+# Testbed ids name namespaces and links, which are the host's, while state dirs are each
+# runner's own: the id is picked, and claimed by its first namespace, under this lock
+# (`clarke testbed up`s with different state dirs, a user's and a test worker's, at once).
+HOST_ID_LOCK_DIR = Path("/run/clarke")
+HOST_ID_LOCK = "testbed-ids.lock"
 
 
 def state_dir() -> Path:
@@ -134,11 +139,26 @@ class Store:
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
-        """Serialise id allocation between concurrent `clarke testbed up`s."""
+        """Serialise id allocation between concurrent `clarke testbed up`s, this state
+        dir's and every other's (host_id_lock)."""
         make_private_dir(self.root, f"{STATE_DIR} (CLARKE_STATE_DIR)", PASSABLE_DIR_MODE)
-        with (self.root / ".lock").open("w") as f:
+        with host_id_lock(), (self.root / ".lock").open("w") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
             try:
                 yield
             finally:
                 fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def host_id_lock() -> Iterator[None]:
+    """The host's lock on picking a testbed id (HOST_ID_LOCK): a file in a directory
+    only root may write, opened without following a link."""
+    make_private_dir(HOST_ID_LOCK_DIR, "Clarke's host directory", PASSABLE_DIR_MODE)
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(HOST_ID_LOCK_DIR / HOST_ID_LOCK, flags, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
