@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import re
 import shutil
 import signal
@@ -311,23 +312,38 @@ def down(testbed_id: int, store: Store | None = None) -> Removed:
 
 def known_ids(store: Store | None = None) -> list[int]:
     """Every id this store owns: a state file here, or namespaces / a root link tagged
-    with this store's owner, or untagged ones (a runner killed between creating a
-    namespace and tagging it). Other state dirs' testbeds are never included."""
+    with this store's owner. An untagged one (a runner killed between creating a
+    namespace and tagging it) is this store's only where its state file is here: the
+    state file is written before anything is created, so another state dir's testbed
+    being built at this moment (its namespaces not tagged yet) is never taken."""
     store = store or Store()
     ids = set(store.ids())
+    recorded = set(ids)
 
-    def mine(tag: str | None) -> bool:
-        return tag is None or tag == store.owner
+    def mine(tag: str | None, testbed_id: int) -> bool:
+        return tag == store.owner or (tag is None and testbed_id in recorded)
 
     ids |= {
-        parsed[0] for ns in netns.namespaces() if (parsed := parse_ns(ns)) and mine(netns.owner(ns))
+        parsed[0]
+        for ns in netns.namespaces()
+        if (parsed := parse_ns(ns)) and mine(netns.owner(ns), parsed[0])
     }
     ids |= {
         int(m.group(1))
         for name in _root_links()
-        if (m := ROOT_LINK_RE.fullmatch(name)) and mine(netns.owner(None, name))
+        if (m := ROOT_LINK_RE.fullmatch(name)) and mine(netns.owner(None, name), int(m.group(1)))
     }
     return sorted(i for i in ids if i <= MAX_ID)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _root_links() -> list[str]:
@@ -338,8 +354,11 @@ def _root_links() -> list[str]:
 def down_all(store: Store | None = None) -> list[Removed]:
     store = store or Store()
     out = [down(i, store) for i in known_ids(store)]
-    for ns in netns.namespaces():  # scratch namespaces of an interrupted netem probe
-        if ns.startswith(netem.PROBE_PREFIX):
+    # Scratch namespaces of an interrupted netem probe, named by the probing process:
+    # only a dead one's (another runner may be probing at this moment).
+    for ns in netns.namespaces():
+        pid = ns.removeprefix(netem.PROBE_PREFIX)
+        if ns.startswith(netem.PROBE_PREFIX) and pid.isdigit() and not _alive(int(pid)):
             netns.delete(ns)
     return out
 
