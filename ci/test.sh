@@ -15,6 +15,7 @@ uv run lint-imports --no-logo
 say "types (mypy; pyproject.toml [tool.mypy])"
 uv run mypy
 
+source ci/cargo-target.sh
 for crate_dir in satlink origin; do
   [[ -f $crate_dir/Cargo.toml ]] || continue
   say "cargo: $crate_dir"
@@ -39,5 +40,20 @@ fi
 trap 'ci/docker-setup.sh stop' EXIT
 ci/docker-setup.sh
 
-say "pytest"
-uv run pytest "$@"
+# Two phases (tests/conftest.py): the tests that judge a measured time, rate or delay
+# one at a time with nothing else running, then all the others on several workers at
+# once: most of a test's time is a browser or a link waiting, not computing. Extra
+# arguments go to both phases.
+workers=${CLARKE_TEST_WORKERS:-4}
+status=0
+phase() {
+  local code=0
+  uv run pytest "$@" || code=$?
+  # 5: nothing was selected (a filter given on the command line took every test out).
+  if ((code != 0 && code != 5)); then status=$code; fi
+}
+say "pytest, phase 1 of 2: the tests that judge timing, one at a time"
+phase -m timing "$@"
+say "pytest, phase 2 of 2: the others, $workers at a time"
+phase -m "not timing" -n "$workers" --dist loadgroup "$@"
+exit "$status"
