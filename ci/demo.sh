@@ -10,7 +10,7 @@ if [[ $(id -u) -ne 0 ]]; then
   say "the demo builds network namespaces: run it as root"
   exit 3
 fi
-ci/setup.sh
+ci/setup.sh demo
 ci/build.sh
 
 # The demo's own InfluxDB (ci/demo_influxdb.py): on 127.0.0.1:${CLARKE_INFLUX_PORT:-8087}

@@ -1,13 +1,25 @@
 #!/usr/bin/env bash
-# Installs what Clarke's commands and tests need on a fresh Debian 12 machine, as root:
-# system packages, uv (pinned, in its own virtual environment: never into the system
-# Python, which PEP 668 protects) and the locked Python environment (a virtual
-# environment that uv makes). Safe to run again: it installs only what is missing.
+# Installs what Clarke needs on a fresh Debian 12 machine, as root: system packages, uv
+# (pinned, in its own virtual environment: never into the system Python, which PEP 668
+# protects) and the locked Python environment (a virtual environment that uv makes).
+# Safe to run again: it installs only what is missing.
+#
+#   ci/setup.sh demo   what `make demo` needs: the netns testbed, Firefox and geckodriver,
+#                      InfluxDB (a fresh machine's first `make demo` waits for no more)
+#   ci/setup.sh        everything (the default: `make test`, `make corpus`): the demo's
+#                      parts, and Chromium, Browsertime, mitmproxy, tshark, Slurm and
+#                      munge, the documentation packages of the site corpus
+#
 # Rust (cargo >= 1.85) and Node.js >= 20 must be there already: Debian 12 packages older
 # ones (Rust 1.63, Node.js 18).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+WHAT=${1:-all}
+case $WHAT in
+  demo|all) ;;
+  *) echo "usage: ci/setup.sh [demo|all]" >&2; exit 2 ;;
+esac
 UV_VERSION=0.13.9
 # mitmproxy records sites (docs/sites.md). 11.0.2 is the last release for Debian 12's
 # Python 3.11 (12.x needs 3.12), and it pins aioquic apart from Clarke's: so it lives in
@@ -15,13 +27,17 @@ UV_VERSION=0.13.9
 MITMPROXY_VERSION=11.0.2
 GECKODRIVER_VERSION=0.37.1
 NODE_MAJOR_MIN=20
+# The demo: namespaces, the link checks (ping, iperf3), InfluxDB, Firefox and its NSS
+# tools, the Rust builds' C toolchain, git (the results' revision).
 APT_PACKAGES=(iproute2 iputils-ping iperf3 ethtool curl influxdb procps
-              firefox-esr libnss3-tools iptables nftables chromium chromium-driver
-              python3 python3-venv git gcc libc6-dev pkg-config tcpdump tshark
-              slurm-wlm munge python3.11-doc debian-handbook)
-
-# python3.11-doc, debian-handbook: the pages of the offline site corpus (make corpus;
-# docs/sites.md).
+              firefox-esr libnss3-tools iptables nftables
+              python3 python3-venv git gcc libc6-dev pkg-config)
+# The rest: the other browser, captures, the Slurm tests' cluster; python3.11-doc and
+# debian-handbook are the pages of the offline site corpus (make corpus; docs/sites.md).
+if [[ $WHAT == all ]]; then
+  APT_PACKAGES+=(chromium chromium-driver tcpdump tshark slurm-wlm munge
+                 python3.11-doc debian-handbook)
+fi
 
 say() { printf '==> %s\n' "$*" >&2; }
 
@@ -67,7 +83,7 @@ say "uv sync --frozen"
 uv sync --frozen --quiet
 
 mitm_ok() { mitmdump --version 2>/dev/null | grep -q "^Mitmproxy: $MITMPROXY_VERSION\$"; }
-if ! mitm_ok; then
+if [[ $WHAT == all ]] && ! mitm_ok; then
   if [[ $(id -u) -eq 0 ]]; then
     mitm_venv=/opt/clarke-mitmproxy bin_dir=/usr/local/bin
   else
@@ -95,6 +111,8 @@ if ! geckodriver --version 2>/dev/null | grep -q "^geckodriver $GECKODRIVER_VERS
   say "cargo install geckodriver $GECKODRIVER_VERSION (about 3 minutes)"
   cargo install --locked --quiet "geckodriver@$GECKODRIVER_VERSION"
 fi
+
+[[ $WHAT == all ]] || exit 0
 
 # Node.js >= 20 for Browsertime (its package says so; Debian 12 packages 18).
 node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
