@@ -1,6 +1,16 @@
 """Shared fixtures. Tests that need a real part (InfluxDB, root, a browser) use it for
 real; where the part is missing they skip on a developer's machine and fail in CI
-(CI=true), so CI can never pass by skipping."""
+(CI=true), so CI can never pass by skipping.
+
+The suite runs in two phases (ci/test.sh): the tests marked `timing` one at a time with
+nothing else running, then all the others on several pytest-xdist workers at once
+(most of a test's time is waiting on a link, not computing). For the second phase:
+
+- a module's tests stay on one worker (an `xdist_group` named after the module, unless
+  the module names a group of its own, as the compose tests do: one stack at a time),
+  so its module-scoped testbed is built once;
+- each worker has a testbed state dir of its own (CLARKE_STATE_DIR, unless a test sets
+  its own), so that no test reads, counts or removes another worker's testbeds."""
 
 from __future__ import annotations
 
@@ -8,6 +18,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,6 +52,39 @@ SMALL_LAN_CAMPAIGN = {
     "retries": 1,
     "browser": {"engine": "selenium", "connections_per_server": {1.1: 1, 2: 6}},
 }
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test without an xdist group of its own goes into its module's group."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__ if item.module else ""))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _worker_state_dir(worker_id: str) -> Iterator[None]:
+    """A testbed state dir for this worker's session (its testbeds' ids are the host's
+    still: `up` picks them under a host-wide lock). Made by clarke itself on first use,
+    0711 below a sticky /tmp: OpenLiteSpeed's workers, as `nobody`, pass through to the
+    pages. Its testbeds are taken down at the end, whatever a test left."""
+    if os.geteuid() != 0 or os.environ.get("CLARKE_STATE_DIR"):
+        yield
+        return
+    parent = Path(tempfile.mkdtemp(prefix=f"clarke-tests-{worker_id}-"))
+    parent.chmod(0o711)
+    state = parent / "testbeds"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CLARKE_STATE_DIR", str(state))
+        try:
+            yield
+        finally:
+            from clarke.testbed import lifecycle
+            from clarke.testbed.state import Store
+
+            try:
+                lifecycle.down_all(Store(state))
+            finally:
+                shutil.rmtree(parent, ignore_errors=True)
 
 
 def free_port() -> int:

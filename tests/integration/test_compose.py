@@ -37,7 +37,14 @@ from clarke.vocab import DnsCache
 from conftest import need
 from site_archive import HOSTS, write_three_origins
 
-pytestmark = [pytest.mark.root, pytest.mark.docker, pytest.mark.slow, pytest.mark.browser]
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.docker,
+    pytest.mark.slow,
+    pytest.mark.browser,
+    # One compose project (`clarke`), its ports and subnets: one stack at a time.
+    pytest.mark.xdist_group("compose"),
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = ["-f", "docker-compose.yml", "-f", "docker-compose.offline.yml"]
@@ -228,6 +235,7 @@ def test_same_records_as_on_the_netns_substrate(stack: Stack, tmp_path: Path) ->
     assert on_compose == on_netns
 
 
+@pytest.mark.timing
 def test_testbed_check_inside_the_stack(stack: Stack) -> None:
     """`clarke testbed check` from a client container: the GEO profile applied through
     the link agents, RTT and rate measured from the client, the link's own counters.

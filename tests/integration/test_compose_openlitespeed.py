@@ -24,7 +24,14 @@ from clarke.results.journal import Journal
 from clarke.results.record import Status
 from compose_part import DEMO, SHARD, demo_shard_with
 
-pytestmark = [pytest.mark.root, pytest.mark.docker, pytest.mark.slow, pytest.mark.browser]
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.docker,
+    pytest.mark.slow,
+    pytest.mark.browser,
+    # One compose project (`clarke`), its ports and subnets: one stack at a time.
+    pytest.mark.xdist_group("compose"),
+]
 
 IMAGE = "clarke-openlitespeed-src:local"
 

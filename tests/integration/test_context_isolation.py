@@ -103,6 +103,7 @@ def _loads(o: dict[str, Any], req: LoadRequest, n: int) -> list[tuple[LoadResult
     ("browser", "http"),
     [(Browser.firefox, "2"), (Browser.firefox, "3"), (Browser.chromium, "3")],
 )
+@pytest.mark.timing
 def test_a_new_context_per_load_starts_from_nothing(
     origin: dict[str, Any], browser: Browser, http: str
 ) -> None:
@@ -145,6 +146,7 @@ def test_a_context_used_again_fails_the_load_with_the_reason(
     ), broken
 
 
+@pytest.mark.timing
 def test_the_settle_wait_ends_once_the_largest_element_has_painted(
     origin: dict[str, Any],
 ) -> None:

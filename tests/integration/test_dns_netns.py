@@ -98,6 +98,7 @@ def _queries(log: Path) -> list[dict]:  # type: ignore[type-arg]
     return [json.loads(line) for line in log.read_text().splitlines()]
 
 
+@pytest.mark.timing
 def test_lookups_cross_the_link_and_the_cache_saves_them(
     plan: NetnsPlan, resolvers: Resolvers, tmp_path: Path
 ) -> None:

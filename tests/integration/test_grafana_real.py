@@ -25,7 +25,13 @@ from clarke.results.influx import InfluxSink, campaign_points
 from grafana_expand import dashboard_query
 from helpers import RECORDED_CONNECTIONS, RECORDED_LAN, reads_connections
 
-pytestmark = [pytest.mark.root, pytest.mark.docker, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.docker,
+    pytest.mark.slow,
+    # One compose project (`clarke`), its ports and subnets: one stack at a time.
+    pytest.mark.xdist_group("compose"),
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = ["-f", "docker-compose.yml", "-f", "docker-compose.offline.yml", "--profile", "grafana"]

@@ -127,6 +127,7 @@ def test_server_congestion_control_is_checked(session: Session) -> None:
     assert details["server_cc"] == ["cubic"]
 
 
+@pytest.mark.timing
 def test_a_load_on_an_attached_testbed_runs_on_the_profile_asked(session: Session, run_cli) -> None:  # type: ignore[no-untyped-def]
     """Issue 21, finding 2: `load --testbed N --profile geo`, then `--profile lan`: the
     second load runs on lan (applied once, read back) and its record says so with the
@@ -325,6 +326,7 @@ def _overtaken(rows: list[dict[str, Any]], http: str) -> list[tuple[int, int]]:
     ]
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("http", ["2", "3"])
 def test_the_servers_scheduler_decides_the_order_objects_complete(
     session: Session, http: str

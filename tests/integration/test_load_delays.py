@@ -83,6 +83,7 @@ def _timings(raw: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {urlsplit(r["name"]).path.lstrip("/"): r for r in raw.get("resources") or []}
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("http", ["1.1", "2", "3"])
 def test_object_metrics_and_idle_time_follow_the_server_holds(session: Session, http: str) -> None:
     entry = session.pages[PAGE]
@@ -266,6 +267,7 @@ def _check_rfc9218(rows: list[dict[str, Any]], conn: dict[str, Any], http: str) 
             assert len(conn["data_frames"]) > len(rows), conn["data_frames"]
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("http", ["2", "3"])
 def test_each_scheduler_orders_responses_that_are_all_ready_together(
     session: Session, http: str

@@ -112,6 +112,7 @@ def testbed_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
     assert not list(state_dir.glob("*.json"))
 
 
+@pytest.mark.timing
 @pytest.mark.slow
 def test_testbed_on_opensand(testbed_env: Path, run_cli, capsys) -> None:  # type: ignore[no-untyped-def]
     tid = str(TESTBED_ID)
@@ -237,6 +238,7 @@ def namespaces(names: list[str]) -> Iterator[None]:
                 netns.delete(ns)
 
 
+@pytest.mark.timing
 @pytest.mark.slow
 def test_role_agents_in_namespaces(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     """The three entities as the compose stack runs them, one OpenSandRole each, in

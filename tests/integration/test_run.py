@@ -294,6 +294,7 @@ def test_two_shards_make_the_plan(tmp_path: Path) -> None:
     assert _clarke("report", str(merged)).returncode == 0
 
 
+@pytest.mark.timing
 def test_every_profile_has_its_link_checked_before_and_after_its_runs(tmp_path: Path) -> None:
     """Two profiles, each checked before and after its runs. geo rather than leo: leo's
     RTT tolerance is the 1 ms floor, which a 10-echo quick check missed once by 0.3 ms on
@@ -336,6 +337,7 @@ def test_connections_per_server_as_a_campaign_dimension(tmp_path: Path) -> None:
     assert one.metrics["max_concurrent_connections"] == 1
 
 
+@pytest.mark.timing
 def test_loads_start_where_the_campaign_puts_them_in_the_link_schedule(tmp_path: Path) -> None:
     """leo-starlink (15 s slots), three repetitions spread over the slot: each load
     navigates at its aimed slot phase, and its record carries the schedule, the link

@@ -72,6 +72,7 @@ def test_bad_input_exits_1_with_error(binary: Path, tmp_path: Path) -> None:
     assert p.stderr.startswith("ERROR: ")
 
 
+@pytest.mark.timing
 def test_geo_rtt_counters_and_runtime_change(geo: ch.Chain) -> None:
     rtts = ch.ping(geo, 10)
     assert len(rtts) == 10
@@ -117,6 +118,7 @@ def test_geo_rtt_counters_and_runtime_change(geo: ch.Chain) -> None:
     assert json.loads(out.stdout)["role"] == "st"
 
 
+@pytest.mark.timing
 def test_rate_queue_and_loss(geo: ch.Chain) -> None:
     need(shutil.which("iperf3") is not None, "iperf3")
     cfg = json.loads(json.dumps(ch.GEO))
@@ -156,6 +158,7 @@ def test_rate_queue_and_loss(geo: ch.Chain) -> None:
     assert 5 <= lost <= 40, lost
 
 
+@pytest.mark.timing
 def test_fq_codel_drops_the_bulk_flow_and_spares_a_sparse_one(geo: ch.Chain) -> None:
     """The geo-fq-codel profile as satlink gets it: a UDP flow at 1.5 x the return rate
     builds a standing queue that CoDel drops from, while pings (another flow) cross at
@@ -212,6 +215,7 @@ def test_fq_codel_drops_the_bulk_flow_and_spares_a_sparse_one(geo: ch.Chain) -> 
     assert len(rtts) >= 8 and statistics.median(rtts) < 530 + 100, rtts
 
 
+@pytest.mark.timing
 def test_schedule_steps_and_outage_on_time(geo: ch.Chain) -> None:
     """A schedule applied by `set`: RTT 50 ms, an outage from 1.5 s to 2.5 s (link
     time), then RTT 150 ms; only the pings the outage asked for are lost."""

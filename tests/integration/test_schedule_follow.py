@@ -26,6 +26,7 @@ def _clarke(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.timing
 def test_the_link_follows_the_square_wave(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     need(os.geteuid() == 0, "root (network namespaces)")
     monkeypatch.setenv("CLARKE_STATE_DIR", str(tmp_path / "testbeds"))

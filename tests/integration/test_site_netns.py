@@ -297,6 +297,7 @@ def test_browsertime_loads_the_site_in_each_browser(
     ("browser", "http"),
     [("firefox", "1.1"), ("firefox", "3"), ("chromium", "1.1"), ("chromium", "2")],
 )
+@pytest.mark.timing
 def test_browsertime_site_loads_as_a_campaign_judges_them(
     bed: Bed, tmp_path: Path, browser: str, http: str
 ) -> None:

@@ -19,6 +19,7 @@ from conftest import need
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 
+@pytest.mark.timing
 def test_validate_measures_the_starlink_profile(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

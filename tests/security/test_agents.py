@@ -331,6 +331,7 @@ def _hold(address: tuple[str, int], data: bytes, results: dict[str, Any], key: s
     results[key] = (answer, time.monotonic() - started)
 
 
+@pytest.mark.timing
 def test_half_sent_requests_block_nothing(bed: Bed) -> None:
     """Finding 6: a POST /config with its headers and one byte of body held the agent's
     lock for ever; /config, /load and /stats/reset hung."""

@@ -40,6 +40,7 @@ def _runner_verdict(d: Path) -> str | None:
     return None
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_the_runner_and_origin_give_one_verdict(case: Case, tmp_path: Path) -> None:
     d = write_case(case, tmp_path)
@@ -59,6 +60,7 @@ def test_the_runner_and_origin_give_one_verdict(case: Case, tmp_path: Path) -> N
     assert origin.seconds < SECONDS and origin.peak_mb < PEAK_MB
 
 
+@pytest.mark.timing
 def test_site_check_takes_seconds_and_bounded_memory_on_every_one(tmp_path: Path) -> None:
     """`clarke site check` on every archive, in one process of its own: exit 0 or 2 as
     above, never a traceback, each within SECONDS, and the process's peak memory (from

@@ -65,6 +65,7 @@ def bombs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
 
 
+@pytest.mark.timing
 def test_bombs_stop_at_the_limits_in_bounded_memory(bombs: dict[str, Path], tmp_path: Path) -> None:
     expected = {
         "gzip body": "--max-body-mb",

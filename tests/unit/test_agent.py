@@ -241,6 +241,7 @@ class Slow:
         return {"reset": True}
 
 
+@pytest.mark.timing
 def test_half_sent_request_holds_nothing(short_timeouts: None) -> None:
     """Finding 6: headers and one byte of body used to hold the lock for ever."""
     role = Slow()
@@ -277,6 +278,7 @@ def test_half_sent_request_holds_nothing(short_timeouts: None) -> None:
             assert took <= server.REQUEST_TIMEOUT_S + 2, (key, took)
 
 
+@pytest.mark.timing
 def test_trickled_headers_are_cut_at_the_deadline(short_timeouts: None) -> None:
     role = Slow()
     with _serve(role) as url:
@@ -299,6 +301,7 @@ def test_trickled_headers_are_cut_at_the_deadline(short_timeouts: None) -> None:
         assert closed is not None and closed <= server.REQUEST_TIMEOUT_S + 2, closed
 
 
+@pytest.mark.timing
 def test_a_change_in_progress_makes_the_next_one_409() -> None:
     role = Slow()
     with _serve(role) as url:

@@ -104,6 +104,7 @@ def test_the_process_tree_holds_the_children() -> None:
         child.wait()
 
 
+@pytest.mark.timing
 def test_a_sleeping_browser_is_quiet_at_once_and_a_busy_one_never(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -194,6 +195,7 @@ class DriverOf(FakeDriver):
         self.service = _Service(pid)
 
 
+@pytest.mark.timing
 def test_a_quiet_mark_spares_the_wait_only_for_a_browser_quiet_since(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
