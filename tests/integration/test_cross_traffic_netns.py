@@ -34,7 +34,6 @@ PROFILE = "wired-10m-50ms"  # a rate limit a single flow fills within a second o
 LINK_MBPS = 10  # its rate each way
 
 
-@pytest.mark.timing
 def test_cross_traffic_shares_the_link_with_verified_loads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
