@@ -12,7 +12,7 @@ from typing import Any, Final
 
 from clarke import sh
 from clarke.errors import CommandFailed, EnvironmentProblem, InputError
-from clarke.server.openlitespeed_config import TCP_CC
+from clarke.vocab import CONGESTION_CONTROLS
 
 ROUTE_METRICS: Final = ("initcwnd", "initrwnd", "mtu", "advmss", "window")
 
@@ -91,8 +91,10 @@ def apply_tcp_cc(
 ) -> dict[str, Any]:
     """Make new TCP connections from the client LAN use `algo`: the sysctl where
     /proc/sys is writable, and the route's congctl (which wins for that route)."""
-    if algo not in TCP_CC:
-        raise InputError(f"tcp_cc: {algo!r} is not allowed; allowed: {', '.join(TCP_CC)}")
+    if algo not in CONGESTION_CONTROLS:
+        raise InputError(
+            f"tcp_cc: {algo!r} is not allowed; allowed: {', '.join(CONGESTION_CONTROLS)}"
+        )
     available = available_tcp_cc(netns)
     if algo not in available:
         raise EnvironmentProblem(
