@@ -22,7 +22,7 @@ import yaml
 from clarke.campaign.dimensions import CC, HTTP
 from clarke.results.journal import Journal
 from clarke.results.record import Status
-from clarke.server.openlitespeed_install import find_install, install_problem
+from clarke.server.openlitespeed import find_install, install_problem
 from clarke.testbed import lifecycle
 from conftest import need
 

@@ -25,9 +25,16 @@ import pytest
 
 from clarke.pages.build import build
 from clarke.pages.models import Registry, Units
-from clarke.server.openlitespeed import OlsPlace, OpenLiteSpeedRole
-from clarke.server.openlitespeed_config import HTTPD_CONFIG, OlsSettings, OlsSite
-from clarke.server.openlitespeed_install import find_install, install_problem, make_server_root
+from clarke.server.openlitespeed import (
+    HTTPD_CONFIG,
+    OlsPlace,
+    OlsSettings,
+    OlsSite,
+    OpenLiteSpeedRole,
+    find_install,
+    install_problem,
+    make_server_root,
+)
 from clarke.tls import DEFAULT_HOST, issue_testbed_pki
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]

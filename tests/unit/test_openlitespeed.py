@@ -31,10 +31,9 @@ import pytest
 from clarke import registry
 from clarke.errors import EnvironmentProblem, InputError
 from clarke.server import openlitespeed as ols
-from clarke.server import openlitespeed_config as conf
-from clarke.server import openlitespeed_stats as stats
 from clarke.server import tcp_cc
-from clarke.server.openlitespeed_config import DOCUMENTED_KEYS, OlsSettings, OlsSite
+from clarke.server.openlitespeed import DOCUMENTED_KEYS, OlsSettings, OlsSite, stats
+from clarke.server.openlitespeed import config as conf
 from conftest import free_port, need
 from helpers import dockerfile_instructions
 

@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from clarke.server import openlitespeed_stats as stats
-from clarke.server.openlitespeed_config import OlsSettings
-from clarke.server.openlitespeed_quic import (
+from clarke.server.openlitespeed import OlsSettings, stats
+from clarke.server.openlitespeed.quic import (
     QuicWireCounter,
     merge_by_peer,
     parse_lsquic_log,
@@ -198,7 +197,7 @@ def test_find_install_and_a_server_root_of_its_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from clarke.errors import EnvironmentProblem
-    from clarke.server.openlitespeed_install import find_install, install_problem, make_server_root
+    from clarke.server.openlitespeed import find_install, install_problem, make_server_root
 
     install = tmp_path / "lsws"
     monkeypatch.setenv("OLS_SERVER_ROOT", str(install))
@@ -241,7 +240,7 @@ def test_the_master_must_be_able_to_reopen_its_workers_logs(tmp_path: Path) -> N
     tmp_path.chmod(0o755)
     code = (
         "import sys; from pathlib import Path\n"
-        "from clarke.server.openlitespeed_install import check_master_can_reopen\n"
+        "from clarke.server.openlitespeed import check_master_can_reopen\n"
         "from clarke.errors import EnvironmentProblem\n"
         "try:\n    check_master_can_reopen([Path(sys.argv[1]), Path(sys.argv[2])])\n"
         "except EnvironmentProblem as e:\n    print(e); sys.exit(3)\n"

@@ -18,7 +18,7 @@ from clarke.errors import InputError, ValidationFailed
 from clarke.place import Place
 from clarke.place.plan import plan
 from clarke.server import site
-from clarke.server.openlitespeed_config import OlsSettings, settings_from_body
+from clarke.server.openlitespeed import OlsSettings, settings_from_body
 from clarke.sites import archive, staging
 from clarke.sites.archive import Exchange, Origin, SiteArchive, Source
 from clarke.sites.placement import FIRST_ORIGIN_HOST

@@ -1,5 +1,5 @@
 """Implementations of the server role, one registry entry each (clarke.registry): origin
-(origin.py, Clarke's own), openlitespeed (openlitespeed*.py). Whichever serves the pages,
+(origin.py, Clarke's own), openlitespeed (openlitespeed/). Whichever serves the pages,
 the server role also answers the link checks' bulk transfers (iperf3 -s)."""
 
 from __future__ import annotations

@@ -374,7 +374,7 @@ class _Conf:
     def __init__(self, title: str) -> None:
         self.lines = [
             f"# {title}",
-            "# Written by Clarke (clarke.server.openlitespeed_config) for OpenLiteSpeed "
+            "# Written by Clarke (clarke.server.openlitespeed.config) for OpenLiteSpeed "
             f"{OLS_VERSION}:",
             "# regenerated at every start and POST /config; edits here are lost.",
             "",

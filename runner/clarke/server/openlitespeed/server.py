@@ -11,7 +11,7 @@ origin's control endpoint (origin/README.md):
 
 How each setting reaches OpenLiteSpeed:
 - QUIC congestion control: `quicCongestionCtrl` in the generated configuration
-  (clarke.server.openlitespeed_config), applied by a graceful restart.
+  (clarke.server.openlitespeed.config), applied by a graceful restart.
 - TCP congestion control: OpenLiteSpeed has no setting for it; the kernel's choice
   applies. /proc/sys is read-only in an unprivileged container, so besides trying the
   sysctl the role sets `congctl` on the server's route towards the client LAN, which
@@ -25,7 +25,7 @@ Where the connection records come from:
   retransmitted, segments, cwnd, RTT; the last sample of each connection is kept until
   the next reset. Log lines join the sampled connections by the client's address and
   port.
-- for HTTP/3 (clarke.server.openlitespeed_quic): the congestion controller each
+- for HTTP/3 (clarke.server.openlitespeed.quic): the congestion controller each
   connection ran, from lsquic's debug log in the error log ("cc_source": "lsquic log"),
   and its packets and bytes on the wire from nftables counters per client socket.
   OpenLiteSpeed 1.9.1 logs HTTP/3 requests as HTTP/1.1: a request from a client socket
@@ -55,11 +55,8 @@ from typing import Any, Final
 from clarke import __version__, sh, tls
 from clarke.errors import ClarkeError, CommandFailed, EnvironmentProblem, InputError
 from clarke.place import Place, procs
-from clarke.roles import Implementation, RoleProcess
-from clarke.server import serve_link_checks
-from clarke.server.openlitespeed_config import (
+from clarke.server.openlitespeed.config import (
     DEFAULT_SERVER_ROOT,
-    OWN_SCHEDULER,
     QUIC_CC,
     TCP_CC,
     OlsSettings,
@@ -68,7 +65,7 @@ from clarke.server.openlitespeed_config import (
     settings_from_body,
     write,
 )
-from clarke.server.openlitespeed_install import (
+from clarke.server.openlitespeed.install import (
     INSTALL_ENV,
     check_master_can_reopen,
     find_install,
@@ -76,13 +73,13 @@ from clarke.server.openlitespeed_install import (
     let_workers_in,
     make_server_root,
 )
-from clarke.server.openlitespeed_quic import (
+from clarke.server.openlitespeed.quic import (
     QuicWireCounter,
     merge_by_peer,
     parse_lsquic_log,
     read_new_lines,
 )
-from clarke.server.openlitespeed_stats import (
+from clarke.server.openlitespeed.stats import (
     TcpSampler,
     connection_records,
     parse_listening,
@@ -552,26 +549,3 @@ def initial_settings() -> OlsSettings:
         tcp = CongestionControl.cubic
     tcp = tcp if tcp in TCP_CC else CongestionControl.cubic
     return OlsSettings(tcp_cc=tcp, quic_cc=tcp if tcp in QUIC_CC else CongestionControl.cubic)
-
-
-class OpenLiteSpeed(Implementation):
-    kind = "server"
-    name = "openlitespeed"
-    summary = "OpenLiteSpeed (the study's server); its image: images/openlitespeed"
-    own_scheduler = OWN_SCHEDULER
-    install = "see docs/openlitespeed.md, or use --server origin"
-
-    def check_environment(self) -> None:
-        if find_install() is None:
-            raise EnvironmentProblem(f"{install_problem()}; or use --server origin")
-
-    def start(self, place: Place) -> RoleProcess:
-        self.check_environment()
-        role = OpenLiteSpeedRole.for_place(place)
-        try:
-            role.start()
-            serve_link_checks(place, role.children)
-        except BaseException:
-            role.stop()
-            raise
-        return role

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Final
 
 from clarke.errors import EnvironmentProblem
-from clarke.server.openlitespeed_config import DEFAULT_SERVER_ROOT, OlsSite
+from clarke.server.openlitespeed.config import DEFAULT_SERVER_ROOT, OlsSite
 
 INSTALL_ENV: Final = "OLS_SERVER_ROOT"
 

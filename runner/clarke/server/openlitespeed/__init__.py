@@ -1,0 +1,76 @@
+"""OpenLiteSpeed in the server role (docs/openlitespeed.md): the registry entry, and the
+names of its parts.
+
+    config.py    the two configuration files it reads, every key one its manual documents
+    install.py   where it is installed, and a server root of its own that runs it
+    stats.py     its connections during a page load: `ss -tin` and the access log joined
+    quic.py      its HTTP/3 connections measured: lsquic's log, nftables counters
+    server.py    OpenLiteSpeedRole, the role agent's process: start, stop, /config, /stats
+"""
+
+from __future__ import annotations
+
+from clarke.errors import EnvironmentProblem
+from clarke.place import Place
+from clarke.roles import Implementation, RoleProcess
+from clarke.server import serve_link_checks
+from clarke.server.openlitespeed.config import (
+    DOCUMENTED_KEYS,
+    HTTPD_CONFIG,
+    OWN_SCHEDULER,
+    VHCONF,
+    OlsSettings,
+    OlsSite,
+    render,
+    settings_from_body,
+    write,
+)
+from clarke.server.openlitespeed.install import (
+    check_master_can_reopen,
+    find_install,
+    install_problem,
+    make_server_root,
+)
+from clarke.server.openlitespeed.server import OlsPlace, OpenLiteSpeedRole, initial_settings
+
+__all__ = [
+    "DOCUMENTED_KEYS",
+    "HTTPD_CONFIG",
+    "VHCONF",
+    "OlsPlace",
+    "OlsSettings",
+    "OlsSite",
+    "OpenLiteSpeed",
+    "OpenLiteSpeedRole",
+    "check_master_can_reopen",
+    "find_install",
+    "initial_settings",
+    "install_problem",
+    "make_server_root",
+    "render",
+    "settings_from_body",
+    "write",
+]
+
+
+class OpenLiteSpeed(Implementation):
+    kind = "server"
+    name = "openlitespeed"
+    summary = "OpenLiteSpeed (the study's server); its image: images/openlitespeed"
+    own_scheduler = OWN_SCHEDULER
+    install = "see docs/openlitespeed.md, or use --server origin"
+
+    def check_environment(self) -> None:
+        if find_install() is None:
+            raise EnvironmentProblem(f"{install_problem()}; or use --server origin")
+
+    def start(self, place: Place) -> RoleProcess:
+        self.check_environment()
+        role = OpenLiteSpeedRole.for_place(place)
+        try:
+            role.start()
+            serve_link_checks(place, role.children)
+        except BaseException:
+            role.stop()
+            raise
+        return role
