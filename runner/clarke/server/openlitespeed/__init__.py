@@ -1,6 +1,7 @@
 """OpenLiteSpeed in the server role (docs/openlitespeed.md): the registry entry, and the
 names of its parts.
 
+    settings.py  the congestion controls the runner sets between runs, POST /config's body
     config.py    the two configuration files it reads, every key one its manual documents
     install.py   where it is installed, and a server root of its own that runs it
     stats.py     its connections during a page load: `ss -tin` and the access log joined
@@ -17,12 +18,9 @@ from clarke.server import serve_link_checks
 from clarke.server.openlitespeed.config import (
     DOCUMENTED_KEYS,
     HTTPD_CONFIG,
-    OWN_SCHEDULER,
     VHCONF,
-    OlsSettings,
     OlsSite,
     render,
-    settings_from_body,
     write,
 )
 from clarke.server.openlitespeed.install import (
@@ -32,6 +30,7 @@ from clarke.server.openlitespeed.install import (
     make_server_root,
 )
 from clarke.server.openlitespeed.server import OlsPlace, OpenLiteSpeedRole, initial_settings
+from clarke.server.openlitespeed.settings import OWN_SCHEDULER, OlsSettings, settings_from_body
 
 __all__ = [
     "DOCUMENTED_KEYS",

@@ -55,16 +55,7 @@ from typing import Any, Final
 from clarke import __version__, sh, tls
 from clarke.errors import ClarkeError, CommandFailed, EnvironmentProblem, InputError
 from clarke.place import Place, procs
-from clarke.server.openlitespeed.config import (
-    DEFAULT_SERVER_ROOT,
-    QUIC_CC,
-    TCP_CC,
-    OlsSettings,
-    OlsSite,
-    render,
-    settings_from_body,
-    write,
-)
+from clarke.server.openlitespeed.config import DEFAULT_SERVER_ROOT, OlsSite, render, write
 from clarke.server.openlitespeed.install import (
     INSTALL_ENV,
     check_master_can_reopen,
@@ -78,6 +69,12 @@ from clarke.server.openlitespeed.quic import (
     merge_by_peer,
     parse_lsquic_log,
     read_new_lines,
+)
+from clarke.server.openlitespeed.settings import (
+    QUIC_CC,
+    TCP_CC,
+    OlsSettings,
+    settings_from_body,
 )
 from clarke.server.openlitespeed.stats import (
     TcpSampler,

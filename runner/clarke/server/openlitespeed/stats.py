@@ -22,8 +22,8 @@ from typing import Any, Final
 
 from clarke import sh
 from clarke.errors import ClarkeError
-from clarke.server.openlitespeed.config import OlsSettings
 from clarke.server.openlitespeed.quic import UDP_IP_HEADER, QuicConnLog
+from clarke.server.openlitespeed.settings import OlsSettings
 from clarke.server.tcp_cc import netns_argv
 from clarke.vocab import HttpVersion
 
