@@ -107,7 +107,7 @@ def root_link(s: str, tmp_path: Path) -> bool:
 
 
 def server_address(s: str, tmp_path: Path) -> bool:
-    from clarke.server.openlitespeed.stats import split_address
+    from clarke.server.openlitespeed.tcp import split_address
 
     return _refused(lambda: split_address("198.18.0.1:443" + s), ValueError)
 

@@ -32,7 +32,7 @@ from clarke import registry
 from clarke.errors import EnvironmentProblem, InputError
 from clarke.server import openlitespeed as ols
 from clarke.server import tcp_cc
-from clarke.server.openlitespeed import DOCUMENTED_KEYS, OlsSettings, OlsSite, stats
+from clarke.server.openlitespeed import DOCUMENTED_KEYS, OlsSettings, OlsSite, stats, tcp
 from clarke.server.openlitespeed import config as conf
 from conftest import free_port, need
 from helpers import dockerfile_instructions
@@ -451,19 +451,19 @@ def test_read_log_from_an_offset(tmp_path: Path) -> None:
     assert again.restarted and len(again.lines) == 1
 
 
-def _sample(peer: str, cc: str = "bbr", **counters: int) -> stats.TcpSample:
+def _sample(peer: str, cc: str = "bbr", **counters: int) -> tcp.TcpSample:
     base = {"bytes_sent": 800_000, "segs_out": 600, "bytes_retrans": 3000, "cwnd": 40}
     base |= {"mss": 1448}
-    return stats.TcpSample("198.19.130.2:443", peer, "ESTAB", cc, {**base, **counters}, 530.2, 2)
+    return tcp.TcpSample("198.19.130.2:443", peer, "ESTAB", cc, {**base, **counters}, 530.2, 2)
 
 
 def test_connection_records_join_log_and_ss() -> None:
     lines = [line for line in map(stats.parse_log_line, LOG_LINES.splitlines()) if line]
-    tcp = [
-        stats.TcpConn(_sample("198.19.128.2:51236"), 1000, 3000, open=False),
-        stats.TcpConn(_sample("198.19.128.2:51300", bytes_sent=900), 1000, 1100),  # no request
+    conns = [
+        tcp.TcpConn(_sample("198.19.128.2:51236"), 1000, 3000, open=False),
+        tcp.TcpConn(_sample("198.19.128.2:51300", bytes_sent=900), 1000, 1100),  # no request
     ]
-    records, notes = stats.connection_records(tcp, lines, OlsSettings("bbr", "cubic"), "x:443")
+    records, notes = stats.connection_records(conns, lines, OlsSettings("bbr", "cubic"), "x:443")
     by_peer = {r["peer"]: r for r in records}
     h2 = by_peer["198.19.128.2:51236"]
     assert (h2["protocol"], h2["cc"], h2["cc_source"], h2["requests"]) == ("h2", "bbr", "kernel", 2)
@@ -498,8 +498,8 @@ def test_connection_records_join_log_and_ss() -> None:
 def test_a_log_without_ports_joins_by_address() -> None:
     line = stats.parse_log_line('1000 198.19.128.2 - "GET / HTTP/2" 200 10 20 30')
     assert line is not None and line.port is None
-    tcp = [stats.TcpConn(_sample("198.19.128.2:40000"), 900, 1100)]
-    records, _ = stats.connection_records(tcp, [line], OlsSettings(), "x:443")
+    conns = [tcp.TcpConn(_sample("198.19.128.2:40000"), 900, 1100)]
+    records, _ = stats.connection_records(conns, [line], OlsSettings(), "x:443")
     assert len(records) == 1
     assert records[0]["requests"] == 1 and records[0]["joined_by"] == "peer_address"
 
@@ -526,7 +526,7 @@ SS_TEXT = (
 
 
 def test_parse_ss_output() -> None:
-    a, b, tw = stats.parse_ss(SS_TEXT)
+    a, b, tw = tcp.parse_ss(SS_TEXT)
     assert (a.state, a.local, a.peer, a.cc) == (
         "ESTAB",
         "198.19.250.1:8443",
@@ -536,15 +536,15 @@ def test_parse_ss_output() -> None:
     assert a.counters["bytes_sent"] == 1_000_000 and a.counters["segs_out"] == 693
     assert a.counters["cwnd"] == 272 and a.rtt_ms == 0.027 and a.total_retrans == 0
     assert (b.state, b.cc, b.total_retrans, b.counters["bytes_retrans"]) == (None, "cubic", 1, 1448)
-    assert stats.split_address(b.peer) == ("198.19.250.130", 40001)
+    assert tcp.split_address(b.peer) == ("198.19.250.130", 40001)
     assert tw.state == "TIME-WAIT" and not tw.has_info
-    assert stats.parse_listening("LISTEN 0 128 198.19.250.1:8443 0.0.0.0:*\n") == [
+    assert tcp.parse_listening("LISTEN 0 128 198.19.250.1:8443 0.0.0.0:*\n") == [
         "198.19.250.1:8443"
     ]
 
 
 def test_sampler_keeps_the_last_sample_until_cleared() -> None:
-    sampler = stats.TcpSampler(443)
+    sampler = tcp.TcpSampler(443)
     sampler.add([_sample("198.19.128.2:1", bytes_sent=10)], 1000)
     sampler.add([_sample("198.19.128.2:1", bytes_sent=20), _sample("198.19.128.2:2")], 1100)
     sampler.add([], 1200)
@@ -683,7 +683,7 @@ def test_ss_and_route_congctl_for_real(pair: Pair) -> None:
     assert default == "reno"
     after = pair.connect(port, CLIENT_LAN_IP)
 
-    sampler = stats.TcpSampler(port, netns=pair.server)
+    sampler = tcp.TcpSampler(port, netns=pair.server)
     sampler.sample_now()
     assert sampler.last_error is None
     conns = {c.sample.peer: c for c in sampler.snapshot()}
@@ -716,7 +716,7 @@ def test_ss_and_route_congctl_for_real(pair: Pair) -> None:
         assert r["wire_bytes_sent"] >= r["app_bytes_sent"] == SIZE
 
     listening = _run(["ip", "netns", "exec", pair.server, "ss", "-Hltn"]).stdout
-    assert f"{SERVER_IP}:{port}" in stats.parse_listening(listening)
+    assert f"{SERVER_IP}:{port}" in tcp.parse_listening(listening)
 
 
 # --- the lifecycle, against a stand-in lswsctrl on loopback --------------------------------

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from clarke.server.openlitespeed import OlsSettings, stats
+from clarke.server.openlitespeed import OlsSettings, stats, tcp
 from clarke.server.openlitespeed.quic import (
     QuicWireCounter,
     merge_by_peer,
@@ -276,16 +276,16 @@ def test_the_image_built_from_source() -> None:
 def test_a_closed_connection_whose_last_sample_missed_its_data_reports_no_wire_bytes() -> None:
     """Seen in the source-built image on loopback: a 100 kB response sent and the
     connection closed between two `ss` samples; the last sample said 1220 bytes."""
-    sample = stats.TcpSample(
+    sample = tcp.TcpSample(
         "127.0.0.1:443", "127.0.0.1:40000", "ESTAB", "cubic",
         {"bytes_sent": 1220, "segs_out": 4, "mss": 1448, "cwnd": 10},
     )  # fmt: skip
     line = stats.parse_log_line('1 127.0.0.1 40000 "GET /o1.jpg HTTP/2" 200 100000 100000 9')
     assert line is not None
-    closed = stats.TcpConn(sample, 1, 1, open=False)
+    closed = tcp.TcpConn(sample, 1, 1, open=False)
     (rec,), notes = stats.connection_records([closed], [line], OlsSettings(), "127.0.0.1:443")
     assert rec["wire_incomplete"] and "wire_bytes_sent" not in rec
     assert rec["cc"] == "cubic" and any("wire_incomplete" in n for n in notes)
-    still_open = stats.TcpConn(sample, 1, 1, open=True)  # its data may still be queued
+    still_open = tcp.TcpConn(sample, 1, 1, open=True)  # its data may still be queued
     (rec,), _ = stats.connection_records([still_open], [line], OlsSettings(), "127.0.0.1:443")
     assert rec["wire_bytes_sent"] == 1220 and "wire_incomplete" not in rec

@@ -4,8 +4,9 @@ names of its parts.
     settings.py  the congestion controls the runner sets between runs, POST /config's body
     config.py    the two configuration files it reads, every key one its manual documents
     install.py   where it is installed, and a server root of its own that runs it
-    stats.py     its connections during a page load: `ss -tin` and the access log joined
+    tcp.py       its TCP connections measured: `ss -tin` sampled during a page load
     quic.py      its HTTP/3 connections measured: lsquic's log, nftables counters
+    stats.py     its connections' records: the access log joined with those measurements
     server.py    OpenLiteSpeedRole, the role agent's process: start, stop, /config, /stats
 """
 

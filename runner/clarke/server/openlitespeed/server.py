@@ -76,12 +76,8 @@ from clarke.server.openlitespeed.settings import (
     OlsSettings,
     settings_from_body,
 )
-from clarke.server.openlitespeed.stats import (
-    TcpSampler,
-    connection_records,
-    parse_listening,
-    read_log,
-)
+from clarke.server.openlitespeed.stats import connection_records, read_log
+from clarke.server.openlitespeed.tcp import TcpSampler, parse_listening
 from clarke.server.tcp_cc import (
     apply_tcp_cc,
     available_tcp_cc,
