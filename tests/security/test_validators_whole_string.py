@@ -98,12 +98,13 @@ def root_link(s: str, tmp_path: Path) -> bool:
     from clarke.testbed import lifecycle
     from clarke.testbed.state import Store
 
+    store = Store(tmp_path / "state")
     mp = pytest.MonkeyPatch()
     with mp.context() as m:
         m.setattr(lifecycle.netns, "namespaces", lambda: [])
-        m.setattr(lifecycle.netns, "owner", lambda ns, link=None: None)
+        m.setattr(lifecycle.netns, "owner", lambda ns, link=None: store.owner)
         m.setattr(lifecycle, "_root_links", lambda: ["clk5-mgmt" + s])
-        return lifecycle.known_ids(Store(tmp_path / "state")) == []
+        return lifecycle.known_ids(store) == []
 
 
 def server_address(s: str, tmp_path: Path) -> bool:
