@@ -290,7 +290,9 @@ def test_context_isolation_through_the_agent_verified_like_a_new_profile(
         assert details["browser_context"] == i
         iso = details["isolation"]
         assert iso["failure"] == "" and iso["mode"] == "context", iso
-        assert iso["full_handshakes"] == iso["connections"] == 1, iso
+        # Every connection new, with a full handshake. How many: one, or two where a
+        # browser whose QUIC handshake is slow (a busy machine) races a TCP one beside it.
+        assert iso["full_handshakes"] == iso["connections"] >= 1, iso
         assert iso["psk_offered"] == iso["early_data"] == iso["carried_over"] == 0, iso
         assert iso["first_protocol"] == iso["new_profile_protocol"] == "h3", iso
     phases = [r.phases_ms for r, _ in loads]

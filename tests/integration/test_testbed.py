@@ -167,7 +167,10 @@ def test_geo_check_measures_and_judges_the_profile(env: Path, run_cli) -> None: 
     data = json.loads(report.read_text())
     names = {c["name"]: c for c in data["checks"]}
     rtt, forward, back = names["rtt p50"], names["forward rate"], names["return rate"]
-    assert rtt["expected"] == 530.0 and rtt["tolerance"] == 5.3
+    # 530 ms and the link's serialization of an echo; 1 %.
+    assert rtt["expected"] == pytest.approx(530, abs=1) and rtt["tolerance"] == pytest.approx(
+        rtt["expected"] / 100
+    )
     # Well above the propagation floor and nowhere near a lost profile (lan: 1 ms).
     assert 500 < rtt["measured"] < 700, rtt
     assert (forward["expected"], back["expected"]) == (10.0, 10.0)
