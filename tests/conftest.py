@@ -6,9 +6,10 @@ The suite runs in two phases (ci/test.sh): the tests marked `timing` one at a ti
 nothing else running, then all the others on several pytest-xdist workers at once
 (most of a test's time is waiting on a link, not computing). For the second phase:
 
-- a module's tests stay on one worker (an `xdist_group` named after the module, unless
-  the module names a group of its own, as the compose tests do: one stack at a time),
-  so its module-scoped testbed is built once;
+- the tests that share a module's fixture (a testbed, a cluster) stay on one worker (an
+  `xdist_group` of the module and the fixture's parameters), so it is built once; the
+  others spread over the workers; a module may name a group of its own, as the compose
+  tests do (one stack at a time);
 - each worker has a testbed state dir of its own (CLARKE_STATE_DIR, unless a test sets
   its own), so that no test reads, counts or removes another worker's testbeds."""
 
@@ -54,11 +55,32 @@ SMALL_LAN_CAMPAIGN = {
 }
 
 
+SHARED_SCOPES = ("class", "module", "package")
+
+
+def _group(item: pytest.Item) -> str:
+    """The xdist group of a test: its module's, and the parameters of its module's
+    fixtures, where it uses a fixture built once for several tests (a testbed, a stack, a
+    cluster); else its own, so that a module of independent tests spreads over the
+    workers."""
+    info = getattr(item, "_fixtureinfo", None)
+    shared = [
+        name
+        for name, defs in (info.name2fixturedefs.items() if info else [])
+        if defs and defs[-1].scope in SHARED_SCOPES
+    ]
+    if not shared:
+        return item.nodeid
+    callspec = getattr(item, "callspec", None)
+    params = [f"{n}={callspec.params[n]}" for n in shared if callspec and n in callspec.params]
+    return "::".join([item.nodeid.split("::")[0], *params])
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test without an xdist group of its own goes into its module's group."""
+    """Every test without an xdist group of its own goes into _group's."""
     for item in items:
         if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__ if item.module else ""))
+            item.add_marker(pytest.mark.xdist_group(_group(item)))
 
 
 @pytest.fixture(scope="session", autouse=True)

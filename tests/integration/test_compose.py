@@ -157,7 +157,9 @@ def test_smoke_campaign_through_docker_compose_up(stack: Stack) -> None:
         ("before", "compose"),
         ("after", "compose"),
     ]
-    assert all(c["rtt_mean_ms"] > 0 and c["forward_mbps"] > 0 for c in meta["link"])
+    # The smoke campaign's lan: the quick check measures the RTT and leaves its unlimited
+    # rates out (nothing would judge them).
+    assert all(c["rtt_mean_ms"] > 0 and c["forward_mbps"] is None for c in meta["link"])
 
 
 def test_points_in_the_published_influxdb(stack: Stack) -> None:

@@ -195,12 +195,17 @@ def rows(t: Table) -> tuple[list[str], list[list[str]]]:
 def _link_text(checks: list[dict[str, Any]]) -> str:
     if not checks:
         return "no link check"
+
+    def figure(key: str, digits: int) -> str:
+        value = k.get(key)
+        return "-" if value is None else f"{value:.{digits}f}"
+
     parts = []
     for k in checks:
         parts.append(
-            f"{k.get('profile')} {k.get('phase')}: RTT p50 {k.get('rtt_p50_ms', math.nan):.1f} ms, "
-            f"forward {k.get('forward_mbps', math.nan):.2f} Mb/s, "
-            f"return {k.get('return_mbps', math.nan):.2f} Mb/s"
+            f"{k.get('profile')} {k.get('phase')}: RTT p50 {figure('rtt_p50_ms', 1)} ms, "
+            f"forward {figure('forward_mbps', 2)} Mb/s, "
+            f"return {figure('return_mbps', 2)} Mb/s"
             + ("" if k.get("passed", True) else " (FAILED)")
         )
     return "; ".join(parts)

@@ -420,14 +420,17 @@ def rate_check(profile: LinkProfile, r: IperfResult) -> Check:
 @dataclass(frozen=True)
 class CheckLevel:
     """How long a link check measures: pings, and seconds of iperf3 per direction of
-    which the first `omit` (slow start) are left out."""
+    which the first `omit` (slow start) are left out; `unlimited_rates`: whether a
+    direction the profile does not limit is measured too (shown, never judged: a flow
+    at whatever rate two cores push through the emulator, which takes both of them)."""
 
     samples: int = 20
     duration: float = 10
     omit: float = 4
+    unlimited_rates: bool = True
 
 
-LINK_CHECKS = {"full": CheckLevel(20, 10, 4), "quick": CheckLevel(10, 5, 2)}
+LINK_CHECKS = {"full": CheckLevel(20, 10, 4), "quick": CheckLevel(10, 5, 2, False)}
 
 
 def check_link(
@@ -448,6 +451,12 @@ def check_link(
     report.checks += rtt_checks(profile, pr)
     report.checks.append(loss_check(profile, pr))
     for reverse in (True, False):
+        unlimited = (profile.forward if reverse else profile.return_).rate_mbps <= 0
+        if unlimited and not level.unlimited_rates:
+            name = f"{'forward' if reverse else 'return'} rate"
+            why = "unlimited in the profile: not measured by the quick check"
+            report.checks.append(Check(name, None, None, None, "Mb/s", CheckVerdict.info, why))
+            continue
         tcp = iperf(probe, reverse, duration=duration, omit=omit)
         udp_error = None
         try:

@@ -93,8 +93,9 @@ def check_record(
         "rtt_p99_ms": ping.get("p99"),
         "rtt_max_ms": ping.get("max"),
         "rtt_expected_ms": linkcheck.expected_rtt_ms(prof),
-        "forward_mbps": (fwd.get("rate_bps") or 0) / 1e6,
-        "return_mbps": (ret.get("rate_bps") or 0) / 1e6,
+        # None: not measured (the quick check leaves an unlimited direction out).
+        "forward_mbps": fwd["rate_bps"] / 1e6 if "rate_bps" in fwd else None,
+        "return_mbps": ret["rate_bps"] / 1e6 if "rate_bps" in ret else None,
         "forward_expected_mbps": prof.forward.rate_mbps,
         "return_expected_mbps": prof.return_.rate_mbps,
         "rate_from": {d: t.get("rate_from") for d, t in report.throughput.items()},
