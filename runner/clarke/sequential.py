@@ -50,8 +50,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-import numpy as np
-
 # The most runs a sequential cell may plan (the exact computation takes 0.15 s at 300).
 MAX_HORIZON = 300
 # Float safety for the crossing probability (its rounding error is far below this).
@@ -90,6 +88,10 @@ def crossing_probability(ranks: Sequence[int]) -> float:
     probability that the lower end of the intervals with these ranks lies above the
     median at some load count (Armitage, McPherson & Rowe's recursion)."""
     horizon = len(ranks) - 1
+    # numpy here, not at the top: the campaign model, which every agent reads at its
+    # start, imports this module.
+    import numpy as np
+
     alive = np.zeros(horizon + 2)
     alive[0] = 1.0
     crossed = 0.0
@@ -170,6 +172,8 @@ def median_interval(values: Sequence[float], confidence: float, horizon: int) ->
         raise ValueError(f"{n} values for a horizon of {horizon} loads")
     if n == 0:
         return MedianInterval(0, math.nan, math.nan, math.nan, confidence)
+    import numpy as np  # as above
+
     ordered = np.sort(np.asarray(values, dtype=float))
     median = float(np.median(ordered))
     rank = repeated_ranks(confidence, horizon)[n]

@@ -13,14 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from clarke import __version__
-from clarke.browser import (
-    browsertime_engine,
-    chromium,
-    contexts,
-    firefox,
-    prestart,
-    selenium_engine,
-)
+from clarke.browser import chromium, contexts, firefox, prestart
 from clarke.browser.load import BrowserSetup, LoadRequest, LoadResult
 from clarke.errors import ClarkeError, UnknownName
 from clarke.place import Place
@@ -29,7 +22,17 @@ from clarke.roles import Implementation, RoleProcess
 from clarke.tls import DEFAULT_HOST
 from clarke.vocab import ENGINES, Browser, Engine
 
-LOADERS = {Engine.selenium: selenium_engine.load, Engine.browsertime: browsertime_engine.load}
+
+def _load(engine: Engine, req: LoadRequest, setup: BrowserSetup) -> LoadResult:
+    """One load by `engine`, whose module is imported here: the registry holds this
+    module, and every role's agent reads the registry, a browser only the client's."""
+    if engine is Engine.browsertime:
+        from clarke.browser import browsertime_engine
+
+        return browsertime_engine.load(req, setup)
+    from clarke.browser import selenium_engine
+
+    return selenium_engine.load(req, setup)
 
 
 class BrowserClient:
@@ -111,7 +114,7 @@ class BrowserClient:
             prestart.SPARES.discard()
             contexts.RESIDENT.discard()
         try:
-            result = LOADERS[Engine(engine)](req, self.setup)
+            result = _load(Engine(engine), req, self.setup)
         except ClarkeError as e:
             result = LoadResult.failed(engine, f"{e.kind}: {e}")
         return result.model_copy(update={"browser": req.browser}).model_dump(mode="json")
