@@ -9,7 +9,8 @@ place, serving the implementation that fills the role (clarke.roles).
     POST /load           client role only: load one page (LoadRequest -> LoadResult)
 
     serve.py    `clarke serve ROLE`: the role's process, on both substrates
-    server.py   the HTTP side of an agent
+    server.py   the HTTP side of an agent: a request read within its limits, the token
+    routes.py   an agent's routes, a table: what each takes and answers, and its handler
     client.py   the runner's side of one agent
     agents.py   the runner's side of a testbed's agents: ensure a profile, a congestion
                 control, read back what is in force
