@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -145,7 +145,7 @@ class FakeSession:
         self.plt = plt
         self.profile: str | None = None
         self.cc: str | None = None
-        self.scheduler: str = "own"
+        self.server_settings: dict[str, object] = {}
         self.site: tuple[str, DnsCache] = (SITE_NONE, DnsCache.none)
         self.applied: list[tuple[str, str]] = []
         self.events: list[str] = []
@@ -172,10 +172,11 @@ class FakeSession:
             self.applied.append(("cc", cc))
         return None
 
-    def ensure_scheduler(self, scheduler: str) -> object:
-        if scheduler != self.scheduler:
-            self.scheduler = scheduler
-            self.applied.append(("scheduler", scheduler))
+    def ensure_server(self, settings: Mapping[str, object]) -> object:
+        for field, value in settings.items():
+            if self.server_settings.get(field, "own" if field == "scheduler" else None) != value:
+                self.server_settings[field] = value
+                self.applied.append((field, str(value)))
         return None
 
     def ensure_site(self, site: str, cache: DnsCache = DnsCache.none) -> object:

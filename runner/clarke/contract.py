@@ -34,13 +34,15 @@ from pydantic import (
     StrictBool,
     StrictInt,
     StringConstraints,
+    create_model,
 )
 
+from clarke.campaign import dimensions
 from clarke.pep_presets import SPLIT, Mode
 from clarke.profiles import LinkProfile
 from clarke.schema import StrictModel
 from clarke.sites.zone import Zone
-from clarke.vocab import PEP_NONE, CongestionControl, Scheduler, kind_of
+from clarke.vocab import PEP_NONE, CongestionControl, kind_of
 
 ProfileName = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 # A recorded site's directory under the pages directory's sites/ (server/site.py).
@@ -135,21 +137,35 @@ class LinkConfig(Request):
     profile: LinkProfile
 
 
-class ServerConfig(Request):
-    """A server's POST /config: its TCP and QUIC congestion controls, its stream
-    scheduler, the recorded site it serves (the name of its directory under the pages
-    directory's sites/: server/site.py; null: none), any of them."""
+class BaseServerConfig(Request):
+    """A server's POST /config: its TCP and QUIC congestion controls, the recorded site
+    it serves (the name of its directory under the pages directory's sites/:
+    server/site.py; null: none), and a field for each dimension the server puts in
+    force (ServerConfig: campaign/dimensions.py's `setting`s, the stream scheduler
+    among them), any of them."""
 
     tcp_cc: CongestionControl | None = None
     quic_cc: QuicCc | None = None
     quic_initial_window: StrictInt | None = Field(default=None, ge=1)
-    scheduler: Scheduler | None = None
     site: Annotated[str, StringConstraints(pattern=SITE_NAME)] | None = None
 
     def body(self) -> dict[str, Any]:
         """Only the settings asked for (a null site too: it asks for none); a server
         keeps the others."""
         return self.model_dump(mode="json", exclude_unset=True)
+
+
+def _with_declared_settings() -> type[BaseServerConfig]:
+    fields: dict[str, Any] = {
+        d.setting.field: (d.setting.type | None, None)
+        for d in dimensions.seal()
+        if d.setting is not None
+    }
+    return create_model("ServerConfig", __base__=BaseServerConfig, **fields)
+
+
+# The server's POST /config: BaseServerConfig's fields and the declared settings'.
+ServerConfig: Final = _with_declared_settings()
 
 
 class CaptureStart(Request):

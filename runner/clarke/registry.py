@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from typing import Final
 
 from clarke.browser.client import Chromium, Firefox
+from clarke.campaign.dimensions import Cell
 from clarke.campaign.model import Campaign
 from clarke.errors import InputError, UnknownName, ValidationFailed
 from clarke.link.netem import Netem
@@ -89,6 +90,27 @@ def check_profiles(link: Implementation, profiles: Iterable[tuple[str, LinkProfi
             problems += [f"{name}: {p}" for p in e.problems]
     if problems:
         raise ValidationFailed(f"link profiles ({link.name} link)", problems)
+
+
+def check_supported(cells: Iterable[Cell], chosen: Iterable[Implementation], source: str) -> None:
+    """Each value of each cell that a chosen implementation's kind puts in force, taken
+    by it (its capability data, roles.Implementation.supports): one ValidationFailed
+    naming every field, value and implementation that does not take it, before
+    anything runs. The one place a campaign's capabilities are checked."""
+    problems: list[str] = []
+    seen: set[tuple[str, str, str]] = set()
+    implementations = list(chosen)
+    for cell in cells:
+        for dimension, value in cell.items():
+            for impl in implementations:
+                key = (dimension.name, dimension.text(value), impl.name)
+                if dimension.applied_by != impl.kind or key in seen:
+                    continue
+                seen.add(key)
+                if not impl.takes(dimension, value):
+                    problems.append(f"{dimension.key}: {impl.refusal(dimension, value)}")
+    if problems:
+        raise ValidationFailed(source, problems)
 
 
 def campaign_choices(

@@ -32,15 +32,16 @@ from __future__ import annotations
 import hashlib
 import json
 from abc import ABC, abstractmethod
-from typing import Any, Protocol
+from collections.abc import Collection, Mapping
+from typing import Any, ClassVar, Final, Protocol
 
 from pydantic import ValidationError
 
+from clarke.campaign.dimensions import Dimension
 from clarke.errors import InputError, ValidationFailed
 from clarke.place import Place
 from clarke.profiles import LinkProfile
 from clarke.schema import problems_of
-from clarke.vocab import Scheduler
 
 KINDS = ("link", "server", "client", "pep")
 
@@ -58,6 +59,18 @@ class RoleProcess(Protocol):
     def stop(self) -> None: ...
 
 
+class Every:
+    """Capability data's "every value" (Implementation.supports)."""
+
+    def __repr__(self) -> str:
+        return "EVERY"
+
+
+EVERY: Final = Every()
+# What an implementation takes of each dimension, by the dimension's name.
+Capabilities = Mapping[str, Collection[str] | Every]
+
+
 class Implementation(ABC):
     """One registry entry. Subclasses set the class attributes and `start`."""
 
@@ -65,15 +78,12 @@ class Implementation(ABC):
     name: str
     summary: str  # one line, for --help
     install: str  # how to get it, for EnvironmentProblem
-    # Servers: whether their connection records say how each TLS handshake went (full
-    # or resumed, what the ClientHello offered), which context isolation needs.
-    reports_handshakes: bool = False
-    # Servers: the stream schedulers (vocab.Scheduler) it can be given besides its own,
-    # and what its own is (docs/scheduling.md).
-    schedulers: tuple[str, ...] = ()
-    own_scheduler: str = ""
-    # What its state (contract.ServerState.scheduler) says while it runs its own.
-    own_scheduler_state: str = Scheduler.own.value
+    # Capability data: the values it takes of each dimension its kind puts in force
+    # (campaign/dimensions.py, `applied_by`), as text, by the dimension's name, or
+    # EVERY; a dimension it does not name it takes at its default only. `notes`: why it
+    # takes no more of one, for the refusal.
+    supports: ClassVar[Capabilities] = {}
+    notes: ClassVar[Mapping[str, str]] = {}
 
     @abstractmethod
     def check_environment(self) -> None:
@@ -84,27 +94,42 @@ class Implementation(ABC):
         default every profile is taken (servers and clients get none)."""
         return None
 
-    def check_scheduler(self, scheduler: str, source: str = "scheduler") -> None:
-        """Servers: InputError naming `source` when this server cannot run `scheduler`
-        (every server runs its own)."""
-        if scheduler == Scheduler.own or scheduler in self.schedulers:
-            return
-        own = f" ({self.own_scheduler})" if self.own_scheduler else ""
-        can = ", ".join([Scheduler.own, *self.schedulers])
-        raise InputError(
-            f"{source}: {scheduler}: the {self.name} server keeps its own stream "
-            f"scheduler{own}; it takes {can} (origin takes every scheduler; "
-            "docs/scheduling.md)"
+    def takes(self, dimension: Dimension[Any], value: object) -> bool:
+        taken = self.supports.get(dimension.name)
+        text = dimension.text(value)
+        return (
+            isinstance(taken, Every)
+            or text == dimension.default_text()
+            or (taken is not None and text in taken)
         )
 
-    def scheduler_state(self, scheduler: str) -> str:
-        """Servers: what its state says while `scheduler` is in force (its own: as it
-        names it), so that a scheduler already in force is not asked for again."""
-        return self.own_scheduler_state if scheduler == Scheduler.own else scheduler
+    def refusal(self, dimension: Dimension[Any], value: object) -> str:
+        """Why it does not take `value` (for an InputError naming the field)."""
+        taken = self.supports.get(dimension.name)
+        default = dimension.default_text()
+        values = sorted({*(taken if taken is not None and not isinstance(taken, Every) else ())}
+                        | ({default} if default is not None else set()))  # fmt: skip
+        note = self.notes.get(dimension.name, "")
+        return (
+            f"{dimension.text(value)}: the {self.name} {self.kind} does not take it"
+            + (f" ({note})" if note else "")
+            + f"; it takes {', '.join(values) or 'none'}"
+        )
 
     @abstractmethod
     def start(self, place: Place) -> RoleProcess:
         """Start (or prepare) the role `place.role` in its place."""
+
+
+class ServerImplementation(Implementation):
+    """A server: what only servers say of themselves."""
+
+    kind = "server"
+    # Whether its connection records say how each TLS handshake went (full or resumed,
+    # what the ClientHello offered), which context isolation needs.
+    reports_handshakes: bool = False
+    # Its own stream scheduler, as docs/scheduling.md and its state name it.
+    own_scheduler: str = ""
 
 
 # --- the link roles' configuration ---------------------------------------------------------

@@ -342,14 +342,14 @@ def test_the_servers_scheduler_decides_the_order_objects_complete(
     seen: dict[str, dict[str, Any]] = {}
     try:
         for scheduler in ("sequential", "round-robin"):
-            session.ensure_scheduler(scheduler)
+            session.ensure_server({"scheduler": scheduler})
             result, details = session.load_page(PageLoad(TRIANGLE, http, "bbr", 6))
             assert result.status is Status.ok, result.reason
             (conn,) = [c for c in details["server_connections"] if c.get("exchanges")]
             assert conn["scheduler"] == scheduler
             seen[scheduler] = {"details": details, "conn": conn}
     finally:
-        session.ensure_scheduler("own")
+        session.ensure_server({"scheduler": "own"})
     order = "request_order"
     for scheduler, s in seen.items():  # for the record (pytest -rP shows it)
         rows = _objects(s["details"], order)

@@ -290,7 +290,7 @@ def test_each_scheduler_orders_responses_that_are_all_ready_together(
     seen: dict[tuple[str, str], tuple[list[dict[str, Any]], dict[str, Any]]] = {}
     try:
         for scheduler, browser in SCHEDULED_LOADS:
-            session.ensure_scheduler(scheduler)
+            session.ensure_server({"scheduler": scheduler})
             # Chromium opens its own 6 connections per server over HTTP/1.1 and says so.
             connections = 6 if browser == "chromium" else 1
             load = PageLoad(TOGETHER, http, "bbr", connections, browser=browser)
@@ -315,7 +315,7 @@ def test_each_scheduler_orders_responses_that_are_all_ready_together(
                 details["priority_signals"],
             )
     finally:
-        session.ensure_scheduler("own")
+        session.ensure_server({"scheduler": "own"})
 
     rows, conn = seen["sequential", "firefox"]
     if http == "2":

@@ -29,11 +29,13 @@ from pathlib import Path
 import pytest
 
 from clarke import registry
+from clarke.campaign.dimensions import SCHEDULER
 from clarke.errors import EnvironmentProblem, InputError
 from clarke.server import openlitespeed as ols
 from clarke.server import tcp_cc
 from clarke.server.openlitespeed import DOCUMENTED_KEYS, OlsSettings, OlsSite, stats, tcp
 from clarke.server.openlitespeed import config as conf
+from clarke.vocab import Scheduler
 from conftest import free_port, need
 from helpers import dockerfile_instructions
 
@@ -353,11 +355,13 @@ def test_openlitespeed_keeps_its_own_scheduler() -> None:
     with pytest.raises(InputError, match=r"scheduler: sequential: OpenLiteSpeed keeps its own"):
         ols.settings_from_body({"scheduler": "sequential"}, now)
     server = registry.get("server", "openlitespeed")
-    server.check_scheduler("own")
-    with pytest.raises(InputError, match=r"matrix.scheduler: rfc9218: the openlitespeed server"):
-        server.check_scheduler("rfc9218", "matrix.scheduler")
+    assert server.takes(SCHEDULER, Scheduler.own)
+    assert not server.takes(SCHEDULER, Scheduler.rfc9218)
+    assert server.refusal(SCHEDULER, Scheduler.rfc9218).startswith(
+        "rfc9218: the openlitespeed server does not take it (OpenLiteSpeed keeps its own"
+    )
     for name in ("round-robin", "sequential", "rfc9218", "own"):
-        registry.get("server", "origin").check_scheduler(name)
+        assert registry.get("server", "origin").takes(SCHEDULER, Scheduler(name))
 
 
 def _site(tmp_path: Path, port: int = 443, address: str = "198.19.130.2") -> OlsSite:

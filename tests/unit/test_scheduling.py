@@ -11,11 +11,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from clarke import registry
 from clarke.agent.agents import Agents
 from clarke.campaign.dimensions import SCHEDULER
 from clarke.campaign.plan import plan_file
-from clarke.contract import Configured, ServerConfig, ServerState
+from clarke.contract import BaseServerConfig, Configured, ServerConfig
 from clarke.errors import ClarkeError
 from clarke.report.order import completion_order
 from clarke.results.objects import kendall_tau_b, object_rows, signals_received
@@ -181,42 +180,36 @@ def test_the_report_draws_completion_order_per_scheduler() -> None:
 
 
 class _Server:
-    """A server agent's client that counts what it is asked."""
+    """A server agent's client that counts what it is asked; its configure is a no-op
+    where the scheduler asked for is in force, as a server's is (roles.py)."""
 
     def __init__(self, scheduler: str) -> None:
         self.scheduler = scheduler
         self.calls: list[str] = []
 
-    def server_state(self) -> ServerState:
-        self.calls.append("GET /state")
-        return ServerState(scheduler=self.scheduler)
-
-    def configure(self, body: ServerConfig) -> Configured:
+    def configure(self, body: BaseServerConfig) -> Configured:
         self.calls.append("POST /config")
-        self.scheduler = str(body.body()["scheduler"])
-        return Configured(applied=True, state={"scheduler": self.scheduler})
+        asked = str(body.body()["scheduler"])
+        applied = asked != self.scheduler
+        self.scheduler = asked
+        return Configured(applied=applied, state={"scheduler": self.scheduler})
 
 
-def test_a_scheduler_in_force_costs_one_state_call_per_run() -> None:
-    """origin names its own scheduler `round-robin`: a campaign without the axis (`own`)
-    asks its state once per run and never configures it (issue 32: each run put its
-    cell in force with a state call and a no-op POST /config)."""
-    server = _Server("round-robin")
+def test_a_scheduler_in_force_costs_one_call_per_run() -> None:
+    """A campaign without the axis (`own`) puts the scheduler in force with one request
+    per run, which the server finds in force (issue 32: each run once made a state call
+    and a no-op POST /config); another is applied once and recorded."""
+    server = _Server("own")
     agents = Agents.__new__(Agents)
     agents.clients = {"server": server}  # type: ignore[dict-item]
     agents.applied = []
-    origin = registry.get("server", "origin")
     for _ in range(3):
-        own = Scheduler.own.value
-        assert agents.ensure_scheduler(own, origin.scheduler_state(own)) is None
-    assert server.calls == ["GET /state"] * 3
-    # Another scheduler is applied once, then found in force.
-    applied = agents.ensure_scheduler("sequential", origin.scheduler_state("sequential"))
-    assert applied is not None and applied.value == "sequential"
-    assert agents.ensure_scheduler("sequential", "sequential") is None
-    assert server.calls[3:] == ["GET /state", "POST /config", "GET /state"]
-    # A server that keeps its own says `own`.
-    assert registry.get("server", "openlitespeed").scheduler_state(own) == own
+        assert agents.ensure_server({"scheduler": Scheduler.own.value}) is None
+    assert server.calls == ["POST /config"] * 3
+    applied = agents.ensure_server({"scheduler": "sequential"})
+    assert applied is not None and (applied.what, applied.value) == ("scheduler", "sequential")
+    assert agents.ensure_server({"scheduler": "sequential"}) is None
+    assert server.calls[3:] == ["POST /config"] * 2 and agents.applied == [applied]
 
 
 def _timed(url: str, start: float, end: float) -> dict[str, Any]:

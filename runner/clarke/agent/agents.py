@@ -8,12 +8,13 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from clarke.agent.client import AgentClient
 from clarke.contract import (
+    BaseServerConfig,
     Health,
     LinkConfig,
     LinkState,
@@ -42,7 +43,7 @@ class Applied:
     """One change made to the testbed: what, to which value, on which roles, when, and
     how long it took."""
 
-    what: str  # profile | cc | pep | scheduler | site
+    what: str  # profile | cc | pep | site | the server settings applied (scheduler ...)
     value: str
     sha256: str | None
     roles: tuple[str, ...]
@@ -198,7 +199,7 @@ class Agents:
         return done
 
     # --- the server ----------------------------------------------------------------------
-    def cc_body(self, cc: str) -> ServerConfig:
+    def cc_body(self, cc: str) -> BaseServerConfig:
         """TCP's and QUIC's algorithm of the same family. A server whose QUIC stack lacks
         it keeps its QUIC setting (its h3 loads with this cc then fail as such)."""
         quic = CongestionControl(cc).quic
@@ -207,24 +208,22 @@ class Agents:
             return ServerConfig.model_validate({"tcp_cc": cc, "quic_cc": quic})
         return ServerConfig.model_validate({"tcp_cc": cc})
 
-    def ensure_scheduler(self, scheduler: str, in_state: str | None = None) -> Applied | None:
-        """The server's stream scheduler (vocab.Scheduler), applied when the server
-        says another is in force: one GET /state per call, and a POST /config only for
-        a change. `in_state`: what the server's state says while `scheduler` is in force
-        (origin names its own `round-robin`; default: `scheduler`). A server that names
-        none is asked each time; its configure is a no-op when nothing changes."""
-        body = ServerConfig.model_validate({"scheduler": scheduler})
-        if self["server"].server_state().scheduler == (in_state or scheduler):
-            return None
+    def ensure_server(self, settings: Mapping[str, object]) -> Applied | None:
+        """The server settings `settings` names (fields of its POST /config: the
+        dimensions it puts in force, campaign/dimensions.py), in one request; the
+        server's configure changes only what differs from what is in force, and says
+        whether it changed anything (None here when not)."""
+        body = ServerConfig.model_validate(dict(settings))
         started, t0 = dt.datetime.now(dt.UTC), time.monotonic()
-        if not self["server"].configure(body).applied:
+        if not body.body() or not self["server"].configure(body).applied:
             return None
+        fields = body.body()
         done = Applied(
-            "scheduler", scheduler, None, ("server",), started.isoformat(),
-            round(time.monotonic() - t0, 3),
+            "+".join(fields), ",".join(str(v) for v in fields.values()), None, ("server",),
+            started.isoformat(), round(time.monotonic() - t0, 3),
         )  # fmt: skip
         self.applied.append(done)
-        log.warning("applied stream scheduler %s to the server", scheduler)
+        log.warning("applied %s to the server", ", ".join(f"{k} {v}" for k, v in fields.items()))
         return done
 
     def ensure_site(self, site: str | None) -> Applied | None:

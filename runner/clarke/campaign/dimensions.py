@@ -78,6 +78,20 @@ class BrowserSettings(Protocol):
 Default = Callable[[Mapping[str, Any], BrowserSettings], Any]
 
 
+@dataclass(frozen=True)
+class ServerSetting:
+    """How a testbed puts a dimension's value in force when the server applies it: the
+    field of the server's POST /config it fills (contract.ServerConfig takes a field
+    for every declared setting), that field's type as the request carries it, and the
+    field's value for a value of the dimension. Which servers take which values is each
+    server's capability data (roles.Implementation.supports), checked when a campaign is
+    planned."""
+
+    field: str
+    type: Any
+    value: Callable[[Any], Any] = lambda v: v
+
+
 @dataclass(frozen=True, eq=False)
 class Dimension(Generic[V]):
     """One dimension of the run matrix (the module's docstring says what derives from it).
@@ -111,6 +125,13 @@ class Dimension(Generic[V]):
     # dimensions declared before it); where not, the cell takes its default whatever a
     # matrix lists (a recorded site's cell has no page model or size).
     applies: Callable[[Mapping[str, Any]], bool] | None = None
+    # The kind of role that puts the value in force (a server, the link ...), whose
+    # implementations' capability data says which values each takes (checked when a
+    # campaign is planned: registry.check_supported); None: the load request's own.
+    applied_by: str | None = None
+    # How the server puts it in force, where a field of its POST /config does; None: a
+    # runner step of its own (run/campaign/apply.py), or the load request's own.
+    setting: ServerSetting | None = None
     _adapter: TypeAdapter[Any] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -145,6 +166,14 @@ class Dimension(Generic[V]):
 
     def __repr__(self) -> str:
         return f"Dimension({self.name})"
+
+    def default_text(self) -> str | None:
+        """The value a cell takes when no matrix gives one, where it takes one whatever
+        its other coordinates (None where it depends on them: the connections)."""
+        try:
+            return self.text(self.default_for({}, _NO_BROWSER_SETTINGS))
+        except (ValueError, KeyError):
+            return None
 
 
 def _fixed(value: Any) -> Default:
@@ -184,6 +213,7 @@ CC: Dimension[CongestionControl] = Dimension(
     help="the server's congestion control (QUIC: reno is NewReno)",
     column="cc",
     required=True,
+    applied_by="server",
     record=lambda v: v.value,
     run_id=lambda v: v.value,
 )
@@ -241,6 +271,7 @@ SITE: Dimension[str] = Dimension(
     legend=lambda v: "" if v == SITE_NONE else f", {site_label(v)}",
     legend_shown=Shown.several,
     column_shown=Shown.not_default,
+    applied_by="server",
 )
 DNS_CACHE: Dimension[DnsCache] = Dimension(
     name="dns_cache",
@@ -344,6 +375,8 @@ SCHEDULER: Dimension[Scheduler] = Dimension(
     legend=lambda v: f", {v.value}",
     legend_shown=Shown.several,
     column_shown=Shown.several,
+    applied_by="server",
+    setting=ServerSetting("scheduler", Scheduler, lambda v: v.value),
 )
 
 _declared: list[Dimension[Any]] = [

@@ -7,18 +7,19 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 
 from clarke import __version__, paths, tls
+from clarke.campaign.dimensions import CC, SCHEDULER, SITE
 from clarke.errors import ClarkeError, EnvironmentProblem, InputError
 from clarke.place import Place, procs
 from clarke.place.plan import HTTPS_PORT, ORIGIN_CONTROL
-from clarke.roles import Implementation, RoleProcess
+from clarke.roles import EVERY, Capabilities, RoleProcess, ServerImplementation
 from clarke.server import serve_link_checks
 from clarke.server import site as sites
-from clarke.vocab import SCHEDULERS, CongestionControl, Scheduler
+from clarke.vocab import CongestionControl, Scheduler
 
 START_TIMEOUT_S = 30.0
 SETTINGS = ("tcp_cc", "quic_cc", "quic_initial_window", "scheduler")
@@ -185,13 +186,11 @@ class OriginServer:
         self._http.close()
 
 
-class Origin(Implementation):
-    kind = "server"
+class Origin(ServerImplementation):
     name = "origin"
     summary = "Clarke's own server (origin/): congestion control and wire bytes per connection"
-    schedulers = tuple(s for s in SCHEDULERS if s != Scheduler.own)
+    supports: ClassVar[Capabilities] = {CC.name: EVERY, SCHEDULER.name: EVERY, SITE.name: EVERY}
     own_scheduler = "round-robin: h2's per DATA frame, quinn's per STREAM frame"
-    own_scheduler_state = OWN_SCHEDULER.value
     install = "build it with `cargo build --release` in origin/ (ci/build.sh), or set CLARKE_ORIGIN"
     reports_handshakes = True  # tls_handshake in every TLS connection's record
 

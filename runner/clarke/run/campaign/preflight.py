@@ -7,12 +7,13 @@ from __future__ import annotations
 from clarke import pep_presets, profiles, registry
 from clarke.browser import browsertime_engine
 from clarke.browser.client import Firefox
-from clarke.campaign.dimensions import BROWSER, PEP, PROFILE, SCHEDULER, SITE
+from clarke.campaign.dimensions import BROWSER, PEP, PROFILE
 from clarke.campaign.model import Campaign
 from clarke.campaign.plan import CampaignPlan, Run, cells_of
 from clarke.compose.substrate import ComposeSubstrate
 from clarke.errors import InputError, UnknownName
 from clarke.place import netns
+from clarke.roles import ServerImplementation
 from clarke.run.campaign.options import RunOptions
 from clarke.run.session.session import Substrate
 from clarke.testbed.substrate import NetnsSubstrate
@@ -41,20 +42,16 @@ def preflight(plan: CampaignPlan, runs: list[Run], options: RunOptions) -> tuple
     link_impl, server_impl = registry.campaign_choices(c, str(source), options.link, options.server)
     names = sorted({r.cell[PROFILE] for r in runs})
     registry.check_profiles(link_impl, [(n, profiles.read(n)) for n in names])
-    if c.browser.isolation is Isolation.context and not server_impl.reports_handshakes:
+    reports_handshakes = isinstance(server_impl, ServerImplementation) and (
+        server_impl.reports_handshakes
+    )
+    if c.browser.isolation is Isolation.context and not reports_handshakes:
         raise InputError(
             f"{source}: browser.isolation: {Isolation.context} needs a server whose records "
             f"say how every TLS handshake went (origin); {server_impl.name}'s do not, so no "
             "load's context could be shown to start from nothing"
         )
-    for scheduler in sorted({r.cell[SCHEDULER] for r in runs}):
-        server_impl.check_scheduler(scheduler, f"{source}: {SCHEDULER.key}")
-    sites = sorted({r.cell.site for r in runs if r.cell.site is not None})
-    if sites and server_impl.name != "origin":
-        raise InputError(
-            f"{source}: {SITE.key} {', '.join(sites)}: only origin replays a recorded "
-            f"site, not {server_impl.name} (docs/sites.md)"
-        )
+    registry.check_supported([r.cell for r in runs], [link_impl, server_impl], str(source))
     peps = sorted({r.cell[PEP] for r in runs} - {PEP_NONE})
     if peps and options.substrate != "netns":
         raise InputError(

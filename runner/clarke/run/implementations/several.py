@@ -27,7 +27,7 @@ from pydantic import BaseModel
 from rich.console import Console
 
 from clarke import profiles, registry, schema
-from clarke.campaign.dimensions import PROFILE, SCHEDULER
+from clarke.campaign.dimensions import PROFILE
 from clarke.campaign.plan import CampaignPlan
 from clarke.errors import ClarkeError, EnvironmentProblem, InputError
 from clarke.ids import Id
@@ -110,11 +110,10 @@ def run_implementations(
             registry.get("link", lk),
             [(n, profiles.read(n)) for n in sorted({r.cell[PROFILE] for r in plan.runs})],
         )
-    for _, sv in combos:
-        for scheduler in sorted({r.cell[SCHEDULER] for r in plan.runs}):
-            registry.get("server", sv).check_scheduler(
-                scheduler, f"{plan.source}: {SCHEDULER.key} (server {sv})"
-            )
+    for lk, sv in combos:
+        chosen = [registry.get("link", lk), registry.get("server", sv)]
+        source = f"{plan.source} ({lk} link, {sv} server)"
+        registry.check_supported([r.cell for r in plan.runs], chosen, source)
     netns.require_root_and_tun()
     check_browser(c)
 

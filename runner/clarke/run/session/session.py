@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -24,7 +25,7 @@ from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
-from clarke import profiles, registry, tls
+from clarke import profiles, tls
 from clarke.agent.agents import Agents, Applied, LinkStopped
 from clarke.browser.load import (
     ExpectedObject,
@@ -226,16 +227,12 @@ class Session:
     def ensure_cc(self, cc: str) -> Applied | None:
         return self._agents().ensure_cc(cc)
 
-    def ensure_scheduler(self, scheduler: str) -> Applied | None:
-        """The server's stream scheduler; InputError (exit 2) naming the scheduler for a
-        server that keeps its own."""
-        server = self.implementations.get("server", "")
-        in_state = scheduler
-        if server in registry.names("server"):
-            implementation = registry.get("server", server)
-            implementation.check_scheduler(scheduler)
-            in_state = implementation.scheduler_state(scheduler)
-        return self._agents().ensure_scheduler(scheduler, in_state)
+    def ensure_server(self, settings: Mapping[str, object]) -> Applied | None:
+        """The server settings `settings` names (its POST /config's fields: the
+        dimensions the server puts in force), each applied where another is in force.
+        Whether the server takes them was checked when the campaign was planned
+        (registry.check_supported)."""
+        return self._agents().ensure_server(settings)
 
     def ensure_cross(self, spec: CrossTraffic, page: str = "") -> None:
         """`spec` crossing the link (started and confirmed running; nothing for none);

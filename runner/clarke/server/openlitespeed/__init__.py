@@ -12,9 +12,13 @@ names of its parts.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import ClassVar
+
+from clarke.campaign.dimensions import CC, SCHEDULER, SITE
 from clarke.errors import EnvironmentProblem
 from clarke.place import Place
-from clarke.roles import Implementation, RoleProcess
+from clarke.roles import EVERY, Capabilities, RoleProcess, ServerImplementation
 from clarke.server import serve_link_checks
 from clarke.server.openlitespeed.config import (
     DOCUMENTED_KEYS,
@@ -32,6 +36,7 @@ from clarke.server.openlitespeed.install import (
 )
 from clarke.server.openlitespeed.server import OlsPlace, OpenLiteSpeedRole, initial_settings
 from clarke.server.openlitespeed.settings import OWN_SCHEDULER, OlsSettings, settings_from_body
+from clarke.vocab import Scheduler
 
 __all__ = [
     "DOCUMENTED_KEYS",
@@ -53,10 +58,15 @@ __all__ = [
 ]
 
 
-class OpenLiteSpeed(Implementation):
-    kind = "server"
+class OpenLiteSpeed(ServerImplementation):
     name = "openlitespeed"
     summary = "OpenLiteSpeed (the study's server); its image: images/openlitespeed"
+    supports: ClassVar[Capabilities] = {CC.name: EVERY, SCHEDULER.name: {Scheduler.own.value}}
+    notes: ClassVar[Mapping[str, str]] = {
+        SCHEDULER.name: f"OpenLiteSpeed keeps its own stream scheduler, {OWN_SCHEDULER}; "
+        "origin takes every scheduler (docs/scheduling.md)",
+        SITE.name: "only origin replays a recorded site (docs/sites.md)",
+    }
     own_scheduler = OWN_SCHEDULER
     install = "see docs/openlitespeed.md, or use --server origin"
 
