@@ -262,8 +262,8 @@ SITE: Dimension[str] = Dimension(
     name="site",
     key="sites",
     item=SitePath,
-    help=f"a recorded site: its archive directory, relative to the campaign file "
-    f"({SITE_NONE}: the generated pages of models and sizes; docs/sites.md)",
+    help=f"a recorded site: its archive directory (in a campaign, relative to the campaign "
+    f"file; {SITE_NONE}: the generated pages of models and sizes; docs/sites.md)",
     column="site",
     default=_fixed(SITE_NONE),
     run_id=lambda v: "" if v == SITE_NONE else site_label(v),

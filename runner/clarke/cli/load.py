@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -13,12 +15,24 @@ from clarke import pep_presets, profiles, registry
 from clarke.browser.client import Firefox
 from clarke.browser.load import CHROMIUM_CONNECTIONS
 from clarke.browser.prefs import check_override
-from clarke.campaign.dimensions import BROWSER, CC, CONNECTIONS, HTTP, PEP, PROFILE
-from clarke.cli.dimensions import option
+from clarke.campaign.dimensions import (
+    BROWSER,
+    CC,
+    CONNECTIONS,
+    HTTP,
+    MODEL,
+    PEP,
+    PROFILE,
+    SITE,
+    SIZE,
+)
+from clarke.cli.dimensions import OptionSpec, every_dimension
 from clarke.cli.options import options_into
 from clarke.errors import InputError
 from clarke.pages.models import Registry
 from clarke.results.record import Status
+from clarke.roles import Implementation
+from clarke.run import single
 from clarke.run.session.captures import (
     CaptureMode,
     CapturePolicy,
@@ -26,7 +40,7 @@ from clarke.run.session.captures import (
     prepare_dir,
 )
 from clarke.run.session.session import Session
-from clarke.run.session.settings import PageLoad, SessionSettings
+from clarke.run.session.settings import SessionSettings
 from clarke.testbed.substrate import NetnsSubstrate
 from clarke.vocab import ENGINES, PEP_NONE, Browser, CongestionControl, Engine, HttpVersion
 
@@ -70,55 +84,81 @@ def parse_prefs(items: tuple[str, ...]) -> dict[str, bool | int]:
 
 @dataclass(frozen=True)
 class LoadOptions:
-    """What `clarke load` was asked."""
+    """What `clarke load` was asked: a value for each dimension given
+    (`dimension_values`), and how to load."""
 
-    profile: str
-    http: str
-    cc: str
-    page: str
+    dimension_values: Mapping[str, Any]
+    page: str | None
     engine: str
-    browser: str
-    connections: int | None
     firefox: str | None
     testbed_id: int | None
     prefs: tuple[str, ...]
     link: str | None
     server: str | None
-    pep: str
     capture_dir: Path | None
     capture_max_mb: int
     as_json: bool
 
 
+# Where `clarke load`'s option for a dimension says more than the declaration, or has a
+# default of its own (a campaign has none: its matrix names them).
+SPECS = {
+    PROFILE.name: OptionSpec("geo", profiles.help_text(), parsed=False),
+    HTTP.name: OptionSpec(HttpVersion.h2.value),
+    CC.name: OptionSpec(CongestionControl.bbr.value),
+    MODEL.name: OptionSpec(more_help="With --size; or both at once with --page"),
+    CONNECTIONS.name: OptionSpec(
+        more_help="Default: 1 for HTTP/1.1 as in the study, else 6; Chromium: 6, fixed"
+    ),
+    PEP.name: OptionSpec(more_help="Verified (docs/peps.md). " + pep_presets.help_text()),
+    BROWSER.name: OptionSpec(more_help=registry.help_text("client")),
+}
+DEFAULT_PAGE = "uniform-1m"
+
+
+def _given(o: LoadOptions) -> dict[str, Any]:
+    """The dimensions' values given, --page taken apart into model and size (the
+    generated page uniform-1m unless a page, a model, a size or a site is given)."""
+    given = dict(o.dimension_values)
+    names = (MODEL.name, SIZE.name, SITE.name)
+    if o.page is not None and any(n in given for n in names):
+        raise click.BadParameter(
+            "give a page as --page MODEL-SIZE, or as --model and --size, or a --site",
+            param_hint="--page",
+        )
+    page = o.page or (None if any(n in given for n in names) else DEFAULT_PAGE)
+    if page is not None:
+        model, sep, size = page.rpartition("-")
+        if not sep:
+            raise click.BadParameter(f"{page!r} is not MODEL-SIZE", param_hint="--page")
+        given |= {MODEL.name: MODEL.parse(model), SIZE.name: SIZE.parse(size)}
+    return given
+
+
+def _implementations(o: LoadOptions) -> tuple[Implementation, Implementation]:
+    """The link and server the load runs on: the testbed's, or the options'."""
+    if o.testbed_id is None:
+        return registry.get("link", o.link), registry.get("server", o.server)
+    state = NetnsSubstrate().store.read(o.testbed_id)
+    if state is None:
+        raise InputError(
+            f"there is no testbed {o.testbed_id} (clarke testbed status; bring one up with "
+            f"clarke testbed up --id {o.testbed_id})"
+        )
+    return registry.get("link", state.link), registry.get("server", state.server)
+
+
 @click.command()
-@option(PROFILE, default="geo", show_default=True, more_help=profiles.help_text())
-@option(HTTP, default=HttpVersion.h2.value, show_default=True)
-@option(
-    CC, default=CongestionControl.bbr.value, show_default=True, more_help="QUIC: reno is NewReno"
-)
+@every_dimension(SPECS)
 @click.option(
     "--page",
-    default="uniform-1m",
-    show_default=True,
-    help=_page_help(),
+    help=_page_help() + f" Default: {DEFAULT_PAGE} unless --model, --size or --site is given.",
 )
 @click.option(
     "--engine",
     type=click.Choice(ENGINES),
     default=Engine.selenium.value,
     show_default=True,
-)
-@option(
-    BROWSER,
-    choices=registry.names("client"),
-    default=Browser.firefox.value,
-    show_default=True,
-    more_help=registry.help_text("client"),
-)
-@option(
-    CONNECTIONS,
-    type=click.IntRange(1, 256),
-    more_help="Default: 1 for HTTP/1.1 as in the study, else 6; Chromium: 6, fixed",
 )
 @click.option("--firefox", help="Firefox binary: firefox-nightly, firefox, firefox-esr or a path.")
 @click.option(
@@ -147,12 +187,6 @@ class LoadOptions:
     help="The server's implementation (default origin; with --testbed: the testbed's). "
     + registry.help_text("server"),
 )
-@option(
-    PEP,
-    default=PEP_NONE,
-    show_default=True,
-    more_help="Verified (docs/peps.md). " + pep_presets.help_text(),
-)
 @click.option(
     "--capture",
     "capture_dir",
@@ -174,28 +208,26 @@ def load(o: LoadOptions) -> None:
     """Load one page once in a browser over an emulated link, verify it (protocol of every
     resource, the server's congestion control, the LCP element) and print the metrics.
 
-    Without --testbed it brings a testbed up for the load and tears it down after; with
-    it, the testbed must exist, and the load runs on --profile (applied if the link runs
-    another one)."""
+    Every dimension of a campaign's matrix is an option (its default: a campaign's);
+    the load is put in force and verified as a campaign's run is. Without --testbed it
+    brings a testbed up for the load and tears it down after; with it, the testbed must
+    exist, and the load runs on --profile (applied if the link runs another one)."""
     # Everything that can be wrong is found before anything starts.
-    Registry.default().page_by_name(o.page)
-    link_impl = registry.get("link", o.link) if o.testbed_id is None else None
-    if link_impl is not None:
-        link_impl.check_profile(profiles.read(o.profile), f"link profile {o.profile!r}")
-    else:
-        profiles.read(o.profile)
-    if o.browser == Browser.firefox:
+    cell = single.cell_of(_given(o))
+    if cell.site is None:
+        Registry.default().page_by_name(cell.page)
+    link_impl, server_impl = _implementations(o)
+    link_impl.check_profile(profiles.read(cell[PROFILE]), f"link profile {cell[PROFILE]!r}")
+    single.check(cell, [link_impl, server_impl])
+    browser = cell[BROWSER]
+    if browser is Browser.firefox:
         Firefox(o.firefox).check_environment()
     else:
-        registry.get("client", o.browser).check_environment()
-        _what_chromium_honours(o.connections, o.prefs)
-    if o.pep != PEP_NONE:
-        registry.get("pep", pep_presets.read(o.pep).implementation).check_environment()
-    if o.testbed_id is not None and NetnsSubstrate().store.read(o.testbed_id) is None:
-        raise InputError(
-            f"there is no testbed {o.testbed_id} (clarke testbed status; bring one up with "
-            f"clarke testbed up --id {o.testbed_id})"
-        )
+        registry.get("client", browser).check_environment()
+        _what_chromium_honours(o.dimension_values.get(CONNECTIONS.name), o.prefs)
+    if cell[PEP] != PEP_NONE:
+        registry.get("pep", pep_presets.read(cell[PEP]).implementation).check_environment()
+    sites = single.site_of(cell)
     overrides = parse_prefs(o.prefs)
     capture = None
     if o.capture_dir is not None:
@@ -204,22 +236,14 @@ def load(o: LoadOptions) -> None:
         capture = CapturePolicy(
             CaptureMode.all, o.capture_dir, o.capture_max_mb * 1_000_000, flat=True
         )
-    conns = o.connections or (
-        CHROMIUM_CONNECTIONS
-        if o.browser == Browser.chromium
-        else HttpVersion(o.http).default_connections
-    )
     started = time.monotonic()
     substrate = NetnsSubstrate(o.testbed_id, o.link, o.server, firefox=o.firefox)
     settings = SessionSettings(
-        engine=o.engine, firefox=o.firefox, capture=capture, browser=o.browser
+        engine=o.engine, firefox=o.firefox, capture=capture, browser=browser, sites=sites
     )
-    session = Session(substrate, [o.page], settings)
-    with session.start(o.profile) as s:
-        s.ensure_profile(o.profile)
-        s.ensure_cc(o.cc)
-        s.ensure_pep(o.pep, o.cc)
-        result, details = s.load_page(PageLoad(o.page, o.http, o.cc, conns, o.pep, prefs=overrides))
+    session = Session(substrate, [] if cell.site else [cell.page], settings)
+    with session.start(cell[PROFILE]) as s:
+        result, details = single.load_once(s, single.OneLoad(cell, prefs=overrides))
         implementations, applied = s.implementations, [a.to_dict() for a in s.applied]
     wall_ms = (time.monotonic() - started) * 1000
     m = {**result.metrics, **{k: v for k, v in details["metrics"].items() if v is not None}}
@@ -229,15 +253,16 @@ def load(o: LoadOptions) -> None:
         "engine": result.engine,
         "browser": result.browser,
         "browser_version": result.browser_version,
-        "profile": o.profile,
+        "profile": cell[PROFILE],
         "profile_sha256": (details.get("link") or {}).get("profile_sha256"),
         "link": implementations.get("link"),
         "server": implementations.get("server"),
         "applied": applied,
-        "http": o.http,
-        "cc": o.cc,
-        "page": o.page,
-        "connections": conns,
+        "http": cell[HTTP].value,
+        "cc": cell[CC].value,
+        "page": cell.page,
+        "connections": cell[CONNECTIONS],
+        "cell": cell.texts(),
         "pep": details.get("pep"),
         "plt_ms": m.get("plt_ms"),
         "fcp_ms": m.get("fcp_ms"),
@@ -261,9 +286,10 @@ def load(o: LoadOptions) -> None:
         protos = ", ".join(sorted(set(result.protocols.values()))) or "-"
         click.echo(f"{out['status']}{': ' + result.reason if result.reason else ''}")
         click.echo(
-            f"  {o.page} over {o.profile}, HTTP/{o.http}, {o.cc}, {conns} connection(s), "
-            f"{o.engine}, {result.browser.capitalize()} {result.browser_version}"
-            + (f", PEP {o.pep}" if o.pep != PEP_NONE else "")
+            f"  {cell.page} over {cell[PROFILE]}, HTTP/{cell[HTTP].value}, {cell[CC].value}, "
+            f"{cell[CONNECTIONS]} connection(s), {o.engine}, "
+            f"{result.browser.capitalize()} {result.browser_version}"
+            + (f", PEP {cell[PEP]}" if cell[PEP] != PEP_NONE else "")
         )
         for key in ("plt_ms", "fcp_ms", "lcp_ms", "ttfb_ms"):
             v = m.get(key)
@@ -275,12 +301,12 @@ def load(o: LoadOptions) -> None:
         if out["client_quic_cc"]:
             click.echo(f"  the browser's own QUIC cc: {', '.join(out['client_quic_cc'])}")
         stations = (details.get("pep") or {}).get("stations") or {}
-        if o.pep != PEP_NONE and stations:
+        if cell[PEP] != PEP_NONE and stations:
             counts = ", ".join(
                 f"{role} {s.get('accepted', '-')} intercepted, {s.get('relayed', '-')} relayed"
                 for role, s in stations.items()
             )
-            click.echo(f"  PEP {o.pep}: {counts}")
+            click.echo(f"  PEP {cell[PEP]}: {counts}")
         if "pep_hops_pre_opened" in m:
             window = m.get("pep_hop_first_window_bytes")
             click.echo(

@@ -15,10 +15,11 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from clarke.browser.load import CHROMIUM_CONNECTIONS
+from clarke.campaign.dimensions import BROWSER, CC, HTTP, MODEL, PROFILE, SIZE
 from clarke.results.record import Status
 from clarke.run.session.session import Session
-from clarke.run.session.settings import PageLoad, SessionSettings
+from clarke.run.session.settings import SessionSettings
+from clarke.run.single import OneLoad, cell_of, load_once
 from clarke.testbed.substrate import NetnsSubstrate
 from clarke.vocab import (
     LOADS_PER_BROWSER,
@@ -69,28 +70,32 @@ def harness_overhead(bench: LoadBench) -> dict[str, Any]:
         isolation=bench.isolation,
         loads_per_browser=bench.loads_per_browser,
     )
+    model, _, size = page.rpartition("-")
+    cell = cell_of(
+        {
+            PROFILE.name: PROFILE.parse(bench.profile),
+            HTTP.name: HTTP.parse(http),
+            CC.name: CongestionControl.bbr,
+            MODEL.name: model,
+            SIZE.name: size,
+            BROWSER.name: bench.browser,
+        }
+    )
     session = Session(NetnsSubstrate(bench.testbed_id), [page], settings)
     with session.start(bench.profile) as s:
-        s.ensure_profile(bench.profile)
-        s.ensure_cc(CongestionControl.bbr)
         for engine in engines:
             # Browsertime starts its own browser for every load: profile isolation only.
             isolation = bench.isolation if engine == Engine.selenium else Isolation.profile
             s.settings = replace(settings, engine=engine, isolation=isolation)
             browser, runner, plts, failed, reasons = [], [], [], 0, []
             timed = phases.setdefault(engine, {})
-            connections = HttpVersion(http).default_connections
-            if bench.browser is Browser.chromium:
-                connections = CHROMIUM_CONNECTIONS
+            one = OneLoad(cell)
             for i in range(n):
                 # As in a campaign, each load announces the next, so the client may start
                 # its browser ahead (browser/prestart.py): the wall time between two loads'
                 # calls is what a campaign pays.
-                load = PageLoad(page, http, CongestionControl.bbr, connections)
-                announce = s.request(load) if i + 1 < n else None
                 t0 = time.monotonic()
-                load = replace(load, next_load=announce)
-                result, details = s.load_page(load)
+                result, details = load_once(s, one, one if i + 1 < n else None)
                 wall = (time.monotonic() - t0) * 1000
                 if result.status is not Status.ok:
                     failed += 1

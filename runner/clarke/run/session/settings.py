@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from clarke.browser.load import LoadRequest
-from clarke.campaign.dimensions import BROWSER, CC, CONNECTIONS, HTTP, PEP, SITE, SITE_NONE
+from clarke.campaign.dimensions import BROWSER, CC, CONNECTIONS, HTTP, PEP, SITE, SITE_NONE, Cell
 from clarke.campaign.model import SlotPhase
 from clarke.campaign.plan import CampaignPlan, Run, page_registry, positions_per_profile
 from clarke.campaign.sites import PlannedSite
@@ -114,15 +114,27 @@ class PageLoad:
 
     @classmethod
     def of_run(cls, run: Run, label: str, slot_phase_s: float | None = None) -> PageLoad:
-        c = run.cell
+        return cls.of_cell(run.cell, label, slot_phase_s)
+
+    @classmethod
+    def of_cell(
+        cls,
+        c: Cell,
+        label: str,
+        slot_phase_s: float | None = None,
+        prefs: Mapping[str, bool | int] | None = None,
+        next_load: LoadRequest | None = None,
+    ) -> PageLoad:
         return cls(
-            page=run.page,
+            page=c.page,
             http=c[HTTP].value,
             cc=c[CC].value,
             connections=c[CONNECTIONS],
             pep=c[PEP],
             browser=c[BROWSER].value,
+            prefs=prefs or {},
             label=label,
             slot_phase_s=slot_phase_s,
+            next_load=next_load,
             site=c[SITE],
         )
