@@ -9,12 +9,21 @@ import json
 from pathlib import Path
 from typing import Any
 
+from clarke.campaign import dimensions
 from clarke.results.influx import CONNECTION_FIELDS
 
 DATASOURCE = {"type": "influxdb", "uid": "clarke-influxdb"}
 SCHEMA_VERSION = 39
 HERE = Path(__file__).resolve().parent
-CELL = '"profile", "http", "cc", "page", "browser"'
+# A cell's tags: every declared dimension's (campaign/dimensions.py), the page standing
+# for a generated page's model and size. Panels group by all of them, so that cells that
+# differ in any dimension (the PEP, the scheduler, the cross traffic ...) stay apart.
+CELL_TAGS = [
+    "page" if d is dimensions.MODEL else d.name
+    for d in dimensions.seal()
+    if d is not dimensions.SIZE
+]
+CELL = ", ".join(f'"{tag}"' for tag in CELL_TAGS)
 ONE_CAMPAIGN = '"campaign_id" =~ /^$campaign$/'
 # A recorded site's loads (docs/sites.md): a site tag other than none (the generated
 # pages); records from before sites have no such tag and are left out.
@@ -197,7 +206,7 @@ def overview() -> dict[str, Any]:
                 f'mean("lcp_ms") AS "lcp_ms", mean("dns_ms_sum") AS "dns_ms_sum", '
                 f'mean("dns_queries_crossed") AS "dns_queries_crossed", count("plt_ms") AS "n" '
                 f'FROM "page_load" WHERE {CAMPAIGN} AND "status" = \'ok\' AND {SITES} '
-                f'GROUP BY "site", "dns_cache", "profile", "http", "cc", "browser"',
+                f"GROUP BY {CELL}",
                 h=8,
                 overrides=[by_name(f, "none") for f in ("dns_queries_crossed", "n")],
                 description="A campaign's recorded sites (docs/sites.md): per site, DNS cache "
@@ -209,7 +218,7 @@ def overview() -> dict[str, Any]:
                 "timeseries",
                 "$metric of every successful load, in campaign order",
                 f'SELECT "$metric" FROM "page_load" WHERE {CAMPAIGN} AND "status" = \'ok\' '
-                f'GROUP BY "http", "page", "browser"',
+                f"GROUP BY {CELL}",
                 fmt="time_series",
                 h=10,
                 options={
@@ -243,7 +252,7 @@ def drilldown() -> dict[str, Any]:
                 "table",
                 "Every attempt",
                 f'SELECT {fields} FROM "page_load" WHERE {CAMPAIGN} '
-                f'AND "run_id" =~ /^$run$/ GROUP BY "run_id", "status", "profile", "http", "cc", "page", "engine", "browser"',
+                f'AND "run_id" =~ /^$run$/ GROUP BY "run_id", "status", "engine", {CELL}',
                 h=14,
             ),
             panel(
@@ -370,10 +379,8 @@ def nightly() -> dict[str, Any]:
             include_all=True,
         )
 
-    where = (
-        '"campaign" = \'nightly\' AND "metric" =~ /^$metric$/ AND "profile" =~ /^$profile$/ '
-        'AND "http" =~ /^$http$/ AND "cc" =~ /^$cc$/ AND "page" =~ /^$page$/ '
-        'AND "browser" =~ /^$browser$/'
+    where = '"campaign" = \'nightly\' AND "metric" =~ /^$metric$/ AND ' + " AND ".join(
+        f'"{tag}" =~ /^${tag}$/' for tag in CELL_TAGS
     )
     trend = (
         'SELECT mean("mean") AS "mean", mean("ci_low") AS "ci_low", mean("ci_high") AS "ci_high" '
@@ -391,7 +398,7 @@ def nightly() -> dict[str, Any]:
         "Each metric per cell, night after night, with its 95 % CI band and the baseline the nightly compares with.",
         [
             METRIC_VAR,
-            *(tag_var(key) for key in ("profile", "http", "cc", "page", "browser")),
+            *(tag_var(key) for key in CELL_TAGS),
         ],
         [
             panel(

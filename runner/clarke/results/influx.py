@@ -60,6 +60,15 @@ def tags_of(r: RunRecord) -> dict[str, str]:
     return {**{tag: str(getattr(r, tag)) for tag in TAGS}, **r.cell.texts()}
 
 
+def _cell_tags(p: Point, r: RunRecord) -> Point:
+    """A load's cell as tags, one per dimension, and its page: a measurement of a load
+    (its connections, the link's counters during it) is grouped as its load is."""
+    for name, text in r.cell.texts().items():
+        if text != "":
+            p = p.tag(name, text)
+    return p.tag("page", r.page)
+
+
 def to_point(r: RunRecord) -> Point:
     p = Point(MEASUREMENT)
     for tag, value in tags_of(r).items():
@@ -287,7 +296,7 @@ def link_stats_points(records: list[RunRecord]) -> list[Point]:
             drops = d.get("drops") or {}
             delay = d.get("queue_delay") or {}
             p = Point("link_stats").tag("campaign", r.campaign).tag("campaign_id", r.campaign_id)
-            p = p.tag("run_id", r.run_id).tag(PROFILE.name, r.cell[PROFILE])
+            p = _cell_tags(p.tag("run_id", r.run_id), r)
             p = p.tag("direction", direction)
             p = p.tag("attempt", str(r.attempt))
             p = p.field("frames", int(d.get("frames_out", 0))).field(
@@ -322,11 +331,7 @@ def connection_points(records: list[RunRecord]) -> list[Point]:
     for r in records:
         for row in r.details.get("per_connection") or []:
             p = Point("connection").tag("campaign", r.campaign).tag("campaign_id", r.campaign_id)
-            p = p.tag("run_id", r.run_id).tag("attempt", str(r.attempt))
-            texts = r.cell.texts()
-            for name in (PROFILE.name, HTTP.name, CC.name, BROWSER.name):
-                p = p.tag(name, texts[name])
-            p = p.tag("page", r.page)
+            p = _cell_tags(p.tag("run_id", r.run_id).tag("attempt", str(r.attempt)), r)
             p = p.tag("conn_id", str(row.get("id"))).tag("protocol", str(row.get("protocol")))
             for key in CONNECTION_FIELDS:
                 if (value := number(row.get(key))) is not None:
