@@ -11,6 +11,7 @@ from typing import Any
 
 from clarke import schema
 from clarke.browser.load import LoadResult
+from clarke.campaign import dimensions
 from clarke.campaign.cross import CrossTraffic
 from clarke.campaign.dimensions import CC, PROFILE, SITE_NONE, Cell
 from clarke.campaign.model import Campaign
@@ -130,6 +131,10 @@ def moved(r: RunRecord, **values: object) -> RunRecord:
     return r.model_copy(update={"cell": Cell.parse({**r.cell.record(), **values})})
 
 
+# Each server setting's default: what a server runs before anything is put in force.
+DEFAULTS = {d.setting.field: d.default_text() for d in dimensions.seal() if d.setting is not None}
+
+
 class FakeSession:
     """A testbed as the loop sees it. `script`: per run id, what each attempt does: "ok",
     "fail" (a failed load), "down" (the testbed does not answer); `plt`: a successful
@@ -174,7 +179,7 @@ class FakeSession:
 
     def ensure_server(self, settings: Mapping[str, object]) -> object:
         for field, value in settings.items():
-            if self.server_settings.get(field, "own" if field == "scheduler" else None) != value:
+            if self.server_settings.get(field, DEFAULTS.get(field)) != value:
                 self.server_settings[field] = value
                 self.applied.append((field, str(value)))
         return None

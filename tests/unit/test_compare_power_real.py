@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from clarke.campaign.dimensions import Cell
 from clarke.errors import InputError
 from clarke.run.bench.power import Trials
 from clarke.run.bench.power_real import real_figures, real_slowdowns, render_real
@@ -76,8 +77,13 @@ def test_what_cannot_be_simulated_is_an_input_error(
         real_slowdowns(_recording(1.05), pairs, ns, [1], Trials(count=5))
 
 
-H2 = "lan/2/bbr/none/none/uniform/100k/6/none/none/firefox/own"
-H3 = "lan/3/bbr/none/none/uniform/100k/6/none/none/firefox/own"
+def _path(http: str) -> str:
+    """A recorded cell's path: its values, every other dimension at its default."""
+    values = {"profile": "lan", "http": http, "cc": "bbr", "model": "uniform", "size": "100k"}
+    return Cell.parse(values | {"connections": 6}).path
+
+
+H2, H3 = _path("2"), _path("3")
 
 
 def test_cli_prints_real_and_model_for_recorded_cells(run_cli) -> None:  # type: ignore[no-untyped-def]

@@ -90,6 +90,9 @@ class ServerSetting:
     field: str
     type: Any
     value: Callable[[Any], Any] = lambda v: v
+    # Whether one of the server's connection records (what it started the connection
+    # with) shows the value in force: why not, or None. Each load is verified so.
+    check: Callable[[Any, Mapping[str, Any]], str | None] | None = None
 
 
 @dataclass(frozen=True, eq=False)

@@ -22,7 +22,6 @@ from urllib.parse import urlsplit
 import httpx
 from influxdb_client import Point, WritePrecision
 
-from clarke.campaign.dimensions import BROWSER, CC, HTTP, PROFILE
 from clarke.errors import InputError, SinkError
 from clarke.private_files import check_private_file
 from clarke.results.link_timeline import link_schedule_points

@@ -57,29 +57,63 @@ def route_congctl(prefix: str, netns: str | None = None) -> str | None:
     return None
 
 
-def set_route_congctl(
-    algo: str, client_lan: str, gateway: str, netns: str | None = None
+def _replace_route(
+    client_lan: str, gateway: str, netns: str | None, metrics: dict[str, str | None]
 ) -> list[str]:
-    """`ip route replace CLIENT_LAN via GATEWAY dev DEV [kept metrics] congctl ALGO`,
-    keeping the route's source address and initcwnd-like metrics; read back."""
+    """`ip route replace CLIENT_LAN via GATEWAY dev DEV ...`, keeping the route's source
+    address, its congctl and its initcwnd-like metrics but for `metrics` (None: left
+    out, else set)."""
     dev = route_dev(gateway, netns)
     argv = ["route", "replace", client_lan, "via", gateway, "dev", dev]
     current = route_of(client_lan, netns) or {}
     if current.get("prefsrc"):
         argv += ["src", str(current["prefsrc"])]
-    for metrics in current.get("metrics", []):
-        if isinstance(metrics, dict):
-            for name in ROUTE_METRICS:
-                if name in metrics:
-                    argv += [name, str(metrics[name])]
-    argv += ["congctl", algo]
+    kept: dict[str, str] = {}
+    for found in current.get("metrics", []):
+        if isinstance(found, dict):
+            kept |= {n: str(found[n]) for n in ROUTE_METRICS if n in found}
+            if "congestion" in found:
+                kept["congctl"] = str(found["congestion"])
+    for name, value in {**kept, **metrics}.items():
+        if value is not None:
+            argv += [name, value]
     sh.run([*_ip(netns), *argv])
+    return ["ip", *argv]
+
+
+def set_route_congctl(
+    algo: str, client_lan: str, gateway: str, netns: str | None = None
+) -> list[str]:
+    """The route towards the clients with `congctl ALGO`, read back."""
+    argv = _replace_route(client_lan, gateway, netns, {"congctl": algo})
     got = route_congctl(client_lan, netns)
     if got != algo:
-        raise CommandFailed(
-            f"ip {' '.join(argv)}: the route reads back congctl {got!r}, not {algo!r}"
-        )
-    return ["ip", *argv]
+        raise CommandFailed(f"{' '.join(argv)}: the route reads back congctl {got!r}, not {algo!r}")
+    return argv
+
+
+def route_metric(prefix: str, name: str, netns: str | None = None) -> int | None:
+    """A metric of the route to `prefix` (initcwnd, initrwnd ...), None where it has none."""
+    route = route_of(prefix, netns)
+    for metrics in (route or {}).get("metrics", []):
+        if isinstance(metrics, dict) and name in metrics:
+            return int(metrics[name])
+    return None
+
+
+def set_route_metric(
+    name: str, value: int | None, client_lan: str, gateway: str, netns: str | None = None
+) -> list[str]:
+    """The route towards the clients with metric `name` (one of ROUTE_METRICS: initcwnd,
+    which new connections from there start with, ...) set to `value` (None: without it,
+    the kernel's own), the rest of the route kept; read back."""
+    if name not in ROUTE_METRICS:
+        raise InputError(f"route metric {name!r}: one of {', '.join(ROUTE_METRICS)}")
+    argv = _replace_route(client_lan, gateway, netns, {name: None if value is None else str(value)})
+    got = route_metric(client_lan, name, netns)
+    if got != value:
+        raise CommandFailed(f"{' '.join(argv)}: the route reads back {name} {got}, not {value}")
+    return argv
 
 
 def apply_tcp_cc(

@@ -16,6 +16,9 @@ use socket2::SockRef;
 
 /// Where the kernel lists the TCP congestion controls it can use.
 pub const TCP_AVAILABLE: &str = "/proc/sys/net/ipv4/tcp_available_congestion_control";
+/// quinn's initial congestion window where none is set: ten 1472-byte datagrams
+/// (RFC 9002, section 7.2: 14720 bytes).
+pub const QUINN_INITIAL_WINDOW: u64 = 14_720;
 
 /// Errors in choosing or applying a congestion control.
 #[derive(Debug, thiserror::Error)]

@@ -135,6 +135,13 @@ pub struct ConnRecord {
     /// Retransmitted TCP segments, or QUIC packets declared lost.
     pub lost_packets: u64,
     pub cwnd_bytes: u64,
+    /// TCP: the congestion window it started with, in segments, read from TCP_INFO as
+    /// it was accepted (the route's initcwnd where it has one, else the kernel's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub initial_cwnd_segments: Option<u32>,
+    /// QUIC: the initial congestion window quinn started it with, in bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub initial_window_bytes: Option<u64>,
     pub rtt_us: u64,
     pub start_unix_ms: u64,
     pub end_unix_ms: Option<u64>,
@@ -322,14 +329,24 @@ impl Registry {
         local: SocketAddr,
         cc: String,
     ) -> ConnHandle {
-        let rec = ConnRecord::new(protocol, tls, peer, local, cc, Transport::Tcp(None));
+        let mut rec = ConnRecord::new(protocol, tls, peer, local, cc, Transport::Tcp(None));
+        // Before the first byte is sent the window is the one the connection started with.
+        rec.initial_cwnd_segments = tcpinfo::read(&fd).ok().map(|t| t.snd_cwnd);
         self.open(rec, Probe::Tcp(fd), peer)
     }
 
-    /// Registers a QUIC connection.
-    pub fn open_quic(self: &Arc<Self>, conn: quinn::Connection, local: SocketAddr, cc: String) -> ConnHandle {
+    /// Registers a QUIC connection, started with an initial window of `initial_window`
+    /// bytes.
+    pub fn open_quic(
+        self: &Arc<Self>,
+        conn: quinn::Connection,
+        local: SocketAddr,
+        cc: String,
+        initial_window: u64,
+    ) -> ConnHandle {
         let peer = conn.remote_address();
-        let rec = ConnRecord::new("h3", true, peer, local, cc, Transport::Quic(None));
+        let mut rec = ConnRecord::new("h3", true, peer, local, cc, Transport::Quic(None));
+        rec.initial_window_bytes = Some(initial_window);
         self.open(rec, Probe::Quic(conn), peer)
     }
 
@@ -427,6 +444,8 @@ impl ConnRecord {
             retrans_bytes: 0,
             lost_packets: 0,
             cwnd_bytes: 0,
+            initial_cwnd_segments: None,
+            initial_window_bytes: None,
             rtt_us: 0,
             start_unix_ms: now_ms(),
             end_unix_ms: None,

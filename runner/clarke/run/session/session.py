@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
-from clarke import profiles, tls
+from clarke import profiles, registry, tls
 from clarke.agent.agents import Agents, Applied, LinkStopped
 from clarke.browser.load import (
     ExpectedObject,
@@ -34,6 +34,7 @@ from clarke.browser.load import (
     is_browser,
     is_http,
 )
+from clarke.campaign import dimensions
 from clarke.campaign.cross import CrossTraffic
 from clarke.campaign.dimensions import SITE_NONE
 from clarke.campaign.plan import Run
@@ -53,7 +54,7 @@ from clarke.run.session.link import LinkMeter, check_record
 from clarke.run.session.pep import pep_body, pep_metrics, pep_verdict
 from clarke.run.session.settings import PageLoad, SessionSettings
 from clarke.run.session.site import SiteReplay
-from clarke.run.session.verdicts import link_verdict, server_verdict
+from clarke.run.session.verdicts import link_verdict, server_verdict, settings_verdict
 from clarke.schedules import Schedule
 from clarke.schema import problems_of
 from clarke.timing import Phases
@@ -231,8 +232,20 @@ class Session:
         """The server settings `settings` names (its POST /config's fields: the
         dimensions the server puts in force), each applied where another is in force.
         Whether the server takes them was checked when the campaign was planned
-        (registry.check_supported)."""
-        return self._agents().ensure_server(settings)
+        (registry.check_supported); a setting the server has none for (its capability
+        data names no value of it) is left out at its default, which it runs at."""
+        server = self.implementations.get("server", "")
+        named = (
+            registry.get("server", server).supports if server in registry.names("server") else {}
+        )
+        kept = {}
+        for d in dimensions.seal():
+            if d.setting is None or d.setting.field not in settings:
+                continue
+            value = settings[d.setting.field]
+            if d.name in named or str(value) != d.default_text():
+                kept[d.setting.field] = value
+        return self._agents().ensure_server(kept) if kept else None
 
     def ensure_cross(self, spec: CrossTraffic, page: str = "") -> None:
         """`spec` crossing the link (started and confirmed running; nothing for none);
@@ -482,6 +495,8 @@ class Session:
             details |= server_verdict(
                 server, load.http, load.cc, page_bytes, objects, load.connections
             )
+        if load.cell is not None and not details["failure"]:
+            details["failure"] = settings_verdict(load.cell, server)
         details["isolation"] = isolation_verdict(
             server, result.raw or {}, load.http, self.settings.isolation
         )

@@ -111,6 +111,9 @@ class PageLoad:
     slot_phase_s: float | None = None
     next_load: LoadRequest | None = None
     site: str = SITE_NONE
+    # The cell the load was made of (a campaign's run, or clarke load's options), where
+    # it was: the server settings it put in force are verified against it.
+    cell: Cell | None = None
 
     @classmethod
     def of_run(cls, run: Run, label: str, slot_phase_s: float | None = None) -> PageLoad:
@@ -137,4 +140,5 @@ class PageLoad:
             slot_phase_s=slot_phase_s,
             next_load=next_load,
             site=c[SITE],
+            cell=c,
         )

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from clarke.campaign.dimensions import Cell
 from clarke.contract import LinkState
 from clarke.vocab import CongestionControl, HttpVersion
 
@@ -133,3 +134,19 @@ def link_overhead(link_stats: dict[str, dict[str, Any]], page_bytes: int) -> dic
         "link_overhead_forward": (forward - page_bytes) / page_bytes,
         "link_overhead_return": back / page_bytes,
     }
+
+
+def settings_verdict(cell: Cell, stats: Mapping[str, Any]) -> str:
+    """Whether the server started every connection of the load with the settings the
+    cell put in force (each declared setting's own check, campaign/dimensions.py):
+    why not, or ""."""
+    conns = [c for c in stats.get("connections", []) if c.get("requests", 0) > 0]
+    for dimension, value in cell.items():
+        check = dimension.setting.check if dimension.setting is not None else None
+        if check is None:
+            continue
+        for conn in conns:
+            why = check(value, conn)
+            if why:
+                return why
+    return ""
