@@ -202,7 +202,7 @@ def test_study_campaign_covers_table_4() -> None:
     # nothing beyond Table 4: 24 + 12 new (cubic) + 8 new (triangular) per profile
     assert len(cells) == 2 * 44
     assert len(plan.runs) == 3 * len(cells)
-    shared_cell = "geo/2/bbr/none/none/uniform/1m/6/none/none/firefox/own"
+    shared_cell = "geo/2/bbr/none/none/uniform/1m/6/none/none/firefox/own/default"
     shared = next(r for r in plan.runs if r.cell.path == shared_cell)
     assert shared.scenarios == ("parallel-streams", "congestion-control", "page-structure")
     h1 = next(r for r in plan.runs if r.cell[HTTP] == "1.1")

@@ -39,6 +39,13 @@ from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints, 
 
 from clarke import pep_presets
 from clarke.campaign.cross import NO_CROSS_TRAFFIC, CrossTraffic, CrossTrafficEntry
+from clarke.campaign.initial_window import (
+    IW_DEFAULT,
+    IW_FIELD,
+    QUIC_DATAGRAM_BYTES,
+    InitialWindowValue,
+    in_force,
+)
 from clarke.ids import ID_RE
 from clarke.vocab import PEP_NONE, Browser, CongestionControl, DnsCache, HttpVersion, Scheduler
 
@@ -382,6 +389,23 @@ SCHEDULER: Dimension[Scheduler] = Dimension(
     setting=ServerSetting("scheduler", Scheduler, lambda v: v.value),
 )
 
+INITIAL_WINDOW: Dimension[str] = Dimension(
+    name="initial_window",
+    key="initial_window",
+    item=InitialWindowValue,
+    help=f"the server's initial congestion window, in segments: TCP's (its route's initcwnd) "
+    f"and QUIC's (as many {QUIC_DATAGRAM_BYTES}-byte datagrams); {IW_DEFAULT}: the kernel's "
+    "and the QUIC stack's own, ten ([M] Table 5)",
+    column="iw",
+    default=_fixed(IW_DEFAULT),
+    run_id=lambda v: f"iw{v}",
+    legend=lambda v: "" if v == IW_DEFAULT else f", IW {v}",
+    legend_shown=Shown.several,
+    column_shown=Shown.not_default,
+    applied_by="server",
+    setting=ServerSetting(IW_FIELD, InitialWindowValue, check=in_force),
+)
+
 _declared: list[Dimension[Any]] = [
     PROFILE,
     HTTP,
@@ -395,6 +419,7 @@ _declared: list[Dimension[Any]] = [
     PEP,
     BROWSER,
     SCHEDULER,
+    INITIAL_WINDOW,
 ]
 _sealed = False
 

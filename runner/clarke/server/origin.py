@@ -12,12 +12,13 @@ from typing import Any, ClassVar
 import httpx
 
 from clarke import __version__, paths, tls
-from clarke.campaign.dimensions import CC, SCHEDULER, SITE
+from clarke.campaign.dimensions import CC, INITIAL_WINDOW, SCHEDULER, SITE
+from clarke.campaign.initial_window import IW_DEFAULT, IW_FIELD, QUIC_DATAGRAM_BYTES
 from clarke.errors import ClarkeError, EnvironmentProblem, InputError
 from clarke.place import Place, procs
 from clarke.place.plan import HTTPS_PORT, ORIGIN_CONTROL
 from clarke.roles import EVERY, Capabilities, RoleProcess, ServerImplementation
-from clarke.server import serve_link_checks
+from clarke.server import serve_link_checks, tcp_cc
 from clarke.server import site as sites
 from clarke.vocab import CongestionControl, Scheduler
 
@@ -50,6 +51,7 @@ class OriginServer:
         self.children = procs.Children()
         self._http = httpx.Client(base_url=f"http://{ORIGIN_CONTROL}", timeout=15, trust_env=False)
         self.site: sites.PlacedSite | None = None
+        self.initial_window = IW_DEFAULT  # in force: the kernel's and quinn's own
         self.site_addresses = sites.Addresses(place)
         # Set while origin is restarted on purpose (a site): the agent's supervisor, which
         # stops the role when a child has exited, must not take that for a death.
@@ -97,8 +99,7 @@ class OriginServer:
         in force. The site is read, placed and given its certificates before origin
         stops, so a broken archive leaves the running one as it was."""
         site = sites.prepare(self.place, name) if name is not None else None
-        settings = self.state()
-        settings.pop(sites.SITE_KEY, None)
+        settings = {k: v for k, v in self.state().items() if k in SETTINGS}
         self._restarting = True
         try:
             self.children.stop("origin")
@@ -132,8 +133,25 @@ class OriginServer:
         settings = self._call("GET", "/health").get("settings") or {}
         return {
             **{k: settings.get(k) for k in SETTINGS},
+            IW_FIELD: self.initial_window,
             sites.SITE_KEY: self.site.name if self.site else None,
         }
+
+    def _set_initial_window(self, value: str) -> None:
+        """TCP's initial window on the route towards the clients (read at accept from
+        TCP_INFO in each connection's record), QUIC's in origin's own settings."""
+        segments = None if value == IW_DEFAULT else int(value)
+        plan = self.place.plan
+        tcp_cc.set_route_metric(
+            "initcwnd",
+            segments,
+            str(plan.remote_lan("server").prefix),
+            plan.next_hop("server"),
+            self.place.ns,
+        )
+        quic = None if segments is None else segments * QUIC_DATAGRAM_BYTES
+        self._call("POST", "/config", {"quic_initial_window": quic})
+        self.initial_window = value
 
     def configure(self, body: dict[str, Any]) -> dict[str, Any]:
         """{"tcp_cc", "quic_cc", "quic_initial_window", "scheduler", "site"} (any
@@ -141,7 +159,7 @@ class OriginServer:
         scheduler `own` is origin's round-robin; `site` restarts origin with that site
         (server/site.py). Any other key is refused (origin would refuse it too; compared
         with what is in force, a null one would have passed as a no-op)."""
-        allowed = (*SETTINGS, sites.SITE_KEY)
+        allowed = (*SETTINGS, IW_FIELD, sites.SITE_KEY)
         unknown = sorted(set(body) - set(allowed))
         if unknown:
             raise InputError(
@@ -153,11 +171,14 @@ class OriginServer:
         current = self.state()
         if all(current.get(k) == v for k, v in body.items()):
             return {"applied": False, "state": current}
+        body = dict(body)
         if sites.SITE_KEY in body:
-            body = dict(body)
             name = sites.check_name(body.pop(sites.SITE_KEY))
             if name != current[sites.SITE_KEY]:
                 self._serve_site(name)
+        window = body.pop(IW_FIELD, None)
+        if window is not None and window != self.initial_window:
+            self._set_initial_window(str(window))
         if body:
             self._call("POST", "/config", body)
         return {"applied": True, "state": self.state()}
@@ -189,7 +210,12 @@ class OriginServer:
 class Origin(ServerImplementation):
     name = "origin"
     summary = "Clarke's own server (origin/): congestion control and wire bytes per connection"
-    supports: ClassVar[Capabilities] = {CC.name: EVERY, SCHEDULER.name: EVERY, SITE.name: EVERY}
+    supports: ClassVar[Capabilities] = {
+        CC.name: EVERY,
+        SCHEDULER.name: EVERY,
+        SITE.name: EVERY,
+        INITIAL_WINDOW.name: EVERY,
+    }
     own_scheduler = "round-robin: h2's per DATA frame, quinn's per STREAM frame"
     install = "build it with `cargo build --release` in origin/ (ci/build.sh), or set CLARKE_ORIGIN"
     reports_handshakes = True  # tls_handshake in every TLS connection's record
