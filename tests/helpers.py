@@ -15,10 +15,16 @@ from clarke.campaign.cross import CrossTraffic
 from clarke.campaign.dimensions import CC, PROFILE, SITE_NONE, Cell
 from clarke.campaign.model import Campaign
 from clarke.campaign.plan import Run, ShardBy, expand, shard_numbers
+from clarke.contract import PepConfig
 from clarke.errors import ClarkeError
+from clarke.place.plan import Addresses
 from clarke.results import store
+from clarke.results.details import LinkInForce, LoadDetails
 from clarke.results.journal import Journal
 from clarke.results.record import RunRecord, Status
+from clarke.results.server_records import ServerConnection
+from clarke.results.station_records import LinkRoleStats, PepStationStats
+from clarke.run.session.pep import pep_verdict
 from clarke.vocab import PEP_NONE, DnsCache
 
 BASE = dt.datetime(2026, 11, 22, 12, 0, 0, tzinfo=dt.UTC)
@@ -69,6 +75,33 @@ def record(
         if status is Status.ok
         else {},
     )
+
+
+def link_stats(stats: dict[str, Any]) -> dict[str, LinkRoleStats]:
+    """The link roles' /stats (role -> what it said) as a load's `link_stats`."""
+    return {role: LinkRoleStats.model_validate(said) for role, said in stats.items()}
+
+
+def server_connections(conns: list[dict[str, Any]]) -> list[ServerConnection]:
+    """Connection records as the server's /stats gives them."""
+    return [ServerConnection.model_validate(c) for c in conns]
+
+
+def pep_stations(stations: dict[str, dict[str, Any]]) -> dict[str, PepStationStats]:
+    """The stations' /pep/stats (role -> what it said) as a load's `pep.stations`."""
+    return {role: PepStationStats.model_validate(said) for role, said in stations.items()}
+
+
+def pep_verdict_of(
+    pep: str,
+    http: str,
+    conns: list[dict[str, Any]],
+    stations: dict[str, dict[str, Any]],
+    plan: Addresses,
+    asked: PepConfig | None = None,
+) -> str:
+    """run.session.pep.pep_verdict of what the server and the stations said."""
+    return pep_verdict(pep, http, server_connections(conns), pep_stations(stations), plan, asked)
 
 
 def split_results(src: Path, base: Path, count: int, by: str = "index") -> list[Path]:
@@ -191,14 +224,15 @@ class FakeSession:
 
     def load(
         self, run: Run, attempt: int, next_run: Run | None = None
-    ) -> tuple[LoadResult, dict[str, Any]]:
+    ) -> tuple[LoadResult, LoadDetails]:
         assert self.profile == run.cell[PROFILE] and self.cc == run.cell[CC]
         what = (self.script.get(run.run_id) or ["ok"]).pop(0)
         self.events.append(f"load {run.run_id} {what}")
         if what == "down":
             raise ClarkeError("client agent at http://x: ConnectError")
         if what == "fail":
-            return LoadResult.failed("selenium", "asked for h2, fell back to http/1.1"), {}
+            failed = LoadResult.failed("selenium", "asked for h2, fell back to http/1.1")
+            return failed, LoadDetails()
         plt = self.plt(run) if self.plt else 100.0
         ok = LoadResult(status=Status.ok, engine="selenium", metrics={"plt_ms": plt})
-        return ok, {"link": {"profile": run.cell[PROFILE], "profile_sha256": "f" * 64}}
+        return ok, LoadDetails(link=LinkInForce(profile=run.cell[PROFILE], profile_sha256="f" * 64))

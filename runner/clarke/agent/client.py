@@ -137,10 +137,10 @@ class AgentClient:
             Stats, "/capture/start", self._call("POST", "/capture/start", body)
         ).body()
 
-    def capture_stop(self) -> dict[str, Any]:
+    def capture_stop(self) -> CaptureStopped:
         """The packets (base64) and tcpdump's counts; up to the cap, so give it time."""
         data = self._call("POST", "/capture/stop", {}, timeout=120)
-        return self._reply(CaptureStopped, "/capture/stop", data).body()
+        return self._reply(CaptureStopped, "/capture/stop", data)
 
     def pep_state(self) -> dict[str, Any]:
         return self._reply(Reply, "/pep/state", self._call("GET", "/pep/state")).body()

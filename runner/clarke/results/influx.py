@@ -28,6 +28,7 @@ from clarke.private_files import check_private_file
 from clarke.results.link_timeline import link_schedule_points
 from clarke.results.metric_families import number
 from clarke.results.record import RunRecord
+from clarke.results.station_records import Sojourn
 from clarke.results.summary import ALL_FAMILY_METRICS, Sequential, summarise
 from clarke.sequential import Decision
 from clarke.vocab import SENDER
@@ -279,24 +280,23 @@ def link_stats_points(records: list[RunRecord]) -> list[Point]:
     direction), as `link_stats` points at the load's time."""
     points = []
     for r in records:
-        stats = r.details.get("link_stats") or {}
+        stats = r.details.link_stats
         for direction, role in SENDER.items():
-            d = (stats.get(role) or {}).get(direction)
-            if not isinstance(d, dict):
+            station = stats.get(role)
+            d = station.direction(direction) if station is not None else None
+            if d is None:
                 continue
-            drops = d.get("drops") or {}
-            delay = d.get("queue_delay") or {}
+            drops = d.drops or {}
+            delay = d.queue_delay or Sojourn()
             p = Point("link_stats").tag("campaign", r.campaign).tag("campaign_id", r.campaign_id)
             p = p.tag("run_id", r.run_id).tag(PROFILE.name, r.cell[PROFILE])
             p = p.tag("direction", direction)
             p = p.tag("attempt", str(r.attempt))
-            p = p.field("frames", int(d.get("frames_out", 0))).field(
-                "bytes", int(d.get("bytes_out", 0))
-            )
-            p = p.field("drops_queue", int(drops.get("queue_full", 0)))
-            p = p.field("drops_loss", int(drops.get("loss", 0)))
-            p = p.field("queue_delay_mean_ms", float(delay.get("mean_ms", 0.0)))
-            p = p.field("queue_delay_max_ms", float(delay.get("max_ms", 0.0)))
+            p = p.field("frames", d.frames_out).field("bytes", d.bytes_out)
+            p = p.field("drops_queue", drops.get("queue_full", 0))
+            p = p.field("drops_loss", drops.get("loss", 0))
+            p = p.field("queue_delay_mean_ms", float(delay.mean_ms or 0.0))
+            p = p.field("queue_delay_max_ms", float(delay.max_ms or 0.0))
             points.append(p.time(r.timestamp_ns, WritePrecision.NS))
     return points
 
@@ -320,16 +320,16 @@ def connection_points(records: list[RunRecord]) -> list[Point]:
     points at the load's time, one series per connection id."""
     points = []
     for r in records:
-        for row in r.details.get("per_connection") or []:
+        for row in r.details.per_connection:
             p = Point("connection").tag("campaign", r.campaign).tag("campaign_id", r.campaign_id)
             p = p.tag("run_id", r.run_id).tag("attempt", str(r.attempt))
             texts = r.cell.texts()
             for name in (PROFILE.name, HTTP.name, CC.name, BROWSER.name):
                 p = p.tag(name, texts[name])
             p = p.tag("page", r.page)
-            p = p.tag("conn_id", str(row.get("id"))).tag("protocol", str(row.get("protocol")))
-            for key in CONNECTION_FIELDS:
-                if (value := number(row.get(key))) is not None:
+            p = p.tag("conn_id", str(row.id)).tag("protocol", str(row.protocol))
+            for key in CONNECTION_FIELDS:  # fields of the row (ConnectionRow)
+                if (value := number(getattr(row, key))) is not None:
                     p = p.field(key, value)
             points.append(p.time(r.timestamp_ns, WritePrecision.NS))
     return points
