@@ -61,10 +61,8 @@ def test_every_recorded_journal_writes_its_details_as_they_were() -> None:
 
 
 def test_a_record_without_a_part_reads_it_as_absent_and_keeps_keys_it_does_not_know() -> None:
-    line = record(0).model_dump_json().replace(
-        '"details":{}',
-        '"details":{"padding":"x","server_connections":[{"id":1,"requests":2,"gone":true}]}',
-    )
+    details = '{"padding":"x","server_connections":[{"id":1,"requests":2,"gone":true}]}'
+    line = record(0).model_dump_json().replace('"details":{}', f'"details":{details}')
     r = RunRecord.model_validate_json(line)
     assert r.details.link is None and r.details.timeline is None and r.details.isolation is None
     assert r.details.per_connection == [] and r.details.failure == ""
