@@ -21,6 +21,7 @@ from clarke.place.plan import Addresses
 from clarke.results import store
 from clarke.results.details import LinkInForce, LoadDetails
 from clarke.results.journal import Journal
+from clarke.results.meta import LinkCheckRecord, Meta
 from clarke.results.record import RunRecord, Status
 from clarke.results.server_records import ServerConnection
 from clarke.results.station_records import LinkRoleStats, PepStationStats
@@ -111,7 +112,7 @@ def split_results(src: Path, base: Path, count: int, by: str = "index") -> list[
     meta, journal = store.open_existing(src)
     plan = json.loads((src / store.PLAN).read_text())
     records = list(journal.records())
-    cid = meta["campaign_id"]
+    cid = meta.campaign_id
     campaign_file = src / store.CAMPAIGN_COPY
     runs = expand(schema.read(Campaign, campaign_file), campaign_file, plan.get("seed")).runs
     number = shard_numbers(runs, count, ShardBy(by))
@@ -129,7 +130,7 @@ def split_results(src: Path, base: Path, count: int, by: str = "index") -> list[
                 **assignment,
                 "runs": [r for r in plan["runs"] if number[r["index"]] == i],
             },
-            {**meta, "shard": label, **assignment},
+            _shard_meta(meta, label, by),
         )
         testbed = {"testbed": f"netns-{i}"} if by != "index" else {}
         with Journal.in_dir(d) as j:
@@ -137,6 +138,15 @@ def split_results(src: Path, base: Path, count: int, by: str = "index") -> list[
                 if number[r.run_index] == i:
                     j.append(r.model_copy(update={"shard": label, **testbed}))
         out.append(d)
+    return out
+
+
+def _shard_meta(meta: Meta, label: str, by: str) -> Meta:
+    """`meta` as a shard's: its label, and how the plan was sliced unless by index."""
+    out = meta.model_copy(deep=True)
+    out.shard = label
+    if by != "index":
+        out.shard_by = by
     return out
 
 
@@ -217,10 +227,10 @@ class FakeSession:
             self.applied.append(("site", f"{site} {cache.value}"))
         return None
 
-    def check_link(self, profile: str, phase: str, level: str) -> dict[str, Any]:
+    def check_link(self, profile: str, phase: str, level: str) -> LinkCheckRecord:
         self.ensure_profile(profile)
         self.events.append(f"{phase} {profile}")
-        return {"phase": phase, "profile": profile, "passed": True}
+        return LinkCheckRecord(phase=phase, profile=profile, passed=True)
 
     def load(
         self, run: Run, attempt: int, next_run: Run | None = None

@@ -14,6 +14,7 @@ from clarke.campaign.plan import Run
 from clarke.contract import LinkState, ServerStats
 from clarke.errors import ClarkeError
 from clarke.results.journal import Journal
+from clarke.results.meta import LinkCheckRecord
 from clarke.results.record import RunRecord, Status
 from clarke.results.station_records import LinkRoleStats
 from clarke.run.campaign import loop
@@ -48,7 +49,7 @@ class Seen:
         self.skips.append(run.run_id)
 
     def checking(self, check: LinkCheck) -> None: ...
-    def checked(self, check: LinkCheck, result: dict[str, Any]) -> None: ...
+    def checked(self, check: LinkCheck, result: LinkCheckRecord) -> None: ...
     def loading(self, run: Run, attempt: int) -> None: ...
 
     def recorded(self, record: RunRecord, final: bool) -> None:
@@ -105,7 +106,7 @@ def test_each_change_is_applied_once(tmp_path: Path) -> None:
     out, seen, records = run_all(tmp_path, plan, session)
     assert session.applied == [("profile", "lan"), ("cc", "bbr"), ("profile", "geo")]
     assert session.events[0] == "before lan" and session.events[4] == "after lan"
-    assert [c["phase"] for c in out.checks] == ["before", "after", "before", "after"]
+    assert [c.phase for c in out.checks] == ["before", "after", "before", "after"]
     assert seen.final == [r.run_id for r in plan]
     assert all(r.status is Status.ok and r.profile_sha256 == "f" * 64 for r in records)
 
@@ -157,11 +158,11 @@ def test_a_vanished_testbed_stops_the_campaign_and_resume_finishes_it(tmp_path: 
 
 def test_a_failed_link_check_is_recorded_not_fatal(tmp_path: Path) -> None:
     class BadLink(FakeSession):
-        def check_link(self, profile: str, phase: str, level: str) -> dict[str, Any]:
+        def check_link(self, profile: str, phase: str, level: str) -> LinkCheckRecord:
             raise ClarkeError("iperf3 printed no JSON")
 
     out, seen, records = run_all(tmp_path, runs("lan"), BadLink())
-    assert [c.get("error") for c in out.checks] == ["Error: iperf3 printed no JSON"] * 2
+    assert [c.error for c in out.checks] == ["Error: iperf3 printed no JSON"] * 2
     assert [r.status for r in records] == [Status.ok]
 
 

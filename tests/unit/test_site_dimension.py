@@ -23,6 +23,7 @@ from clarke.campaign.plan import plan_file
 from clarke.contract import ServerStats
 from clarke.errors import InputError, ValidationFailed
 from clarke.results.details import DnsQuery, LoadDetails, OriginRow
+from clarke.results.meta import Meta
 from clarke.results.server_records import ReplayMiss
 from clarke.run.campaign.apply import put_in_force
 from clarke.run.session import site
@@ -429,7 +430,7 @@ def test_the_report_and_the_export_of_a_campaign_with_sites(tmp_path: Path) -> N
         "name: t\nrepetitions: 3\nmatrix: {profiles: [lan], http: [2], cc: [bbr], "
         "models: [uniform], sizes: [100k]}\n"
     )
-    d = store.create(tmp_path, "t-1", campaign, {"campaign": "t", "runs": []}, {"campaign": "t"})
+    d = store.create(tmp_path, "t-1", campaign, {"campaign": "t", "runs": []}, Meta(campaign="t"))
     records = [record(i) for i in range(3)]
     records += [
         moved(record(3 + i), site="sites/pathlib", dns_cache=cache, model="-", size="-").model_copy(

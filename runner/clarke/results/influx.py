@@ -16,7 +16,6 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -26,6 +25,7 @@ from clarke.campaign.dimensions import BROWSER, CC, HTTP, PROFILE
 from clarke.errors import InputError, SinkError
 from clarke.private_files import check_private_file
 from clarke.results.link_timeline import link_schedule_points
+from clarke.results.meta import LinkCheckRecord, Meta
 from clarke.results.metric_families import number
 from clarke.results.record import RunRecord
 from clarke.results.station_records import Sojourn
@@ -257,17 +257,20 @@ def stop_fields(p: Point, stop: Decision, rule_metric: str) -> Point:
     return p
 
 
-def link_check_point(campaign: str, campaign_id: str, check: dict[str, Any], time_ns: int) -> Point:
-    """One link verification (before the first or after the last run) as a point."""
+def link_check_point(
+    campaign: str, campaign_id: str, check: LinkCheckRecord, time_ns: int
+) -> Point:
+    """One link verification (before the first or after the last run) as a point: its
+    profile and phase as tags, every figure it has (as meta.json has it) as a field."""
     p = Point("link_check").tag("campaign", campaign).tag("campaign_id", campaign_id)
-    for tag in ("profile", "phase"):
-        if check.get(tag):
-            p = p.tag(tag, str(check[tag]))
+    for tag, named in (("profile", check.profile), ("phase", check.phase)):
+        if named:
+            p = p.tag(tag, named)
     # The link implementation, under the tag name the dashboards group by ("backend").
-    link = check.get("link") or check.get("backend")
+    link = check.implementation
     if link:
         p = p.tag("backend", str(link))
-    for key, value in check.items():
+    for key, value in check.written().items():
         if isinstance(value, bool):
             p = p.field(key, value)
         elif isinstance(value, int | float) and key not in ("profile", "phase", "backend"):
@@ -336,7 +339,7 @@ def connection_points(records: list[RunRecord]) -> list[Point]:
 
 
 def campaign_points(
-    meta: dict[str, Any], records: list[RunRecord], sequential: Sequential | None = None
+    meta: Meta, records: list[RunRecord], sequential: Sequential | None = None
 ) -> list[Point]:
     """What a campaign adds beyond its loads: cell statistics (with how each cell
     stopped, for sequential repetitions), the link's counters, per-connection rows and
@@ -351,8 +354,8 @@ def campaign_points(
         + connection_points(records)
         + link_schedule_points(records)
     )
-    for i, check in enumerate(meta.get("link", []) or []):
-        stamp = check.get("time_ns") or start_ns + i
+    for i, check in enumerate(meta.link):
+        stamp = check.time_ns or start_ns + i
         points.append(
             link_check_point(records[0].campaign, records[0].campaign_id, check, int(stamp))
         )

@@ -30,6 +30,9 @@ from pydantic.fields import FieldInfo
 # A value of JSON whose shape is not Clarke's to say (a browser's entries): kept as it
 # came, its numbers int or float as they were.
 JsonObject = dict[str, JsonValue]
+# A figure another part of Clarke computed, int or float as it came (a float field would
+# write an integer as 5.0): written back as it was.
+Number = int | float
 
 
 def _key(name: str, field: FieldInfo) -> str:

@@ -12,13 +12,14 @@ import datetime as dt
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from clarke.browser.load import LoadResult
 from clarke.campaign.plan import Run
 from clarke.errors import ClarkeError, SinkError
 from clarke.results.details import LoadDetails, Netlog
 from clarke.results.journal import Journal
+from clarke.results.meta import LinkCheckRecord
 from clarke.results.record import RunRecord, Status
 from clarke.run.campaign.apply import Testbed, put_in_force
 from clarke.run.campaign.schedule import LinkCheck, Step
@@ -41,7 +42,7 @@ class Session(Testbed, Protocol):
     def load(
         self, run: Run, attempt: int, next_run: Run | None = None
     ) -> tuple[LoadResult, LoadDetails]: ...
-    def check_link(self, profile: str, phase: str, level: str) -> dict[str, Any]: ...
+    def check_link(self, profile: str, phase: str, level: str) -> LinkCheckRecord: ...
     def versions(self) -> dict[str, str]: ...
 
 
@@ -54,7 +55,7 @@ class Observer(Protocol):
 
     def skipped(self, run: Run) -> None: ...
     def checking(self, check: LinkCheck) -> None: ...
-    def checked(self, check: LinkCheck, result: dict[str, Any]) -> None: ...
+    def checked(self, check: LinkCheck, result: LinkCheckRecord) -> None: ...
     def loading(self, run: Run, attempt: int) -> None: ...
     def recorded(self, record: RunRecord, final: bool) -> None: ...
     def stopped(self, run: Run, decision: Decision) -> None:
@@ -69,7 +70,7 @@ class Quiet:
 
     def skipped(self, run: Run) -> None: ...
     def checking(self, check: LinkCheck) -> None: ...
-    def checked(self, check: LinkCheck, result: dict[str, Any]) -> None: ...
+    def checked(self, check: LinkCheck, result: LinkCheckRecord) -> None: ...
     def loading(self, run: Run, attempt: int) -> None: ...
     def recorded(self, record: RunRecord, final: bool) -> None: ...
     def stopped(self, run: Run, decision: Decision) -> None: ...
@@ -92,7 +93,7 @@ class Outcome:
     skipped: int = 0
     dropped: int = 0  # runs not run because their cell had stopped (sequential)
     sink_failures: int = 0
-    checks: list[dict[str, Any]] = field(default_factory=list)
+    checks: list[LinkCheckRecord] = field(default_factory=list)
     interrupted: bool = False
     aborted: str = ""
 
@@ -226,7 +227,9 @@ def execute(
             except ClarkeError as e:
                 # Recorded, not fatal: the loads themselves show whether the link
                 # carries pages.
-                check = {"phase": step.phase, "profile": step.profile, "error": f"{e.kind}: {e}"}
+                check = LinkCheckRecord(
+                    phase=step.phase, profile=step.profile, error=f"{e.kind}: {e}"
+                )
             out.checks.append(check)
             watch.checked(step, check)
             continue

@@ -13,13 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
-from typing import Any
 
 import numpy as np
 
 from clarke.campaign.dimensions import Cell
 from clarke.errors import InputError
 from clarke.results import store
+from clarke.results.meta import LinkCheckRecord
 from clarke.results.record import RunRecord, Status
 from clarke.results.station_records import LinkRoleStats
 from clarke.results.summary import METRICS, final_attempts
@@ -61,7 +61,7 @@ class Table:
     cells: list[Cell]
     entries: dict[tuple[Cell, str, str], Entry]  # (cell, metric, label)
     evidence: dict[tuple[Cell, str], dict[str, float]]  # (cell, label)
-    links: dict[str, list[dict[str, Any]]]  # label -> its link checks
+    links: dict[str, list[LinkCheckRecord]]  # label -> its link checks
 
     @property
     def ran(self) -> list[Combination]:
@@ -71,7 +71,7 @@ class Table:
 def build(top: Path) -> Table:
     index = read_index(top)
     records: dict[str, list[RunRecord]] = {}
-    links: dict[str, list[dict[str, Any]]] = {}
+    links: dict[str, list[LinkCheckRecord]] = {}
     for combo in index.combinations:
         if combo.results:
             d = top / combo.results
@@ -79,7 +79,7 @@ def build(top: Path) -> Table:
                 raise InputError(f"{top}: {combo.label}: its results {d} are missing")
             meta, journal = store.open_existing(d)
             records[combo.label] = list(journal.records())
-            links[combo.label] = [k for k in meta.get("link") or [] if "error" not in k]
+            links[combo.label] = meta.measured_links()
     if not records:
         raise InputError(
             f"{top}: no combination has results ("
@@ -195,16 +195,19 @@ def rows(t: Table) -> tuple[list[str], list[list[str]]]:
     return head, out
 
 
-def _link_text(checks: list[dict[str, Any]]) -> str:
+def _link_text(checks: list[LinkCheckRecord]) -> str:
     if not checks:
         return "no link check"
     parts = []
     for k in checks:
+        rtt = k.rtt_p50_ms if k.has("rtt_p50_ms") else math.nan
+        forward = k.forward_mbps if k.has("forward_mbps") else math.nan
+        back = k.return_mbps if k.has("return_mbps") else math.nan
         parts.append(
-            f"{k.get('profile')} {k.get('phase')}: RTT p50 {k.get('rtt_p50_ms', math.nan):.1f} ms, "
-            f"forward {k.get('forward_mbps', math.nan):.2f} Mb/s, "
-            f"return {k.get('return_mbps', math.nan):.2f} Mb/s"
-            + ("" if k.get("passed", True) else " (FAILED)")
+            f"{k.profile} {k.phase}: RTT p50 {rtt:.1f} ms, "
+            f"forward {forward:.2f} Mb/s, "
+            f"return {back:.2f} Mb/s"
+            + ("" if (k.passed if k.has("passed") else True) else " (FAILED)")
         )
     return "; ".join(parts)
 

@@ -43,6 +43,7 @@ from clarke.pages.models import Registry
 from clarke.place.plan import Addresses
 from clarke.results.connections import connection_rows
 from clarke.results.details import LinkInForce, LoadDetails, PepAsked, PepInLoad, PhasesMs
+from clarke.results.meta import LinkCheckRecord
 from clarke.results.objects import object_rows, signals_received, signals_verdict
 from clarke.results.record import Status
 from clarke.roles import profile_digest
@@ -559,7 +560,7 @@ class Session:
             self._link = LinkMeter(self._agents(), self.plan, self.substrate.at_client)
         return self._link
 
-    def check_link(self, profile_name: str, phase: str, level: str = "full") -> dict[str, Any]:
+    def check_link(self, profile_name: str, phase: str, level: str = "full") -> LinkCheckRecord:
         """The link check of a campaign: `profile_name` on the link (applied if it is not
         in force), measured alone, as TCP without a PEP; a record for meta.json."""
         self.ensure_profile(profile_name)
