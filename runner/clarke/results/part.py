@@ -12,6 +12,7 @@ values, whatever their order."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Self
 
@@ -40,6 +41,18 @@ def _key(name: str, field: FieldInfo) -> str:
     return field.serialization_alias or field.alias or name
 
 
+@functools.cache
+def _keys_of(cls: type[BaseModel]) -> dict[str, str]:
+    """A model's field names and their keys in JSON, in field order."""
+    return {name: _key(name, f) for name, f in cls.model_fields.items()}
+
+
+@functools.cache
+def _names(cls: type[BaseModel]) -> dict[str, str]:
+    """A model's keys in JSON and their field names."""
+    return {key: name for name, key in _keys_of(cls).items()}
+
+
 class Part(BaseModel):
     """What a record keeps, as a JSON object (the module's doc says how it writes)."""
 
@@ -61,22 +74,20 @@ class Part(BaseModel):
         super().__setattr__(name, value)
         if name.startswith("_"):
             return
-        field = type(self).model_fields.get(name)
-        key = _key(name, field) if field is not None else name
+        key = _keys_of(type(self)).get(name, name)
         if key not in self._keys:
             self._keys = (*self._keys, key)
 
     def _order(self) -> list[tuple[str, str | None]]:
         """(key, field name; None for a key beyond the fields) of every key the part has,
         in order: as given or set, then fields given through model_copy(update=...)."""
-        fields = type(self).model_fields
-        names = {_key(n, f): n for n, f in fields.items()}
+        names, keys_of = _names(type(self)), _keys_of(type(self))
         given = self.model_fields_set
         extra = self.model_extra or {}
         keys = [k for k in self._keys if names.get(k) in given or k in extra]
-        keys += [
-            _key(n, fields[n]) for n in fields if n in given and _key(n, fields[n]) not in keys
-        ]
+        if len(keys) < len(given) + len(extra):
+            noted = set(keys)
+            keys += [key for n, key in keys_of.items() if n in given and key not in noted]
         return [(k, names.get(k)) for k in keys]
 
     @model_serializer(mode="wrap")
