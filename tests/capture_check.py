@@ -50,9 +50,10 @@ def ip_bytes(pcap: Path, keylog: Path) -> dict[str, int]:
 
 
 def check_capture(results: Path, r: RunRecord) -> None:
-    capture = r.details["capture"]
-    assert capture["kept"], capture
-    folder = results / capture["dir"]
+    kept = r.details.capture
+    assert kept is not None and kept.kept and kept.dir, kept
+    capture = kept.written()  # as the journal has it
+    folder = results / kept.dir
     pcap, keylog = folder / "link.pcap", folder / "keys.log"
     assert capture["pcap"]["truncated"] is False and capture["pcap"]["packets_dropped"] == 0
     assert pcap.stat().st_size == capture["files"]["link.pcap"] > 24

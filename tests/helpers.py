@@ -16,10 +16,17 @@ from clarke.campaign.cross import CrossTraffic
 from clarke.campaign.dimensions import CC, PROFILE, SITE_NONE, Cell
 from clarke.campaign.model import Campaign
 from clarke.campaign.plan import Run, ShardBy, expand, shard_numbers
+from clarke.contract import PepConfig
 from clarke.errors import ClarkeError
+from clarke.place.plan import Addresses
 from clarke.results import store
+from clarke.results.details import LinkInForce, LoadDetails
 from clarke.results.journal import Journal
+from clarke.results.meta import LinkCheckRecord, Meta
 from clarke.results.record import RunRecord, Status
+from clarke.results.server_records import ServerConnection
+from clarke.results.station_records import LinkRoleStats, PepStationStats
+from clarke.run.session.pep import pep_verdict
 from clarke.vocab import PEP_NONE, DnsCache
 
 BASE = dt.datetime(2026, 11, 22, 12, 0, 0, tzinfo=dt.UTC)
@@ -72,6 +79,33 @@ def record(
     )
 
 
+def link_stats(stats: dict[str, Any]) -> dict[str, LinkRoleStats]:
+    """The link roles' /stats (role -> what it said) as a load's `link_stats`."""
+    return {role: LinkRoleStats.model_validate(said) for role, said in stats.items()}
+
+
+def server_connections(conns: list[dict[str, Any]]) -> list[ServerConnection]:
+    """Connection records as the server's /stats gives them."""
+    return [ServerConnection.model_validate(c) for c in conns]
+
+
+def pep_stations(stations: dict[str, dict[str, Any]]) -> dict[str, PepStationStats]:
+    """The stations' /pep/stats (role -> what it said) as a load's `pep.stations`."""
+    return {role: PepStationStats.model_validate(said) for role, said in stations.items()}
+
+
+def pep_verdict_of(
+    pep: str,
+    http: str,
+    conns: list[dict[str, Any]],
+    stations: dict[str, dict[str, Any]],
+    plan: Addresses,
+    asked: PepConfig | None = None,
+) -> str:
+    """run.session.pep.pep_verdict of what the server and the stations said."""
+    return pep_verdict(pep, http, server_connections(conns), pep_stations(stations), plan, asked)
+
+
 def split_results(src: Path, base: Path, count: int, by: str = "index") -> list[Path]:
     """Shard directories of `src` as `clarke run --shard i/count --shard-by BY` writes
     them; with `by` repetition each record also names a testbed (netns-<i>), as the
@@ -79,7 +113,7 @@ def split_results(src: Path, base: Path, count: int, by: str = "index") -> list[
     meta, journal = store.open_existing(src)
     plan = json.loads((src / store.PLAN).read_text())
     records = list(journal.records())
-    cid = meta["campaign_id"]
+    cid = meta.campaign_id
     campaign_file = src / store.CAMPAIGN_COPY
     runs = expand(schema.read(Campaign, campaign_file), campaign_file, plan.get("seed")).runs
     number = shard_numbers(runs, count, ShardBy(by))
@@ -97,7 +131,7 @@ def split_results(src: Path, base: Path, count: int, by: str = "index") -> list[
                 **assignment,
                 "runs": [r for r in plan["runs"] if number[r["index"]] == i],
             },
-            {**meta, "shard": label, **assignment},
+            _shard_meta(meta, label, by),
         )
         testbed = {"testbed": f"netns-{i}"} if by != "index" else {}
         with Journal.in_dir(d) as j:
@@ -105,6 +139,15 @@ def split_results(src: Path, base: Path, count: int, by: str = "index") -> list[
                 if number[r.run_index] == i:
                     j.append(r.model_copy(update={"shard": label, **testbed}))
         out.append(d)
+    return out
+
+
+def _shard_meta(meta: Meta, label: str, by: str) -> Meta:
+    """`meta` as a shard's: its label, and how the plan was sliced unless by index."""
+    out = meta.model_copy(deep=True)
+    out.shard = label
+    if by != "index":
+        out.shard_by = by
     return out
 
 
@@ -190,21 +233,22 @@ class FakeSession:
             self.applied.append(("site", f"{site} {cache.value}"))
         return None
 
-    def check_link(self, profile: str, phase: str, level: str) -> dict[str, Any]:
+    def check_link(self, profile: str, phase: str, level: str) -> LinkCheckRecord:
         self.ensure_profile(profile)
         self.events.append(f"{phase} {profile}")
-        return {"phase": phase, "profile": profile, "passed": True}
+        return LinkCheckRecord(phase=phase, profile=profile, passed=True)
 
     def load(
         self, run: Run, attempt: int, next_run: Run | None = None
-    ) -> tuple[LoadResult, dict[str, Any]]:
+    ) -> tuple[LoadResult, LoadDetails]:
         assert self.profile == run.cell[PROFILE] and self.cc == run.cell[CC]
         what = (self.script.get(run.run_id) or ["ok"]).pop(0)
         self.events.append(f"load {run.run_id} {what}")
         if what == "down":
             raise ClarkeError("client agent at http://x: ConnectError")
         if what == "fail":
-            return LoadResult.failed("selenium", "asked for h2, fell back to http/1.1"), {}
+            failed = LoadResult.failed("selenium", "asked for h2, fell back to http/1.1")
+            return failed, LoadDetails()
         plt = self.plt(run) if self.plt else 100.0
         ok = LoadResult(status=Status.ok, engine="selenium", metrics={"plt_ms": plt})
-        return ok, {"link": {"profile": run.cell[PROFILE], "profile_sha256": "f" * 64}}
+        return ok, LoadDetails(link=LinkInForce(profile=run.cell[PROFILE], profile_sha256="f" * 64))

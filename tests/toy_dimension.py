@@ -51,6 +51,7 @@ from clarke.report import html  # noqa: E402
 from clarke.results import store  # noqa: E402
 from clarke.results.influx import to_line  # noqa: E402
 from clarke.results.journal import Journal  # noqa: E402
+from clarke.results.meta import Meta  # noqa: E402
 from clarke.results.summary import summarise  # noqa: E402
 from clarke.run.campaign import apply  # noqa: E402
 from clarke.run.campaign.console import table  # noqa: E402
@@ -80,7 +81,7 @@ def main(out: Path) -> dict[str, Any]:
     campaign_file = out / "toy.yaml"
     campaign_file.write_text(json.dumps(CAMPAIGN))
     plan = plan_file(campaign_file)
-    results = store.create(out, "toy-1", campaign_file, {"runs": []}, {"campaign": "toy"})
+    results = store.create(out, "toy-1", campaign_file, {"runs": []}, Meta(campaign="toy"))
     journal = Journal.in_dir(results)
     with journal:
         ctx = RecordContext("toy", "toy-1", Engine.selenium, "abc")

@@ -10,6 +10,7 @@ before its implementation sees it and a reply before it is sent; the runner
     POST /config          LinkConfig -> Configured       link roles (the whole profile)
                           ServerConfig -> Configured     the server
     GET  /stats           Stats           normalised counters (the implementation's own)
+                          ServerStats     the server (its connection records)
     POST /stats/reset     Stats
     POST /capture/start   CaptureStart -> Stats          the terminal (tcpdump)
     POST /capture/stop    CaptureStopped                 the terminal
@@ -40,6 +41,7 @@ from pydantic import (
 from clarke.campaign import dimensions
 from clarke.pep_presets import SPLIT, Mode
 from clarke.profiles import LinkProfile
+from clarke.results.server_records import ReplayCounters, ServerConnection
 from clarke.schema import StrictModel
 from clarke.sites.zone import Zone
 from clarke.vocab import PEP_NONE, CongestionControl, kind_of
@@ -110,6 +112,17 @@ class Configured(Reply):
 class Stats(Reply):
     """A role's counters, as its implementation normalises them (docs/architecture.md):
     a station's `bytes_onto_link` per direction, a server's connections."""
+
+
+class ServerStats(Stats):
+    """The server's GET /stats as the runner reads it: one record per connection since
+    the last reset (results/server_records.py: what a record keeps of each), the ids of
+    connections opened before the reset that served nothing since (`lingering`, origin),
+    and a recorded site's replay counters (`site`, origin)."""
+
+    connections: list[ServerConnection] = Field(default_factory=list)
+    lingering: list[int | str] = Field(default_factory=list)
+    site: ReplayCounters | None = None
 
 
 class CaptureStopped(Reply):

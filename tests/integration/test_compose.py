@@ -144,11 +144,11 @@ def test_smoke_campaign_through_docker_compose_up(stack: Stack) -> None:
     assert ok == plan_ids, [(r.run_id, r.reason) for r in records if r.status is not Status.ok]
     for r in records:
         assert r.implementations == {"link": "satlink", "server": "origin", "client": "firefox"}
-        assert r.details["substrate"] == "compose"
+        assert r.details.substrate == "compose"
         assert r.git_rev == "compose-test"
     # start_ahead during-page: the client container may move a browser back from idle
     # priority (SYS_NICE), so every load after the first takes one started during the last.
-    started = [r.details.get("browser_started") for r in records]
+    started = [r.details.browser_started for r in records]
     assert started[1:] == ["ahead, during the previous page, at idle priority"] * (
         len(records) - 1
     ), started
@@ -209,9 +209,9 @@ def _identity(r: RunRecord) -> dict[str, Any]:
         "browser": (r.engine, r.cell[BROWSER], r.cell[CONNECTIONS]),
         "implementations": r.implementations,
         "status": (r.status, r.reason),
-        "protocols": sorted(set(r.details["protocols"].values())),
-        "urls": sorted(r.details["protocols"]),
-        "server_cc": r.details["server_cc"],
+        "protocols": sorted(set(r.details.protocols.values())),
+        "urls": sorted(r.details.protocols),
+        "server_cc": r.details.server_cc,
         "metric_names": sorted(r.metrics),
         "server": {k: r.metrics[k] for k in ("server_requests", "app_bytes", "connections_used")},
     }
@@ -316,7 +316,8 @@ def test_both_browsers_and_a_recorded_site_inside_the_stack(stack: Stack, tmp_pa
         assert r.status is Status.ok, (browser, r.reason)
         assert r.cell[HTTP] == "3" and r.browser_version, (browser, r.cell[HTTP], r.browser_version)
     # Chromium's own QUIC congestion control, from its NetLog (docs/browsers.md)
-    assert pages["chromium"].details["browser_netlog"]["quic_cc"]
+    netlog = pages["chromium"].details.browser_netlog
+    assert netlog is not None and netlog.quic_cc
 
     sites = {(r.cell[HTTP], r.cell[DNS_CACHE]): r for r in records if r.cell.site is not None}
     assert set(sites) == {(h, c) for h in ["2", "3"] for c in DnsCache}
@@ -325,10 +326,11 @@ def test_both_browsers_and_a_recorded_site_inside_the_stack(stack: Stack, tmp_pa
     floor_ms = link.idle_rtt_ms * (1 - link.tolerance.rtt_pct / 100) - link.tolerance.rtt_ms
     for (http, cache), r in sites.items():
         assert r.status is Status.ok, (http, cache, r.reason)
-        assert r.details["replay"]["missed"] == 0
-        assert {u.split("/")[2] for u in r.details["protocols"]} == set(HOSTS)
-        assert set(r.details["protocols"].values()) == {"h2" if http == "2" else "h3"}
-        dns = r.details["dns"]
+        details = r.details.written()  # as the journal has them
+        assert details["replay"]["missed"] == 0
+        assert {u.split("/")[2] for u in details["protocols"]} == set(HOSTS)
+        assert set(details["protocols"].values()) == {"h2" if http == "2" else "h3"}
+        dns = details["dns"]
         asked = {q["name"] for q in dns["client_resolver_queries"] if q["type"] == "A"}
         assert set(HOSTS) <= asked, dns["client_resolver_queries"]
         if cache is DnsCache.none:

@@ -63,11 +63,11 @@ def test_demo_shard_on_the_openlitespeed_container(ols_stack: tuple[Path, int, s
     for r in records:
         assert r.implementations == {"link": "satlink", "server": "openlitespeed",
                                      "client": "firefox"}  # fmt: skip
-        assert r.details["substrate"] == "compose"
+        assert r.details.substrate == "compose"
         assert r.versions["openlitespeed"].startswith("1.9"), r.versions
-        conns = r.details["server_connections"]
-        assert {k["cc_source"] for k in conns} == {MEASURED_BY[r.cell[HTTP]]}, conns
-        assert all(k["cc"] == r.cell[CC] for k in conns), conns
+        conns = r.details.server_connections
+        assert {k.cc_source for k in conns} == {MEASURED_BY[r.cell[HTTP]]}, conns
+        assert all(k.cc == r.cell[CC] for k in conns), conns
         assert r.metrics["wire_bytes"] > r.metrics["app_bytes"], r.metrics
     print(
         "\n[compose openlitespeed] "

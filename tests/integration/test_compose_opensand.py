@@ -61,7 +61,7 @@ def test_demo_shard_on_opensand_link_containers(opensand_stack: tuple[Path, int,
     assert ok == planned, [(r.run_id, r.reason) for r in records]
     for r in records:
         assert r.implementations == {"link": "opensand", "server": "origin", "client": "firefox"}
-        assert r.details["substrate"] == "compose"
+        assert r.details.substrate == "compose"
         for role in ("terminal", "satellite", "gateway"):
             assert r.versions[f"opensand_{role}"] == "8.2.0"
     meta = json.loads((d / "meta.json").read_text())

@@ -84,15 +84,12 @@ def test_cross_traffic_shares_the_link_with_verified_loads(
             assert r.metrics["app_bytes"] > 0  # the page, verified as every load is
         bulk = records["bulk-cubic"]
         assert bulk.run_id == f"{PROFILE}-h2-cubic-uniform-100k-xbulk-cubic-r1"
-        crossing = bulk.details["cross_traffic"]
-        assert (crossing["name"], crossing["flows"], crossing["direction"]) == (
-            "bulk-cubic",
-            1,
-            "forward",
-        )
-        assert crossing["cc"] == ["cubic"]  # read from the sender's sockets
+        crossing = bulk.details.cross_traffic
+        assert crossing is not None
+        assert (crossing.name, crossing.flows, crossing.direction) == ("bulk-cubic", 1, "forward")
+        assert crossing.cc == ["cubic"]  # read from the sender's sockets
         # Started before the load: it had moved bytes and settled first.
-        assert crossing["confirmed_after_s"] <= crossing["settled_after_s"]
+        assert (crossing.confirmed_after_s or 0) <= (crossing.settled_after_s or 0)
         # Moved bytes during the load, at most what the link carries (the interface
         # counts Ethernet headers too: 1538 bytes on the wire per 1500-byte packet),
         # within the profile's rate tolerance: the window is one short load, and a
@@ -104,23 +101,23 @@ def test_cross_traffic_shares_the_link_with_verified_loads(
         assert bulk.metrics["link_bytes_forward"] > bulk.metrics["app_bytes"]
         assert "link_overhead" not in bulk.metrics
         bbr = records["bulk-bbr-return"]
-        assert bbr.details["cross_traffic"]["cc"] == ["bbr"]
+        assert bbr.details.cross_traffic and bbr.details.cross_traffic.cc == ["bbr"]
         assert 0 < bbr.metrics["cross_return_mbps"] <= link_max
         udp = records["udp-cbr-both-2mbps"]
         for direction in ("forward", "return"):
             # a constant 2 Mb/s each way, which the 10 Mb/s link carries whole
-            assert 1.5 < udp.metrics[f"cross_{direction}_mbps"] < 2.5, udp.details["cross_traffic"]
+            assert 1.5 < udp.metrics[f"cross_{direction}_mbps"] < 2.5, udp.details.cross_traffic
         rrul = records["rrul"]
-        assert rrul.details["cross_traffic"]["flows"] == 4
+        assert rrul.details.cross_traffic and rrul.details.cross_traffic.flows == 4
         assert rrul.metrics["cross_forward_mbps"] > 0 and rrul.metrics["cross_return_mbps"] > 0
         # the latency probe under load: at least the idle RTT of 50 ms
-        assert rrul.metrics["cross_ping_p50_ms"] >= 50 * 0.95, rrul.details["cross_traffic"]
+        assert rrul.metrics["cross_ping_p50_ms"] >= 50 * 0.95, rrul.details.cross_traffic
         web = records["web"]
-        assert web.details["cross_traffic"]["flows"] == 6
-        assert web.details["cross_traffic"]["cc"] == ["cubic"]
+        assert web.details.cross_traffic and web.details.cross_traffic.flows == 6
+        assert web.details.cross_traffic.cc == ["cubic"]
         assert 0 < web.metrics["cross_forward_mbps"] <= link_max
         # The page's own server saw only the browser: web fetches from its own origin.
-        peers = [c["peer"] for c in web.details["server_connections"]]
+        peers = [str(c.peer) for c in web.details.server_connections]
         assert peers and not [p for p in peers if p.startswith("198.19.")], peers
     finally:
         lifecycle.down_all()

@@ -82,11 +82,14 @@ def expected_rows(query: str, records: list[RunRecord], run: str | None) -> int 
     if "'failed'" in query:
         return sum(r.status is Status.failed for r in records)
     if 'FROM "connection"' in query:
-        return sum(len(r.details.get("per_connection") or []) for r in chosen)
+        return sum(len(r.details.per_connection) for r in chosen)
     if '"max_concurrent_connections"' in query:
         return sum("max_concurrent_connections" in r.metrics for r in chosen)
     if 'FROM "link_schedule"' in query:
-        anchored = any("navigation_unix_ms" in (r.details.get("timeline") or {}) for r in records)
+        anchored = any(
+            r.details.timeline is not None and r.details.timeline.has("navigation_unix_ms")
+            for r in records
+        )
         return None if anchored else 0
     crossed = re.search(r'"(link_(delay|rate)_forward_mean_\w+)"', query)
     if crossed:
@@ -198,8 +201,8 @@ def test_connections_recording_has_rows_for_every_http_version() -> None:
     assert {r.cell[HTTP] for r in records} == {"1.1", "2", "3"} and len(records) == 6
     protocol = {"1.1": "h1", "2": "h2", "3": "h3"}
     for r in records:
-        rows = r.details["per_connection"]
+        rows = r.details.per_connection
         assert r.status is Status.ok and rows, r.run_id
-        assert {row["protocol"] for row in rows} == {protocol[r.cell[HTTP]]}, r.run_id
-        assert all(row["requests_timed"] == row["requests"] for row in rows), r.run_id
+        assert {row.protocol for row in rows} == {protocol[r.cell[HTTP]]}, r.run_id
+        assert all(row.requests_timed == row.requests for row in rows), r.run_id
         assert {"max_concurrent_connections", "max_concurrent_requests"} <= set(r.metrics)

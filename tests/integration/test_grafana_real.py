@@ -22,6 +22,7 @@ import yaml
 
 from clarke.results import store
 from clarke.results.influx import InfluxSink, campaign_points
+from clarke.results.meta import Meta
 from grafana_expand import dashboard_query
 from helpers import RECORDED_CONNECTIONS, RECORDED_LAN, reads_connections
 
@@ -89,7 +90,7 @@ def grafana() -> Iterator[tuple[str, str]]:
 
 def test_every_panel_answers_through_grafana(grafana: tuple[str, str]) -> None:
     admin_password, writer_password = grafana
-    metas: list[dict[str, Any]] = []
+    metas: list[Meta] = []
     times: list[int] = []
     with InfluxSink.from_url(f"http://clarke:{writer_password}@127.0.0.1:8086/clarke") as sink:
         for recorded in (RECORDED_LAN, RECORDED_CONNECTIONS):
@@ -111,7 +112,7 @@ def test_every_panel_answers_through_grafana(grafana: tuple[str, str]) -> None:
     for meta in metas:
         for path in (ROOT / f"dashboards/json/{name}.json" for name in boards):
             board = json.loads(path.read_text())
-            values = {"campaign": meta["campaign_id"], "metric": "plt_ms", "run": "$__all"}
+            values = {"campaign": meta.campaign_id, "metric": "plt_ms", "run": "$__all"}
             for panel in board["panels"]:
                 for target in panel["targets"]:
                     q = dashboard_query(target["query"], values, board, window)
@@ -134,10 +135,10 @@ def test_every_panel_answers_through_grafana(grafana: tuple[str, str]) -> None:
                     assert resp.is_success, (path.name, panel["title"], resp.text[:2000])
                     frames = resp.json()["results"]["A"].get("frames", [])
                     rows = sum(len((f["data"]["values"] or [[]])[0]) for f in frames)
-                    rows_per_panel[f"{meta['campaign_id']}: {path.stem}: {panel['title']}"] = rows
+                    rows_per_panel[f"{meta.campaign_id}: {path.stem}: {panel['title']}"] = rows
                     if "'failed'" in q:
                         continue
-                    if reads_connections(q) and meta["campaign_id"] == RECORDED_LAN.name:
+                    if reads_connections(q) and meta.campaign_id == RECORDED_LAN.name:
                         assert rows == 0, (path.name, panel["title"], q)
                     else:
                         assert rows > 0, (path.name, panel["title"], q)

@@ -95,13 +95,13 @@ def test_a_campaign_on_two_servers(state_dir: Path) -> None:
         ]
         for r in records:
             assert r.implementations["server"] == server, r.implementations
-            conns = r.details["server_connections"]
+            conns = r.details.server_connections
             want = "newreno" if (r.cell[HTTP], r.cell[CC]) == ("3", "reno") else r.cell[CC]
-            assert conns and all(k["cc"] == want for k in conns), conns
+            assert conns and all(k.cc == want for k in conns), conns
             if server == "openlitespeed":
                 # measured, not configured: TCP from the kernel, QUIC from lsquic's log
                 tag = {"1.1": "h1", "2": "h2", "3": "h3"}[r.cell[HTTP]]
-                assert {k["cc_source"] for k in conns} == {MEASURED_BY[tag]}, conns
+                assert {k.cc_source for k in conns} == {MEASURED_BY[tag]}, conns
                 assert r.versions.get("openlitespeed", "").startswith("1."), r.versions
                 assert r.metrics.get("wire_bytes", 0) > r.metrics["app_bytes"], r.metrics
 

@@ -10,6 +10,7 @@ import pytest
 from clarke.results import store
 from clarke.results.influx import InfluxSink
 from clarke.results.journal import Journal
+from clarke.results.meta import Meta
 from clarke.results.record import Status
 from conftest import free_port
 from helpers import record
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.influx
 
 def _results_dir(tmp_path: Path, n: int, campaign_id: str) -> Path:
     d = store.create(
-        tmp_path, campaign_id, Path("campaigns/smoke.yaml"), {"runs": []}, {"campaign": "t"}
+        tmp_path, campaign_id, Path("campaigns/smoke.yaml"), {"runs": []}, Meta(campaign="t")
     )
     with Journal.in_dir(d) as j:
         for i in range(n):

@@ -50,20 +50,20 @@ def test_every_metric_and_the_protocol_verified(session: Session, engine: str, h
     want = {"1.1": "http/1.1", "2": "h2", "3": "h3"}[http]
     assert set(result.protocols.values()) == {want} and len(result.protocols) == 9
     assert result.lcp_element == f"{PAGE}/o5.jpg"
-    assert details["server_cc"] == ["bbr"]
-    assert details["metrics"]["server_requests"] == 9
-    assert details["metrics"]["wire_bytes"] > 100_000 and details["metrics"]["overhead"] > 0
+    assert details.server_cc == ["bbr"]
+    assert details.metrics["server_requests"] == 9
+    assert (details.metrics["wire_bytes"] or 0) > 100_000 and (details.metrics["overhead"] or 0) > 0
     # Isolation, verified for a new profile too: a new connection, a full handshake,
     # nothing offered of an earlier session, nothing from the cache.
-    iso = details["isolation"]
-    assert iso["failure"] == "" and iso["mode"] == "profile", iso
-    assert iso["full_handshakes"] == iso["connections"] == 1, iso
-    assert iso["psk_offered"] == iso["carried_over"] == iso["from_cache"] == 0, iso
-    assert iso["first_protocol"] == iso["new_profile_protocol"] == want, iso
+    iso = details.isolation
+    assert iso is not None and iso.failure == "" and iso.mode == "profile", iso
+    assert iso.full_handshakes == iso.connections == 1, iso
+    assert iso.psk_offered == iso.carried_over == iso.from_cache == 0, iso
+    assert iso.first_protocol == iso.new_profile_protocol == want, iso
     # The link's own count, both directions: it carried the server's packets with their
     # IP headers (more than the server's transport payload) and the client's requests,
     # handshakes and acknowledgements.
-    link = details["metrics"]
+    link = details.counted_metrics()
     assert link["link_bytes_forward"] > link["wire_bytes"], link
     assert link["link_overhead_forward"] > link["overhead"], link
     assert link["link_bytes_return"] > 0, link
@@ -79,11 +79,11 @@ def test_every_metric_and_the_protocol_verified(session: Session, engine: str, h
     else:
         assert "largest_object_ms" not in objects, objects
     # One row per connection that carried the page, joined with the browser's timings.
-    rows = details["per_connection"]
+    rows = details.per_connection
     tag = {"1.1": "h1", "2": "h2", "3": "h3"}[http]
-    assert len(rows) == 1 and rows[0]["requests"] == 9 and rows[0]["protocol"] == tag, rows
+    assert len(rows) == 1 and rows[0].requests == 9 and rows[0].protocol == tag, rows
     if engine == "selenium":
-        (row,) = rows
+        (row,) = (r.written() for r in rows)
         assert row["requests_timed"] == 9 and row["busy_ms"] > 0 and row["idle_ms"] >= 0, row
         assert row["busy_ms"] + row["idle_ms"] == pytest.approx(
             row["last_response_end_ms"] - row["first_request_ms"]
@@ -124,7 +124,7 @@ def test_server_congestion_control_is_checked(session: Session) -> None:
         session.ensure_cc("bbr")
     assert result.status is Status.failed
     assert result.reason.startswith("server used cubic on"), result.reason
-    assert details["server_cc"] == ["cubic"]
+    assert details.server_cc == ["cubic"]
 
 
 @pytest.mark.timing
@@ -195,16 +195,16 @@ def test_chromium_loads_verified_like_firefox(session: Session, http: str) -> No
     # Exact sizes: every object's encoded body as the page lists it (judge compared them).
     sizes = {r["name"]: r["encodedBodySize"] for r in result.raw["resources"]}
     assert all(size > 0 for size in sizes.values()) and len(sizes) == 8, sizes
-    assert details["server_cc"] == ["bbr"] and details["metrics"]["server_requests"] == 9
+    assert details.server_cc == ["bbr"] and details.metrics["server_requests"] == 9
     # Only the page crossed the link: the browser reached the server's port and nothing
     # else (its NetLog), and the server saw every request.
     netlog = result.raw["netlog"]
     assert session.plan is not None
     assert netlog["reached"] == [f"{session.plan.addresses['server']}:443"], netlog
     if http == "1.1":  # Chromium's own fixed limit: at most 6 connections to the server
-        assert 1 < len(details["server_connections"]) <= 6, details["server_connections"]
+        assert 1 < len(details.server_connections) <= 6, details.server_connections
     else:
-        assert len(details["server_connections"]) == 1
+        assert len(details.server_connections) == 1
     # Chromium's QUIC sends with its own congestion control; the NetLog names it.
     assert bool(netlog["quic_cc"]) == (http == "3"), netlog
 
@@ -219,7 +219,7 @@ def test_chromium_through_browsertime(session: Session) -> None:
     for key in ("plt_ms", "fcp_ms", "lcp_ms"):
         assert result.metrics[key] > 0, key
     assert result.lcp_element == f"{PAGE}/o5.jpg"
-    assert details["server_cc"] == ["bbr"] and result.raw["netlog"]["quic_cc"]
+    assert details.server_cc == ["bbr"] and result.raw["netlog"]["quic_cc"]
 
 
 def test_chromium_with_quic_broken_is_a_failed_load_with_reason(session: Session) -> None:
@@ -259,7 +259,8 @@ def test_chromium_capture_decrypts_with_its_key_log(session: Session, tmp_path: 
     finally:
         session.settings = replace(session.settings, capture=None)
     assert result.status is Status.ok, result.reason
-    assert sorted(details["capture"]["files"]) == ["keys.log", "link.pcap"], details["capture"]
+    assert details.capture is not None
+    assert sorted(details.capture.files) == ["keys.log", "link.pcap"], details.capture
     assert session.plan is not None
     client = session.plan.addresses["client"]
     assert decrypted_requests(tmp_path / "link.pcap", tmp_path / "keys.log", "3", client) == 9
@@ -287,14 +288,14 @@ def test_context_isolation_through_the_agent_verified_like_a_new_profile(
     for i, (result, details) in enumerate(loads, start=1):
         assert result.status is Status.ok, result.reason
         assert set(result.protocols.values()) == {"h3"} and len(result.protocols) == 9
-        assert details["browser_context"] == i
-        iso = details["isolation"]
-        assert iso["failure"] == "" and iso["mode"] == "context", iso
+        assert details.browser_context == i
+        iso = details.isolation
+        assert iso is not None and iso.failure == "" and iso.mode == "context", iso
         # Every connection new, with a full handshake. How many: one, or two where a
         # browser whose QUIC handshake is slow (a busy machine) races a TCP one beside it.
-        assert iso["full_handshakes"] == iso["connections"] >= 1, iso
-        assert iso["psk_offered"] == iso["early_data"] == iso["carried_over"] == 0, iso
-        assert iso["first_protocol"] == iso["new_profile_protocol"] == "h3", iso
+        assert iso.full_handshakes == iso.connections >= 1, iso
+        assert iso.psk_offered == iso.early_data == iso.carried_over == 0, iso
+        assert iso.first_protocol == iso.new_profile_protocol == "h3", iso
     phases = [r.phases_ms for r, _ in loads]
     assert "browser_start" in phases[0] and "context_open" in phases[0]
     assert not any("browser_start" in p or "context_open" in p for p in phases[1:]), phases
@@ -311,7 +312,8 @@ DONE_TOLERANCE_MS = {"2": 0.0, "3": 3.0}
 
 def _objects(details: dict[str, Any], by: str) -> list[dict[str, Any]]:
     """The page's objects (its HTML left out) in the order of `by`: request_order, or
-    server_start_ms (the order origin began sending them)."""
+    server_start_ms (the order origin began sending them); `details` as a record writes
+    them (LoadDetails.written())."""
     rows = [o for o in details["objects"] if o["path"] != f"/{TRIANGLE}/index.html"]
     assert len(rows) == 8 and all(o["server_done_ms"] is not None for o in rows), rows
     return sorted(rows, key=lambda o: o[by])
@@ -345,9 +347,10 @@ def test_the_servers_scheduler_decides_the_order_objects_complete(
             session.ensure_server({"scheduler": scheduler})
             result, details = session.load_page(PageLoad(TRIANGLE, http, "bbr", 6))
             assert result.status is Status.ok, result.reason
-            (conn,) = [c for c in details["server_connections"] if c.get("exchanges")]
+            written = details.written()
+            (conn,) = [c for c in written["server_connections"] if c.get("exchanges")]
             assert conn["scheduler"] == scheduler
-            seen[scheduler] = {"details": details, "conn": conn}
+            seen[scheduler] = {"details": written, "conn": conn}
     finally:
         session.ensure_server({"scheduler": "own"})
     order = "request_order"
@@ -394,8 +397,9 @@ def test_the_browsers_priority_signals_follow_its_setting(session: Session) -> N
             session.settings = replace(settings, engine="selenium", priority_signals=signals)
             result, details = session.load_page(PageLoad(TRIANGLE, http, "bbr", 6))
             assert result.status is Status.ok, (http, signals, result.reason)
-            seen[(http, signals)] = details["priority_signals"]
-            print(http, signals, details["priority_signals"])  # for the record (pytest -rP)
+            assert details.priority_signals is not None
+            seen[(http, signals)] = got = details.priority_signals.written()
+            print(http, signals, got)  # for the record (pytest -rP)
     finally:
         session.settings = settings
     for (http, signals), got in seen.items():

@@ -51,9 +51,11 @@ def session() -> Iterator[Session]:
 
 
 def _load(session: Session, pep: str, http: str) -> tuple[Status, str, dict]:  # type: ignore[type-arg]
+    """The load's status, reason and details as its record writes them, with the
+    session's metrics (which a record keeps in its metrics)."""
     session.ensure_pep(pep, CC)
     result, details = session.load_page(PageLoad(PAGE, http, CC, 6, pep=pep))
-    return result.status, result.reason, details
+    return result.status, result.reason, details.written() | {"metrics": details.metrics}
 
 
 def test_splittcp_splits_h2_the_server_sees_the_gateway(session: Session) -> None:

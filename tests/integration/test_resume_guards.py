@@ -16,6 +16,7 @@ import pytest
 from clarke.campaign.plan import plan_file
 from clarke.results import store
 from clarke.results.journal import JOURNAL
+from clarke.results.meta import Meta
 from conftest import need
 
 pytestmark = pytest.mark.root
@@ -29,7 +30,7 @@ def _results_dir(tmp_path: Path, campaign: Path) -> Path:
         "smoke-guard",
         campaign,
         {"campaign": plan.campaign.name, "runs": [r.to_dict() for r in plan.runs]},
-        {"campaign": plan.campaign.name, "shard": "", "link": []},
+        Meta(campaign=plan.campaign.name, shard="", link=[]),
     )
 
 

@@ -328,9 +328,7 @@ def test_connections_per_server_as_a_campaign_dimension(tmp_path: Path) -> None:
     assert all(r.status is Status.ok for r in records.values()), records
     one, four = (records[f"lan-h1-bbr-uniform-100k-c{n}-r1"] for n in (1, 4))
     assert (one.cell[CONNECTIONS], four.cell[CONNECTIONS]) == (1, 4)
-    carrying = [
-        len([c for c in r.details["server_connections"] if c.get("requests")]) for r in (one, four)
-    ]
+    carrying = [len([c for c in r.details.server_connections if c.requests]) for r in (one, four)]
     print(f"connections that carried requests: c1 {carrying[0]}, c4 {carrying[1]}")
     assert carrying[0] == 1 and 1 < carrying[1] <= 4
     assert one.metrics["max_concurrent_connections"] == 1
@@ -350,11 +348,12 @@ def test_loads_start_where_the_campaign_puts_them_in_the_link_schedule(tmp_path:
     assert [r.status for r in records] == [Status.ok] * 3
     slot_s = 15.0
     for r in records:
-        aimed, got = r.details["aimed_slot_phase_s"], r.metrics["slot_phase_s"]
+        aimed, got = r.details.aimed_slot_phase_s or 0.0, r.metrics["slot_phase_s"]
         print(f"{r.run_id}: aimed {aimed:.3f} s, navigated at {got:.3f} s into the slot")
         assert aimed == slot_s * (r.repetition - 0.5) / 3
         assert abs(got - aimed) < slot_s / 20, (aimed, got)
-        assert r.details["timeline"]["schedule_id"] == "leo-starlink-20230718"
+        assert r.details.timeline is not None
+        assert r.details.timeline.schedule_id == "leo-starlink-20230718"
         delay = [r.metrics[f"link_delay_forward_{s}_ms"] for s in ("min", "mean", "max")]
         assert 15.5 < delay[0] <= delay[1] <= delay[2] < 16.5, delay  # 12 ms + two hops
         assert r.metrics["link_rate_forward_mean_mbps"] == 100

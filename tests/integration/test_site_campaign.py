@@ -94,7 +94,7 @@ def test_a_campaign_replays_sites_and_fails_a_load_that_missed(
     }, out
     page = records["lan-h2-bbr-uniform-100k-r1"]
     assert page.status is Status.ok, page.reason
-    assert "site" not in page.details and page.cell.site is None
+    assert page.details.site is None and page.cell.site is None
 
     digest = archive.read(tmp_path / "sites" / "three-origins").digest
     plan = json.loads((d / "plan.json").read_text())
@@ -104,20 +104,21 @@ def test_a_campaign_replays_sites_and_fails_a_load_that_missed(
         ("lan-h2-bbr-three-origins-dnsterminal-r1", DnsCache.terminal),
     ]:
         r = records[run_id]
+        details = r.details.written()  # as the journal has them
         assert r.status is Status.ok, (run_id, r.reason)
         assert (r.cell[SITE], r.cell[DNS_CACHE], r.page) == (
             "sites/three-origins", cache, "three-origins",
         )  # fmt: skip
-        assert r.details["site"]["digest"] == digest
-        assert r.details["site"]["dns_cache"] == cache.value
+        assert details["site"]["digest"] == digest
+        assert details["site"]["dns_cache"] == cache.value
         # Every resource of every origin over HTTP/2, no miss.
-        assert {u.split("/")[2] for u in r.details["protocols"]} == set(HOSTS)
-        assert set(r.details["protocols"].values()) == {"h2"}
-        assert r.details["replay"]["missed"] == 0 and r.details["replay"]["exact"] == 4
+        assert {u.split("/")[2] for u in details["protocols"]} == set(HOSTS)
+        assert set(details["protocols"].values()) == {"h2"}
+        assert details["replay"]["missed"] == 0 and details["replay"]["exact"] == 4
         assert r.metrics["site_missed"] == 0
-        dns = r.details["dns"]
+        dns = details["dns"]
         print(f"{run_id}: {dns['gateway_queries']} queries crossed: {dns['gateway_names']}")
-        print(f"{run_id}: origins {json.dumps(r.details['origins'])}")
+        print(f"{run_id}: origins {json.dumps(details['origins'])}")
         assert r.metrics["dns_queries_crossed"] == dns["gateway_queries"]
         # Every lookup the browser made, at the client's own resolver, with its times.
         asked = dns["client_resolver_queries"]
@@ -129,7 +130,7 @@ def test_a_campaign_replays_sites_and_fails_a_load_that_missed(
         # fresh profile per load resumes nothing), accepted during the load (give or take
         # the browser's reduced timer precision: one clock, the host's).
         for host in HOSTS:
-            seen = r.details["origins"][host]
+            seen = details["origins"][host]
             assert seen["server_connections"] >= 1 and set(seen["handshakes"]) == {"full"}, seen
             assert -20 <= seen["server_opened_ms"] <= r.metrics["plt_ms"], seen
         if cache is DnsCache.none:
@@ -145,7 +146,7 @@ def test_a_campaign_replays_sites_and_fails_a_load_that_missed(
     missed = records["lan-h2-bbr-one-missing-dnsterminal-r1"]
     assert missed.status is Status.failed
     assert MISSING in missed.reason and "the replay missed 1" in missed.reason, missed.reason
-    assert missed.details["site"]["name"] == "one-missing"
+    assert missed.details.site is not None and missed.details.site.name == "one-missing"
     # Nothing left behind: the testbed is down, with the site's resolvers.
     assert left == [], left
     assert proc.returncode == 0, out  # a failed load is a result, not the command's failure

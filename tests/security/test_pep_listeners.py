@@ -251,4 +251,5 @@ def test_a_flood_is_bounded_and_the_pep_serves_the_next_load(session: Session, p
         time.sleep(0.1)
     result, details = session.load_page(PageLoad(PAGE, "2", CC, 6, pep=preset))
     assert result.status is Status.ok, result.reason
-    assert details["pep"]["stations"]["terminal"]["accepted"] >= 1
+    stations = details.pep.stations if details.pep else None
+    assert stations and (stations["terminal"].accepted or 0) >= 1

@@ -22,6 +22,7 @@ import pytest
 
 from clarke.campaign.plan import plan_file
 from clarke.results import store
+from clarke.results.meta import Meta
 from conftest import need
 
 SMOKE = Path("campaigns/smoke.yaml")
@@ -35,7 +36,7 @@ def _results_dir(tmp_path: Path) -> Path:
         SMOKE,
         {"campaign": plan.campaign.name, "order": plan.campaign.order.value, "seed": plan.seed,
          "count": len(plan.runs), "shard": "", "runs": [r.to_dict() for r in plan.runs]},
-        {"campaign": plan.campaign.name, "shard": "", "link": []},
+        Meta(campaign=plan.campaign.name, shard="", link=[]),
     )  # fmt: skip
 
 

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from clarke.results.details import PhasesMs
 from clarke.run.bench.load import breakdown, spread
 from clarke.timing import Phases
 
@@ -21,7 +22,7 @@ def test_a_load_splits_into_the_client_the_agent_and_the_runner() -> None:
         },
         "runner": {"link_before": 10.0, "reset_stats": 5.0, "client": 2100.0, "server_stats": 8.0},
     }
-    got = breakdown(phases, plt=500.0, wall=2200.0)
+    got = breakdown(PhasesMs.model_validate(phases), plt=500.0, wall=2200.0)
     assert got["client.agent"] == pytest.approx(2100 - 1940)
     assert got["client.navigation-plt"] == pytest.approx(200)
     assert got["runner.other"] == pytest.approx(2200 - 2123)
@@ -38,7 +39,7 @@ def test_a_browser_started_ahead_is_not_inside_the_agents_round_trip() -> None:
         },
         "runner": {"client": 1100.0},
     }
-    got = breakdown(phases, plt=500.0, wall=1100.0)
+    got = breakdown(PhasesMs.model_validate(phases), plt=500.0, wall=1100.0)
     assert got["client.agent"] == pytest.approx(1100 - 1000)
     assert got["client.ahead_browser_start"] == 900
     assert got["client.next_context_open"] == 400

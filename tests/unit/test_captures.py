@@ -17,6 +17,7 @@ import pytest
 
 from clarke.agent.server import make_handler
 from clarke.browser.capture import KEYLOG, BrowserCapture, CapturedFiles
+from clarke.contract import CaptureStopped
 from clarke.errors import InputError
 from clarke.place import Place
 from clarke.place.capture import PacketCapture, whole_packets
@@ -57,9 +58,9 @@ def test_the_browser_files_fit_the_budget_or_are_left_out_whole(tmp_path: Path) 
     assert not capture.dir.exists()
 
 
-def _link(pcap: bytes) -> dict[str, object]:
-    return {"interface": "lan", "pcap_b64": base64.b64encode(pcap).decode(), "bytes": len(pcap),
-            "truncated": False, "captured": 3, "dropped": 0}  # fmt: skip
+def _link(pcap: bytes) -> CaptureStopped:
+    return CaptureStopped(interface="lan", pcap_b64=base64.b64encode(pcap).decode(),
+                          bytes=len(pcap), truncated=False, captured=3, dropped=0)  # fmt: skip
 
 
 def _browser(**files: bytes) -> CapturedFiles:
@@ -70,19 +71,19 @@ def test_failed_keeps_only_a_failed_loads_files(tmp_path: Path) -> None:
     policy = CapturePolicy(CaptureMode.failed, tmp_path)
     pcap = _pcap(60)
     ok = write(policy, "r1-a1", True, _link(pcap), _browser(**{KEYLOG: b"k"}), [])
-    assert ok["kept"] is False and not (tmp_path / "captures").exists()
+    assert ok.kept is False and not (tmp_path / "captures").exists()
     failed = write(policy, "r1-a2", False, _link(pcap), _browser(**{KEYLOG: b"k"}), [])
-    assert failed["kept"] is True and failed["dir"] == "captures/r1-a2"
+    assert failed.kept is True and failed.dir == "captures/r1-a2"
     assert (tmp_path / "captures/r1-a2/link.pcap").read_bytes() == pcap
-    assert failed["files"] == {KEYLOG: 1, "link.pcap": len(pcap)}
-    assert failed["pcap"]["packets_dropped"] == 0
+    assert failed.files == {KEYLOG: 1, "link.pcap": len(pcap)}
+    assert failed.pcap is not None and failed.pcap.packets_dropped == 0
 
 
 def test_only_the_expected_file_names_are_written(tmp_path: Path) -> None:
     policy = CapturePolicy(CaptureMode.all, tmp_path / "one", flat=True)
     got = write(policy, "load", True, None, _browser(**{"../../evil": b"x", KEYLOG: b"k"}), [])
-    assert got["files"] == {KEYLOG: 1} and got["dir"] == "."
-    assert any("evil" in p for p in got["problems"])
+    assert got.files == {KEYLOG: 1} and got.dir == "."
+    assert any("evil" in p for p in got.problems)
     assert sorted(p.name for p in (tmp_path / "one").iterdir()) == [KEYLOG]
     with pytest.raises(InputError):
         write(policy, "../x", False, None, None, [])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from clarke.results.connections import busy_time, connection_rows, max_overlap
+from helpers import server_connections
 
 HOST = "https://www.clarke.test"
 
@@ -45,16 +46,16 @@ def test_http1_connections_with_known_gaps() -> None:
         _conn(8, "h1", ["/p/o2.jpg", "/p/o3.jpg"]),
         _conn(9, "h1", [], requests=0),  # a connection that carried nothing
     ]
-    rows, page = connection_rows(conns, raw)
-    assert [r["id"] for r in rows] == [7, 8]
+    rows, page = connection_rows(server_connections(conns), raw)
+    assert [r.id for r in rows] == [7, 8]
     first, second = rows
-    assert first["requests_timed"] == 2
-    assert (first["first_request_ms"], first["last_response_end_ms"]) == (20.0, 300.0)
-    assert first["busy_ms"] == pytest.approx(230.0) and first["idle_ms"] == pytest.approx(50.0)
-    assert first["handshake_ms"] == pytest.approx(14.0) and first["max_streams"] == 1
-    assert second["busy_ms"] == pytest.approx(170.0) and second["idle_ms"] == pytest.approx(100.0)
-    assert second["handshake_ms"] == pytest.approx(8.0)
-    assert (first["bytes_sent"], first["bytes_received"]) == (2000, 300)
+    assert first.requests_timed == 2
+    assert (first.first_request_ms, first.last_response_end_ms) == (20.0, 300.0)
+    assert first.busy_ms == pytest.approx(230.0) and first.idle_ms == pytest.approx(50.0)
+    assert first.handshake_ms == pytest.approx(14.0) and first.max_streams == 1
+    assert second.busy_ms == pytest.approx(170.0) and second.idle_ms == pytest.approx(100.0)
+    assert second.handshake_ms == pytest.approx(8.0)
+    assert (first.bytes_sent, first.bytes_received) == (2000, 300)
     assert page == {
         "max_concurrent_connections": 2.0,  # 20-300 and 130-400 overlap
         "max_concurrent_requests": 2.0,
@@ -67,10 +68,10 @@ def test_one_multiplexed_connection() -> None:
     raw = {"navigation": _entry("/p/index.html", 10.0, 90.0), "resources": resources}
     paths = ["/p/index.html"] + [f"/p/o{i}.jpg" for i in range(1, 9)]
     quic = _conn(1, "h3", paths, transport={"quic": {"udp_bytes_received": 4000}})
-    (row,), page = connection_rows([quic], raw)
-    assert row["max_streams"] == 8 and row["requests_timed"] == 9
-    assert row["idle_ms"] == pytest.approx(11.0)  # 90 -> 101: nothing outstanding
-    assert row["bytes_received"] == 4000
+    (row,), page = connection_rows(server_connections([quic]), raw)
+    assert row.max_streams == 8 and row.requests_timed == 9
+    assert row.idle_ms == pytest.approx(11.0)  # 90 -> 101: nothing outstanding
+    assert row.bytes_received == 4000
     assert page["max_concurrent_connections"] == 1.0
     assert page["max_concurrent_requests"] == 8.0
 
@@ -78,7 +79,9 @@ def test_one_multiplexed_connection() -> None:
 def test_an_engine_without_timings_gives_rows_without_them() -> None:
     raw = {"navigation": {"name": f"{HOST}/p/index.html"},
            "resources": [{"name": f"{HOST}/p/o1.jpg", "responseEnd": None}]}  # fmt: skip
-    (row,), page = connection_rows([_conn(3, "h2", ["/p/index.html", "/p/o1.jpg"])], raw)
-    assert row["requests"] == 2 and row["requests_timed"] == 0
-    assert row["idle_ms"] is None and row["max_streams"] is None
+    (row,), page = connection_rows(
+        server_connections([_conn(3, "h2", ["/p/index.html", "/p/o1.jpg"])]), raw
+    )
+    assert row.requests == 2 and row.requests_timed == 0
+    assert row.idle_ms is None and row.max_streams is None
     assert page == {}

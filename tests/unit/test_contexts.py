@@ -16,7 +16,9 @@ from clarke.browser import contexts, prestart
 from clarke.browser.load import BrowserSettings, LoadRequest, from_cache, judge
 from clarke.campaign.model import Browser as BrowserBlock
 from clarke.campaign.plan import plan_file
+from clarke.contract import ServerStats
 from clarke.errors import InputError
+from clarke.results.details import IsolationCheck
 from clarke.results.record import Status
 from clarke.run.campaign.options import RunOptions
 from clarke.run.campaign.preflight import preflight
@@ -160,17 +162,22 @@ def _conn(**kw: Any) -> dict[str, Any]:
 RAW = {"navigation": {"name": "https://x/p", "nextHopProtocol": "h2", "transferSize": 900}}
 
 
+def verdict(stats: dict[str, Any], *asked: Any) -> IsolationCheck:
+    """isolation_verdict of the server's /stats `stats`."""
+    return isolation_verdict(ServerStats.model_validate(stats), *asked)
+
+
 def test_new_connections_with_full_handshakes_pass_and_say_so() -> None:
     stats = {"connections": [_conn(), _conn(), _conn(requests=0, opened_before_reset=True)]}
-    v = isolation_verdict(stats | {"lingering": [4]}, RAW, "2", Isolation.context)
-    assert v["failure"] == ""
-    assert (v["connections"], v["full_handshakes"], v["carried_over"], v["lingering"]) == (
+    v = verdict(stats | {"lingering": [4]}, RAW, "2", Isolation.context)
+    assert v.failure == ""
+    assert (v.connections, v.full_handshakes, v.carried_over, v.lingering) == (
         2,
         2,
         0,
         1,
     )
-    assert (v["first_protocol"], v["new_profile_protocol"]) == ("h2", "h2")
+    assert (v.first_protocol, v.new_profile_protocol) == ("h2", "h2")
 
 
 @pytest.mark.parametrize(
@@ -187,8 +194,8 @@ def test_anything_carried_over_fails_the_load_in_either_isolation(
     conn: dict[str, Any], why: str
 ) -> None:
     for isolation in Isolation:
-        v = isolation_verdict({"connections": [_conn(), conn]}, RAW, "2", isolation)
-        assert why in v["failure"], (isolation, v)
+        v = verdict({"connections": [_conn(), conn]}, RAW, "2", isolation)
+        assert why in v.failure, (isolation, v)
 
 
 def test_a_session_of_the_loads_own_full_handshake_may_be_resumed_an_earlier_one_not() -> None:
@@ -198,21 +205,21 @@ def test_a_session_of_the_loads_own_full_handshake_may_be_resumed_an_earlier_one
     resumed = {"kind": "resumed", "psk_offered": True}
     own = [_conn(start_unix_ms=1000), _conn(start_unix_ms=1040, handshake=resumed)]
     for isolation in Isolation:
-        v = isolation_verdict({"connections": own}, RAW, "1.1", isolation)
-        assert v["failure"] == "" and (v["resumed"], v["resumed_within_load"]) == (0, 1), v
+        v = verdict({"connections": own}, RAW, "1.1", isolation)
+        assert v.failure == "" and (v.resumed, v.resumed_within_load) == (0, 1), v
     for start in (1000, 990):
         early = [_conn(start_unix_ms=1000), _conn(start_unix_ms=start, handshake=resumed)]
-        v = isolation_verdict({"connections": early}, RAW, "1.1", Isolation.profile)
-        assert "resumed an earlier TLS session on 1 of 2" in v["failure"], v
+        v = verdict({"connections": early}, RAW, "1.1", Isolation.profile)
+        assert "resumed an earlier TLS session on 1 of 2" in v.failure, v
 
 
 def test_a_server_that_does_not_report_handshakes_fails_only_context_isolation() -> None:
     quiet = {"connections": [{"requests": 9, "tls": True, "opened_before_reset": False}]}
-    assert isolation_verdict(quiet, RAW, "2", Isolation.profile)["failure"] == ""
-    failure = isolation_verdict(quiet, RAW, "2", Isolation.context)["failure"]
+    assert verdict(quiet, RAW, "2", Isolation.profile).failure == ""
+    failure = verdict(quiet, RAW, "2", Isolation.context).failure
     assert "does not say how 1 of 1 TLS handshakes went" in failure
     unread = {"connections": [_conn(handshake={"hello_read": False})]}
-    assert "does not say" in isolation_verdict(unread, RAW, "2", Isolation.context)["failure"]
+    assert "does not say" in verdict(unread, RAW, "2", Isolation.context).failure
 
 
 def test_an_entry_from_the_cache_fails_the_load_with_its_name() -> None:
@@ -236,10 +243,7 @@ def test_an_entry_from_the_cache_fails_the_load_with_its_name() -> None:
     assert status is Status.failed
     assert reason.startswith("isolation: 1 of 4 entries came from the browser's cache")
     assert "p/o1.jpg" in reason
-    assert (
-        isolation_verdict({"connections": [_conn()]}, raw, "2", Isolation.profile)["from_cache"]
-        == 1
-    )
+    assert verdict({"connections": [_conn()]}, raw, "2", Isolation.profile).from_cache == 1
 
 
 def test_context_isolation_needs_selenium_and_a_bounded_browser() -> None:

@@ -100,10 +100,10 @@ def test_a_flow_that_moves_bytes_is_confirmed_measured_and_stopped(tmp_path: Pat
     driver.ensure(_spec("bulk-bbr"), "geo")  # the same cell again: left running
     assert len(ep.started) == 2
     before = driver.before_load()
-    details, failure = driver.after_load(before)
-    assert failure == "" and details["achieved_mbps"]["forward"] > 0
-    assert set(details["achieved_mbps"]) == {"forward"}
-    assert cross.metrics_of(details) == {"cross_forward_mbps": details["achieved_mbps"]["forward"]}
+    during, failure = driver.after_load(before)
+    assert failure == "" and during.achieved_mbps["forward"] > 0
+    assert set(during.achieved_mbps) == {"forward"} and during.cc == ["bbr"]
+    assert cross.metrics_of(during) == {"cross_forward_mbps": during.achieved_mbps["forward"]}
     driver.ensure(_spec("none"), "geo")
     assert ep.stopped == ep.started and driver.running is None
 

@@ -9,12 +9,13 @@ import pyarrow.parquet as pq
 
 from clarke.results import store
 from clarke.results.journal import Journal
+from clarke.results.meta import Meta
 from clarke.results.record import Status
 from helpers import record
 
 
 def _dir(tmp_path: Path) -> Path:
-    d = store.create(tmp_path, "t-x", Path("campaigns/smoke.yaml"), {}, {})
+    d = store.create(tmp_path, "t-x", Path("campaigns/smoke.yaml"), {}, Meta())
     with Journal.in_dir(d) as j:
         for i in range(4):
             j.append(record(i, status=Status.failed if i == 2 else Status.ok))

@@ -16,6 +16,7 @@ from clarke.errors import InputError
 from clarke.results.journal import Journal
 from clarke.run.implementations.several import Combination, Index, State
 from clarke.run.implementations.table import build, forward_drops, markdown
+from helpers import link_stats
 
 RECORDED = Path("tests/data/recorded-repeats")
 
@@ -92,10 +93,10 @@ def test_no_baseline_no_ratio_and_missing_results(tmp_path: Path) -> None:
 def test_forward_drops_from_each_links_counters() -> None:
     # satlink: drops by cause in each role (a recorded load: none)
     (r, *_) = list(Journal.in_dir(RECORDED).records())
-    assert forward_drops(r.details["link_stats"]) == 0.0
-    lossy = json.loads(json.dumps(r.details["link_stats"]))
+    assert forward_drops(r.details.link_stats) == 0.0
+    lossy = {role: s.written() for role, s in r.details.link_stats.items()}
     lossy["gateway"]["forward"]["drops"]["queue_full"] = 7
-    assert forward_drops(lossy) == 7.0
+    assert forward_drops(link_stats(lossy)) == 7.0
     # OpenSAND: the gateway TAP's tx minus the terminal TAP's rx (a 2 MB load here, whose
     # server counted 237 retransmitted segments)
     opensand = {
@@ -103,7 +104,7 @@ def test_forward_drops_from_each_links_counters() -> None:
         "terminal": {"tap": {"rx_packets": 1414, "tx_packets": 1151}},
         "satellite": {"emu": {"rx_packets": 1162}},
     }
-    assert forward_drops(opensand) == 237.0
+    assert forward_drops(link_stats(opensand)) == 237.0
     assert forward_drops({}) is None
 
 

@@ -28,7 +28,7 @@ j.open_for_append()
 i = 0
 while True:
     r = record(i)
-    r.details["padding"] = "x" * 20000  # large lines make a cut mid-write likely
+    r.details.failure = "x" * 20000  # large lines make a cut mid-write likely
     j.append(r)
     i += 1
 """
@@ -75,7 +75,7 @@ def test_killed_writer_leaves_only_complete_records(tmp_path: Path) -> None:
         records = list(Journal(path).records())
         assert records, "the writer wrote nothing"
         assert [r.run_index for r in records] == list(range(len(records)))
-        assert all(r.details["padding"] == "x" * 20000 for r in records)
+        assert all(r.details.failure == "x" * 20000 for r in records)
         # after repair the file holds exactly those records, each on its own line
         with Journal(path):
             pass

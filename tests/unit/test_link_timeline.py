@@ -44,7 +44,8 @@ def test_points_cover_the_campaign_and_follow_the_square_wave() -> None:
 def test_each_load_crossed_what_the_schedule_held_during_it() -> None:
     points = _forward(_records())
     for r in _records():
-        start = r.details["timeline"]["navigation_unix_ms"] * 1e6
+        assert r.details.timeline is not None and r.details.timeline.navigation_unix_ms
+        start = r.details.timeline.navigation_unix_ms * 1e6
         end = start + r.metrics["plt_ms"] * 1e6
         held = [d for t, d in points if t <= start][-1:] + [d for t, d in points if start < t < end]
         crossed = (r.metrics["link_delay_forward_min_ms"], r.metrics["link_delay_forward_max_ms"])
@@ -52,13 +53,8 @@ def test_each_load_crossed_what_the_schedule_held_during_it() -> None:
 
 
 def test_a_changed_schedule_gives_no_points() -> None:
-    records = [
-        r.model_copy(
-            update={
-                "details": r.details
-                | {"timeline": r.details["timeline"] | {"schedule_id": "other"}}
-            }
-        )
-        for r in _records()
-    ]
+    records = _records()
+    for r in records:
+        assert r.details.timeline is not None
+        r.details.timeline.schedule_id = "other"
     assert link_schedule_points(records) == []

@@ -11,14 +11,16 @@ import pytest
 
 from clarke.campaign.dimensions import Cell
 from clarke.campaign.plan import Run
-from clarke.contract import LinkState
+from clarke.contract import LinkState, ServerStats
 from clarke.errors import ClarkeError
 from clarke.results.journal import Journal
+from clarke.results.meta import LinkCheckRecord
 from clarke.results.record import RunRecord, Status
+from clarke.results.station_records import LinkRoleStats
 from clarke.run.campaign import loop
 from clarke.run.campaign.loop import LoopSettings, RecordContext, execute, finished
 from clarke.run.campaign.schedule import LinkCheck, schedule
-from clarke.run.session.verdicts import link_overhead, link_verdict, server_verdict
+from clarke.run.session.verdicts import ServerVerdict, link_overhead, link_verdict, server_verdict
 from helpers import FakeSession
 
 CTX = RecordContext("t", "t-1", "selenium", "abc")
@@ -47,7 +49,7 @@ class Seen:
         self.skips.append(run.run_id)
 
     def checking(self, check: LinkCheck) -> None: ...
-    def checked(self, check: LinkCheck, result: dict[str, Any]) -> None: ...
+    def checked(self, check: LinkCheck, result: LinkCheckRecord) -> None: ...
     def loading(self, run: Run, attempt: int) -> None: ...
 
     def recorded(self, record: RunRecord, final: bool) -> None:
@@ -104,7 +106,7 @@ def test_each_change_is_applied_once(tmp_path: Path) -> None:
     out, seen, records = run_all(tmp_path, plan, session)
     assert session.applied == [("profile", "lan"), ("cc", "bbr"), ("profile", "geo")]
     assert session.events[0] == "before lan" and session.events[4] == "after lan"
-    assert [c["phase"] for c in out.checks] == ["before", "after", "before", "after"]
+    assert [c.phase for c in out.checks] == ["before", "after", "before", "after"]
     assert seen.final == [r.run_id for r in plan]
     assert all(r.status is Status.ok and r.profile_sha256 == "f" * 64 for r in records)
 
@@ -126,7 +128,7 @@ def test_infrastructure_failures_do_not_use_up_retries(tmp_path: Path) -> None:
     session = FakeSession({plan[0].run_id: ["down", "down", "fail", "ok"]})
     out, seen, records = run_all(tmp_path, plan, session, retries=1)
     assert [r.status.value for r in records] == ["failed", "failed", "failed", "ok"]
-    assert [bool(r.details.get("infrastructure")) for r in records] == [True, True, False, False]
+    assert [r.details.infrastructure for r in records] == [True, True, False, False]
     assert "ConnectError" in records[0].reason
     assert seen.final == [plan[0].run_id]
 
@@ -156,11 +158,11 @@ def test_a_vanished_testbed_stops_the_campaign_and_resume_finishes_it(tmp_path: 
 
 def test_a_failed_link_check_is_recorded_not_fatal(tmp_path: Path) -> None:
     class BadLink(FakeSession):
-        def check_link(self, profile: str, phase: str, level: str) -> dict[str, Any]:
+        def check_link(self, profile: str, phase: str, level: str) -> LinkCheckRecord:
             raise ClarkeError("iperf3 printed no JSON")
 
     out, seen, records = run_all(tmp_path, runs("lan"), BadLink())
-    assert [c.get("error") for c in out.checks] == ["Error: iperf3 printed no JSON"] * 2
+    assert [c.error for c in out.checks] == ["Error: iperf3 printed no JSON"] * 2
     assert [r.status for r in records] == [Status.ok]
 
 
@@ -178,38 +180,40 @@ def test_link_verdict_names_what_the_link_runs() -> None:
     assert link_verdict("lan", "c" * 64, good)
 
 
+def verdict(stats: dict[str, Any], *asked: Any) -> ServerVerdict:
+    """server_verdict of the server's /stats `stats`."""
+    return server_verdict(ServerStats.model_validate(stats), *asked)
+
+
 def test_server_verdict() -> None:
     conn = {"requests": 9, "cc": "bbr", "protocol": "h2", "wire_bytes_sent": 110_000,
             "ip_bytes_estimate": 120_000, "app_bytes_sent": 105_000}  # fmt: skip
-    ok = server_verdict({"connections": [conn]}, "2", "bbr", 100_000, 9, 6)
-    assert ok["failure"] == "" and ok["metrics"]["overhead"] == pytest.approx(0.1)
-    assert server_verdict({"connections": [conn]}, "3", "bbr", 100_000, 9, 6)["failure"] == (
+    ok = verdict({"connections": [conn]}, "2", "bbr", 100_000, 9, 6)
+    assert ok.failure == "" and ok.metrics["overhead"] == pytest.approx(0.1)
+    assert verdict({"connections": [conn]}, "3", "bbr", 100_000, 9, 6).failure == (
         "server saw h2 on 1 of 1 connections, asked for h3"
     )
     assert (
         "asked for newreno"
-        in server_verdict(
+        in verdict(
             {"connections": [conn | {"protocol": "h3", "cc": "cubic"}]}, "3", "reno", 100_000, 9, 6
-        )["failure"]
+        ).failure
     )
-    assert server_verdict({"connections": [conn]}, "2", "bbr", 100_000, 8, 6)["failure"] == (
+    assert verdict({"connections": [conn]}, "2", "bbr", 100_000, 8, 6).failure == (
         "server answered 9 requests, the page has 8"
     )
-    assert (
-        server_verdict({}, "2", "bbr", 1, 1, 6)["failure"]
-        == "the server saw no request for the page"
-    )
+    assert verdict({}, "2", "bbr", 1, 1, 6).failure == "the server saw no request for the page"
     # OpenLiteSpeed says where a connection's cc came from: "configured" is no measurement
     measured = conn | {"cc_source": "kernel"}
     guessed = conn | {"cc_source": "configured"}
-    assert server_verdict({"connections": [measured]}, "2", "bbr", 100_000, 9, 6)["failure"] == ""
-    assert server_verdict(
+    assert verdict({"connections": [measured]}, "2", "bbr", 100_000, 9, 6).failure == ""
+    assert verdict(
         {"connections": [measured, guessed | {"requests": 0}]}, "2", "bbr", 100_000, 9, 6
-    )["failure"] == ""  # fmt: skip
-    assert server_verdict(
+    ).failure == ""  # fmt: skip
+    assert verdict(
         {"connections": [measured | {"requests": 4}, guessed | {"requests": 5}]},
         "2", "bbr", 100_000, 9, 6,
-    )["failure"] == (
+    ).failure == (
         "the server could not measure the congestion control of 1 of 2 connections "
         "(only configured: bbr)"
     )  # fmt: skip
@@ -217,12 +221,12 @@ def test_server_verdict() -> None:
     # on a slow handshake) measured another configuration.
     h1 = {"cc": "cubic", "protocol": "h1", "app_bytes_sent": 1}
     two = {"connections": [h1 | {"requests": 5}, h1 | {"requests": 4}]}
-    assert server_verdict(two, "1.1", "cubic", 100_000, 9, 2)["failure"] == ""
-    assert server_verdict(two, "1.1", "cubic", 100_000, 9, 1)["failure"] == (
+    assert verdict(two, "1.1", "cubic", 100_000, 9, 2).failure == ""
+    assert verdict(two, "1.1", "cubic", 100_000, 9, 1).failure == (
         "requests came on 2 connections, the limit was 1 per server"
     )
     idle_backup = {"connections": [h1 | {"requests": 9}, h1 | {"requests": 0}]}
-    assert server_verdict(idle_backup, "1.1", "cubic", 100_000, 9, 1)["failure"] == ""
+    assert verdict(idle_backup, "1.1", "cubic", 100_000, 9, 1).failure == ""
 
 
 def test_link_overhead_from_the_links_own_counters() -> None:
@@ -233,11 +237,15 @@ def test_link_overhead_from_the_links_own_counters() -> None:
         "satellite": {},
         "terminal": {"bytes_onto_link": {"return": 5_000}},
     }
-    got = link_overhead(stats, 100_000)
+    got = link_overhead(links(stats), 100_000)
     assert got == pytest.approx({
         "link_bytes_forward": 110_000, "link_bytes_return": 5_000,
         "link_overhead": 0.15, "link_overhead_forward": 0.10, "link_overhead_return": 0.05,
     })  # fmt: skip
     # One direction uncounted (a stopped role), or no page bytes: no figure at all.
-    assert link_overhead({"gateway": stats["gateway"], "terminal": {}}, 100_000) == {}
-    assert link_overhead(stats, 0) == {}
+    assert link_overhead(links({"gateway": stats["gateway"], "terminal": {}}), 100_000) == {}
+    assert link_overhead(links(stats), 0) == {}
+
+
+def links(stats: dict[str, dict[str, Any]]) -> dict[str, LinkRoleStats]:
+    return {role: LinkRoleStats.model_validate(s) for role, s in stats.items()}

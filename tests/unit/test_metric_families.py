@@ -54,7 +54,7 @@ def test_a_load_reports_them_and_a_recorded_load_gets_them_from_its_timings() ->
         raw = {"navigation": {"loadEventStart": record["metrics"]["plt_ms"]},
                "resources": resources}  # fmt: skip
         fresh = metrics_of(raw)
-        derived = metrics_of_record(record["metrics"], record["details"])
+        derived = metrics_of_record(record["metrics"], record["details"]["resources"])
         for key in ("first_object_ms", "largest_object_ms", "last_object_ms"):
             assert fresh[key] == derived[key], (record["run_id"], key)
         ends = sorted(r["responseEnd"] for r in resources)
@@ -69,7 +69,9 @@ def _cell_median(family_metric: str, run_prefix: str) -> float:
     for line in RECORDED.joinpath("journal.jsonl").read_text().splitlines():
         record = json.loads(line)
         if record["run_id"].startswith(run_prefix) and record["status"] == "ok":
-            values.append(metrics_of_record(record["metrics"], record["details"])[family_metric])
+            values.append(
+                metrics_of_record(record["metrics"], record["details"]["resources"])[family_metric]
+            )
     return statistics.median(values)
 
 

@@ -24,6 +24,7 @@ from rich.console import Console
 from clarke.campaign.plan import ShardBy, plan_file
 from clarke.results import store
 from clarke.results.journal import Journal
+from clarke.results.meta import Meta
 from clarke.results.record import RunRecord
 from clarke.run.campaign.options import RunOptions, Shard
 from clarke.run.parallel import testbeds as parallel
@@ -172,7 +173,7 @@ def test_resume_combinations(tmp_path: Path, run_cli, monkeypatch: pytest.Monkey
     code, _, err = run_cli("run", str(campaign), "--resume", str(parts))
     assert code == 2 and "--parallel" in err and "Traceback" not in err
     plain = tmp_path / "plain"
-    store.create(tmp_path, "plain", campaign, {"runs": []}, {"campaign": "par"})
+    store.create(tmp_path, "plain", campaign, {"runs": []}, Meta(campaign="par"))
     code, _, err = run_cli("run", str(campaign), "--parallel", "2", "--resume", str(plain))
     assert code == 2 and "not a campaign run with --parallel" in err
     (tmp_path / "other").mkdir()
@@ -184,7 +185,7 @@ def test_resume_combinations(tmp_path: Path, run_cli, monkeypatch: pytest.Monkey
 def test_the_merged_directory_leads_back_to_its_parts(tmp_path: Path) -> None:
     parts = _parts_dir(tmp_path, _campaign(tmp_path))
     merged = store.create(
-        parts.parent, "par-x", parts / store.CAMPAIGN_COPY, {}, {"parallel": {"parts": parts.name}}
+        parts.parent, "par-x", parts / store.CAMPAIGN_COPY, {}, Meta(parallel={"parts": parts.name})
     )
     assert resolve_resume(merged) == parts == resolve_resume(parts)
 

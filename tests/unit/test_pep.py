@@ -19,8 +19,9 @@ from clarke.pep import parse_settings
 from clarke.pep.pepsal import parse_log
 from clarke.place import Place
 from clarke.place.plan import plan
-from clarke.run.session.pep import hop_buffer_bytes, pep_body, pep_verdict
+from clarke.run.session.pep import hop_buffer_bytes, pep_body
 from clarke.vocab import PepImplementation
+from helpers import pep_verdict_of
 
 CAMPAIGN = {
     "name": "t",
@@ -199,38 +200,38 @@ def _split(n: int = 1) -> dict[str, dict[str, Any]]:
 
 
 def test_a_split_load_passes() -> None:
-    assert pep_verdict("splittcp", "2", [_conn(GATEWAY)], _split(), P) == ""
-    assert pep_verdict("splittcp", "1.1", [_conn(GATEWAY)] * 2, _split(2), P) == ""
+    assert pep_verdict_of("splittcp", "2", [_conn(GATEWAY)], _split(), P) == ""
+    assert pep_verdict_of("splittcp", "1.1", [_conn(GATEWAY)] * 2, _split(2), P) == ""
 
 
 def test_tcp_that_reached_the_server_from_the_client_was_not_split() -> None:
-    why = pep_verdict("splittcp", "2", [_conn(CLIENT)], _split(), P)
+    why = pep_verdict_of("splittcp", "2", [_conn(CLIENT)], _split(), P)
     assert "TCP was not split" in why and CLIENT in why and GATEWAY in why
 
 
 def test_too_few_intercepted_connections_fail() -> None:
     stations = _split()
     stations["terminal"] = _station("splittcp", 0, CLIENT, TERMINAL_SAT)
-    why = pep_verdict("splittcp", "2", [_conn(GATEWAY)], stations, P)
+    why = pep_verdict_of("splittcp", "2", [_conn(GATEWAY)], stations, P)
     assert "intercepted 0 at the terminal and 1 at the gateway" in why
 
 
 def test_failed_relays_and_the_wrong_pep_fail() -> None:
     stations = _split()
     stations["gateway"]["failed"] = 2
-    assert "failed to relay" in pep_verdict("splittcp", "2", [_conn(GATEWAY)], stations, P)
+    assert "failed to relay" in pep_verdict_of("splittcp", "2", [_conn(GATEWAY)], stations, P)
     stations = _split()
     stations["gateway"]["pep"] = "none"
-    why = pep_verdict("splittcp", "2", [_conn(GATEWAY)], stations, P)
+    why = pep_verdict_of("splittcp", "2", [_conn(GATEWAY)], stations, P)
     assert why == "asked for PEP splittcp, but gateway runs none"
 
 
 def test_quic_must_pass_untouched() -> None:
     none = {r: {"pep": "none"} for r in ("terminal", "gateway")}
-    assert pep_verdict("splittcp", "3", [_conn(CLIENT)], _split(0), P) == ""
-    assert "QUIC passed a PEP" in pep_verdict("splittcp", "3", [_conn(GATEWAY)], _split(0), P)
-    assert pep_verdict("none", "2", [_conn(CLIENT)], none, P) == ""
-    assert "no PEP was asked for" in pep_verdict("none", "2", [_conn(GATEWAY)], none, P)
+    assert pep_verdict_of("splittcp", "3", [_conn(CLIENT)], _split(0), P) == ""
+    assert "QUIC passed a PEP" in pep_verdict_of("splittcp", "3", [_conn(GATEWAY)], _split(0), P)
+    assert pep_verdict_of("none", "2", [_conn(CLIENT)], none, P) == ""
+    assert "no PEP was asked for" in pep_verdict_of("none", "2", [_conn(GATEWAY)], none, P)
 
 
 def test_a_transparent_pep_is_judged_by_its_own_counts() -> None:
@@ -240,9 +241,9 @@ def test_a_transparent_pep_is_judged_by_its_own_counts() -> None:
     stations = {
         r: {"pep": "pepsal", "accepted": 2, "connections": []} for r in ("terminal", "gateway")
     }
-    assert pep_verdict("pepsal", "2", [_conn(CLIENT)] * 2, stations, P) == ""
+    assert pep_verdict_of("pepsal", "2", [_conn(CLIENT)] * 2, stations, P) == ""
     stations["gateway"]["accepted"] = 1
-    why = pep_verdict("pepsal", "2", [_conn(CLIENT)] * 2, stations, P)
+    why = pep_verdict_of("pepsal", "2", [_conn(CLIENT)] * 2, stations, P)
     assert "TCP was not split" in why and "1 at the gateway" in why
 
 
@@ -295,8 +296,8 @@ def test_the_console_summary_shows_the_pep() -> None:
 def test_a_server_that_names_no_peers_leaves_the_peps_own_counts() -> None:
     anonymous = [{"requests": 3}]
     none = {r: {"pep": "none"} for r in ("terminal", "gateway")}
-    assert pep_verdict("none", "2", anonymous, none, P) == ""
-    assert pep_verdict("splittcp", "2", anonymous, _split(), P) == ""
+    assert pep_verdict_of("none", "2", anonymous, none, P) == ""
+    assert pep_verdict_of("splittcp", "2", anonymous, _split(), P) == ""
     stations = _split()
     stations["terminal"] = _station("splittcp", 0, CLIENT, TERMINAL_SAT)
-    assert "TCP was not split" in pep_verdict("splittcp", "2", anonymous, stations, P)
+    assert "TCP was not split" in pep_verdict_of("splittcp", "2", anonymous, stations, P)

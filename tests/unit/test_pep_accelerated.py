@@ -18,8 +18,9 @@ from clarke.errors import UnknownName
 from clarke.pep import HOP_KEY_FILE
 from clarke.place import Place
 from clarke.place.plan import plan
-from clarke.run.session.pep import HOP_MSS, bdp_bytes, pep_body, pep_metrics, pep_verdict
+from clarke.run.session.pep import HOP_MSS, bdp_bytes, pep_body, pep_metrics
 from clarke.schema import problems_of
+from helpers import pep_stations, pep_verdict_of
 
 P = plan(5)
 CLIENT, GATEWAY = P.addresses["client"], P.addresses["gateway"]
@@ -132,7 +133,7 @@ BODY = pep_body("accelerated", "cubic", profiles.read("geo"))
 
 
 def _verdict(stations: dict[str, Any], n: int = 1, http: str = "2") -> str:
-    return pep_verdict("accelerated", http, [_conn(GATEWAY)] * n, stations, P, BODY)
+    return pep_verdict_of("accelerated", http, [_conn(GATEWAY)] * n, stations, P, BODY)
 
 
 def test_an_accelerated_load_passes() -> None:
@@ -182,8 +183,8 @@ def test_the_wrong_preset_running_fails() -> None:
 
 def test_quic_passes_the_accelerated_pep_untouched() -> None:
     stations = _accelerated(0)
-    assert pep_verdict("accelerated", "3", [_conn(CLIENT)], stations, P, BODY) == ""
-    why = pep_verdict("accelerated", "3", [_conn(GATEWAY)], stations, P, BODY)
+    assert pep_verdict_of("accelerated", "3", [_conn(CLIENT)], stations, P, BODY) == ""
+    why = pep_verdict_of("accelerated", "3", [_conn(GATEWAY)], stations, P, BODY)
     assert "QUIC passed a PEP" in why
 
 
@@ -191,12 +192,12 @@ def test_metrics_of_an_accelerated_load() -> None:
     stations = _accelerated(2)
     stations["terminal"]["connections"][1]["hop"]["pre_opened"] = False
     stations["gateway"]["connections"][1]["hop_first_data"] = _first(100)
-    m = pep_metrics(stations)
+    m = pep_metrics(pep_stations(stations))
     assert (m["pep_hops_pre_opened"], m["pep_hops_opened_on_demand"]) == (1.0, 1.0)
     assert m["pep_hop_handshakes"] == 2.0
     assert m["pep_hop_first_cwnd"] == 100.0
     assert m["pep_hop_first_window_bytes"] == 100.0 * HOP_MSS
-    assert "pep_hops_pre_opened" not in pep_metrics({"terminal": {"mode": "split"}})
+    assert "pep_hops_pre_opened" not in pep_metrics(pep_stations({"terminal": {"mode": "split"}}))
 
 
 def test_the_hop_key_is_the_testbeds_own_and_root_only(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from clarke.campaign.plan import plan_file
 from clarke.errors import ClarkeError
 from clarke.results.objects import signals_received, signals_verdict
 from clarke.vocab import Browser, HttpVersion
+from helpers import server_connections
 
 CAMPAIGN = """\
 name: signals
@@ -85,7 +86,7 @@ def _conn(priorities: list[str | None], frames: int = 0, updates: int = 0) -> di
 
 def test_the_verdict_names_what_the_server_saw_against_the_setting() -> None:
     def verdict(asked: str, conn: dict[str, object]) -> str:
-        return signals_verdict(asked, signals_received([conn], asked))
+        return signals_verdict(asked, signals_received(server_connections([conn]), asked))
 
     assert verdict("none", _conn([None, None])) == ""
     assert "Priority headers {'u=4, i': 1}" in verdict("none", _conn([None, "u=4, i"]))
@@ -94,5 +95,5 @@ def test_the_verdict_names_what_the_server_saw_against_the_setting() -> None:
     assert "no RFC 7540 PRIORITY frame" in verdict("rfc7540-tree", _conn([None]))
     assert verdict("default", _conn(["u=0, i"], updates=3)) == ""
     # A server that records no signals (OpenLiteSpeed): nothing to judge, and it says so.
-    unobserved = signals_received([{"exchanges": []}], "none")
-    assert unobserved["observed"] is False and signals_verdict("none", unobserved) == ""
+    unobserved = signals_received(server_connections([{"exchanges": []}]), "none")
+    assert unobserved.observed is False and signals_verdict("none", unobserved) == ""

@@ -12,7 +12,9 @@ from clarke import profiles
 from clarke.errors import ValidationFailed
 from clarke.link import netem
 from clarke.link.opensand import mapping as opensand
+from clarke.results.station_records import LinkRoleStats
 from clarke.run.session.timeline import queue_metrics
+from helpers import link_stats
 
 GEO = Path("profiles/geo.yaml").read_text()
 GEO_QUEUE = "queue: {bytes: 662500}"
@@ -117,8 +119,8 @@ def test_netem_and_opensand_refuse_what_they_cannot_emulate() -> None:
     assert "limit" in netem.netem_args(one_bdp.forward)
 
 
-def _stats(count: int) -> dict[str, object]:
-    return {
+def _stats(count: int) -> dict[str, LinkRoleStats]:
+    return link_stats({
         "gateway": {
             "forward": {
                 "queue_delay": {
@@ -141,7 +143,7 @@ def _stats(count: int) -> dict[str, object]:
             }
         },
         "terminal": {"return": {"queue_delay": {"count": 0}, "drops": {}}},
-    }
+    })  # fmt: skip
 
 
 def test_a_load_record_carries_queue_delay_and_drops_by_cause() -> None:

@@ -15,6 +15,7 @@ from rich.console import Console
 from clarke.report import html
 from clarke.report.link import link_table, verdict
 from clarke.results import store
+from clarke.results.meta import LinkCheckRecord
 from clarke.results.summary import summarise
 from clarke.run.campaign.console import SUMMARY_WIDTH, table
 
@@ -63,16 +64,17 @@ def test_rates_shards_and_a_check_that_could_not_run() -> None:
         ],
     }  # fmt: skip
     broken = {"phase": "after", "profile": "geo", "shard": "2/2", "error": "iperf3: timeout"}
-    section = link_table([judged, broken])
+    checks = [LinkCheckRecord.model_validate(c) for c in (judged, broken)]
+    section = link_table(checks)
     assert "<th>shard</th>" in section
     first, second = _rows(section)
     assert '600.0 ± 30.0</td><td class="n">601.2</td>' in first
     assert '31.20 ✗</td><td class="n">50.00 ± 5.00</td>' in first
     assert '2.41</td><td class="n">2.50 ± 0.25</td>' in first
-    assert verdict(judged) == "failed: forward rate 31.2 Mb/s, expected 50 ± 5"
+    assert verdict(checks[0]) == "failed: forward rate 31.2 Mb/s, expected 50 ± 5"
     assert "not measured: iperf3: timeout" in second
-    assert "<script>" not in link_table([{"profile": "<script>"}])
-    assert "not measured" in link_table(None)
+    assert "<script>" not in link_table([LinkCheckRecord(profile="<script>")])
+    assert "not measured" in link_table([])
 
 
 @pytest.mark.parametrize(

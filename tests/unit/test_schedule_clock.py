@@ -10,9 +10,11 @@ import pytest
 from pydantic import ValidationError
 
 from clarke import profiles
+from clarke.results.station_records import LinkRoleStats, ScheduleState
 from clarke.run.session.timeline import at_navigation, navigate_at
 from clarke.schedules import Schedule
 from clarke.schema import problems_of
+from helpers import link_stats
 
 MINUTE = {
     "version": 1,
@@ -25,8 +27,13 @@ MINUTE = {
 }
 
 
-def _gateway(link_time_ms: float) -> dict[str, object]:
-    return {"gateway": {"forward": {"schedule": {"id": "m", "link_time_ms": link_time_ms}}}}
+def _gateway(link_time_ms: float) -> dict[str, LinkRoleStats]:
+    return link_stats(
+        {"gateway": {"forward": {"schedule": {"id": "m", "link_time_ms": link_time_ms}}}}
+    )
+
+
+AT_5_S = ScheduleState(link_time_ms=5_000)
 
 
 def test_phases_count_from_the_slot_offset() -> None:
@@ -37,22 +44,22 @@ def test_phases_count_from_the_slot_offset() -> None:
     # A load that navigated at link time 13.25 s (second 13.25 of the UTC minute) is
     # 1.25 s into the slot that began at second 12.
     got = at_navigation(_gateway(13_750), 1_000_500, 1_000_000, s)
-    assert got["link_time_s"] == pytest.approx(13.25)
-    assert got["slot_phase_s"] == pytest.approx(1.25)
+    assert got.link_time_s == pytest.approx(13.25)
+    assert got.slot_phase_s == pytest.approx(1.25)
 
 
 def test_an_aimed_load_lands_at_its_phase_after_the_offset() -> None:
     s = Schedule.model_validate(MINUTE)
     # Asked at link time 5 s (Unix ms 1,000,000); 2 s into a slot, at least 8 s from now:
     # the slots start at 12, 27, ...: 14 s is only 9 s away, so 14 s it is.
-    at = navigate_at(s, {"link_time_ms": 5_000}, 1_000_000, phase_s=2.0, lead_s=8.0)
+    at = navigate_at(s, AT_5_S, 1_000_000, phase_s=2.0, lead_s=8.0)
     assert at == 1_000_000 + 9_000
     # At least 10 s away: the next one, 29 s.
-    at = navigate_at(s, {"link_time_ms": 5_000}, 1_000_000, phase_s=2.0, lead_s=10.0)
+    at = navigate_at(s, AT_5_S, 1_000_000, phase_s=2.0, lead_s=10.0)
     assert at == 1_000_000 + 24_000
     # Without an offset, phase 2 s is link time 2, 17, 32, ...
     plain = Schedule.model_validate({**MINUTE, "slot_offset_s": 0, "clock": "apply"})
-    assert navigate_at(plain, {"link_time_ms": 5_000}, 1_000_000, 2.0, 8.0) == 1_000_000 + 12_000
+    assert navigate_at(plain, AT_5_S, 1_000_000, 2.0, 8.0) == 1_000_000 + 12_000
 
 
 def test_utc_clock_goes_to_satlink_and_needs_a_loop() -> None:

@@ -17,9 +17,10 @@ from clarke.campaign.plan import plan_file
 from clarke.contract import BaseServerConfig, Configured, ServerConfig
 from clarke.errors import ClarkeError
 from clarke.report.order import completion_order
+from clarke.results.details import LoadDetails
 from clarke.results.objects import kendall_tau_b, object_rows, signals_received
 from clarke.vocab import Scheduler
-from helpers import moved, record
+from helpers import moved, record, server_connections
 
 CAMPAIGN = """\
 name: sched
@@ -132,32 +133,32 @@ def test_object_rows_join_the_servers_exchanges_with_resource_timing() -> None:
         "signals": {"priority_updates": 2, "rfc7540_frames": 0, "settings": {"0x9": 1}},
     }
     rows, metrics = object_rows(
-        [conn], _raw({"/p/a.jpg": 42, "/p/b.jpg": 52, "/p/c.jpg": 32}), "/p/"
+        server_connections([conn]), _raw({"/p/a.jpg": 42, "/p/b.jpg": 52, "/p/c.jpg": 32}), "/p/"
     )
-    by_path = {r["path"]: r for r in rows}
-    assert [r["path"] for r in rows] == ["/p/", "/p/a.jpg", "/p/b.jpg", "/p/c.jpg"]
-    assert [r["request_order"] for r in rows] == [1, 2, 3, 4]
-    assert [r["server_completion_order"] for r in rows] == [1, 3, 4, 2]
-    assert [r["completion_order"] for r in rows] == [1, 3, 4, 2]
-    assert by_path["/p/b.jpg"]["server_done_ms"] == pytest.approx(50)
-    assert by_path["/p/b.jpg"]["server_start_ms"] == pytest.approx(21)
-    assert by_path["/p/b.jpg"]["response_end_ms"] == 52
-    assert by_path["/p/c.jpg"]["stream"] == 7 and by_path["/p/c.jpg"]["urgency"] == 2
-    assert [r["turn_released_unwritten"] for r in rows] == [False, False, False, True]
+    by_path = {r.path: r for r in rows}
+    assert [r.path for r in rows] == ["/p/", "/p/a.jpg", "/p/b.jpg", "/p/c.jpg"]
+    assert [r.request_order for r in rows] == [1, 2, 3, 4]
+    assert [r.server_completion_order for r in rows] == [1, 3, 4, 2]
+    assert [r.completion_order for r in rows] == [1, 3, 4, 2]
+    assert by_path["/p/b.jpg"].server_done_ms == pytest.approx(50)
+    assert by_path["/p/b.jpg"].server_start_ms == pytest.approx(21)
+    assert by_path["/p/b.jpg"].response_end_ms == 52
+    assert by_path["/p/c.jpg"].stream == 7 and by_path["/p/c.jpg"].urgency == 2
+    assert [r.turn_released_unwritten for r in rows] == [False, False, False, True]
     # The HTML is left out of the metric: objects a, b, c against 2, 3, 1.
     assert metrics == {"completion_order_tau": pytest.approx(kendall_tau_b([1, 2, 3], [2, 3, 1]))}
-    signals = signals_received([conn])
-    assert signals["priority_headers"] == {"u=2, i": 4}
-    assert signals["priority_updates"] == 2 and signals["settings"] == [{"0x9": 1}]
+    signals = signals_received(server_connections([conn]))
+    assert signals.priority_headers == {"u=2, i": 4}
+    assert signals.priority_updates == 2 and signals.settings == [{"0x9": 1}]
 
 
 def test_without_the_servers_record_the_browsers_order_is_used() -> None:
     rows, metrics = object_rows([], _raw({"/p/a.jpg": 42, "/p/b.jpg": 32}), "/p/")
-    assert [(r["path"], r["request_order"], r["completion_order"]) for r in rows] == [
+    assert [(r.path, r.request_order, r.completion_order) for r in rows] == [
         ("/p/a.jpg", 1, 2),
         ("/p/b.jpg", 2, 1),
     ]
-    assert all(r["server_completion_order"] is None for r in rows)
+    assert all(r.server_completion_order is None for r in rows)
     assert metrics == {"completion_order_tau": -1.0}
 
 
@@ -169,9 +170,9 @@ def test_the_report_draws_completion_order_per_scheduler() -> None:
             _exchange(3, "/p/b.jpg", ORIGIN_MS + 11, ORIGIN_MS + 50),
         ]
     }
-    rows, _ = object_rows([conn], raw, "/p/")
+    rows, _ = object_rows(server_connections([conn]), raw, "/p/")
     records = [
-        moved(record(i), scheduler=s).model_copy(update={"details": {"objects": rows}})
+        moved(record(i), scheduler=s).model_copy(update={"details": LoadDetails(objects=rows)})
         for i, s in enumerate(["sequential", "round-robin"])
     ]
     figure = completion_order(records)
@@ -236,8 +237,8 @@ def test_a_sites_exchanges_join_the_timing_of_their_own_origin() -> None:
             _exchange(1, "/app.js", ORIGIN_MS + 11, ORIGIN_MS + 80, authority="CDN.other.test:443"),
         ]},
     ]  # fmt: skip
-    rows, metrics = object_rows(conns, raw, "/", "www.site.test")
-    ends = {(r["host"], r["path"]): r["response_end_ms"] for r in rows}
+    rows, metrics = object_rows(server_connections(conns), raw, "/", "www.site.test")
+    ends = {(r.host, r.path): r.response_end_ms for r in rows}
     # The start page is left out of the order metric, the other objects are in it:
     # asked static then cdn, completed in that order.
     assert metrics == {"completion_order_tau": 1.0}

@@ -15,6 +15,7 @@ from clarke.campaign.plan import CampaignPlan, Run, ShardBy, plan_file
 from clarke.results import store
 from clarke.results.journal import Journal
 from clarke.results.merge import merge
+from clarke.results.meta import Meta, SequentialRecord
 from clarke.results.record import RunRecord, Status
 from clarke.results.summary import Sequential, sequential_of, summarise
 from clarke.run.campaign import loop
@@ -86,7 +87,7 @@ def new_dir(tmp_path: Path, plan: CampaignPlan, name: str, runs: list[Run]) -> P
     return store.create(
         tmp_path, name, plan.source, {"campaign": "seq", "seed": plan.seed,
                                       "count": len(plan.runs), "runs": [r.to_dict() for r in runs]},
-        {"campaign": "seq"},
+        Meta(campaign="seq"),
     )  # fmt: skip
 
 
@@ -170,11 +171,15 @@ def test_shards_decide_on_their_own_loads_and_merge(tmp_path: Path, by: ShardBy)
             {"campaign": "seq", "seed": plan.seed, "count": len(plan.runs),
              "shard": f"{i}/2", **assignment,
              "runs": [r.to_dict() for r in runs]},
-            {"campaign": "seq", "campaign_id": "seq-1", "shard": f"{i}/2", **assignment},
+            Meta.model_validate(
+                {"campaign": "seq", "campaign_id": "seq-1", "shard": f"{i}/2", **assignment}
+            ),
         )  # fmt: skip
         seen = run_dir(plan, d, runs, FakeSession(plt=plt))
         stopped = {run.cell.path: stop_entry(run, dec) for run, dec in seen.stops}
-        store.update_meta(d, sequential={"stopped": stopped})
+        kept = store.MetaKeeper.open(d)
+        kept.meta.sequential = SequentialRecord(stopped=stopped)
+        kept.save()
         dirs.append(d)
     per_shard = [loads(list(Journal.in_dir(d).records())) for d in dirs]
     assert [s["2"] for s in per_shard] == [7, 7]  # each shard stopped on its own 7

@@ -20,13 +20,17 @@ from clarke import paths, schema
 from clarke.campaign.dimensions import DNS_CACHE, MODEL, SITE, SIZE, Cell, table_columns
 from clarke.campaign.model import Campaign
 from clarke.campaign.plan import plan_file
+from clarke.contract import ServerStats
 from clarke.errors import InputError, ValidationFailed
+from clarke.results.details import DnsQuery, LoadDetails, OriginRow
+from clarke.results.meta import Meta
+from clarke.results.server_records import ReplayMiss
 from clarke.run.campaign.apply import put_in_force
 from clarke.run.session import site
 from clarke.sites import archive
 from clarke.sites.archive import Exchange, Origin, SiteArchive, Source
 from clarke.vocab import DnsCache
-from helpers import FakeSession
+from helpers import FakeSession, server_connections
 
 HTML = b"<!doctype html><title>t</title><img src=https://img.cdn.test/a.jpg>"
 JPG = b"\xff\xd8not really a jpeg\xff\xd9"
@@ -219,45 +223,50 @@ def _counters(missed: list[str] | None = None, requests: int = 3) -> dict[str, A
 START = "https://www.site.test/"
 
 
+def judged(stats: dict[str, Any], *asked: Any) -> LoadDetails:
+    """site.verdict of the server's /stats `stats`, as a load's details take it."""
+    details = LoadDetails()
+    site.verdict(ServerStats.model_validate(stats), *asked).into(details)
+    return details
+
+
 def test_a_site_load_is_judged_on_every_origins_connections_and_the_replays_misses() -> None:
     conns = [_conn("www.site.test", 2), _conn("img.cdn.test", 1)]
-    ok = site.verdict({"connections": conns, "site": _counters()}, "2", "bbr", 6, START)
-    assert ok["failure"] == "", ok["failure"]
-    assert ok["connections_per_origin"] == {"img.cdn.test": 1, "www.site.test": 1}
-    assert ok["metrics"]["site_missed"] == 0 and ok["metrics"]["origins_reached"] == 2
+    ok = judged({"connections": conns, "site": _counters()}, "2", "bbr", 6, START)
+    assert ok.failure == "", ok.failure
+    assert ok.connections_per_origin == {"img.cdn.test": 1, "www.site.test": 1}
+    assert ok.metrics["site_missed"] == 0 and ok.metrics["origins_reached"] == 2
 
-    missed = site.verdict(
+    missed = judged(
         {"connections": conns, "site": _counters(["https://img.cdn.test/b.jpg"])},
         "2",
         "bbr",
         6,
         START,
     )
-    assert missed["failure"] == (
+    assert missed.failure == (
         "the replay missed 1 of 3 requests (not in the archive): GET https://img.cdn.test/b.jpg"
     )
-    assert missed["replay"]["misses"] == [{"method": "GET", "url": "https://img.cdn.test/b.jpg"}]
+    assert missed.replay.misses == [ReplayMiss(method="GET", url="https://img.cdn.test/b.jpg")]
 
     # Any origin's connection on another protocol fails the load.
     fell_back = [_conn("www.site.test", 2), _conn("img.cdn.test", 1, protocol="h1")]
-    wrong = site.verdict({"connections": fell_back, "site": _counters()}, "2", "bbr", 6, START)
-    assert "server saw h1 on 1 of 2 connections, asked for h2" in wrong["failure"]
+    wrong = judged({"connections": fell_back, "site": _counters()}, "2", "bbr", 6, START)
+    assert "server saw h1 on 1 of 2 connections, asked for h2" in wrong.failure
 
     # The connection limit holds per origin, not for the whole page, and per pool: a
     # host may have the limit's connections with credentials and as many without.
     many = [_conn("www.site.test", 1, protocol="h1") for _ in range(3)]
     many.append(_conn("img.cdn.test", 1, protocol="h1"))
-    one_each = site.verdict(
-        {"connections": many, "site": _counters(requests=4)}, "1.1", "bbr", 1, START
-    )
-    assert one_each["failure"] == (
+    one_each = judged({"connections": many, "site": _counters(requests=4)}, "1.1", "bbr", 1, START)
+    assert one_each.failure == (
         "requests came on more connections than the browser's 2 pools of 1 per server "
         "allow: www.site.test 3"
     )
     assert (
-        site.verdict(
+        judged(
             {"connections": many[1:], "site": _counters(requests=2)}, "1.1", "bbr", 1, START
-        )["failure"]
+        ).failure
         == ""
     )
 
@@ -265,22 +274,19 @@ def test_a_site_load_is_judged_on_every_origins_connections_and_the_replays_miss
     # names no icon and the archive, recorded in Firefox, lacks it) is listed, not judged;
     # at another origin it is the page's miss.
     favicon = "https://www.site.test/favicon.ico"
-    own = site.verdict({"connections": conns, "site": _counters([favicon])}, "2", "bbr", 6, START)
-    assert own["failure"] == "" and own["metrics"]["site_missed"] == 0, own["failure"]
-    assert own["replay"]["missed"] == 1 and own["replay"]["browser_own"] == [
-        {"method": "GET", "url": favicon}
-    ]
+    own = judged({"connections": conns, "site": _counters([favicon])}, "2", "bbr", 6, START)
+    assert own.failure == "" and own.metrics["site_missed"] == 0, own.failure
+    assert own.replay is not None and own.replay.missed == 1
+    assert own.replay.browser_own == [ReplayMiss(method="GET", url=favicon)]
     elsewhere = _counters(["https://img.cdn.test/favicon.ico"])
-    other = site.verdict({"connections": conns, "site": elsewhere}, "2", "bbr", 6, START)
-    assert other["failure"].startswith("the replay missed 1 of 3"), other["failure"]
+    other = judged({"connections": conns, "site": elsewhere}, "2", "bbr", 6, START)
+    assert other.failure.startswith("the replay missed 1 of 3"), other.failure
 
     # A request beside the site's listeners (the generated pages'): not this page.
     beside = [*conns, _conn("server.clarke.test", 1, on_site=False)]
     assert (
         "beside the site's"
-        in site.verdict({"connections": beside, "site": _counters()}, "2", "bbr", 6, START)[
-            "failure"
-        ]
+        in judged({"connections": beside, "site": _counters()}, "2", "bbr", 6, START).failure
     )
 
 
@@ -301,18 +307,18 @@ def test_each_origins_lookup_and_connection_from_resource_timing() -> None:
         ],
     }  # fmt: skip
     rows, metrics = site.origins(raw)
-    assert rows["www.site.test"] == {
+    assert rows["www.site.test"].written() == {
         "requests": 1, "protocols": ["h2"], "dns_ms": 530.0, "dns_start_ms": 1.0,
         "connect_ms": 1069.0,
     }  # fmt: skip
-    assert rows["img.cdn.test"]["requests"] == 2 and rows["img.cdn.test"]["dns_ms"] == 534.0
+    assert rows["img.cdn.test"].requests == 2 and rows["img.cdn.test"].dns_ms == 534.0
     assert metrics == {
         "origins": 2.0, "dns_lookups": 2.0, "dns_ms_sum": 1064.0, "dns_ms_max": 534.0,
     }  # fmt: skip
 
 
 def test_each_origins_connections_and_handshakes_as_the_server_saw_them() -> None:
-    rows = {"www.site.test": {"requests": 1, "protocols": ["h2"], "dns_ms": 530.0}}
+    rows = _rows({"www.site.test": {"requests": 1, "protocols": ["h2"], "dns_ms": 530.0}})
     t0 = 1_000_000.0
     conns = [
         {"server_name": name, "start_unix_ms": t0 + at, "tls_handshake": {"kind": kind}}
@@ -322,17 +328,17 @@ def test_each_origins_connections_and_handshakes_as_the_server_saw_them() -> Non
             ("img.cdn.test", 2250, "resumed"),
         ]
     ]
-    out = site.server_side(rows, conns, t0)
-    assert out["www.site.test"] == {
+    out = site.server_side(rows, server_connections(conns), t0)
+    assert out["www.site.test"].written() == {
         "requests": 1, "protocols": ["h2"], "dns_ms": 530.0,
         "server_connections": 1, "handshakes": {"full": 1}, "server_opened_ms": 540.0,
     }  # fmt: skip
     # An origin the browser's timing did not list still gets its row; its first
     # connection is the earliest accepted, not the first listed.
-    assert out["img.cdn.test"]["server_connections"] == 2
-    assert out["img.cdn.test"]["handshakes"] == {"resumed": 1, "full": 1}
-    assert out["img.cdn.test"]["server_opened_ms"] == 2250.0
-    assert "server_connections" not in rows["www.site.test"]  # rows are not changed
+    assert out["img.cdn.test"].server_connections == 2
+    assert out["img.cdn.test"].handshakes == {"resumed": 1, "full": 1}
+    assert out["img.cdn.test"].server_opened_ms == 2250.0
+    assert not rows["www.site.test"].has("server_connections")  # rows are not changed
 
 
 def test_each_origins_lookup_beside_the_client_resolvers_own_times() -> None:
@@ -340,11 +346,11 @@ def test_each_origins_lookup_beside_the_client_resolvers_own_times() -> None:
     one for that name answered by the lookup's end (an earlier lookup of the name, or
     a later one, is not it), from the navigation's start."""
     t0 = 1_795_000_000_000.0  # the navigation's start, Unix ms
-    rows = {
+    rows = _rows({
         "www.site.test": {"requests": 1, "dns_ms": 530.0, "dns_start_ms": 1.0},
         "img.cdn.test": {"requests": 2, "dns_ms": 534.0, "dns_start_ms": 1701.0},
         "known.test": {"requests": 1, "dns_ms": None},  # never looked up in this load
-    }
+    })  # fmt: skip
 
     def query(name: str, qtype: str, at_ms: float, answered_ms: float) -> dict[str, Any]:
         return {
@@ -359,15 +365,20 @@ def test_each_origins_lookup_beside_the_client_resolvers_own_times() -> None:
         query("img.cdn.test", "A", 1750.0, 2234.0),
         query("img.cdn.test", "A", 2300.0, 2830.0),  # a later one
     ]
-    out = site.resolver_side(rows, queries, t0)
+    asked = [DnsQuery.model_validate(q) for q in queries]
+    out = site.resolver_side(rows, asked, t0)
     www, img = out["www.site.test"], out["img.cdn.test"]
-    assert abs(www["resolver_taken_ms"] - 3.0) < 0.01
-    assert abs(www["resolver_answered_ms"] - 529.0) < 0.01
-    assert abs(img["resolver_taken_ms"] - 1750.0) < 0.01
-    assert abs(img["resolver_answered_ms"] - 2234.0) < 0.01
-    assert "resolver_taken_ms" not in out["known.test"]
-    assert "resolver_taken_ms" not in rows["www.site.test"]  # rows are not changed
-    assert site.resolver_side(rows, queries, None) == rows  # no navigation start: as is
+    assert abs((www.resolver_taken_ms or 0) - 3.0) < 0.01
+    assert abs((www.resolver_answered_ms or 0) - 529.0) < 0.01
+    assert abs((img.resolver_taken_ms or 0) - 1750.0) < 0.01
+    assert abs((img.resolver_answered_ms or 0) - 2234.0) < 0.01
+    assert not out["known.test"].has("resolver_taken_ms")
+    assert not rows["www.site.test"].has("resolver_taken_ms")  # rows are not changed
+    assert site.resolver_side(rows, asked, None) == rows  # no navigation start: as is
+
+
+def _rows(rows: dict[str, dict[str, Any]]) -> dict[str, OriginRow]:
+    return {host: OriginRow.model_validate(row) for host, row in rows.items()}
 
 
 @pytest.mark.parametrize(
@@ -419,7 +430,7 @@ def test_the_report_and_the_export_of_a_campaign_with_sites(tmp_path: Path) -> N
         "name: t\nrepetitions: 3\nmatrix: {profiles: [lan], http: [2], cc: [bbr], "
         "models: [uniform], sizes: [100k]}\n"
     )
-    d = store.create(tmp_path, "t-1", campaign, {"campaign": "t", "runs": []}, {"campaign": "t"})
+    d = store.create(tmp_path, "t-1", campaign, {"campaign": "t", "runs": []}, Meta(campaign="t"))
     records = [record(i) for i in range(3)]
     records += [
         moved(record(3 + i), site="sites/pathlib", dns_cache=cache, model="-", size="-").model_copy(

@@ -10,8 +10,10 @@ import pytest
 from clarke.campaign.dimensions import HTTP
 from clarke.campaign.model import SlotPhase
 from clarke.campaign.plan import plan_file, positions_per_profile
+from clarke.results.station_records import LinkRoleStats
 from clarke.run.session.timeline import at_navigation, crossed_metrics
 from clarke.schedules import Schedule
+from helpers import link_stats
 
 SCHEDULE = Schedule.model_validate(
     {
@@ -24,28 +26,30 @@ SCHEDULE = Schedule.model_validate(
 )
 
 
-def _stats(link_time_ms: float) -> dict[str, object]:
+def _stats(link_time_ms: float) -> dict[str, LinkRoleStats]:
     crossed = {
         "frames": 10,
         "delay_ms": {"min": 15.0, "mean": 15.5, "max": 16.0},
         "rate_bps": {"min": 1e8, "mean": 1e8, "max": 1e8},
     }
-    return {
-        "gateway": {
-            "forward": {
-                "crossed": crossed,
-                "schedule": {"id": "x", "link_time_ms": link_time_ms, "step_index": 2},
-            }
-        },
-        "terminal": {"return": {"crossed": {"frames": 0}}},
-    }
+    return link_stats(
+        {
+            "gateway": {
+                "forward": {
+                    "crossed": crossed,
+                    "schedule": {"id": "x", "link_time_ms": link_time_ms, "step_index": 2},
+                }
+            },
+            "terminal": {"return": {"crossed": {"frames": 0}}},
+        }
+    )
 
 
 def test_link_time_is_carried_back_to_navigation_start_and_wraps_with_the_loop() -> None:
     got = at_navigation(
         _stats(20_000), asked_unix_ms=1_000_500, time_origin_unix_ms=1_000_000, schedule=SCHEDULE
     )
-    assert got == {
+    assert got.written() == {
         "schedule_id": "x",
         "step_index": 2,
         "link_time_s": 19.5,
@@ -53,12 +57,12 @@ def test_link_time_is_carried_back_to_navigation_start_and_wraps_with_the_loop()
         "navigation_unix_ms": 1_000_000,
     }
     wrapped = at_navigation(_stats(200), 1_000_500, 1_000_000, SCHEDULE)
-    assert wrapped["link_time_s"] == pytest.approx(59.7)
-    assert at_navigation(_stats(200), 1_000_500, None, SCHEDULE) == {
+    assert wrapped.link_time_s == pytest.approx(59.7)
+    assert at_navigation(_stats(200), 1_000_500, None, SCHEDULE).written() == {
         "schedule_id": "x",
         "step_index": 2,
     }
-    assert at_navigation(_stats(200), 1_000_500, 1_000_000, None) == {}
+    assert at_navigation(_stats(200), 1_000_500, 1_000_000, None).written() == {}
 
 
 def test_crossed_counters_become_metrics_only_for_directions_with_frames() -> None:

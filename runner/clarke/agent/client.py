@@ -23,11 +23,13 @@ from clarke.contract import (
     Reply,
     Request,
     ServerState,
+    ServerStats,
     Stats,
     kind_of_role,
     state_of,
 )
 from clarke.errors import ClarkeError, EnvironmentProblem, InputError
+from clarke.results.station_records import LinkRoleStats, PepStationStats
 from clarke.schema import problems_of
 
 M = TypeVar("M", bound=BaseModel)
@@ -113,6 +115,14 @@ class AgentClient:
         """The role's counters (its implementation's own, normalised: contract.Stats)."""
         return self._reply(Stats, "/stats", self._call("GET", "/stats")).body()
 
+    def server_stats(self) -> ServerStats:
+        """The server's counters: its connections since the last reset."""
+        return self._reply(ServerStats, "/stats", self._call("GET", "/stats"))
+
+    def link_stats(self) -> LinkRoleStats:
+        """A link role's counters since the last reset, as a record keeps them."""
+        return self._reply(LinkRoleStats, "/stats", self._call("GET", "/stats"))
+
     def reset_stats(self) -> dict[str, Any]:
         return self._reply(Stats, "/stats/reset", self._call("POST", "/stats/reset")).body()
 
@@ -127,10 +137,10 @@ class AgentClient:
             Stats, "/capture/start", self._call("POST", "/capture/start", body)
         ).body()
 
-    def capture_stop(self) -> dict[str, Any]:
+    def capture_stop(self) -> CaptureStopped:
         """The packets (base64) and tcpdump's counts; up to the cap, so give it time."""
         data = self._call("POST", "/capture/stop", {}, timeout=120)
-        return self._reply(CaptureStopped, "/capture/stop", data).body()
+        return self._reply(CaptureStopped, "/capture/stop", data)
 
     def pep_state(self) -> dict[str, Any]:
         return self._reply(Reply, "/pep/state", self._call("GET", "/pep/state")).body()
@@ -141,6 +151,10 @@ class AgentClient:
 
     def pep_stats(self) -> dict[str, Any]:
         return self._reply(Stats, "/pep/stats", self._call("GET", "/pep/stats")).body()
+
+    def pep_station_stats(self) -> PepStationStats:
+        """A station's PEP since the last reset, as a record keeps it."""
+        return self._reply(PepStationStats, "/pep/stats", self._call("GET", "/pep/stats"))
 
     def pep_reset_stats(self) -> dict[str, Any]:
         data = self._call("POST", "/pep/stats/reset")

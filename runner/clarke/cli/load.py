@@ -30,6 +30,7 @@ from clarke.cli.dimensions import OptionSpec, every_dimension
 from clarke.cli.options import options_into
 from clarke.errors import InputError
 from clarke.pages.models import Registry
+from clarke.results.details import CaptureKept
 from clarke.results.record import Status
 from clarke.roles import Implementation
 from clarke.run import single
@@ -246,7 +247,9 @@ def load(o: LoadOptions) -> None:
         result, details = single.load_once(s, single.OneLoad(cell, prefs=overrides))
         implementations, applied = s.implementations, [a.to_dict() for a in s.applied]
     wall_ms = (time.monotonic() - started) * 1000
-    m = {**result.metrics, **{k: v for k, v in details["metrics"].items() if v is not None}}
+    m = {**result.metrics, **details.counted_metrics()}
+    # Whether the server was asked what it saw (a load refused before it was not).
+    verified = details.has("server_connections")
     out = {
         "status": result.status.value,
         "reason": result.reason,
@@ -254,7 +257,7 @@ def load(o: LoadOptions) -> None:
         "browser": result.browser,
         "browser_version": result.browser_version,
         "profile": cell[PROFILE],
-        "profile_sha256": (details.get("link") or {}).get("profile_sha256"),
+        "profile_sha256": details.link.profile_sha256 if details.link else None,
         "link": implementations.get("link"),
         "server": implementations.get("server"),
         "applied": applied,
@@ -263,7 +266,7 @@ def load(o: LoadOptions) -> None:
         "page": cell.page,
         "connections": cell[CONNECTIONS],
         "cell": cell.texts(),
-        "pep": details.get("pep"),
+        "pep": details.pep.written() if details.pep else None,
         "plt_ms": m.get("plt_ms"),
         "fcp_ms": m.get("fcp_ms"),
         "lcp_ms": m.get("lcp_ms"),
@@ -271,12 +274,14 @@ def load(o: LoadOptions) -> None:
         "metrics": m,
         "protocols": result.protocols,
         "lcp_element": result.lcp_element,
-        "server_cc": details.get("server_cc"),
+        "server_cc": details.server_cc if verified else None,
         # Chromium's QUIC stack chooses its own congestion control for what it sends.
         "client_quic_cc": (result.raw.get("netlog") or {}).get("quic_cc", []),
-        "server_connections": details.get("server_connections"),
-        "per_connection": details.get("per_connection"),
-        "capture": details.get("capture"),
+        "server_connections": [c.written() for c in details.server_connections]
+        if verified
+        else None,
+        "per_connection": [r.written() for r in details.per_connection] if verified else None,
+        "capture": details.capture.written() if details.capture else None,
         "load_wall_ms": result.wall_ms,
         "command_wall_ms": wall_ms,
     }
@@ -295,15 +300,16 @@ def load(o: LoadOptions) -> None:
             v = m.get(key)
             click.echo(f"  {key[:-3].upper():>4}: {'-' if v is None else f'{v:,.1f} ms'}")
         click.echo(
-            f"  protocols: {protos}; server cc: {', '.join(details.get('server_cc') or ['-'])}; "
+            f"  protocols: {protos}; server cc: {', '.join(details.server_cc or ['-'])}; "
             f"LCP element: {result.lcp_element}"
         )
         if out["client_quic_cc"]:
             click.echo(f"  the browser's own QUIC cc: {', '.join(out['client_quic_cc'])}")
-        stations = (details.get("pep") or {}).get("stations") or {}
+        stations = (details.pep.stations if details.pep else None) or {}
         if cell[PEP] != PEP_NONE and stations:
             counts = ", ".join(
-                f"{role} {s.get('accepted', '-')} intercepted, {s.get('relayed', '-')} relayed"
+                f"{role} {s.accepted if s.has('accepted') else '-'} intercepted, "
+                f"{s.relayed if s.has('relayed') else '-'} relayed"
                 for role, s in stations.items()
             )
             click.echo(f"  PEP {cell[PEP]}: {counts}")
@@ -322,11 +328,11 @@ def load(o: LoadOptions) -> None:
             click.echo(
                 f"  wire bytes: {m['wire_bytes']:,.0f}, overhead {100 * m['overhead']:.1f} %"
             )
-        kept = details.get("capture") or {}
-        if kept.get("dir") and capture is not None:
-            files = ", ".join(f"{n} ({b:,} B)" for n, b in kept.get("files", {}).items())
+        kept = details.capture or CaptureKept()
+        if kept.dir and capture is not None:
+            files = ", ".join(f"{n} ({b:,} B)" for n, b in kept.files.items())
             click.echo(f"  capture in {capture.root}: {files}")
-            for problem in kept.get("problems", []) + kept.get("left_out", []):
+            for problem in kept.problems + kept.left_out:
                 click.echo(f"  capture: {problem}")
     if result.status is not Status.ok:
         raise SystemExit(1)

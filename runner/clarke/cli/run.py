@@ -251,7 +251,7 @@ def _run_parallel(plan: CampaignPlan, count: int, options: RunOptions, console: 
         sys.exit(1)
     meta = store.read_meta(outcome.merged)
     planned = len(store.read_plan(outcome.merged).runs)
-    if len(meta.get("missing_runs") or []) == planned:
+    if len(meta.missing_runs) == planned:
         console.print("[red]no run got a successful load[/]")
         sys.exit(1)
 

@@ -6,7 +6,6 @@ and merge Job from the same shard and merge steps (clarke.submit)."""
 
 from __future__ import annotations
 
-import json
 import shlex
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +16,7 @@ import click
 from clarke import registry
 from clarke.campaign.plan import ShardBy
 from clarke.errors import ClarkeError, InputError
+from clarke.results import store
 from clarke.submit import k8s, slurm, slurm_jobs
 from clarke.submit.model import ShardRunArgs, Submission, SubmitOptions, prepare
 
@@ -187,10 +187,8 @@ def _wait(sub: Submission, done: slurm.Submitted) -> None:
             err=True,
         )
         raise
-    meta_path = sub.merged_dir / "meta.json"
-    if meta_path.is_file():
-        meta = json.loads(meta_path.read_text())
-        missing = meta.get("missing_runs") or []
+    if (sub.merged_dir / store.META).is_file():
+        missing = store.read_meta(sub.merged_dir).missing_runs
         click.echo(
             f"merged: {sub.merged_dir}: {sub.runs - len(missing)} of {sub.runs} runs with a "
             f"successful load; report: {sub.merged_dir / 'report.html'}"

@@ -224,8 +224,9 @@ def build(results_dir: Path, family: str = DEFAULT_FAMILY) -> str:
         else ""
     )
     ok = sum(r.status is Status.ok for r in final)
-    cid = _e(meta.get("campaign_id", results_dir.name))
-    rev, started = _e(meta.get("git_rev", "unknown")), _e(meta.get("started_at", "?"))
+    cid = _e(meta.campaign_id if meta.has("campaign_id") else results_dir.name)
+    rev = _e(meta.git_rev if meta.has("git_rev") else "unknown")
+    started = _e(meta.started_at if meta.has("started_at") else "?")
     parts = [
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
         f"<title>Clarke report: {cid}</title>",
@@ -243,7 +244,7 @@ def build(results_dir: Path, family: str = DEFAULT_FAMILY) -> str:
     parts.append(_summary_table(cells, metrics, sequential))
     parts += ["<h2>Protocol overhead</h2>", _overhead(final)]
     parts += ["<h2>Connections</h2>", _connections(records)]
-    parts += ["<h2>The link as measured</h2>", link_table(meta.get("link"))]
+    parts += ["<h2>The link as measured</h2>", link_table(meta.link)]
     versions: dict[str, set[str]] = defaultdict(set)
     for r in records:
         for k, v in {

@@ -17,18 +17,18 @@ from clarke.results.record import RunRecord, Status
 MAX_PANELS = 12
 
 
-def _page_objects(r: RunRecord) -> list[dict[str, object]]:
-    """The load's object rows in request order, the HTML left out (its path ends with /
-    or .html; every object of a test page is an image)."""
-    rows = [o for o in r.details.get("objects") or [] if isinstance(o, dict)]
+def _page_objects(r: RunRecord) -> list[tuple[int, float]]:
+    """The load's objects (request order, when received whole) in request order, the
+    HTML left out (its path ends with / or .html; every object of a test page is an
+    image)."""
     objects = [
-        o
-        for o in rows
-        if not str(o.get("path", "")).endswith(("/", ".html"))
-        and isinstance(o.get("request_order"), int)
-        and isinstance(o.get("response_end_ms"), int | float)
+        (o.request_order, o.response_end_ms)
+        for o in r.details.objects
+        if not str(o.path or "").endswith(("/", ".html"))
+        and o.request_order is not None
+        and o.response_end_ms is not None
     ]
-    return sorted(objects, key=lambda o: int(str(o["request_order"])))
+    return sorted(objects, key=lambda o: o[0])
 
 
 def completion_order(records: list[RunRecord]) -> Figure | None:
@@ -55,10 +55,7 @@ def completion_order(records: list[RunRecord]) -> Figure | None:
         for cell in sorted(panels[key]):
             loads = [_page_objects(r) for r in cells[cell]]
             n = min(len(objs) for objs in loads)
-            medians = [
-                statistics.median(float(str(objs[k]["response_end_ms"])) / 1000 for objs in loads)
-                for k in range(n)
-            ]
+            medians = [statistics.median(objs[k][1] / 1000 for objs in loads) for k in range(n)]
             label = dimensions.legend(cell, every) or cell.path
             ax.plot(range(1, n + 1), medians, marker="o", label=f"{label} ({len(loads)})")
         profile, page, http = key

@@ -20,7 +20,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from clarke.results.details import ConnectionRow
 from clarke.results.metric_families import number
+from clarke.results.server_records import ServerConnection
 
 Interval = tuple[float, float]
 
@@ -56,15 +58,18 @@ def max_overlap(intervals: Iterable[Interval]) -> int:
     return most
 
 
-def _received(conn: Mapping[str, Any]) -> float | None:
-    transport = conn.get("transport") or {}
-    tcp, quic = transport.get("tcp") or {}, transport.get("quic") or {}
-    return number(tcp.get("bytes_received")) or number(quic.get("udp_bytes_received"))
+def _received(conn: ServerConnection) -> float | None:
+    transport = conn.transport
+    tcp = transport.tcp if transport is not None else None
+    quic = transport.quic if transport is not None else None
+    return number(tcp.bytes_received if tcp else None) or number(
+        quic.udp_bytes_received if quic else None
+    )
 
 
 def connection_rows(
-    server_connections: Iterable[Mapping[str, Any]], raw: Mapping[str, Any]
-) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    server_connections: Iterable[ServerConnection], raw: Mapping[str, Any]
+) -> tuple[list[ConnectionRow], dict[str, float]]:
     """(one row per connection that carried a request, the load's concurrency figures).
     Timing fields are None for a connection none of whose requests could be timed
     (an engine without resource timings)."""
@@ -73,46 +78,42 @@ def connection_rows(
     for entry in [nav, *(raw.get("resources") or [])]:
         if entry.get("name"):
             by_path.setdefault(urlsplit(str(entry["name"])).path, entry)
-    rows: list[dict[str, Any]] = []
+    rows: list[ConnectionRow] = []
     spans: list[Interval] = []
     all_requests: list[Interval] = []
     for conn in server_connections:
-        if int(conn.get("requests", 0) or 0) <= 0:
+        if conn.requests <= 0:
             continue
-        entries = [by_path[p] for p in conn.get("request_paths") or [] if p in by_path]
+        entries = [by_path[p] for p in conn.request_paths if p in by_path]
         timed = [t for t in (_timed(e) for e in entries) if t is not None]
-        row: dict[str, Any] = {
-            "id": conn.get("id"),
-            "protocol": conn.get("protocol"),
-            "requests": conn.get("requests"),
-            "requests_timed": len(timed),
-            "bytes_sent": conn.get("wire_bytes_sent"),
-            "bytes_received": _received(conn),
-            "app_bytes_sent": conn.get("app_bytes_sent"),
-            "open_unix_ms": conn.get("start_unix_ms"),
-            "close_unix_ms": conn.get("end_unix_ms"),
-            "handshake_ms": None,
-            "first_request_ms": None,
-            "last_response_end_ms": None,
-            "busy_ms": None,
-            "idle_ms": None,
-            "max_streams": None,
-        }
+        row = ConnectionRow(
+            id=conn.id,
+            protocol=conn.protocol,
+            requests=conn.requests,
+            requests_timed=len(timed),
+            bytes_sent=conn.wire_bytes_sent,
+            bytes_received=_received(conn),
+            app_bytes_sent=conn.app_bytes_sent if conn.has("app_bytes_sent") else None,
+            open_unix_ms=conn.start_unix_ms,
+            close_unix_ms=conn.end_unix_ms,
+            handshake_ms=None,
+            first_request_ms=None,
+            last_response_end_ms=None,
+            busy_ms=None,
+            idle_ms=None,
+            max_streams=None,
+        )
         for e in entries:  # the entry whose fetch opened the connection
             start, end = number(e.get("connectStart")), number(e.get("connectEnd"))
             if start is not None and end is not None and end > start:
-                row["handshake_ms"] = end - start
+                row.handshake_ms = end - start
                 break
         if timed:
             first, last = min(s for s, _ in timed), max(e for _, e in timed)
             busy = busy_time(timed)
-            row |= {
-                "first_request_ms": first,
-                "last_response_end_ms": last,
-                "busy_ms": busy,
-                "idle_ms": max(0.0, (last - first) - busy),
-                "max_streams": max_overlap(timed),
-            }
+            row.first_request_ms, row.last_response_end_ms = first, last
+            row.busy_ms, row.idle_ms = busy, max(0.0, (last - first) - busy)
+            row.max_streams = max_overlap(timed)
             spans.append((first, last))
             all_requests += timed
         rows.append(row)
@@ -120,5 +121,5 @@ def connection_rows(
     if spans:
         page["max_concurrent_connections"] = float(max_overlap(spans))
         page["max_concurrent_requests"] = float(max_overlap(all_requests))
-        page["connections_idle_ms"] = float(sum(r["idle_ms"] or 0.0 for r in rows))
+        page["connections_idle_ms"] = float(sum(r.idle_ms or 0.0 for r in rows))
     return rows, page

@@ -16,7 +16,6 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -25,8 +24,10 @@ from influxdb_client import Point, WritePrecision
 from clarke.errors import InputError, SinkError
 from clarke.private_files import check_private_file
 from clarke.results.link_timeline import link_schedule_points
+from clarke.results.meta import LinkCheckRecord, Meta
 from clarke.results.metric_families import number
 from clarke.results.record import RunRecord
+from clarke.results.station_records import Sojourn
 from clarke.results.summary import ALL_FAMILY_METRICS, Sequential, summarise
 from clarke.sequential import Decision
 from clarke.vocab import SENDER
@@ -264,17 +265,20 @@ def stop_fields(p: Point, stop: Decision, rule_metric: str) -> Point:
     return p
 
 
-def link_check_point(campaign: str, campaign_id: str, check: dict[str, Any], time_ns: int) -> Point:
-    """One link verification (before the first or after the last run) as a point."""
+def link_check_point(
+    campaign: str, campaign_id: str, check: LinkCheckRecord, time_ns: int
+) -> Point:
+    """One link verification (before the first or after the last run) as a point: its
+    profile and phase as tags, every figure it has (as meta.json has it) as a field."""
     p = Point("link_check").tag("campaign", campaign).tag("campaign_id", campaign_id)
-    for tag in ("profile", "phase"):
-        if check.get(tag):
-            p = p.tag(tag, str(check[tag]))
+    for tag, named in (("profile", check.profile), ("phase", check.phase)):
+        if named:
+            p = p.tag(tag, named)
     # The link implementation, under the tag name the dashboards group by ("backend").
-    link = check.get("link") or check.get("backend")
+    link = check.implementation
     if link:
         p = p.tag("backend", str(link))
-    for key, value in check.items():
+    for key, value in check.written().items():
         if isinstance(value, bool):
             p = p.field(key, value)
         elif isinstance(value, int | float) and key not in ("profile", "phase", "backend"):
@@ -287,24 +291,23 @@ def link_stats_points(records: list[RunRecord]) -> list[Point]:
     direction), as `link_stats` points at the load's time."""
     points = []
     for r in records:
-        stats = r.details.get("link_stats") or {}
+        stats = r.details.link_stats
         for direction, role in SENDER.items():
-            d = (stats.get(role) or {}).get(direction)
-            if not isinstance(d, dict):
+            station = stats.get(role)
+            d = station.direction(direction) if station is not None else None
+            if d is None:
                 continue
-            drops = d.get("drops") or {}
-            delay = d.get("queue_delay") or {}
+            drops = d.drops or {}
+            delay = d.queue_delay or Sojourn()
             p = Point("link_stats").tag("campaign", r.campaign).tag("campaign_id", r.campaign_id)
             p = _cell_tags(p.tag("run_id", r.run_id), r)
             p = p.tag("direction", direction)
             p = p.tag("attempt", str(r.attempt))
-            p = p.field("frames", int(d.get("frames_out", 0))).field(
-                "bytes", int(d.get("bytes_out", 0))
-            )
-            p = p.field("drops_queue", int(drops.get("queue_full", 0)))
-            p = p.field("drops_loss", int(drops.get("loss", 0)))
-            p = p.field("queue_delay_mean_ms", float(delay.get("mean_ms", 0.0)))
-            p = p.field("queue_delay_max_ms", float(delay.get("max_ms", 0.0)))
+            p = p.field("frames", d.frames_out).field("bytes", d.bytes_out)
+            p = p.field("drops_queue", drops.get("queue_full", 0))
+            p = p.field("drops_loss", drops.get("loss", 0))
+            p = p.field("queue_delay_mean_ms", float(delay.mean_ms or 0.0))
+            p = p.field("queue_delay_max_ms", float(delay.max_ms or 0.0))
             points.append(p.time(r.timestamp_ns, WritePrecision.NS))
     return points
 
@@ -328,19 +331,19 @@ def connection_points(records: list[RunRecord]) -> list[Point]:
     points at the load's time, one series per connection id."""
     points = []
     for r in records:
-        for row in r.details.get("per_connection") or []:
+        for row in r.details.per_connection:
             p = Point("connection").tag("campaign", r.campaign).tag("campaign_id", r.campaign_id)
             p = _cell_tags(p.tag("run_id", r.run_id).tag("attempt", str(r.attempt)), r)
-            p = p.tag("conn_id", str(row.get("id"))).tag("protocol", str(row.get("protocol")))
-            for key in CONNECTION_FIELDS:
-                if (value := number(row.get(key))) is not None:
+            p = p.tag("conn_id", str(row.id)).tag("protocol", str(row.protocol))
+            for key in CONNECTION_FIELDS:  # fields of the row (ConnectionRow)
+                if (value := number(getattr(row, key))) is not None:
                     p = p.field(key, value)
             points.append(p.time(r.timestamp_ns, WritePrecision.NS))
     return points
 
 
 def campaign_points(
-    meta: dict[str, Any], records: list[RunRecord], sequential: Sequential | None = None
+    meta: Meta, records: list[RunRecord], sequential: Sequential | None = None
 ) -> list[Point]:
     """What a campaign adds beyond its loads: cell statistics (with how each cell
     stopped, for sequential repetitions), the link's counters, per-connection rows and
@@ -355,8 +358,8 @@ def campaign_points(
         + connection_points(records)
         + link_schedule_points(records)
     )
-    for i, check in enumerate(meta.get("link", []) or []):
-        stamp = check.get("time_ns") or start_ns + i
+    for i, check in enumerate(meta.link):
+        stamp = check.time_ns or start_ns + i
         points.append(
             link_check_point(records[0].campaign, records[0].campaign_id, check, int(stamp))
         )

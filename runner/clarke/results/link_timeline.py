@@ -45,9 +45,11 @@ class Anchor:
 
 
 def _anchor(r: RunRecord, end_ms: float) -> Anchor | None:
-    timeline = r.details.get("timeline") or {}
-    link_s, wall_ms = timeline.get("link_time_s"), timeline.get("navigation_unix_ms")
-    if not isinstance(link_s, int | float) or not isinstance(wall_ms, int | float):
+    timeline = r.details.timeline
+    if timeline is None:
+        return None
+    link_s, wall_ms = timeline.link_time_s, timeline.navigation_unix_ms
+    if link_s is None or wall_ms is None:
         return None
     return Anchor(r.started_at.timestamp() * 1000, end_ms, float(wall_ms), float(link_s))
 
@@ -95,7 +97,7 @@ def link_schedule_points(records: list[RunRecord]) -> list[Point]:
     read: dict[str, LinkProfile | None] = {}
     points: list[Point] = []
     for i, r in enumerate(ordered):
-        schedule_id = (r.details.get("timeline") or {}).get("schedule_id")
+        schedule_id = r.details.timeline.schedule_id if r.details.timeline else None
         if not schedule_id:
             continue
         if r.cell[PROFILE] not in read:

@@ -28,6 +28,7 @@ from clarke.campaign.plan import ShardBy, expand
 from clarke.errors import InputError
 from clarke.results import store
 from clarke.results.journal import Journal
+from clarke.results.meta import LinkCheckRecord, MergedShard, Meta
 from clarke.results.record import RunRecord, Status
 from clarke.results.summary import final_attempts
 from clarke.sequential import StoppingRule
@@ -36,19 +37,19 @@ from clarke.sequential import StoppingRule
 @dataclass
 class Shard:
     path: Path
-    meta: dict[str, Any]
+    meta: Meta
     plan: dict[str, Any]
     campaign_sha256: str
     records: list[RunRecord]
 
     @property
     def label(self) -> str:
-        return str(self.meta.get("shard", "") or "")
+        return self.meta.shard or ""
 
     @property
     def shard_by(self) -> str:
         """How the plan was sliced (campaign.plan.ShardBy); index when not recorded."""
-        return str(self.meta.get("shard_by") or ShardBy.run_index.value)
+        return str(self.meta.shard_by or ShardBy.run_index.value)
 
 
 @dataclass
@@ -99,7 +100,9 @@ def check(shards: list[Shard]) -> None:
     twice = sorted({str(p) for p in paths if paths.count(p) > 1})
     if twice:
         raise InputError(f"the same results directory given twice: {', '.join(twice)}")
-    _same(shards, "campaign ids", lambda s: s.meta.get("campaign_id"))
+    _same(
+        shards, "campaign ids", lambda s: s.meta.campaign_id if s.meta.has("campaign_id") else None
+    )
     _same(shards, "campaign files (sha256 of campaign.yaml)", lambda s: s.campaign_sha256)
     _same(shards, "plan seeds", lambda s: s.plan.get("seed"))
     _same(shards, "plan sizes", lambda s: s.plan.get("count"))
@@ -112,11 +115,12 @@ def check(shards: list[Shard]) -> None:
                 f"{s.path}: meta.json shard_by {s.shard_by!r}: expected one of {', '.join(known)}"
             )
     for s in shards:
-        bad = {r.campaign_id for r in s.records} - {s.meta.get("campaign_id")}
+        cid = s.meta.campaign_id if s.meta.has("campaign_id") else None
+        bad = {r.campaign_id for r in s.records} - {cid}
         if bad:
             raise InputError(
                 f"{s.path}: journal holds records of campaign ids {', '.join(sorted(bad))}, "
-                f"not {s.meta.get('campaign_id')}"
+                f"not {cid}"
             )
     by_label: dict[str, list[str]] = {}
     for s in shards:
@@ -189,39 +193,28 @@ def merge(dirs: list[Path], out: Path) -> Merged:
         (r for s in shards for r in s.records),
         key=lambda r: (r.started_at, r.run_index, r.attempt),
     )
-    link = [{**c, "shard": s.label} for s in shards for c in (s.meta.get("link") or [])]
-    started = [str(s.meta["started_at"]) for s in shards if s.meta.get("started_at")]
-    finished = [str(s.meta["finished_at"]) for s in shards if s.meta.get("finished_at")]
-    revs = sorted({str(s.meta.get("git_rev", "")) for s in shards})
-    meta: dict[str, Any] = {
-        "campaign": first.meta.get("campaign"),
-        "campaign_id": first.meta.get("campaign_id"),
-        "shard": "",
-        "started_at": min(started) if started else None,
-        "git_rev": revs[0] if len(revs) == 1 else ",".join(revs),
-        "clarke": first.meta.get("clarke"),
-        "seed": first.plan.get("seed"),
-        **({"shard_by": first.shard_by} if first.shard_by != ShardBy.run_index.value else {}),
-        "link": link,
-        "merged_from": [
-            {
-                "dir": s.path.name,
-                "shard": s.label,
-                "started_at": s.meta.get("started_at"),
-                "finished_at": s.meta.get("finished_at"),
-                "git_rev": s.meta.get("git_rev"),
-                "testbeds": s.meta.get("testbeds") or [],
-                "runs": len(s.plan.get("runs", [])),
-                "records": len(s.records),
-                **({"sequential": s.meta["sequential"]} if s.meta.get("sequential") else {}),
-            }
-            for s in sorted(shards, key=lambda s: _parse_label(s) or (0, 0))
-        ],
-        "missing_shards": missing_shards,
-        "missing_runs": missing,
-    }
+    link = [_in_shard(c, s.label) for s in shards for c in s.meta.link]
+    started = [str(s.meta.started_at) for s in shards if s.meta.started_at]
+    finished = [str(s.meta.finished_at) for s in shards if s.meta.finished_at]
+    revs = sorted({s.meta.git_rev for s in shards})
+    meta = Meta(
+        campaign=first.meta.campaign,
+        campaign_id=first.meta.campaign_id,
+        shard="",
+        started_at=min(started) if started else None,
+        git_rev=revs[0] if len(revs) == 1 else ",".join(revs),
+        clarke=first.meta.clarke,
+        seed=first.plan.get("seed"),
+    )
+    if first.shard_by != ShardBy.run_index.value:
+        meta.shard_by = first.shard_by
+    meta.link = link
+    meta.merged_from = [
+        _merged_shard(s) for s in sorted(shards, key=lambda s: _parse_label(s) or (0, 0))
+    ]
+    meta.missing_shards, meta.missing_runs = missing_shards, missing
     if len(finished) == len(shards):
-        meta["finished_at"] = max(finished)
+        meta.finished_at = max(finished)
     recorded = {r["index"]: r for s in shards for r in s.plan.get("runs") or []}
     merged_plan = {
         "campaign": first.plan.get("campaign"),
@@ -237,6 +230,30 @@ def merge(dirs: list[Path], out: Path) -> Merged:
         for r in records:
             journal.append(r)
     return Merged(d, shards, len(full), len(records), missing, missing_shards, len(unneeded))
+
+
+def _in_shard(check: LinkCheckRecord, label: str) -> LinkCheckRecord:
+    """A shard's link check as the merged directory lists it: with its shard."""
+    out = check.model_copy()
+    out.shard = label
+    return out
+
+
+def _merged_shard(s: Shard) -> MergedShard:
+    """A shard as the merged directory's meta.json lists it."""
+    out = MergedShard(
+        dir=s.path.name,
+        shard=s.label,
+        started_at=s.meta.started_at,
+        finished_at=s.meta.finished_at,
+        git_rev=s.meta.git_rev if s.meta.has("git_rev") else None,
+        testbeds=s.meta.testbeds,
+        runs=len(s.plan.get("runs", [])),
+        records=len(s.records),
+    )
+    if s.meta.sequential:
+        out.sequential = s.meta.sequential
+    return out
 
 
 def _not_needed(s: Shard, rule: StoppingRule) -> set[str]:

@@ -12,7 +12,7 @@ different moments. PLT (the load event) is the same in both families."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from typing import Final
 
 FAMILIES: Final[dict[str, tuple[str, ...]]] = {
     "w3c": ("plt_ms", "fcp_ms", "lcp_ms"),
@@ -42,7 +42,7 @@ def number(v: object) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
-def object_metrics(resources: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+def object_metrics(resources: Iterable[Mapping[str, object]]) -> dict[str, float]:
     """first_object_ms, largest_object_ms and last_object_ms of a page's resource
     timing entries (its objects; the document itself is the navigation entry):
 
@@ -72,11 +72,11 @@ def object_metrics(resources: Iterable[Mapping[str, Any]]) -> dict[str, float]:
     return out
 
 
-def metrics_of_record(metrics: Mapping[str, float], details: Mapping[str, Any]) -> dict[str, float]:
+def metrics_of_record(
+    metrics: Mapping[str, float], resources: Iterable[Mapping[str, object]]
+) -> dict[str, float]:
     """A record's metrics with the object metrics filled in from its stored resource
-    timings where the record predates them (details["resources"])."""
+    timings (its details' `resources`) where the record predates them."""
     if all(k in metrics for k in ("first_object_ms", "largest_object_ms", "last_object_ms")):
         return dict(metrics)
-    resources = details.get("resources")
-    derived = object_metrics(resources) if isinstance(resources, list) else {}
-    return {**derived, **metrics}
+    return {**object_metrics(resources), **metrics}

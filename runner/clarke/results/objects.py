@@ -26,21 +26,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
+from clarke.results.details import ObjectRow, PrioritySignals
 from clarke.results.metric_families import number
-
-# When a response's last bytes left the server, by what the server records for it.
-_SERVER_DONE = ("written_last_unix_ms", "acked_unix_ms", "handed_last_unix_ms")
+from clarke.results.server_records import Exchange, ServerConnection
 
 
-def _server_done(exchange: Mapping[str, Any]) -> float | None:
-    for key in _SERVER_DONE:
-        v = number(exchange.get(key))
+def _server_done(x: Exchange) -> float | None:
+    """When a response's last bytes left the server, by what the server records for it."""
+    for v in (x.written_last_unix_ms, x.acked_unix_ms, x.handed_last_unix_ms):
         if v is not None:
-            return v
+            return number(v)
     return None
 
 
-def _host(authority: Any) -> str | None:
+def _host(authority: str | None) -> str | None:
     """The host of an exchange's `authority` (host[:port], an IPv6 literal in brackets),
     lowercased; None when the server did not record one."""
     if not authority:
@@ -81,11 +80,11 @@ def kendall_tau_b(xs: Sequence[float], ys: Sequence[float]) -> float | None:
 
 
 def object_rows(
-    server_connections: Iterable[Mapping[str, Any]],
+    server_connections: Iterable[ServerConnection],
     raw: Mapping[str, Any],
     page_path: str,
     page_host: str | None = None,
-) -> tuple[list[dict[str, Any]], dict[str, float]]:
+) -> tuple[list[ObjectRow], dict[str, float]]:
     """(one row per request of the page, the load's order metric). `page_path`: the
     page's HTML (e.g. /triangular-1m/), left out of the metric; on `page_host` only,
     where given (a site's start page: another origin may serve the same path)."""
@@ -98,124 +97,117 @@ def object_rows(
             url = urlsplit(str(entry["name"]))
             timing.setdefault(url.path, entry)
             on_host.setdefault(((url.hostname or "").lower(), url.path), entry)
-    rows: list[dict[str, Any]] = []
+    rows: list[ObjectRow] = []
     for conn in server_connections:
-        for x in conn.get("exchanges") or []:
-            host = _host(x.get("authority"))
+        for x in conn.exchanges:
+            host = _host(x.authority)
             if host is None:
-                entry = timing.get(str(x.get("path")), {})
+                entry = timing.get(str(x.path), {})
             else:
-                entry = on_host.get((host, str(x.get("path"))), {})
+                entry = on_host.get((host, str(x.path)), {})
             done = _server_done(x)
-            began = number(x.get("handed_first_unix_ms"))
-            rows.append(
-                {
-                    "path": x.get("path"),
-                    **({} if host is None else {"host": host}),
-                    "connection": conn.get("id"),
-                    "protocol": conn.get("protocol"),
-                    "stream": x.get("stream"),
-                    "priority": x.get("priority"),
-                    "urgency": x.get("urgency"),
-                    "incremental": x.get("incremental"),
-                    "rfc7540": x.get("rfc7540"),
-                    "priority_updates": [u.get("value") for u in x.get("priority_updates") or []],
-                    "bytes": x.get("bytes"),
-                    "request_unix_ms": number(x.get("request_unix_ms")),
-                    "server_start_ms": began - origin if began is not None and origin else None,
-                    "server_done_ms": done - origin if done is not None and origin else None,
-                    "request_start_ms": number(entry.get("requestStart")),
-                    "response_end_ms": number(entry.get("responseEnd")),
-                    # origin, HTTP/2: its end was not written in time and the next
-                    # response went first (docs/scheduling.md)
-                    "turn_released_unwritten": bool(x.get("turn_released_unwritten")),
-                }
-            )
+            began = number(x.handed_first_unix_ms)
+            row = ObjectRow(path=x.path)
+            if host is not None:
+                row.host = host
+            row.connection, row.protocol = conn.id, conn.protocol
+            row.stream, row.priority = x.stream, x.priority
+            row.urgency, row.incremental, row.rfc7540 = x.urgency, x.incremental, x.rfc7540
+            row.priority_updates = [u.value for u in x.priority_updates]
+            row.bytes, row.request_unix_ms = x.bytes, number(x.request_unix_ms)
+            row.server_start_ms = began - origin if began is not None and origin else None
+            row.server_done_ms = done - origin if done is not None and origin else None
+            row.request_start_ms = number(entry.get("requestStart"))
+            row.response_end_ms = number(entry.get("responseEnd"))
+            # origin, HTTP/2: its end was not written in time and the next response went
+            # first (docs/scheduling.md)
+            row.turn_released_unwritten = x.turn_released_unwritten
+            rows.append(row)
     if not rows:  # a server that keeps no exchanges: the browser's own order
         for path, entry in timing.items():
             if entry is nav:
                 continue
             rows.append(
-                {
-                    "path": path,
-                    "request_unix_ms": None,
-                    "server_start_ms": None,
-                    "server_done_ms": None,
-                    "request_start_ms": number(entry.get("requestStart")),
-                    "response_end_ms": number(entry.get("responseEnd")),
-                }
+                ObjectRow(
+                    path=path,
+                    request_unix_ms=None,
+                    server_start_ms=None,
+                    server_done_ms=None,
+                    request_start_ms=number(entry.get("requestStart")),
+                    response_end_ms=number(entry.get("responseEnd")),
+                )
             )
-    by_server = all(r["request_unix_ms"] is not None for r in rows)
-    asked = _ranks([r["request_unix_ms" if by_server else "request_start_ms"] for r in rows])
+    by_server = all(r.request_unix_ms is not None for r in rows)
+    asked = _ranks([r.request_unix_ms if by_server else r.request_start_ms for r in rows])
     # Rows in request order; ranks computed over those in the same order.
     for r, rank in zip(rows, asked, strict=True):
-        r["request_order"] = rank
-    rows.sort(key=lambda r: (r["request_order"] is None, r["request_order"] or 0))
-    completion = (
-        ("completion_order", "response_end_ms"),
-        ("server_completion_order", "server_done_ms"),
-    )
-    for key, by in completion:
-        for r, rank in zip(rows, _ranks([r[by] for r in rows]), strict=True):
-            r[key] = rank
+        r.request_order = rank
+    rows.sort(key=lambda r: (r.request_order is None, r.request_order or 0))
+    for r, rank in zip(rows, _ranks([r.response_end_ms for r in rows]), strict=True):
+        r.completion_order = rank
+    for r, rank in zip(rows, _ranks([r.server_done_ms for r in rows]), strict=True):
+        r.server_completion_order = rank
     objects = [
         r
         for r in rows
-        if not (r["path"] == page_path and r.get("host", page_host) == page_host)
-        and r["request_order"] is not None
-        and r["completion_order"] is not None
+        if not (r.path == page_path and (r.host if r.has("host") else page_host) == page_host)
+        and r.request_order is not None
+        and r.completion_order is not None
     ]
     tau = kendall_tau_b(
-        [float(r["request_order"]) for r in objects],
-        [float(r["completion_order"]) for r in objects],
+        [float(r.request_order or 0) for r in objects],
+        [float(r.completion_order or 0) for r in objects],
     )
     return rows, ({} if tau is None else {"completion_order_tau": tau})
 
 
 def signals_received(
-    server_connections: Iterable[Mapping[str, Any]], asked: str = "default"
-) -> dict[str, Any]:
+    server_connections: Iterable[ServerConnection], asked: str = "default"
+) -> PrioritySignals:
     """What the load's browser told the server about priorities, as the server saw it:
     the Priority header values, the number of each kind of priority frame, the client's
     settings (per connection, HTTP/2 and HTTP/3 identifiers as hex); `asked`: the
     browser's priority signals setting; `observed`: whether the server records signals
     (origin does, OpenLiteSpeed does not)."""
     headers: dict[str, int] = {}
-    counts = {"rfc7540_headers": 0, "rfc7540_frames": 0, "priority_updates": 0}
-    settings: list[dict[str, Any]] = []
+    rfc7540_headers = rfc7540_frames = priority_updates = 0
+    settings: list[dict[str, int]] = []
     observed = False
     for conn in server_connections:
-        observed = observed or "signals" in conn
-        signals = conn.get("signals") or {}
-        for key in counts:
-            counts[key] += int(signals.get(key) or 0)
-        if signals.get("settings"):
-            settings.append(signals["settings"])
-        for x in conn.get("exchanges") or []:
-            value = x.get("priority")
-            label = "(none)" if value is None else str(value)
+        observed = observed or conn.has("signals")
+        signals = conn.signals
+        if signals is not None:
+            rfc7540_headers += signals.rfc7540_headers
+            rfc7540_frames += signals.rfc7540_frames
+            priority_updates += signals.priority_updates
+            if signals.settings:
+                settings.append(signals.settings)
+        for x in conn.exchanges:
+            label = "(none)" if x.priority is None else str(x.priority)
             headers[label] = headers.get(label, 0) + 1
-    return {
-        "asked": asked,
-        "observed": observed,
-        "priority_headers": headers,
-        **counts,
-        "settings": settings,
-    }
+    return PrioritySignals(
+        asked=asked,
+        observed=observed,
+        priority_headers=headers,
+        rfc7540_headers=rfc7540_headers,
+        rfc7540_frames=rfc7540_frames,
+        priority_updates=priority_updates,
+        settings=settings,
+    )
 
 
-def signals_verdict(asked: str, received: Mapping[str, Any]) -> str:
+def signals_verdict(asked: str, received: PrioritySignals) -> str:
     """Why the signals the server saw are not the ones the browser was set to send, or
     "" (also when the server records none: nothing to judge)."""
-    if asked == "default" or not received.get("observed"):
+    if asked == "default" or not received.observed:
         return ""
-    headers = {k: v for k, v in (received.get("priority_headers") or {}).items() if k != "(none)"}
+    headers = {k: v for k, v in received.priority_headers.items() if k != "(none)"}
     sent = []
     if headers:
         sent.append(f"Priority headers {headers}")
-    if received.get("priority_updates"):
-        sent.append(f"{received['priority_updates']} PRIORITY_UPDATE frames")
-    if asked == "rfc7540-tree" and not received.get("rfc7540_frames"):
+    if received.priority_updates:
+        sent.append(f"{received.priority_updates} PRIORITY_UPDATE frames")
+    if asked == "rfc7540-tree" and not received.rfc7540_frames:
         sent.append("no RFC 7540 PRIORITY frame")
     if not sent:
         return ""

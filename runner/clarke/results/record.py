@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import (
     BaseModel,
@@ -23,11 +23,12 @@ from pydantic_core.core_schema import SerializerFunctionWrapHandler
 
 from clarke.campaign import dimensions
 from clarke.campaign.dimensions import Cell
+from clarke.results.details import LoadDetails
 
 SCHEMA_VERSION = 1
 
 
-def _cell(value: Any) -> Cell:
+def _cell(value: object) -> Cell:
     if isinstance(value, Cell):
         return value
     if not isinstance(value, dict):
@@ -72,7 +73,7 @@ class RunRecord(BaseModel):
     scenarios: list[str] = Field(default_factory=list)
     # Every dimension of the matrix: in the journal each under its own name (profile,
     # http, cc, model, size, connections, cross_traffic, pep, browser: docs/results.md).
-    # The cross traffic's parameters and achieved rates are in details["cross_traffic"].
+    # The cross traffic's parameters and achieved rates are in details.cross_traffic.
     cell: RecordCell
     profile_sha256: str = ""  # the profile's content hash, as the link roles confirmed it
     page: str
@@ -91,11 +92,12 @@ class RunRecord(BaseModel):
     status: Status
     reason: str = ""
     metrics: dict[str, float] = Field(default_factory=dict)
-    details: dict[str, Any] = Field(default_factory=dict)
+    # What the load really used, as the runner verified it (results/details.py).
+    details: LoadDetails = Field(default_factory=LoadDetails)
 
     @model_validator(mode="before")
     @classmethod
-    def _gather_cell(cls, data: Any) -> Any:
+    def _gather_cell(cls, data: object) -> object:
         """The journal's top-level dimension fields, gathered into the cell."""
         if not isinstance(data, dict) or "cell" in data:
             return data
@@ -106,9 +108,9 @@ class RunRecord(BaseModel):
         }
 
     @model_serializer(mode="wrap")
-    def _spread_cell(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+    def _spread_cell(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
         """Each dimension back at the top level, where the journal has always kept it."""
-        out: dict[str, Any] = handler(self)
+        out: dict[str, object] = handler(self)
         cell = out.pop("cell", None)
         return {**out, **cell} if isinstance(cell, dict) else out
 

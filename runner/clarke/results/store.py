@@ -1,6 +1,7 @@
 """The results directory of a campaign: results/<campaign>-<timestamp>/ holding the
 campaign file as run, the plan, metadata and the journal. The only code that lays out
-results directories."""
+results directories, and the one writer of their metadata (MetaKeeper: meta.json read
+once, kept in memory, written whole at each change)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from clarke.errors import InputError, ValidationFailed
 from clarke.results.journal import JOURNAL, Journal
+from clarke.results.meta import Meta
 from clarke.schema import problems_of
 
 CAMPAIGN_COPY = "campaign.yaml"
@@ -33,22 +35,31 @@ def campaign_id(name: str, now: dt.datetime | None = None) -> str:
 
 
 def write_json(path: Path, data: Any) -> None:
-    """`data` as JSON at `path`, whole or not at all (a temporary file, fsync'd, renamed)."""
+    """`data` as JSON at `path`, whole or not at all: a temporary file in the same
+    directory, fsync'd, renamed over `path`, and the directory fsync'd (the rename too
+    survives a crash)."""
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
     with tmp.open("rb") as f:
         os.fsync(f.fileno())
     os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
-def create(
-    base: Path, cid: str, campaign_file: Path, plan: dict[str, Any], meta: dict[str, Any]
-) -> Path:
+def create(base: Path, cid: str, campaign_file: Path, plan: dict[str, Any], meta: Meta) -> Path:
+    """A new results directory `cid` under `base`: the campaign file, `plan` (plan.json),
+    `meta` (meta.json, its campaign id first) and an empty journal."""
     d = base / cid
     d.mkdir(parents=True, exist_ok=False)
     shutil.copyfile(campaign_file, d / CAMPAIGN_COPY)
     write_json(d / PLAN, plan)
-    write_json(d / META, {"campaign_id": cid, **meta})
+    first = Meta(campaign_id=cid)  # first, whatever `meta` says it is
+    first.take(meta)
+    write_json(d / META, first.written())
     (d / JOURNAL).touch()
     return d
 
@@ -115,7 +126,7 @@ def check_plan(
         )
 
 
-def read_meta(d: Path) -> dict[str, Any]:
+def read_meta(d: Path) -> Meta:
     """meta.json, or an error naming it: a damaged file is the user's to see, not a
     traceback."""
     path = d / META
@@ -127,19 +138,33 @@ def read_meta(d: Path) -> dict[str, Any]:
         raise InputError(f"{path}: damaged, not JSON ({e})") from None
     if not isinstance(meta, dict):
         raise InputError(f"{path}: damaged, not a JSON object")
-    return meta
+    try:
+        return Meta.model_validate(meta)
+    except ValidationError as e:
+        raise ValidationFailed(f"{path} (damaged)", problems_of(e)) from None
 
 
-def open_existing(d: Path) -> tuple[dict[str, Any], Journal]:
+def open_existing(d: Path) -> tuple[Meta, Journal]:
     if not (d / META).is_file() or not (d / JOURNAL).is_file():
         raise InputError(f"{d}: not a Clarke results directory (no {META} or {JOURNAL})")
     return read_meta(d), Journal.in_dir(d)
 
 
-def update_meta(d: Path, **fields: Any) -> None:
-    meta = read_meta(d)
-    meta.update(fields)
-    write_json(d / META, meta)
+class MetaKeeper:
+    """The one keeper of a results directory's meta.json: read once when the directory
+    is opened (`open`), kept in memory (`meta`, which its writer changes), and written
+    whole and atomically at each `save` (write_json). Nothing else writes the file while
+    a keeper has it: the campaign's sole writer holds the directory (sole_writer)."""
+
+    def __init__(self, d: Path, meta: Meta) -> None:
+        self.path, self.meta = d / META, meta
+
+    @classmethod
+    def open(cls, d: Path) -> MetaKeeper:
+        return cls(d, read_meta(d))
+
+    def save(self) -> None:
+        write_json(self.path, self.meta.written())
 
 
 @contextmanager

@@ -101,7 +101,7 @@ def summarise(
     out = []
     for cell, rs in cells.items():
         ok = [r for r in rs if r.status is Status.ok]
-        of_run = [metrics_of_record(r.metrics, r.details) for r in ok]
+        of_run = [metrics_of_record(r.metrics, r.details.resources) for r in ok]
         stats_by_metric = {}
         for m in metrics:
             values = [ms[m] for ms in of_run if m in ms]

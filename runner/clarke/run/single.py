@@ -17,6 +17,7 @@ from clarke.campaign import dimensions
 from clarke.campaign.dimensions import BROWSER, SITE, SITE_NONE, Cell
 from clarke.campaign.sites import PlannedSite, planned
 from clarke.errors import InputError, ValidationFailed
+from clarke.results.details import LoadDetails
 from clarke.roles import Implementation
 from clarke.run.campaign.apply import Testbed, put_in_force
 from clarke.run.session.session import Session
@@ -94,13 +95,14 @@ class OneLoad:
 
 def load_once(
     session: Session, one: OneLoad, next_load: OneLoad | None = None
-) -> tuple[LoadResult, dict[str, Any]]:
+) -> tuple[LoadResult, LoadDetails]:
     """`one` put in force (as a campaign's run is) and loaded; `next_load`, where given,
     is announced so that its browser may start ahead."""
     testbed: Testbed = session
     put_in_force(testbed, one.cell)
-    load = PageLoad.of_cell(one.cell, one.label, prefs=one.prefs)
+    ahead = None
     if next_load is not None:
         ahead = session.request(PageLoad.of_cell(next_load.cell, "next", prefs=next_load.prefs))
-        load = PageLoad.of_cell(one.cell, one.label, prefs=one.prefs, next_load=ahead)
-    return session.load_page(load)
+    return session.load_page(
+        PageLoad.of_cell(one.cell, one.label, prefs=one.prefs, next_load=ahead)
+    )

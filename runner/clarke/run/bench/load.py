@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from clarke.campaign.dimensions import BROWSER, CC, HTTP, MODEL, PROFILE, SIZE
+from clarke.results.details import PhasesMs
 from clarke.results.record import Status
 from clarke.run.session.session import Session
 from clarke.run.session.settings import SessionSettings
@@ -105,7 +106,7 @@ def harness_overhead(bench: LoadBench) -> dict[str, Any]:
                 plts.append(plt)
                 browser.append(result.wall_ms - plt)
                 runner.append(wall - plt)
-                for name, ms in breakdown(details.get("phases_ms") or {}, plt, wall).items():
+                for name, ms in breakdown(details.phases_ms, plt, wall).items():
                     timed.setdefault(name, []).append(ms)
             out["engines"][engine] = {
                 "isolation": isolation.value,
@@ -123,11 +124,12 @@ def harness_overhead(bench: LoadBench) -> dict[str, Any]:
     return out
 
 
-def breakdown(phases: dict[str, dict[str, float]], plt: float, wall: float) -> dict[str, float]:
+def breakdown(phases: PhasesMs | None, plt: float, wall: float) -> dict[str, float]:
     """One load's phases, flat: `client.*` the client's own, `client.agent` the rest of
     the agent round trip, `client.navigation-plt` the navigation call beyond the page
     load itself, `runner.*` the runner's steps, `runner.other` what no phase covers."""
-    client, runner = phases.get("client", {}), phases.get("runner", {})
+    phases = phases or PhasesMs()
+    client, runner = phases.client, phases.runner
     out = {f"client.{k}": v for k, v in client.items()}
     if "navigation" in client:
         out["client.navigation-plt"] = client["navigation"] - plt

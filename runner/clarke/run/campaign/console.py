@@ -11,7 +11,6 @@ table, one column per dimension."""
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from rich.console import Console, Group, RenderableType
 from rich.progress import (
@@ -27,6 +26,7 @@ from rich.text import Text
 
 from clarke.campaign import dimensions
 from clarke.campaign.plan import Run
+from clarke.results.meta import LinkCheckRecord
 from clarke.results.metric_families import LABEL
 from clarke.results.record import RunRecord, Status
 from clarke.results.summary import FEW_LOADS, METRICS, CellSummary, MetricStats
@@ -174,9 +174,9 @@ class ProgressDisplay:
     def checking(self, check: LinkCheck) -> None:
         self.progress.update(self.task, description=f"checking link {check.profile}")
 
-    def checked(self, check: LinkCheck, result: dict[str, Any]) -> None:
-        if result.get("error"):
-            self.progress.console.print(f"[yellow]link check failed: {result['error']}[/]")
+    def checked(self, check: LinkCheck, result: LinkCheckRecord) -> None:
+        if result.error:
+            self.progress.console.print(f"[yellow]link check failed: {result.error}[/]")
 
     def loading(self, run: Run, attempt: int) -> None:
         self.progress.update(self.task, description=run.run_id)

@@ -12,12 +12,14 @@ import datetime as dt
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from clarke.browser.load import LoadResult
 from clarke.campaign.plan import Run
 from clarke.errors import ClarkeError, SinkError
+from clarke.results.details import LoadDetails, Netlog
 from clarke.results.journal import Journal
+from clarke.results.meta import LinkCheckRecord
 from clarke.results.record import RunRecord, Status
 from clarke.run.campaign.apply import Testbed, put_in_force
 from clarke.run.campaign.schedule import LinkCheck, Step
@@ -39,8 +41,8 @@ class Session(Testbed, Protocol):
     def implementations(self) -> dict[str, str]: ...
     def load(
         self, run: Run, attempt: int, next_run: Run | None = None
-    ) -> tuple[LoadResult, dict[str, Any]]: ...
-    def check_link(self, profile: str, phase: str, level: str) -> dict[str, Any]: ...
+    ) -> tuple[LoadResult, LoadDetails]: ...
+    def check_link(self, profile: str, phase: str, level: str) -> LinkCheckRecord: ...
     def versions(self) -> dict[str, str]: ...
 
 
@@ -53,7 +55,7 @@ class Observer(Protocol):
 
     def skipped(self, run: Run) -> None: ...
     def checking(self, check: LinkCheck) -> None: ...
-    def checked(self, check: LinkCheck, result: dict[str, Any]) -> None: ...
+    def checked(self, check: LinkCheck, result: LinkCheckRecord) -> None: ...
     def loading(self, run: Run, attempt: int) -> None: ...
     def recorded(self, record: RunRecord, final: bool) -> None: ...
     def stopped(self, run: Run, decision: Decision) -> None:
@@ -68,7 +70,7 @@ class Quiet:
 
     def skipped(self, run: Run) -> None: ...
     def checking(self, check: LinkCheck) -> None: ...
-    def checked(self, check: LinkCheck, result: dict[str, Any]) -> None: ...
+    def checked(self, check: LinkCheck, result: LinkCheckRecord) -> None: ...
     def loading(self, run: Run, attempt: int) -> None: ...
     def recorded(self, record: RunRecord, final: bool) -> None: ...
     def stopped(self, run: Run, decision: Decision) -> None: ...
@@ -91,7 +93,7 @@ class Outcome:
     skipped: int = 0
     dropped: int = 0  # runs not run because their cell had stopped (sequential)
     sink_failures: int = 0
-    checks: list[dict[str, Any]] = field(default_factory=list)
+    checks: list[LinkCheckRecord] = field(default_factory=list)
     interrupted: bool = False
     aborted: str = ""
 
@@ -106,7 +108,7 @@ def finished(journal: Journal, retries: int) -> tuple[set[str], dict[str, int], 
     spent: dict[str, int] = {}
     for r in journal.records():
         attempts[r.run_id] = max(attempts.get(r.run_id, 0), r.attempt)
-        if r.details.get("infrastructure"):
+        if r.details.infrastructure:
             continue  # the testbed failed, not the load: it does not use up a retry
         spent[r.run_id] = spent.get(r.run_id, 0) + 1
         if r.status is Status.ok or spent[r.run_id] >= 1 + retries:
@@ -123,7 +125,7 @@ class Attempt:
     run: Run
     number: int
     result: LoadResult
-    details: dict[str, Any]
+    details: LoadDetails
     started: dt.datetime
     finished: dt.datetime
     implementations: dict[str, str]
@@ -150,10 +152,10 @@ class LoopSettings:
 def to_record(ctx: RecordContext, attempt: Attempt) -> RunRecord:
     run, result, details = attempt.run, attempt.result, attempt.details
     metrics = dict(result.metrics)
-    metrics.update({k: v for k, v in details.pop("metrics", {}).items() if v is not None})
+    metrics.update(details.counted_metrics())
     status, reason = result.status, result.reason
-    if status is Status.ok and details.get("failure"):
-        status, reason = Status.failed, str(details["failure"])
+    if status is Status.ok and details.failure:
+        status, reason = Status.failed, details.failure
     return RunRecord(
         campaign=ctx.campaign,
         campaign_id=ctx.campaign_id,
@@ -162,7 +164,7 @@ def to_record(ctx: RecordContext, attempt: Attempt) -> RunRecord:
         attempt=attempt.number,
         scenarios=list(run.scenarios),
         cell=run.cell,
-        profile_sha256=str((details.get("link") or {}).get("profile_sha256") or ""),
+        profile_sha256=details.link.profile_sha256 if details.link else "",
         page=run.page,
         repetition=run.repetition,
         engine=result.engine or ctx.engine,
@@ -178,19 +180,23 @@ def to_record(ctx: RecordContext, attempt: Attempt) -> RunRecord:
         status=status,
         reason=reason,
         metrics=metrics,
-        details={
-            "protocols": result.protocols,
-            "lcp_element": result.lcp_element,
-            "wall_ms": result.wall_ms,
-            **details,
-            "resources": (result.raw or {}).get("resources", []),
-            # Chromium's NetLog: its own QUIC congestion control (what it sends) and the
-            # addresses it reached; the server's congestion control is server_cc.
-            **(
-                {"browser_netlog": result.raw["netlog"]} if (result.raw or {}).get("netlog") else {}
-            ),
-        },
+        details=recorded(details, result),
     )
+
+
+def recorded(details: LoadDetails, result: LoadResult) -> LoadDetails:
+    """The record's details: what the browser said around what the session verified."""
+    raw = result.raw or {}
+    out = LoadDetails(
+        protocols=result.protocols, lcp_element=result.lcp_element, wall_ms=result.wall_ms
+    )
+    out.take(details)
+    out.resources = raw.get("resources", [])
+    if raw.get("netlog"):
+        # Chromium's NetLog: its own QUIC congestion control (what it sends) and the
+        # addresses it reached; the server's congestion control is server_cc.
+        out.browser_netlog = Netlog.model_validate(raw["netlog"])
+    return out
 
 
 def execute(
@@ -221,7 +227,9 @@ def execute(
             except ClarkeError as e:
                 # Recorded, not fatal: the loads themselves show whether the link
                 # carries pages.
-                check = {"phase": step.phase, "profile": step.profile, "error": f"{e.kind}: {e}"}
+                check = LinkCheckRecord(
+                    phase=step.phase, profile=step.profile, error=f"{e.kind}: {e}"
+                )
             out.checks.append(check)
             watch.checked(step, check)
             continue
@@ -243,11 +251,11 @@ def execute(
             except ClarkeError as e:
                 # The testbed itself failed: record it; it does not use up a retry.
                 result = LoadResult.failed(ctx.engine, f"{e.kind}: {e}")
-                details = {"infrastructure": True}
+                details = LoadDetails(infrastructure=True)
                 testbed_failures += 1
             else:
                 testbed_failures = 0
-            infrastructure = bool(details.get("infrastructure"))
+            infrastructure = details.infrastructure
             ended = dt.datetime.now(dt.UTC)
             done = Attempt(
                 run, attempt, result, details, started, ended, session.implementations, versions

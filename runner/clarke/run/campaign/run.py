@@ -23,8 +23,9 @@ from clarke.campaign.plan import CampaignPlan, Run, ShardBy, expand
 from clarke.errors import ClarkeError, InputError
 from clarke.results import store
 from clarke.results.journal import Journal
+from clarke.results.meta import Meta
 from clarke.results.record import RunRecord, Status
-from clarke.results.store import PlanFile
+from clarke.results.store import MetaKeeper, PlanFile
 from clarke.results.summary import sequential_of, summarise
 from clarke.run.campaign.console import ProgressDisplay, print_summary
 from clarke.run.campaign.loop import (
@@ -35,7 +36,7 @@ from clarke.run.campaign.loop import (
     execute,
     finished,
 )
-from clarke.run.campaign.meta import Both, MetaKeeper
+from clarke.run.campaign.meta import Both, CampaignMeta
 from clarke.run.campaign.options import RunOptions
 from clarke.run.campaign.preflight import preflight, substrate_for
 from clarke.run.campaign.resume import campaign_difference
@@ -63,13 +64,15 @@ class Finished:
 
 @dataclass(frozen=True)
 class Directory:
-    """A results directory the campaign writes to, its lock held by the caller."""
+    """A results directory the campaign writes to, its lock held by the caller; its
+    meta.json, read once, in `meta`'s keeping."""
 
     path: Path
     campaign_id: str
     journal: Journal
     shard_label: str
     link: str  # the link implementation it runs on
+    meta: MetaKeeper
 
 
 def run_campaign(plan: CampaignPlan, options: RunOptions, console: Console) -> Finished:
@@ -113,16 +116,14 @@ def _open(
     resume = options.resume
     if resume:
         meta, journal = store.open_existing(resume)
-        if meta.get("campaign") != c.name or meta.get("shard", "") != shard_label:
+        if meta.campaign != c.name or meta.shard != shard_label:
             raise InputError(
-                f"{resume} holds campaign {meta.get('campaign')!r} shard "
-                f"{meta.get('shard') or '-'}, not {c.name!r} shard {shard_label or '-'}"
+                f"{resume} holds campaign {meta.campaign!r} shard "
+                f"{meta.shard or '-'}, not {c.name!r} shard {shard_label or '-'}"
             )
-        if shard and meta.get("shard_by", ShardBy.run_index.value) != shard.by.value:
-            raise InputError(
-                f"{resume} was sharded by {meta.get('shard_by', 'index')}, not by "
-                f"{shard.by.value} (--shard-by)"
-            )
+        by = meta.shard_by if meta.has("shard_by") else ShardBy.run_index.value
+        if shard and by != shard.by.value:
+            raise InputError(f"{resume} was sharded by {by}, not by {shard.by.value} (--shard-by)")
         difference = campaign_difference(resume / store.CAMPAIGN_COPY, plan)
         if difference:
             raise InputError(
@@ -134,7 +135,8 @@ def _open(
         store.check_plan(resume, recorded, c.name, len(plan.runs), [r.to_dict() for r in runs])
         _check_sites(resume, recorded, plan)
         writer.enter_context(store.sole_writer(resume))
-        return Directory(resume, meta["campaign_id"], journal, shard_label, implementations[0])
+        kept = MetaKeeper(resume, meta)
+        return Directory(resume, meta.campaign_id, journal, shard_label, implementations[0], kept)
     cid = options.campaign_id or store.campaign_id(c.name)
     dirname = cid + (f"-shard{shard.index}of{shard.count}" if shard else "")
     link, server = implementations
@@ -152,21 +154,24 @@ def _open(
             **_sites(plan),
             "runs": [r.to_dict() for r in runs],
         },
-        {
-            "campaign": c.name,
-            "campaign_id": cid,
-            "shard": shard_label,
-            **assignment,
-            "started_at": dt.datetime.now(dt.UTC).isoformat(),
-            "git_rev": gitinfo.revision(),
-            "clarke": __version__,
-            "seed": plan.seed,
-            "implementations": {"link": link, "server": server},
-            "link": [],
-        },
+        Meta.model_validate(
+            {
+                "campaign": c.name,
+                "campaign_id": cid,
+                "shard": shard_label,
+                **assignment,
+                "started_at": dt.datetime.now(dt.UTC).isoformat(),
+                "git_rev": gitinfo.revision(),
+                "clarke": __version__,
+                "seed": plan.seed,
+                "implementations": {"link": link, "server": server},
+                "link": [],
+            }
+        ),
     )
     writer.enter_context(store.sole_writer(results_dir))
-    return Directory(results_dir, cid, Journal.in_dir(results_dir), shard_label, link)
+    kept = MetaKeeper.open(results_dir)
+    return Directory(results_dir, cid, Journal.in_dir(results_dir), shard_label, link, kept)
 
 
 def _sites(plan: CampaignPlan) -> dict[str, Any]:
@@ -217,10 +222,8 @@ def _run_in(
             console.print(f"[yellow]InfluxDB not reachable ({e}); the journal keeps everything[/]")
 
     done, _, _ = finished(d.journal, c.retries)
-    meta, _ = store.open_existing(d.path)
-    earlier = {
-        (k.get("profile"), k.get("phase")) for k in meta.get("link") or [] if "error" not in k
-    }
+    meta = d.meta.meta
+    earlier = {(k.profile or "", k.phase or "") for k in meta.measured_links()}
     rule = c.stopping
     stopping = None if rule is None else Stopping.of_journal(rule, runs, d.journal.records(), done)
     # Runs of cells that stopped in an earlier invocation are passed over like finished
@@ -232,7 +235,7 @@ def _run_in(
     pages = sorted({r.page for r in runs if r.cell.site is None})  # a site is its own page
     session = Session(sub, pages, SessionSettings.of_plan(plan, capture))
     outcome = Outcome()
-    keeper: MetaKeeper | None = None
+    keeper: CampaignMeta | None = None
     try:
         session.start(first or (runs[0].cell[PROFILE] if runs else c.values(PROFILE)[0]))
         testbed = testbed_label(sub)
@@ -243,13 +246,14 @@ def _run_in(
         # Every testbed this directory was run on, one per invocation (a resume may get
         # another one): `clarke run --parallel` tears down a child's testbed from here
         # when the child could not.
-        store.update_meta(d.path, testbeds=[*(meta.get("testbeds") or []), testbed])
+        meta.testbeds = [*meta.testbeds, testbed]
+        d.meta.save()
         for kind, name in (("link", wanted.link), ("server", wanted.server)):
             if name is not None and session.implementations[kind] != name:
                 raise InputError(
                     f"the testbed's {kind} is {session.implementations[kind]}, not {name}"
                 )
-        keeper = MetaKeeper(d.path, session, rule)
+        keeper = CampaignMeta(d.meta, session, rule)
         with d.journal, ProgressDisplay(console, len(runs)) as display:
             settings = LoopSettings(
                 c.retries,
@@ -274,7 +278,6 @@ def _run_in(
     if sink is not None and not (outcome.interrupted or outcome.aborted):
         from clarke.results.influx import campaign_points  # as above
 
-        meta, _ = store.open_existing(d.path)
         try:
             sink.write_points(campaign_points(meta, records, sequential_of(d.path)))
         except ClarkeError as e:

@@ -9,17 +9,19 @@ connection set-up, TLS, bytes on the wire, retransmissions)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
-from typing import Any
 
 import numpy as np
 
 from clarke.campaign.dimensions import Cell
 from clarke.errors import InputError
 from clarke.results import store
+from clarke.results.meta import LinkCheckRecord
 from clarke.results.record import RunRecord, Status
+from clarke.results.station_records import LinkRoleStats
 from clarke.results.summary import METRICS, final_attempts
 from clarke.run.compare.cells import MIN_SAMPLES, cell_samples, median_ratio_ci
 from clarke.run.implementations.several import BASELINE, Combination, read_index
@@ -59,7 +61,7 @@ class Table:
     cells: list[Cell]
     entries: dict[tuple[Cell, str, str], Entry]  # (cell, metric, label)
     evidence: dict[tuple[Cell, str], dict[str, float]]  # (cell, label)
-    links: dict[str, list[dict[str, Any]]]  # label -> its link checks
+    links: dict[str, list[LinkCheckRecord]]  # label -> its link checks
 
     @property
     def ran(self) -> list[Combination]:
@@ -69,7 +71,7 @@ class Table:
 def build(top: Path) -> Table:
     index = read_index(top)
     records: dict[str, list[RunRecord]] = {}
-    links: dict[str, list[dict[str, Any]]] = {}
+    links: dict[str, list[LinkCheckRecord]] = {}
     for combo in index.combinations:
         if combo.results:
             d = top / combo.results
@@ -77,7 +79,7 @@ def build(top: Path) -> Table:
                 raise InputError(f"{top}: {combo.label}: its results {d} are missing")
             meta, journal = store.open_existing(d)
             records[combo.label] = list(journal.records())
-            links[combo.label] = [k for k in meta.get("link") or [] if "error" not in k]
+            links[combo.label] = meta.measured_links()
     if not records:
         raise InputError(
             f"{top}: no combination has results ("
@@ -130,7 +132,7 @@ def _evidence(
             for key, value in (
                 ("quic_retries", _quic_retries(r)),
                 ("after_ttfb_ms", _after_ttfb(r)),
-                ("link_forward_drops", forward_drops(r.details.get("link_stats") or {})),
+                ("link_forward_drops", forward_drops(r.details.link_stats)),
             ):
                 if value is not None:
                     per.setdefault(key, []).append(value)
@@ -146,25 +148,26 @@ def _quic_retries(r: RunRecord) -> float | None:
     """Retry packets the server sent for this load's QUIC connections, where its records
     count them (OpenLiteSpeed: lsquic's log); None where they do not."""
     counts = [
-        c["transport"]["quic"]["retries"]
-        for c in r.details.get("server_connections") or []
-        if "retries" in (c.get("transport") or {}).get("quic", {})
+        c.transport.quic.retries
+        for c in r.details.server_connections
+        if c.transport and c.transport.quic and c.transport.quic.retries is not None
     ]
     return float(sum(counts)) if counts else None
 
 
-def forward_drops(link_stats: dict[str, Any]) -> float | None:
+def forward_drops(link_stats: Mapping[str, LinkRoleStats]) -> float | None:
     """Packets the link lost towards the client during one load, from the link roles'
     own counters (a load's `link_stats`): satlink counts its drops by cause in each role;
     OpenSAND's are what the gateway's TAP handed it minus what the terminal's TAP got
     (docs/opensand.md, "Counters": the channel is clear sky and the delay constant, so
     after a load nothing is in flight). None for a link that reports neither."""
-    roles = [v for v in link_stats.values() if isinstance(v, dict)]
-    if roles and all("drops" in (v.get("forward") or {}) for v in roles):
-        return float(sum(sum(v["forward"]["drops"].values()) for v in roles))
-    gw, st = link_stats.get("gateway") or {}, link_stats.get("terminal") or {}
-    if "tap" in gw and "tap" in st:
-        return float(gw["tap"]["tx_packets"] - st["tap"]["rx_packets"])
+    roles = list(link_stats.values())
+    drops = [v.forward.drops for v in roles if v.forward is not None]
+    if roles and len(drops) == len(roles) and all(d is not None for d in drops):
+        return float(sum(sum(d.values()) for d in drops if d is not None))
+    gw, st = link_stats.get("gateway"), link_stats.get("terminal")
+    if gw is not None and st is not None and gw.tap is not None and st.tap is not None:
+        return float(gw.tap["tx_packets"] - st.tap["rx_packets"])
     return None
 
 
@@ -192,21 +195,22 @@ def rows(t: Table) -> tuple[list[str], list[list[str]]]:
     return head, out
 
 
-def _link_text(checks: list[dict[str, Any]]) -> str:
+def _link_text(checks: list[LinkCheckRecord]) -> str:
     if not checks:
         return "no link check"
 
-    def figure(key: str, digits: int) -> str:
-        value = k.get(key)
+    def figure(k: LinkCheckRecord, key: str, digits: int) -> str:
+        # None or absent: not measured (the quick check leaves an unlimited rate out).
+        value = getattr(k, key) if k.has(key) else None
         return "-" if value is None else f"{value:.{digits}f}"
 
     parts = []
     for k in checks:
         parts.append(
-            f"{k.get('profile')} {k.get('phase')}: RTT p50 {figure('rtt_p50_ms', 1)} ms, "
-            f"forward {figure('forward_mbps', 2)} Mb/s, "
-            f"return {figure('return_mbps', 2)} Mb/s"
-            + ("" if k.get("passed", True) else " (FAILED)")
+            f"{k.profile} {k.phase}: RTT p50 {figure(k, 'rtt_p50_ms', 1)} ms, "
+            f"forward {figure(k, 'forward_mbps', 2)} Mb/s, "
+            f"return {figure(k, 'return_mbps', 2)} Mb/s"
+            + ("" if (k.passed if k.has("passed") else True) else " (FAILED)")
         )
     return "; ".join(parts)
 

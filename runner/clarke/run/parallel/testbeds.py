@@ -49,6 +49,7 @@ from clarke.ids import Id
 from clarke.results import store
 from clarke.results.journal import Journal
 from clarke.results.merge import merge
+from clarke.results.meta import LaneRecord, Meta, ParallelRecord
 from clarke.results.summary import sequential_of, summarise
 from clarke.run.campaign.console import print_summary
 from clarke.run.campaign.options import RunOptions, Shard
@@ -164,7 +165,8 @@ def resolve_resume(resume: Path) -> Path:
     if (resume / STATE_FILE).is_file():
         return resume
     if (resume / store.META).is_file():
-        parts = (store.read_meta(resume).get("parallel") or {}).get("parts")
+        parallel = store.read_meta(resume).parallel
+        parts = parallel.parts if parallel else None
         if parts and (resume.parent / parts / STATE_FILE).is_file():
             return resume.parent / parts
     raise InputError(
@@ -376,7 +378,7 @@ def _tear_down_leftovers(lane: Lane) -> None:
     if lane.proc is None or lane.proc.poll() is None or not (lane.dir / store.META).is_file():
         return
     owned = Store()
-    for label in store.read_meta(lane.dir).get("testbeds") or []:
+    for label in store.read_meta(lane.dir).testbeds:
         head, _, number = str(label).partition("-")
         if head != "netns" or not number.isdigit():
             continue
@@ -402,33 +404,35 @@ def _merge(
     merge(dirs, building)
     records = list(Journal.in_dir(building).records())
     check = check_testbeds(records)
-    lane_meta: list[dict[str, Any]] = []
+    lane_meta: list[LaneRecord] = []
     for lane in lanes:
-        meta = store.read_meta(lane.dir) if (lane.dir / store.META).is_file() else {}
+        meta = store.read_meta(lane.dir) if (lane.dir / store.META).is_file() else Meta()
         lane_meta.append(
-            {
-                "shard": f"{lane.number}/{state.testbeds}",
-                "dir": lane.dir.name,
-                "cpus": lane.cpus,
-                "testbeds": meta.get("testbeds") or [],
-                "exit_code": lane.exit_code,
-                "torn_down_by_parent": lane.torn_down_here,
-            }
+            LaneRecord(
+                shard=f"{lane.number}/{state.testbeds}",
+                dir=lane.dir.name,
+                cpus=lane.cpus,
+                testbeds=meta.testbeds,
+                exit_code=lane.exit_code,
+                torn_down_by_parent=lane.torn_down_here,
+            )
         )
-    store.update_meta(
-        building,
-        parallel={
+    kept = store.MetaKeeper.open(building)
+    kept.meta.parallel = ParallelRecord.model_validate(
+        {
             "testbeds": state.testbeds,
             "shard_by": state.shard_by.value,
             "parts": parts.name,
             "shared_cpus": state.shared_cpus,
             "lanes": lane_meta,
             "invocations": state.invocations,
-        },
-        testbed_check=check.to_json(),
+        }
     )
+    kept.meta.testbed_check = check.to_json()
+    kept.save()
     if merged.exists():
-        if (store.read_meta(merged).get("parallel") or {}).get("parts") != parts.name:
+        parallel = store.read_meta(merged).parallel
+        if (parallel.parts if parallel else None) != parts.name:
             raise InputError(f"{merged} exists and is not this parallel campaign's merge")
         shutil.rmtree(merged)
     building.rename(merged)
@@ -457,7 +461,7 @@ def print_parallel_outcome(outcome: ParallelOutcome, console: Console) -> None:
         return
     meta, journal = store.open_existing(outcome.merged)
     records = list(journal.records())
-    lanes = (meta.get("parallel") or {}).get("lanes") or []
+    lanes = meta.parallel.lanes if meta.parallel else []
     print_summary(
         summarise(records, sequential=sequential_of(outcome.merged)),
         f"{outcome.merged.name}: per cell (successful loads only), on {count} testbeds in parallel",
@@ -466,14 +470,13 @@ def print_parallel_outcome(outcome: ParallelOutcome, console: Console) -> None:
     console.print(
         f"ran on {count} testbeds in parallel: "
         + "; ".join(
-            f"{lane['shard']} {','.join(lane['testbeds']) or '-'} on cpus "
-            f"{','.join(map(str, lane['cpus']))}"
+            f"{lane.shard} {','.join(lane.testbeds) or '-'} on cpus {','.join(map(str, lane.cpus))}"
             for lane in lanes
         )
     )
     if outcome.check is not None:
         print_check(outcome.check, console)
-    missing = meta.get("missing_runs") or []
+    missing = meta.missing_runs
     console.print(
         f"results: {outcome.merged}  ({len(records)} attempts, {len(missing)} runs without a "
         f"successful load; each testbed's directory and log in {outcome.parts})"

@@ -19,12 +19,13 @@ import shutil
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
 
 from clarke.browser.capture import CapturedFiles
+from clarke.contract import CaptureStopped
 from clarke.errors import EnvironmentProblem, InputError
 from clarke.ids import check_id
 from clarke.private_files import DIR_MODE, PrivateDir, Refused
+from clarke.results.details import CaptureKept, PcapSummary
 
 DEFAULT_MAX_MB = 100
 AT_ROLE = "terminal"  # whose agent captures (agent/serve.py)
@@ -89,24 +90,24 @@ def write(
     policy: CapturePolicy,
     label: str,
     ok: bool,
-    link: dict[str, Any] | None,
+    link: CaptureStopped | None,
     browser: CapturedFiles | None,
     problems: list[str],
-) -> dict[str, Any]:
+) -> CaptureKept:
     """Write one load's files (unless the policy drops an ok load's); what the record
     carries about them: where, which files and sizes, whether the pcap is complete."""
     check_id(label, "capture label")
     files: dict[str, bytes] = {}
-    summary: dict[str, Any] = {}
+    summary = CaptureKept()
     if link is not None:
-        files[PCAP] = base64.b64decode(link.get("pcap_b64") or "")
-        summary["pcap"] = {
-            "interface": link.get("interface"),
-            "bytes": link.get("bytes"),
-            "truncated": bool(link.get("truncated")),
-            "packets_captured": link.get("captured"),
-            "packets_dropped": link.get("dropped"),
-        }
+        files[PCAP] = base64.b64decode(link.pcap_b64 or "")
+        summary.pcap = PcapSummary(
+            interface=link.interface,
+            bytes=link.bytes,
+            truncated=bool(link.truncated),
+            packets_captured=link.captured,
+            packets_dropped=link.dropped,
+        )
     if browser is not None:
         for name, data in browser.decoded().items():
             if BROWSER_FILE.fullmatch(name):
@@ -114,18 +115,18 @@ def write(
             else:
                 problems = [*problems, f"the client sent a file named {name[:80]!r}: not kept"]
         if browser.left_out:
-            summary["left_out"] = list(browser.left_out)
+            summary.left_out = list(browser.left_out)
     if problems:
-        summary["problems"] = problems
+        summary.problems = problems
     if ok and policy.mode is CaptureMode.failed:
-        return summary | {"kept": False}
+        summary.kept = False
+        return summary
     folder = policy.root if policy.flat else policy.root / "captures" / label
     _write_files(policy, label, files)
-    return summary | {
-        "kept": True,
-        "dir": str(folder.relative_to(policy.root)) if not policy.flat else ".",
-        "files": {name: len(data) for name, data in sorted(files.items())},
-    }
+    summary.kept = True
+    summary.dir = str(folder.relative_to(policy.root)) if not policy.flat else "."
+    summary.files = {name: len(data) for name, data in sorted(files.items())}
+    return summary
 
 
 def _write_files(policy: CapturePolicy, label: str, files: dict[str, bytes]) -> None:

@@ -30,12 +30,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
 from clarke import sh, tls
 from clarke.campaign.cross import CrossKind, CrossTraffic, Direction
 from clarke.errors import ClarkeError
 from clarke.place.procs import Proc, tail
+from clarke.results.details import CrossTrafficDuring, RttSummary
 from clarke.vocab import CONGESTION_CONTROLS, CongestionControl
 
 PORT: Final = 5201
@@ -119,13 +120,17 @@ class Sample:
         }
 
 
+Confirmed = float | dict[str, float] | list[str]  # a figure of the start (CrossTrafficDuring)
+
+
 @dataclass
 class Running:
     spec: CrossTraffic
     profile: str
     page: tuple[str, ...]
     procs: list[Proc]
-    started: dict[str, Any] = field(default_factory=dict)
+    # How it was confirmed running (_confirm), and its flows' congestion control.
+    started: dict[str, Confirmed] = field(default_factory=dict)
 
 
 class CrossTrafficDriver:
@@ -196,7 +201,7 @@ class CrossTrafficDriver:
             "--control", WEB_CONTROL, "--tcp-cc", _TCP[CrossKind.web], "--no-alt-svc",
         ]  # fmt: skip
 
-    def _confirm(self, run: Running) -> dict[str, Any]:
+    def _confirm(self, run: Running) -> dict[str, Confirmed]:
         """Bytes moving in every asked direction, then until the rate stops growing."""
         asked = directions(run.spec)
         floor = 0.05 if run.spec.rate is None else min(0.05, run.spec.rate / 2)  # Mb/s
@@ -249,22 +254,25 @@ class CrossTrafficDriver:
             return None
         return self.sample(), time.time()
 
-    def after_load(self, before: tuple[Sample, float] | None) -> tuple[dict[str, Any], str]:
-        """What the cross traffic did during the load (for details["cross_traffic"]) and
+    def after_load(self, before: tuple[Sample, float] | None) -> tuple[CrossTrafficDuring, str]:
+        """What the cross traffic did during the load (a record's `cross_traffic`) and
         why the load does not count ("" when it does): the traffic stopped meanwhile."""
         if self.running is None or before is None:
-            return {"name": "none", "label": "none"}, ""
+            return CrossTrafficDuring(name="none", label="none"), ""
         run, (start, wall_start) = self.running, before
         rates = start.rates_mbps(self.sample())
         asked = directions(run.spec)
-        out = run.spec.describe() | {
-            "server": self.endpoints.address("xserver"),
-            "achieved_mbps": {d: round(rates[d], 3) for d in asked},
-            "during_s": round(time.monotonic() - start.at, 3),
-            **run.started,
-        }
+        out = CrossTrafficDuring.model_validate(
+            run.spec.describe()
+            | {
+                "server": self.endpoints.address("xserver"),
+                "achieved_mbps": {d: round(rates[d], 3) for d in asked},
+                "during_s": round(time.monotonic() - start.at, 3),
+                **run.started,
+            }
+        )
         if run.spec.name is CrossKind.rrul:
-            out["ping_rtt_ms"] = _ping_rtts(Path(run.procs[-1].log), wall_start, time.time())
+            out.ping_rtt_ms = _ping_rtts(Path(run.procs[-1].log), wall_start, time.time())
         dead = [p.name for p in run.procs if not self.endpoints.alive(p)]
         # iperf3's one-off server exits with its client: a dead server alone is no problem.
         failure = ""
@@ -275,11 +283,13 @@ class CrossTrafficDriver:
         return out, failure
 
 
-def metrics_of(details: dict[str, Any]) -> dict[str, float]:
+def metrics_of(during: CrossTrafficDuring | None) -> dict[str, float]:
     """The record's fields for the achieved rates (cross_forward_mbps, cross_return_mbps)
     and the rrul probe's median RTT."""
-    out = {f"cross_{d}_mbps": v for d, v in (details.get("achieved_mbps") or {}).items()}
-    p50 = (details.get("ping_rtt_ms") or {}).get("p50")
+    if during is None:
+        return {}
+    out = {f"cross_{d}_mbps": v for d, v in during.achieved_mbps.items()}
+    p50 = during.ping_rtt_ms.p50 if during.ping_rtt_ms is not None else None
     if isinstance(p50, float):
         out["cross_ping_p50_ms"] = p50
     return out
@@ -334,7 +344,7 @@ def _sockets(ss_out: str) -> list[str]:
     return out
 
 
-def _ping_rtts(log: Path, start: float, end: float) -> dict[str, float | int]:
+def _ping_rtts(log: Path, start: float, end: float) -> RttSummary:
     rtts = []
     try:
         lines = log.read_text(errors="replace").splitlines()
@@ -345,5 +355,5 @@ def _ping_rtts(log: Path, start: float, end: float) -> dict[str, float | int]:
         if m and start <= float(m.group(1)) <= end:
             rtts.append(float(m.group(2)))
     if not rtts:
-        return {"n": 0}
-    return {"n": len(rtts), "p50": statistics.median(rtts), "max": max(rtts)}
+        return RttSummary(n=0)
+    return RttSummary(n=len(rtts), p50=statistics.median(rtts), max=max(rtts))

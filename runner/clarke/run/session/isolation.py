@@ -29,99 +29,89 @@ from __future__ import annotations
 from typing import Any
 
 from clarke.browser.load import from_cache
+from clarke.contract import ServerStats
+from clarke.results.details import IsolationCheck
+from clarke.results.server_records import ServerConnection, TlsHandshake
+from clarke.run.session.verdicts import served
 from clarke.vocab import HttpVersion, Isolation
 
-
-def _handshake(conn: dict[str, Any]) -> dict[str, Any] | None:
-    hs = conn.get("tls_handshake")
-    return hs if isinstance(hs, dict) else None
+NO_HANDSHAKE = TlsHandshake()  # a connection whose handshake the server did not report
 
 
-def _start(conn: dict[str, Any]) -> float | None:
-    at = conn.get("start_unix_ms")
-    return float(at) if isinstance(at, int | float) else None
+def _start(conn: ServerConnection) -> float | None:
+    at = conn.start_unix_ms
+    return float(at) if at is not None else None
 
 
 def isolation_verdict(
-    stats: dict[str, Any], raw: dict[str, Any], http: str, isolation: str
-) -> dict[str, Any]:
-    """The load's isolation as `details["isolation"]`: counts, the first request's
-    protocol beside a new profile's, and `failure` ("" when the load began from
-    nothing). `stats`: the server's /stats; `raw`: the browser's entries."""
-    conns = [c for c in stats.get("connections", []) if c.get("requests", 0) > 0]
-    tls = [c for c in conns if c.get("tls", True)]
-    reported = [c for c in tls if _handshake(c) is not None]
+    stats: ServerStats, raw: dict[str, Any], http: str, isolation: str
+) -> IsolationCheck:
+    """The load's isolation as the record keeps it (`isolation`): counts, the first
+    request's protocol beside a new profile's, and `failure` ("" when the load began
+    from nothing). `stats`: the server's /stats; `raw`: the browser's entries."""
+    conns = served(stats)
+    tls = [c for c in conns if c.tls]
+    reported = [c for c in tls if c.tls_handshake is not None]
 
-    def count(flag: str) -> int:
-        return sum(1 for c in earlier if (_handshake(c) or {}).get(flag))
+    def hs(c: ServerConnection) -> TlsHandshake:
+        return c.tls_handshake or NO_HANDSHAKE
 
     # A session resumed or offered on a connection that began after a full handshake of
     # this load may be this load's own (Chromium over HTTP/1.1 resumes the first of its
     # six connections' session on later ones, in a new profile too); one offered with no
     # full handshake of this load before it can only be an earlier load's.
-    fulls = [_start(c) for c in reported if (_handshake(c) or {}).get("kind") == "full"]
+    fulls = [_start(c) for c in reported if hs(c).kind == "full"]
     first_full = min((t for t in fulls if t is not None), default=None)
     own = [c for c in reported if first_full is not None and first_full < (_start(c) or 0)]
     earlier = [c for c in reported if c not in own]
-    kinds = [str((_handshake(c) or {}).get("kind", "unknown")) for c in reported]
-    carried = sum(1 for c in conns if c.get("opened_before_reset"))
+    kinds = [str(hs(c).kind or "unknown") for c in reported]
     nav = raw.get("navigation") or {}
-    out: dict[str, Any] = {
-        "mode": isolation,
-        "connections": len(conns),
-        "carried_over": carried,
-        "lingering": len(stats.get("lingering") or []),
-        "tls_reported": len(reported),
-        "full_handshakes": kinds.count("full"),
+    out = IsolationCheck(
+        mode=isolation,
+        connections=len(conns),
+        carried_over=sum(1 for c in conns if c.opened_before_reset),
+        lingering=len(stats.lingering),
+        tls_reported=len(reported),
+        full_handshakes=kinds.count("full"),
         # Resumed: a session of an earlier load (fails the load), or of this load's own.
-        "resumed": sum(1 for c in earlier if (_handshake(c) or {}).get("kind") == "resumed"),
-        "resumed_within_load": sum(
-            1 for c in own if (_handshake(c) or {}).get("kind") == "resumed"
-        ),
+        resumed=sum(1 for c in earlier if hs(c).kind == "resumed"),
+        resumed_within_load=sum(1 for c in own if hs(c).kind == "resumed"),
         # Handshakes origin could not read whole: how they went is not known.
-        "unknown_handshakes": sum(
-            1
-            for c in reported
-            if (_handshake(c) or {}).get("kind") not in ("full", "resumed")
-            or not (_handshake(c) or {}).get("hello_read")
+        unknown_handshakes=sum(
+            1 for c in reported if hs(c).kind not in ("full", "resumed") or not hs(c).hello_read
         ),
-        "psk_offered": count("psk_offered") + count("ticket_offered"),
-        "early_data": sum(
-            1
-            for c in earlier
-            if (_handshake(c) or {}).get("early_data_offered")
-            or (_handshake(c) or {}).get("early_data_accepted")
-        ),
-        "from_cache": len(from_cache(raw)),
-        "first_protocol": str(nav.get("nextHopProtocol", "")),
-        "new_profile_protocol": HttpVersion(http).next_hop_protocol,
-    }
-    out["failure"] = _failure(out, len(tls), isolation)
+        psk_offered=sum(1 for c in earlier if hs(c).psk_offered)
+        + sum(1 for c in earlier if hs(c).ticket_offered),
+        early_data=sum(1 for c in earlier if hs(c).early_data_offered or hs(c).early_data_accepted),
+        from_cache=len(from_cache(raw)),
+        first_protocol=str(nav.get("nextHopProtocol", "")),
+        new_profile_protocol=HttpVersion(http).next_hop_protocol,
+    )
+    out.failure = _failure(out, len(tls), isolation)
     return out
 
 
-def _failure(v: dict[str, Any], tls: int, isolation: str) -> str:
-    n = v["connections"]
-    if v["carried_over"]:
+def _failure(v: IsolationCheck, tls: int, isolation: str) -> str:
+    n = v.connections
+    if v.carried_over:
         return (
-            f"isolation: {v['carried_over']} of {n} connections were carried over from an "
-            "earlier load"
+            f"isolation: {v.carried_over} of {n} connections were carried over from an earlier load"
         )
-    if v["resumed"]:
+    if v.resumed:
         return (
-            f"isolation: the server resumed an earlier TLS session on {v['resumed']} of "
+            f"isolation: the server resumed an earlier TLS session on {v.resumed} of "
             f"{n} connections"
         )
-    if v["psk_offered"]:
+    if v.psk_offered:
         return (
-            f"isolation: {v['psk_offered']} of {n} ClientHellos offered an earlier TLS "
+            f"isolation: {v.psk_offered} of {n} ClientHellos offered an earlier TLS "
             "session (a pre-shared key or ticket)"
         )
-    if v["early_data"]:
-        return f"isolation: {v['early_data']} of {n} connections tried early data (0-RTT)"
-    if v["from_cache"]:
-        return f"isolation: {v['from_cache']} entries came from the browser's cache"
-    unverified = tls - v["tls_reported"] + v["unknown_handshakes"]
+    if v.early_data:
+        return f"isolation: {v.early_data} of {n} connections tried early data (0-RTT)"
+    if v.from_cache:
+        return f"isolation: {v.from_cache} entries came from the browser's cache"
+    unverified = tls - v.tls_reported + v.unknown_handshakes
     if unverified and isolation == Isolation.context:
         return (
             f"isolation: the server does not say how {unverified} of {n} TLS handshakes "

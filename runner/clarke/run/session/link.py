@@ -7,12 +7,12 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any
 
 from clarke import profiles
 from clarke.agent.agents import Agents
 from clarke.errors import ClarkeError
 from clarke.place.plan import Addresses
+from clarke.results.meta import LinkCheckRecord
 from clarke.roles import profile_digest
 from clarke.run.linkcheck import check as linkcheck
 from clarke.vocab import LINK_ROLES
@@ -73,32 +73,34 @@ class LinkMeter:
 
 def check_record(
     report: linkcheck.Report, profile_name: str, phase: str, where: dict[str, str]
-) -> dict[str, Any]:
+) -> LinkCheckRecord:
     """A campaign's link check as meta.json keeps it; `where`: the link's implementation
     and the substrate."""
     prof = profiles.read(profile_name)
     ping = report.ping
     fwd, ret = report.throughput.get("forward", {}), report.throughput.get("return", {})
-    return {
-        "phase": phase,
-        "profile": profile_name,
-        "profile_sha256": profile_digest(prof),
-        "link": where["link"],
-        "substrate": where["substrate"],
-        "passed": report.ok,
-        "time_ns": int(dt.datetime.now(dt.UTC).timestamp() * 1e9),
-        "rtt_mean_ms": ping.get("mean"),
-        "rtt_stdev_ms": ping.get("stdev"),
-        "rtt_p50_ms": ping.get("p50"),
-        "rtt_p99_ms": ping.get("p99"),
-        "rtt_max_ms": ping.get("max"),
-        "rtt_expected_ms": linkcheck.expected_rtt_ms(prof),
-        # None: not measured (the quick check leaves an unlimited direction out).
-        "forward_mbps": fwd["rate_bps"] / 1e6 if "rate_bps" in fwd else None,
-        "return_mbps": ret["rate_bps"] / 1e6 if "rate_bps" in ret else None,
-        "forward_expected_mbps": prof.forward.rate_mbps,
-        "return_expected_mbps": prof.return_.rate_mbps,
-        "rate_from": {d: t.get("rate_from") for d, t in report.throughput.items()},
-        "rate_method": {d: t.get("rate_method") for d, t in report.throughput.items()},
-        "checks": [asdict(c) for c in report.checks],
-    }
+    return LinkCheckRecord.model_validate(
+        {
+            "phase": phase,
+            "profile": profile_name,
+            "profile_sha256": profile_digest(prof),
+            "link": where["link"],
+            "substrate": where["substrate"],
+            "passed": report.ok,
+            "time_ns": int(dt.datetime.now(dt.UTC).timestamp() * 1e9),
+            "rtt_mean_ms": ping.get("mean"),
+            "rtt_stdev_ms": ping.get("stdev"),
+            "rtt_p50_ms": ping.get("p50"),
+            "rtt_p99_ms": ping.get("p99"),
+            "rtt_max_ms": ping.get("max"),
+            "rtt_expected_ms": linkcheck.expected_rtt_ms(prof),
+            # None: not measured (the quick check leaves an unlimited direction out).
+            "forward_mbps": fwd["rate_bps"] / 1e6 if "rate_bps" in fwd else None,
+            "return_mbps": ret["rate_bps"] / 1e6 if "rate_bps" in ret else None,
+            "forward_expected_mbps": prof.forward.rate_mbps,
+            "return_expected_mbps": prof.return_.rate_mbps,
+            "rate_from": {d: t.get("rate_from") for d, t in report.throughput.items()},
+            "rate_method": {d: t.get("rate_method") for d, t in report.throughput.items()},
+            "checks": [asdict(c) for c in report.checks],
+        }
+    )

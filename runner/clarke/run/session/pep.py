@@ -31,6 +31,8 @@ from clarke.pep.splittcp import SplitTcp
 from clarke.pep_presets import ACCELERATED, Pacing
 from clarke.place.plan import Addresses
 from clarke.profiles import LinkProfile
+from clarke.results.server_records import ServerConnection
+from clarke.results.station_records import PepConnection, PepStationStats
 from clarke.run.linkcheck.check import expected_rtt_ms
 from clarke.vocab import DIRECTIONS, PEP_NONE, HttpVersion
 
@@ -100,16 +102,19 @@ def _host(address: object) -> str:
     return str(address).rsplit(":", 1)[0]
 
 
-def running_preset(station: dict[str, Any]) -> str:
+def running_preset(station: PepStationStats) -> str:
     """What a station's PEP stats say it runs: its preset, else its implementation."""
-    return str(station.get("preset") or station.get("pep", PEP_NONE))
+    return str(station.preset or running_implementation(station))
+
+
+NO_STATION = PepStationStats()  # a station that said nothing
 
 
 def pep_verdict(
     pep: str,
     http: str,
-    server_connections: list[dict[str, Any]],
-    stations: dict[str, dict[str, Any]],
+    server_connections: list[ServerConnection],
+    stations: dict[str, PepStationStats],
     plan: Addresses,
     asked: PepConfig | None = None,
 ) -> str:
@@ -117,7 +122,7 @@ def pep_verdict(
     terminal's and the gateway's PEP stats since the load's reset; `asked`: what they
     were asked to run (pep_body)."""
     client, gateway = plan.addresses["client"], plan.addresses["gateway"]
-    peers = [_host(c["peer"]) for c in server_connections if c.get("peer")]
+    peers = [_host(c.peer) for c in server_connections if c.peer]
     running = {role: running_preset(s) for role, s in stations.items()}
     wrong = {r: n for r, n in running.items() if n != pep}
     if wrong:
@@ -137,13 +142,13 @@ def pep_verdict(
                 f"the client {client}"
             )
         return ""
-    terminal, gw = stations.get("terminal", {}), stations.get("gateway", {})
-    failed = {r: int(s.get("failed", 0)) for r, s in stations.items() if s.get("failed")}
+    terminal, gw = stations.get("terminal", NO_STATION), stations.get("gateway", NO_STATION)
+    failed = {r: s.failed for r, s in stations.items() if s.failed}
     if failed:
         return f"PEP {pep} failed to relay connections: " + ", ".join(
             f"{r} {n}" for r, n in sorted(failed.items())
         )
-    accepted_t, accepted_g = int(terminal.get("accepted", 0)), int(gw.get("accepted", 0))
+    accepted_t, accepted_g = terminal.accepted or 0, gw.accepted or 0
     if accepted_t < len(server_connections) or accepted_g < len(server_connections):
         return (
             f"TCP was not split: the server saw {len(server_connections)} connection(s), the "
@@ -152,18 +157,16 @@ def pep_verdict(
     if running_implementation(terminal) not in NON_TRANSPARENT:
         return ""
     # Its rows are complete (closed connections stay listed until the next reset).
-    from_client = [
-        c for c in terminal.get("connections", []) if _host(c.get("accepted_from")) == client
-    ]
+    from_client = [c for c in terminal.connections if _host(c.accepted_from) == client]
     if len(from_client) < len(server_connections):
         return (
             f"TCP was not split: the terminal's PEP took {len(from_client)} connection(s) "
             f"from the client {client}, the server saw {len(server_connections)}"
         )
-    if accepted_g != int(terminal.get("relayed", 0)):
+    if accepted_g != (terminal.relayed or 0):
         return (
             f"the gateway's PEP took {accepted_g} connection(s), the terminal's relayed "
-            f"{terminal.get('relayed', 0)}: something else crossed the link"
+            f"{terminal.relayed or 0}: something else crossed the link"
         )
     others = sorted({p for p in peers if p != gateway})
     if peers_known and others:
@@ -171,60 +174,60 @@ def pep_verdict(
             f"TCP was not split: the server saw connections from {', '.join(others)}, not "
             f"from the gateway {gateway}"
         )
-    if terminal.get("mode") == ACCELERATED:
+    if terminal.mode == ACCELERATED:
         return accelerated_verdict(from_client, gw, asked or PepConfig())
     return ""
 
 
-def running_implementation(station: dict[str, Any]) -> str:
-    return str(station.get("pep", PEP_NONE))
+def running_implementation(station: PepStationStats) -> str:
+    return str(station.pep if station.has("pep") else PEP_NONE)
 
 
 def accelerated_verdict(
-    from_client: list[dict[str, Any]], gateway: dict[str, Any], asked: PepConfig
+    from_client: list[PepConnection], gateway: PepStationStats, asked: PepConfig
 ) -> str:
     """Why a split load was not accelerated as the preset says, or "": a client
     connection that found no pre-opened hop connection, a stream the gateway did not
     carry, or a hop whose window at its first data towards the client was smaller than
     the preset's first window (or not paced as asked)."""
     size = asked.pool_size
-    missed = [c for c in from_client if not (c.get("hop") or {}).get("pre_opened")]
+    missed = [c for c in from_client if not (c.hop and c.hop.pre_opened)]
     if missed:
         return (
             f"not accelerated: {len(missed)} of {len(from_client)} client connection(s) found "
             f"no pre-opened hop connection (pool of {size}): their handshake crossed the link"
         )
-    sent = {c.get("stream") for c in from_client}
-    carried = {c.get("stream") for c in gateway.get("connections", [])}
+    sent = {c.stream for c in from_client}
+    carried = {c.stream for c in gateway.connections}
     lost = sorted(s for s in sent - carried if s is not None)
     if lost:
         return f"the gateway's hop listener did not carry stream(s) {lost} the terminal sent"
     # The gateway sends towards the client: the forward direction's settings.
     window = asked.hop_initial_window.forward
     pacing = asked.hop_max_pacing_rate.forward
-    for c in gateway.get("connections", []):
-        first, hop = c.get("hop_first_data"), c.get("hop") or {}
-        if not c.get("bytes_to_client") or hop.get("streams") != 1:
+    for c in gateway.connections:
+        first = c.hop_first_data
+        if not c.bytes_to_client or (c.hop.streams if c.hop else None) != 1:
             continue  # no data towards the client, or a hop reused (its window is its own)
         if first is None:
-            return f"not accelerated: no hop window was recorded for stream {c.get('stream')}"
-        wanted = window * int(first.get("mss") or HOP_MSS)
-        if window and int(first.get("window_bytes", 0)) < wanted:
+            return f"not accelerated: no hop window was recorded for stream {c.stream}"
+        wanted = window * (first.mss or HOP_MSS)
+        if window and (first.window_bytes or 0) < wanted:
             return (
                 f"not accelerated: the hop's window at its first data for stream "
-                f"{c.get('stream')} was {first.get('window_bytes')} bytes (cwnd "
-                f"{first.get('cwnd')} segments, the terminal's window {first.get('snd_wnd')} "
+                f"{c.stream} was {first.window_bytes} bytes (cwnd "
+                f"{first.cwnd} segments, the terminal's window {first.snd_wnd} "
                 f"bytes), the preset asks for {wanted} ({window} segments)"
             )
-        if pacing and first.get("max_pacing_rate") != pacing:
+        if pacing and first.max_pacing_rate != pacing:
             return (
-                f"not accelerated: the hop of stream {c.get('stream')} was paced at "
-                f"{first.get('max_pacing_rate')} bytes/s, the preset asks for {pacing}"
+                f"not accelerated: the hop of stream {c.stream} was paced at "
+                f"{first.max_pacing_rate} bytes/s, the preset asks for {pacing}"
             )
     return ""
 
 
-def pep_metrics(stations: dict[str, dict[str, Any]]) -> dict[str, float]:
+def pep_metrics(stations: dict[str, PepStationStats]) -> dict[str, float]:
     """pep_<station>_accepted / _relayed / _bytes_to_client of a load with a PEP; with
     hop connections (accelerated): how many client connections took a pre-opened one
     (pep_hops_pre_opened) or opened their own (pep_hops_opened_on_demand), the hop
@@ -233,22 +236,25 @@ def pep_metrics(stations: dict[str, dict[str, Any]]) -> dict[str, float]:
     (pep_hop_first_window_bytes, pep_hop_first_cwnd)."""
     out: dict[str, float] = {}
     for role, s in stations.items():
-        for key in ("accepted", "relayed", "bytes_to_client"):
-            if isinstance(s.get(key), int | float):
-                out[f"pep_{role}_{key}"] = float(s[key])
-    terminal, gateway = stations.get("terminal", {}), stations.get("gateway", {})
-    if terminal.get("mode") != ACCELERATED:
+        for key, value in (
+            ("accepted", s.accepted),
+            ("relayed", s.relayed),
+            ("bytes_to_client", s.bytes_to_client),
+        ):
+            if value is not None:
+                out[f"pep_{role}_{key}"] = float(value)
+    terminal = stations.get("terminal", NO_STATION)
+    gateway = stations.get("gateway", NO_STATION)
+    if terminal.mode != ACCELERATED:
         return out
-    uses = [c["hop"] for c in terminal.get("connections", []) if c.get("hop")]
-    out["pep_hops_pre_opened"] = float(sum(1 for h in uses if h.get("pre_opened")))
-    out["pep_hops_opened_on_demand"] = float(sum(1 for h in uses if not h.get("pre_opened")))
-    out["pep_hop_handshakes"] = float(terminal.get("hops_opened", 0))
+    uses = [c.hop for c in terminal.connections if c.hop]
+    out["pep_hops_pre_opened"] = float(sum(1 for h in uses if h.pre_opened))
+    out["pep_hops_opened_on_demand"] = float(sum(1 for h in uses if not h.pre_opened))
+    out["pep_hop_handshakes"] = float(terminal.hops_opened or 0)
     firsts = [
-        c["hop_first_data"]
-        for c in gateway.get("connections", [])
-        if c.get("hop_first_data") and c.get("bytes_to_client")
+        c.hop_first_data for c in gateway.connections if c.hop_first_data and c.bytes_to_client
     ]
     if firsts:
-        out["pep_hop_first_window_bytes"] = float(min(f["window_bytes"] for f in firsts))
-        out["pep_hop_first_cwnd"] = float(min(f["cwnd"] for f in firsts))
+        out["pep_hop_first_window_bytes"] = float(min(f.window_bytes or 0 for f in firsts))
+        out["pep_hop_first_cwnd"] = float(min(f.cwnd or 0 for f in firsts))
     return out

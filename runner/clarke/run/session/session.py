@@ -38,11 +38,14 @@ from clarke.campaign import dimensions
 from clarke.campaign.cross import CrossTraffic
 from clarke.campaign.dimensions import SITE_NONE
 from clarke.campaign.plan import Run
+from clarke.contract import CaptureStopped
 from clarke.errors import ClarkeError, InputError, UnknownName, ValidationFailed
 from clarke.pages import build as page_build
 from clarke.pages.models import Registry
 from clarke.place.plan import Addresses
 from clarke.results.connections import connection_rows
+from clarke.results.details import LinkInForce, LoadDetails, PepAsked, PepInLoad, PhasesMs
+from clarke.results.meta import LinkCheckRecord
 from clarke.results.objects import object_rows, signals_received, signals_verdict
 from clarke.results.record import Status
 from clarke.roles import profile_digest
@@ -328,7 +331,7 @@ class Session:
 
     def load(
         self, run: Run, attempt: int = 1, next_run: Run | None = None
-    ) -> tuple[LoadResult, dict[str, Any]]:
+    ) -> tuple[LoadResult, LoadDetails]:
         """`run`'s load (run/campaign/apply.py put its cell in force); `next_run` may start."""
         schedule, aiming = self._schedule(), self.settings.aiming
         aim = None
@@ -348,15 +351,15 @@ class Session:
             return "no link profile was applied in this session"
         return link_verdict(*self.profile, view.states)
 
-    def load_page(self, load: PageLoad) -> tuple[LoadResult, dict[str, Any]]:
+    def load_page(self, load: PageLoad) -> tuple[LoadResult, LoadDetails]:
         """One verified load; with the session's capture policy, the load's capture is
-        written under `load.label` (details["capture"] says what was kept). The PEP the
-        stations must run (ensure_pep puts it in force) is verified."""
+        written under `load.label` (its details' `capture` says what was kept). The PEP
+        the stations must run (ensure_pep puts it in force) is verified."""
         agents, engine = self._agents(), self.settings.engine
         browser = load.browser or self.settings.browser
-        details: dict[str, Any] = {"substrate": self.substrate.name, "pep": {"name": load.pep}}
+        details = LoadDetails(substrate=self.substrate.name, pep=PepInLoad(name=load.pep))
         if self.profile is not None:
-            details["link"] = {"profile": self.profile[0], "profile_sha256": self.profile[1]}
+            details.link = LinkInForce(profile=self.profile[0], profile_sha256=self.profile[1])
         if HttpVersion(load.http) is HttpVersion.h3 and not self.quic_offers(load.cc):
             offered = ", ".join(sorted(agents.quic_offered() or ()))
             reason = (
@@ -376,7 +379,7 @@ class Session:
         self._last_failed = True  # until this load is known to count
         if load.site != SITE_NONE:
             in_force = self.site.for_load(load.site)  # put in force by its cell's hook
-            details["site"] = in_force.site.describe() | {"dns_cache": in_force.cache.value}
+            details.site = in_force.describe()
             with t.phase("dns_warm"):
                 self.site.warm(self.substrate.at_client)
         with t.phase("reset_stats"):
@@ -395,8 +398,8 @@ class Session:
                 if at is not None:
                     time.sleep(max(0.0, at / 1000 - time.time() - NAVIGATION_LEAD_S - 5))
                 req = req.model_copy(update={"navigate_at_unix_ms": at})
-            details["aimed_slot_phase_s"] = load.slot_phase_s
-        link_capture: dict[str, Any] | None = None
+            details.aimed_slot_phase_s = load.slot_phase_s
+        link_capture: CaptureStopped | None = None
         crossing = self.cross.before_load() if self.cross else None
         names_before = self.site.mark() if load.site != SITE_NONE else None
         try:
@@ -411,14 +414,12 @@ class Session:
                     link_capture = self._stop_capture()
         failure = self._verify(load, result, crossing, t, details)
         if load.site != SITE_NONE:
-            details["dns"] = dns = self.site.dns(names_before)
-            details["origins"] = site.resolver_side(
-                details.get("origins", {}),
-                dns.get("client_resolver_queries", []),
-                (result.raw or {}).get("timeOrigin"),
+            details.dns = dns = self.site.dns(names_before)
+            details.origins = site.resolver_side(
+                details.origins, dns.client_resolver_queries, (result.raw or {}).get("timeOrigin")
             )
-            if "gateway_queries" in dns:  # the lookups that crossed the link
-                details["metrics"]["dns_queries_crossed"] = float(dns["gateway_queries"])
+            if dns.gateway_queries is not None:  # the lookups that crossed the link
+                details.metrics["dns_queries_crossed"] = float(dns.gateway_queries)
             result = site.missed_first(result, failure, details)
         if result.status is Status.ok and failure:
             result = result.model_copy(update={"status": Status.failed, "reason": failure})
@@ -426,7 +427,7 @@ class Session:
         if capture:
             problems = [] if link_capture else ["no pcap: the terminal's capture did not answer"]
             with t.phase("capture_write"):
-                details["capture"] = captures.write(
+                details.capture = captures.write(
                     capture,
                     load.label,
                     result.status is Status.ok,
@@ -435,16 +436,13 @@ class Session:
                     problems,
                 )
         # The client's own phases are inside "client"; the rest is the agent's round trip.
-        details["phases_ms"] = {"runner": t.ms, "client": result.phases_ms}
-        details |= {
-            k: v
-            for k, v in [
-                ("browser_profile", result.profile),
-                ("browser_started", result.started),
-                ("browser_context", result.context),
-            ]
-            if v
-        }
+        details.phases_ms = PhasesMs(runner=t.ms, client=result.phases_ms)
+        if result.profile:
+            details.browser_profile = result.profile
+        if result.started:
+            details.browser_started = result.started
+        if result.context:
+            details.browser_context = result.context
         return result.model_copy(update={"captured": None}), details
 
     def _request_for(
@@ -463,28 +461,28 @@ class Session:
         result: LoadResult,
         crossing: tuple[cross.Sample, float] | None,
         t: Phases,
-        details: dict[str, Any],
+        details: LoadDetails,
     ) -> str:
         """What the load really used, from the roles' own records, into `details`; why it
         does not count, or "" (LinkStopped when the link died during the load)."""
         agents = self._agents()
         cross_failure = ""
         if crossing is not None and self.cross is not None:
-            details["cross_traffic"], cross_failure = self.cross.after_load(crossing)
+            details.cross_traffic, cross_failure = self.cross.after_load(crossing)
         with t.phase("link_after"):
             failure = self._link_failure()
         with t.phase("server_stats"):
-            server = agents["server"].stats()
+            server = agents["server"].server_stats()
         if load.site != SITE_NONE:
             start_url = self.site.sites[load.site].start_url
-            details |= site.verdict(server, load.http, load.cc, load.connections, start_url)
+            site.verdict(server, load.http, load.cc, load.connections, start_url).into(details)
             rows, origin_metrics = site.origins(result.raw or {})
-            details["origins"] = site.server_side(
-                rows, details["server_connections"], (result.raw or {}).get("timeOrigin")
+            details.origins = site.server_side(
+                rows, details.server_connections, (result.raw or {}).get("timeOrigin")
             )
-            details["metrics"] |= origin_metrics
+            details.metrics |= origin_metrics
             # What the site's origins sent stands for the page's bytes.
-            page_bytes = sum(int(c.get("app_bytes_sent", 0)) for c in details["server_connections"])
+            page_bytes = sum(c.app_bytes_sent for c in details.server_connections)
             start = urlsplit(self.site.sites[load.site].start_url)
             page_path, page_host = start.path, start.hostname
         else:
@@ -492,62 +490,62 @@ class Session:
             page_bytes, page_path = int(entry["total_bytes"]), "/" + entry["path"]
             page_host = None
             objects = 1 + len(entry["objects"])
-            details |= server_verdict(
-                server, load.http, load.cc, page_bytes, objects, load.connections
+            server_verdict(server, load.http, load.cc, page_bytes, objects, load.connections).into(
+                details
             )
-        if load.cell is not None and not details["failure"]:
-            details["failure"] = settings_verdict(load.cell, server)
-        details["isolation"] = isolation_verdict(
+        if load.cell is not None and not details.failure:
+            details.failure = settings_verdict(load.cell, server)
+        details.isolation = isolated = isolation_verdict(
             server, result.raw or {}, load.http, self.settings.isolation
         )
-        details["failure"] = details["failure"] or details["isolation"]["failure"]
+        details.failure = details.failure or isolated.failure
         with t.phase("link_stats"):
             asked_unix_ms = time.time() * 1000
-            details["link_stats"] = {role: agents[role].stats() for role in LINK_ROLES}
+            details.link_stats = {role: agents[role].link_stats() for role in LINK_ROLES}
         origin = (result.raw or {}).get("timeOrigin")
-        metrics, details["timeline"] = timeline.link_metrics(
-            details["link_stats"],
+        metrics, details.timeline = timeline.link_metrics(
+            details.link_stats,
             page_bytes,
             crossing is not None,
             asked_unix_ms,
             float(origin) if isinstance(origin, int | float) else None,
             self._schedule(),
         )
-        details["metrics"] |= metrics
-        pep = load.pep
+        details.metrics |= metrics
+        pep, in_load = load.pep, details.pep
+        assert in_load is not None  # load_page names it first
         if self.substrate.name == "netns":
             with t.phase("pep_stats"):
-                stations = {role: agents[role].pep_stats() for role in PEP_ROLES}
-            details["pep"]["stations"] = stations
-            details["metrics"] |= pep_metrics(stations) if pep != PEP_NONE else {}
+                stations = {role: agents[role].pep_station_stats() for role in PEP_ROLES}
+            in_load.stations = stations
+            details.metrics |= pep_metrics(stations) if pep != PEP_NONE else {}
             assert self.plan is not None and self.profile is not None
             asked = pep_body(pep, load.cc, profiles.read(self.profile[0]))
-            details["pep"]["settings"] = asked.body()
-            details["failure"] = details.get("failure") or pep_verdict(
-                pep, load.http, details["server_connections"], stations, self.plan, asked
+            in_load.settings = PepAsked.model_validate(asked.body())
+            details.failure = details.failure or pep_verdict(
+                pep, load.http, details.server_connections, stations, self.plan, asked
             )
         elif pep != PEP_NONE:
-            details["failure"] = details.get("failure") or f"PEP {pep}: the stations host no PEP"
-        details["per_connection"], concurrency = connection_rows(
-            details["server_connections"], result.raw or {}
+            details.failure = details.failure or f"PEP {pep}: the stations host no PEP"
+        details.per_connection, concurrency = connection_rows(
+            details.server_connections, result.raw or {}
         )
-        details["metrics"] |= concurrency
-        details["objects"], order = object_rows(
-            details["server_connections"], result.raw or {}, page_path, page_host
+        details.metrics |= concurrency
+        details.objects, order = object_rows(
+            details.server_connections, result.raw or {}, page_path, page_host
         )
-        details["metrics"] |= order
+        details.metrics |= order
         signals = self.settings.priority_signals
-        details["priority_signals"] = signals_received(details["server_connections"], signals)
-        details["failure"] = details.get("failure") or signals_verdict(
-            signals, details["priority_signals"]
-        )
-        details["metrics"] |= cross.metrics_of(details.get("cross_traffic") or {})
-        return failure or details.get("failure", "") or cross_failure
+        details.priority_signals = received = signals_received(details.server_connections, signals)
+        details.failure = details.failure or signals_verdict(signals, received)
+        details.metrics |= cross.metrics_of(details.cross_traffic)
+        return failure or details.failure or cross_failure
 
     def _navigate_at(self, phase_s: float) -> float | None:
         """When to navigate (Unix ms): run/timeline.navigate_at."""
         asked = time.time() * 1000
-        state = (self._agents()["gateway"].stats().get("forward") or {}).get("schedule") or {}
+        forward = self._agents()["gateway"].link_stats().forward
+        state = forward.schedule if forward is not None else None
         return timeline.navigate_at(self._schedule(), state, asked, phase_s, NAVIGATION_LEAD_S)
 
     def _schedule(self) -> Schedule | None:
@@ -559,7 +557,7 @@ class Session:
             self._schedules[name] = profiles.read(name).schedule
         return self._schedules[name]
 
-    def _stop_capture(self) -> dict[str, Any] | None:
+    def _stop_capture(self) -> CaptureStopped | None:
         """The terminal's packets; None (logged in the record) when it cannot say."""
         try:
             return self._agents()[captures.AT_ROLE].capture_stop()
@@ -574,7 +572,7 @@ class Session:
             self._link = LinkMeter(self._agents(), self.plan, self.substrate.at_client)
         return self._link
 
-    def check_link(self, profile_name: str, phase: str, level: str = "full") -> dict[str, Any]:
+    def check_link(self, profile_name: str, phase: str, level: str = "full") -> LinkCheckRecord:
         """The link check of a campaign: `profile_name` on the link (applied if it is not
         in force), measured alone, as TCP without a PEP; a record for meta.json."""
         self.ensure_profile(profile_name)

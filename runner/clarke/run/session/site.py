@@ -25,7 +25,7 @@ import logging
 import sys
 from collections import defaultdict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
@@ -34,10 +34,13 @@ from clarke.agent.agents import Agents, Applied
 from clarke.browser.load import LoadResult
 from clarke.campaign.dimensions import SITE_NONE
 from clarke.campaign.sites import PlannedSite
+from clarke.contract import ServerStats
 from clarke.errors import ClarkeError, InputError
+from clarke.results.details import DnsInLoad, DnsQuery, LoadDetails, OriginRow, Replay, SiteInForce
 from clarke.results.record import Status
+from clarke.results.server_records import ReplayCounters, ReplayMiss, ServerConnection
 from clarke.run.session.names import Mark, SiteNames
-from clarke.run.session.verdicts import server_verdict
+from clarke.run.session.verdicts import ServerVerdict, served, server_verdict
 from clarke.sites import archive, staging
 from clarke.sites.placement import place
 from clarke.vocab import DnsCache
@@ -62,6 +65,20 @@ class InForce:
     staged: str  # its name under the pages directory's sites/
     cache: DnsCache
     nameserver: str  # where the client's stub sends the site's lookups
+
+    def describe(self) -> SiteInForce:
+        """The site and its DNS cache as a record keeps them."""
+        s = self.site
+        return SiteInForce(
+            path=s.given,
+            name=s.name,
+            digest=s.digest,
+            content_digest=s.content_digest,
+            start_url=s.start_url,
+            origins=len(s.hosts),
+            exchanges=s.exchanges,
+            dns_cache=self.cache.value,
+        )
 
 
 class SiteReplay:
@@ -144,26 +161,30 @@ class SiteReplay:
     def mark(self) -> Mark | None:
         return self.names.mark() if self.names is not None and self.in_force else None
 
-    def dns(self, since: Mark | None) -> dict[str, Any]:
+    def dns(self, since: Mark | None) -> DnsInLoad:
         """The load's own queries at the gateway side's resolver (and at the terminal's
         cache, with its hits), for the record."""
         if self.names is None or since is None:
-            return {}
-        crossed = self.names.queries("gateway", since)
-        out: dict[str, Any] = {
-            "gateway_queries": len(crossed),
-            "gateway_names": sorted({f"{q.get('type')} {q.get('name')}" for q in crossed}),
-            "queries": crossed,
-        }
+            return DnsInLoad()
+        crossed = self._queries("gateway", since)
+        out = DnsInLoad(
+            gateway_queries=len(crossed),
+            gateway_names=sorted({f"{q.type} {q.name}" for q in crossed}),
+            queries=crossed,
+        )
         # The client's own resolver, every query the browser made: with each resolver's
         # own times (`at`, `answered_at`, `upstream_ms`), where a lookup's time went.
-        out["client_resolver_queries"] = self.names.queries("client", since)
+        out.client_resolver_queries = self._queries("client", since)
         if self.in_force is not None and self.in_force.cache is DnsCache.terminal:
-            cached = self.names.queries("terminal", since)
-            out["terminal_queries"] = len(cached)
-            out["terminal_hits"] = sum(1 for q in cached if q.get("hit"))
-            out["terminal_cache_queries"] = cached
+            cached = self._queries("terminal", since)
+            out.terminal_queries = len(cached)
+            out.terminal_hits = sum(1 for q in cached if q.hit)
+            out.terminal_cache_queries = cached
         return out
+
+    def _queries(self, role: str, since: Mark) -> list[DnsQuery]:
+        assert self.names is not None
+        return [DnsQuery.model_validate(q) for q in self.names.queries(role, since)]
 
     def stop_names(self) -> None:
         if self.names is not None:
@@ -187,55 +208,78 @@ class SiteReplay:
                     log.warning("the site stays on the server: %s", e)
 
 
-def browser_own(misses: list[Mapping[str, Any]], start_url: str) -> list[Mapping[str, Any]]:
+def browser_own(misses: list[ReplayMiss], start_url: str) -> list[ReplayMiss]:
     """The misses that are the browser's own requests, not the page's: the page's
     origin's /favicon.ico, which Chromium asks for when the page names no icon (an
     archive recorded in Firefox, which does not, lacks it)."""
     favicon = urljoin(start_url, "/favicon.ico")
-    return [m for m in misses if m.get("method") == "GET" and m.get("url") == favicon]
+    return [m for m in misses if m.method == "GET" and m.url == favicon]
+
+
+@dataclass(frozen=True)
+class SiteVerdict:
+    """What the server saw of a site's load (verdict)."""
+
+    server: ServerVerdict
+    replay: Replay
+    connections_per_origin: dict[str, int]
+
+    def into(self, details: LoadDetails) -> None:
+        """Into the load's details, in the order a record has them."""
+        self.server.into(details)
+        details.replay, details.connections_per_origin = self.replay, self.connections_per_origin
 
 
 def verdict(
-    stats: dict[str, Any], http: str, cc: str, connections_per_server: int, start_url: str
-) -> dict[str, Any]:
+    stats: ServerStats, http: str, cc: str, connections_per_server: int, start_url: str
+) -> SiteVerdict:
     """What the server saw of a site's load (as run/session/verdicts.server_verdict says
     it for a page, per origin), with `replay`: origin's replay counters for the load, and
     `browser_own`: which of its misses were the browser's own requests (not judged)."""
-    conns = [c for c in stats.get("connections", []) if c.get("requests", 0) > 0]
-    requests = sum(int(c.get("requests", 0)) for c in conns)
+    conns = served(stats)
+    requests = sum(c.requests for c in conns)
     out = server_verdict(stats, http, cc, 0, requests, NO_LIMIT)
-    counters = dict(stats.get("site") or {})
-    out["replay"] = {k: counters.get(k) for k in ("requests", "exact", "query", "prefix", "missed")}
-    out["replay"]["misses"] = misses = counters.get("misses") or []
-    out["replay"]["browser_own"] = own = browser_own(misses, start_url)
+    counters = stats.site or ReplayCounters()
+    replay = Replay(
+        requests=counters.requests,
+        exact=counters.exact,
+        query=counters.query,
+        prefix=counters.prefix,
+        missed=counters.missed,
+    )
+    replay.misses = misses = counters.misses
+    replay.browser_own = own = browser_own(misses, start_url)
+    missed = counters.missed or 0
     if own:  # judged without them
-        counters["missed"] = int(counters.get("missed") or 0) - len(own)
-        counters["misses"] = [m for m in misses if m not in own]
+        missed -= len(own)
+        misses = [m for m in misses if m not in own]
     by_origin: dict[str, int] = defaultdict(int)
     for c in conns:
-        by_origin[str(c.get("server_name") or "?")] += 1
-    out["connections_per_origin"] = dict(sorted(by_origin.items()))
-    app = sum(int(c.get("app_bytes_sent", 0)) for c in conns)
-    out["metrics"]["overhead"] = None  # against what the site sent: below
-    wire = out["metrics"].get("wire_bytes")
+        by_origin[str(c.server_name or "?")] += 1
+    app = sum(c.app_bytes_sent for c in conns)
+    metrics = out.metrics
+    metrics["overhead"] = None  # against what the site sent: below
+    wire = metrics.get("wire_bytes")
     if wire is not None and app:
-        out["metrics"]["overhead"] = (wire - app) / app
-    out["metrics"] |= {
-        "site_requests": float(counters.get("requests") or 0),
-        "site_missed": float(counters.get("missed") or 0),
+        metrics["overhead"] = (wire - app) / app
+    metrics |= {
+        "site_requests": float(counters.requests or 0),
+        "site_missed": float(missed),
         "origins_reached": float(len(by_origin)),
     }
-    out["failure"] = out["failure"] or _site_failure(
-        conns, counters, by_origin, connections_per_server
-    )
-    return out
+    # A server that reports no counters for the load (none, or nothing in them) is not
+    # judged on them.
+    reported = bool(counters.written()) or bool(own)
+    judged = (missed, counters.requests, misses) if reported else None
+    failure = out.failure or _site_failure(conns, judged, by_origin, connections_per_server)
+    return SiteVerdict(replace(out, failure=failure), replay, dict(sorted(by_origin.items())))
 
 
-def missed_first(result: LoadResult, failure: str, details: Mapping[str, Any]) -> LoadResult:
+def missed_first(result: LoadResult, failure: str, details: LoadDetails) -> LoadResult:
     """A load whose replay missed fails for that reason first: what the browser made of
     a 404 (a resource without a protocol, a broken image) follows from it."""
-    replay = details.get("replay") or {}
-    page_missed = int(replay.get("missed") or 0) - len(replay.get("browser_own") or [])
+    replay = details.replay or Replay()
+    page_missed = (replay.missed or 0) - len(replay.browser_own)
     if not page_missed or result.status is Status.ok:
         return result
     said = f"{failure}; the browser: {result.reason}" if result.reason else failure
@@ -243,27 +287,28 @@ def missed_first(result: LoadResult, failure: str, details: Mapping[str, Any]) -
 
 
 def _site_failure(
-    conns: list[dict[str, Any]],
-    counters: Mapping[str, Any],
+    conns: list[ServerConnection],
+    counters: tuple[int, int | None, list[ReplayMiss]] | None,
     by_origin: Mapping[str, int],
     connections_per_server: int,
 ) -> str:
-    elsewhere = [c for c in conns if not c.get("site")]
+    """`counters`: the replay's misses judged (count, requests, the misses), None when
+    the server reports none."""
+    elsewhere = [c for c in conns if not c.site]
     if elsewhere:
-        n = sum(int(c.get("requests", 0)) for c in elsewhere)
+        n = sum(c.requests for c in elsewhere)
         return f"the server answered {n} requests beside the site's (not on its listeners)"
-    if not counters:
+    if counters is None:
         return "the server reports no replay counters (site) for the load"
-    missed = int(counters.get("missed") or 0)
+    missed, requests, misses = counters
     if missed:
         named = ", ".join(
-            f"{m.get('method', '?')} {m.get('url', '?')}"
-            for m in (counters.get("misses") or [])[:MISSES_NAMED]
+            f"{m.method if m.has('method') else '?'} {m.url if m.has('url') else '?'}"
+            for m in misses[:MISSES_NAMED]
         )
         more = f" and {missed - MISSES_NAMED} more" if missed > MISSES_NAMED else ""
         return (
-            f"the replay missed {missed} of {counters.get('requests')} requests (not in the "
-            f"archive): {named}{more}"
+            f"the replay missed {missed} of {requests} requests (not in the archive): {named}{more}"
         )
     # A browser keeps two pools per host, each within the limit: one for requests that
     # carry credentials, one for those that do not (fonts, fetch() with credentials
@@ -280,7 +325,7 @@ def _site_failure(
     return ""
 
 
-def origins(raw: Mapping[str, Any]) -> tuple[dict[str, dict[str, Any]], dict[str, float]]:
+def origins(raw: Mapping[str, Any]) -> tuple[dict[str, OriginRow], dict[str, float]]:
     """Per origin (host), from the browser's Resource Timing: its requests, its
     protocols, its first lookup's time (domainLookupEnd - domainLookupStart of its first
     entry that looked up: 0 where the browser had the address already) and its first
@@ -289,22 +334,22 @@ def origins(raw: Mapping[str, Any]) -> tuple[dict[str, dict[str, Any]], dict[str
     entries = sorted(
         (e for e in entries if e.get("name")), key=lambda e: float(e.get("startTime") or 0)
     )
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[str, OriginRow] = {}
     for e in entries:
         host = urlsplit(str(e["name"])).hostname or "?"
-        row = rows.setdefault(host, {"requests": 0, "protocols": [], "dns_ms": None})
-        row["requests"] += 1
+        row = rows.setdefault(host, _new_row())
+        row.requests += 1
         proto = str(e.get("nextHopProtocol") or "")
-        if proto and proto not in row["protocols"]:
-            row["protocols"].append(proto)
+        if proto and proto not in row.protocols:
+            row.protocols.append(proto)
         lookup = _span(e, "domainLookupStart", "domainLookupEnd")
-        if lookup is not None and lookup > 0 and row["dns_ms"] is None:
-            row["dns_ms"] = lookup
-            row["dns_start_ms"] = float(e["domainLookupStart"])
+        if lookup is not None and lookup > 0 and row.dns_ms is None:
+            row.dns_ms = lookup
+            row.dns_start_ms = float(e["domainLookupStart"])
         connect = _span(e, "connectStart", "connectEnd")
-        if connect is not None and connect > 0 and "connect_ms" not in row:
-            row["connect_ms"] = connect
-    looked = [r["dns_ms"] for r in rows.values() if r["dns_ms"] is not None]
+        if connect is not None and connect > 0 and not row.has("connect_ms"):
+            row.connect_ms = connect
+    looked = [r.dns_ms for r in rows.values() if r.dns_ms is not None]
     metrics = {
         "origins": float(len(rows)),
         "dns_lookups": float(len(looked)),
@@ -314,27 +359,30 @@ def origins(raw: Mapping[str, Any]) -> tuple[dict[str, dict[str, Any]], dict[str
     return rows, metrics
 
 
+def _new_row() -> OriginRow:
+    return OriginRow(requests=0, protocols=[], dns_ms=None)
+
+
 def server_side(
-    rows: dict[str, dict[str, Any]],
-    server_connections: list[Mapping[str, Any]],
+    rows: dict[str, OriginRow],
+    server_connections: list[ServerConnection],
     time_origin: float | None,
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, OriginRow]:
     """`rows` (origins()) with, per origin, what the server saw of the load's connections
     to it (by the name the client asked for in TLS): `server_connections`, their
     handshakes by kind (full, resumed, unknown: origin reads every ClientHello) and
     `server_opened_ms`, when its first connection was accepted, from the navigation's
     start (the browser's clock and the server's are the host's one clock on a testbed)."""
-    out = {host: dict(row) for host, row in rows.items()}
-    for c in sorted(server_connections, key=lambda c: float(c.get("start_unix_ms") or 0)):
-        host = str(c.get("server_name") or "?")
-        row = out.setdefault(host, {"requests": 0, "protocols": [], "dns_ms": None})
-        row["server_connections"] = int(row.get("server_connections", 0)) + 1
-        kind = str((c.get("tls_handshake") or {}).get("kind") or "unknown")
-        kinds = row.setdefault("handshakes", {})
-        kinds[kind] = kinds.get(kind, 0) + 1
-        started = c.get("start_unix_ms")
-        if "server_opened_ms" not in row and time_origin and isinstance(started, int | float):
-            row["server_opened_ms"] = float(started) - time_origin
+    out = {host: row.model_copy() for host, row in rows.items()}
+    for c in sorted(server_connections, key=lambda c: float(c.start_unix_ms or 0)):
+        host = str(c.server_name or "?")
+        row = out.setdefault(host, _new_row())
+        row.server_connections += 1
+        kind = str((c.tls_handshake.kind if c.tls_handshake else None) or "unknown")
+        row.handshakes = {**row.handshakes, kind: row.handshakes.get(kind, 0) + 1}
+        started = c.start_unix_ms
+        if not row.has("server_opened_ms") and time_origin and started is not None:
+            row.server_opened_ms = float(started) - time_origin
     return out
 
 
@@ -344,10 +392,10 @@ LOOKUP_TIME_SLACK_MS = 2.0
 
 
 def resolver_side(
-    rows: dict[str, dict[str, Any]],
-    client_queries: list[Mapping[str, Any]],
+    rows: dict[str, OriginRow],
+    client_queries: list[DnsQuery],
     time_origin: float | None,
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, OriginRow]:
     """`rows` (origins()) with, per origin whose first lookup the browser timed, when the
     client's own resolver took that lookup's A query up (`resolver_taken_ms`) and had its
     answer (`resolver_answered_ms`), from the navigation's start: of the lookup's
@@ -355,26 +403,26 @@ def resolver_side(
     thread, the query's way to the resolver), the time between them the resolvers' and
     the link's, the time after the answer's way back. The query is the last one for that
     name answered by the lookup's end."""
-    out = {host: dict(row) for host, row in rows.items()}
+    out = {host: row.model_copy() for host, row in rows.items()}
     if not time_origin:
         return out
     for host, row in out.items():
-        start, took = row.get("dns_start_ms"), row.get("dns_ms")
+        start, took = row.dns_start_ms, row.dns_ms
         if start is None or took is None:
             continue
         end = float(start) + float(took) + LOOKUP_TIME_SLACK_MS
-        served = [
-            q
+        served_by = [
+            (q, answered)
             for q in client_queries
-            if q.get("name") == host
-            and q.get("type") == "A"
-            and isinstance(q.get("answered_at"), int | float)
-            and float(q["answered_at"]) * 1000 - time_origin <= end
+            if q.name == host
+            and q.type == "A"
+            and (answered := q.answered_at) is not None
+            and float(answered) * 1000 - time_origin <= end
         ]
-        if served:
-            q = max(served, key=lambda q: float(q["answered_at"]))
-            row["resolver_taken_ms"] = float(q["at"]) * 1000 - time_origin
-            row["resolver_answered_ms"] = float(q["answered_at"]) * 1000 - time_origin
+        if served_by:
+            q, answered = max(served_by, key=lambda qa: float(qa[1]))
+            row.resolver_taken_ms = float(q.at or 0) * 1000 - time_origin
+            row.resolver_answered_ms = float(answered) * 1000 - time_origin
     return out
 
 
