@@ -12,5 +12,10 @@ say "layer contract (import-linter; pyproject.toml [tool.importlinter])"
 uv run lint-imports --no-logo
 say "types (mypy; pyproject.toml [tool.mypy])"
 uv run mypy
+say "rustfmt (satlink, origin)"
+for crate_dir in satlink origin; do
+  [[ -f $crate_dir/Cargo.toml ]] || continue
+  if command -v cargo >/dev/null 2>&1; then (cd "$crate_dir" && cargo fmt --all --check); fi
+done
 say "unit tests (one worker per CPU)"
 uv run pytest tests/unit -q -n auto "$@"

@@ -42,14 +42,14 @@ async fn serve(
     shared: Arc<Shared>,
     service: Service,
 ) {
-    let handle = shared
-        .registry
-        .open_quic(
-            conn.clone(),
-            local,
-            settings.quic_cc.name().into(),
-            settings.quic_initial_window.unwrap_or(crate::cc::QUINN_INITIAL_WINDOW),
-        );
+    let handle = shared.registry.open_quic(
+        conn.clone(),
+        local,
+        settings.quic_cc.name().into(),
+        settings
+            .quic_initial_window
+            .unwrap_or(crate::cc::QUINN_INITIAL_WINDOW),
+    );
     if let Some(handshake) = crate::observe::quic_handshake(&conn) {
         handle.set_handshake(handshake);
     }
