@@ -316,35 +316,42 @@ class Measured:
     peak_mb: float
 
 
+# The command is started by a small process of its own, not by the test's: a process
+# forked from pytest starts with pytest's resident memory as its high-water mark, and
+# Linux keeps that mark in ru_maxrss across exec (a CI run measured a 114 MB import at
+# 331 MB, pytest's size then). This launcher is small; what wait4 says of its child is
+# the command's own peak. It prints: exit status, seconds, peak KiB.
+_LAUNCHER = """
+import json, os, subprocess, sys, time
+argv, timeout = json.loads(sys.argv[1]), float(sys.argv[2])
+start = time.monotonic()
+proc = subprocess.Popen(argv)
+while True:
+    pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+    if pid:
+        break
+    if time.monotonic() - start > timeout:
+        proc.kill()
+        _, status, usage = os.wait4(proc.pid, 0)
+        break
+    time.sleep(0.02)
+sys.stdout.write("\\n" + json.dumps([os.waitstatus_to_exitcode(status), time.monotonic() - start, usage.ru_maxrss]))
+"""
+
+
 def run_measured(argv: list[str], timeout: float = 120.0, **kwargs: Any) -> Measured:
     import subprocess
     import tempfile
-    import time
 
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        start = time.monotonic()
-        proc = subprocess.Popen(argv, stdout=out, stderr=err, **kwargs)
-        deadline = start + timeout
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() > deadline:
-                proc.kill()
-                _, status, usage = os.wait4(proc.pid, 0)
-                break
-            time.sleep(0.02)
-        seconds = time.monotonic() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        return Measured(
-            proc.returncode,
-            out.read().decode(errors="replace"),
-            err.read().decode(errors="replace"),
-            seconds,
-            usage.ru_maxrss / 1024,
+    with tempfile.TemporaryFile() as err:
+        launcher = [sys.executable, "-c", _LAUNCHER, json.dumps(argv), str(timeout)]
+        done = subprocess.run(
+            launcher, stdout=subprocess.PIPE, stderr=err, timeout=timeout + 30, **kwargs
         )
+        out, _, last = done.stdout.decode(errors="replace").rpartition("\n")
+        code, seconds, peak_kib = json.loads(last)
+        err.seek(0)
+        return Measured(code, out, err.read().decode(errors="replace"), seconds, peak_kib / 1024)
 
 
 # `clarke ARGS` for each argument list given (JSON), in one process: its exit code, the

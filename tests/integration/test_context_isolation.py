@@ -18,6 +18,7 @@ import pytest
 from clarke import tls
 from clarke.browser import contexts, prestart, selenium_engine
 from clarke.browser.load import BrowserSetup, ExpectedObject, LoadRequest, LoadResult
+from clarke.contract import ServerStats
 from clarke.pages.build import build
 from clarke.pages.models import Registry, Units
 from clarke.results.record import Status
@@ -94,8 +95,9 @@ def _loads(o: dict[str, Any], req: LoadRequest, n: int) -> list[tuple[LoadResult
         o["control"].post("/stats/reset").raise_for_status()
         last = req.model_copy(update={"next_load": None}) if i == n - 1 else req
         result = selenium_engine.load(last, o["setup"])
-        stats = o["control"].get("/stats").json()
-        out.append((result, isolation_verdict(stats, result.raw, req.http, Isolation.context)))
+        stats = ServerStats.model_validate(o["control"].get("/stats").json())
+        verdict = isolation_verdict(stats, result.raw, req.http, Isolation.context)
+        out.append((result, verdict.written()))
     return out
 
 

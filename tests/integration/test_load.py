@@ -410,3 +410,74 @@ def test_the_browsers_priority_signals_follow_its_setting(session: Session) -> N
         else:
             assert not headers and got["priority_updates"] == 0, (http, signals, got)
         assert (got["rfc7540_frames"] > 0) == (signals == "rfc7540-tree"), (http, signals, got)
+
+
+# --- The server's initial window as a dimension (issue 50) ---------------------------
+def _cell(**texts: str) -> Any:
+    """The cell of a load given as clarke load's options would give it (each value parsed
+    by its dimension), the rest at their defaults."""
+    from clarke.campaign import dimensions
+    from clarke.run.single import cell_of
+
+    given = {d.name: d.parse(texts[d.name]) for d in dimensions.seal() if d.name in texts}
+    return cell_of(given)
+
+
+@pytest.mark.parametrize("http", ["2", "3"])
+def test_the_servers_initial_window_is_put_in_force_and_each_connection_verified(
+    session: Session, http: str
+) -> None:
+    """A cell with initial_window 3 puts it in force on the server (TCP's on the route
+    towards the clients, QUIC's as quinn's initial window in bytes) and every connection
+    of the load started with it, as origin recorded each one; the cell's value and the
+    connection's own figure are both in the load's record."""
+    from clarke.run.single import OneLoad, load_once
+
+    session.settings = replace(session.settings, engine="selenium")
+    cell = _cell(
+        model="triangular", size="100k", http=http, cc="bbr", profile="lan", initial_window="3"
+    )
+    try:
+        result, details = load_once(session, OneLoad(cell, label="iw3"))
+    finally:
+        session.ensure_server({"initial_window": "default"})
+    assert result.status is Status.ok, result.reason
+    conns = [c.written() for c in details.server_connections if c.requests]
+    assert conns, details.server_connections
+    for conn in conns:
+        if http == "3":
+            assert conn["initial_window_bytes"] == 3 * 1472, conn
+        else:
+            assert conn["initial_cwnd_segments"] == 3, conn
+
+
+def test_a_window_changed_behind_the_server_fails_the_load_with_the_reason(
+    session: Session,
+) -> None:
+    """The route's initcwnd changed after the cell put 3 in force (something besides the
+    runner): the load is not recorded as a window-3 load; it fails saying what the
+    server's connection started with."""
+    from clarke.run.single import OneLoad, load_once
+    from clarke.server.tcp_cc import set_route_metric
+
+    assert session.plan is not None
+    plan: Any = session.plan
+    session.settings = replace(session.settings, engine="selenium")
+    cell = _cell(
+        model="triangular", size="100k", http="2", cc="bbr", profile="lan", initial_window="3"
+    )
+    try:
+        load_once(session, OneLoad(cell, label="iw3"))
+        set_route_metric(
+            "initcwnd",
+            10,
+            str(plan.remote_lan("server").prefix),
+            plan.next_hop("server"),
+            plan.ns("server"),
+        )
+        result, _ = session.load_page(PageLoad.of_cell(cell, "iw3-tampered"))
+    finally:
+        session.ensure_server({"initial_window": "default"})
+    assert result.status is Status.failed
+    assert result.reason.startswith("initial window: the server's connection"), result.reason
+    assert "an initial window of 10 segments, not 3" in result.reason, result.reason
