@@ -101,3 +101,26 @@ def test_each_connection_is_judged_in_its_own_unit() -> None:
         "14720 bytes, not 4416"
     )
     assert "started with no initial window" in (in_force("3", {"id": 8, "protocol": "h2"}) or "")
+
+
+def test_its_option_tag_journal_field_and_dashboard_variable_come_from_the_declaration(
+    run_cli,  # type: ignore[no-untyped-def]
+) -> None:
+    """Nothing but the declaration names it for `clarke load --help`, the journal, the
+    InfluxDB tags and the trends dashboard's variables."""
+    import json
+
+    from clarke.results.influx import to_line
+    from helpers import record
+
+    code, out, _ = run_cli("load", "--help")
+    assert code == 0 and "--initial-window" in out and "[M] Table 5" in " ".join(out.split())
+    from clarke.results.record import RunRecord
+
+    written = json.loads(record(0).model_dump_json())
+    rec = RunRecord.model_validate(written | {"initial_window": "3", "run_id": "iw3"})
+    assert json.loads(rec.model_dump_json())["initial_window"] == "3"
+    assert ",initial_window=3," in to_line(rec) or ",initial_window=3 " in to_line(rec)
+    trends = Path(__file__).parents[2] / "dashboards" / "json" / "nightly-trends.json"
+    names = [v["name"] for v in json.loads(trends.read_text())["templating"]["list"]]
+    assert "initial_window" in names, names
