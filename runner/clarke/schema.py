@@ -6,7 +6,7 @@ from __future__ import annotations
 import reprlib
 from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -21,7 +21,10 @@ SHOWN_CHARS = 80  # of a value quoted in an error
 MAX_FILE_BYTES = 16 * 1024 * 1024
 # libyaml's parser where PyYAML has it (Debian's and the wheels do): a long schedule file
 # parses in a second instead of a minute. Same constructors, same errors.
-_BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+if TYPE_CHECKING:
+    _BaseLoader = yaml.SafeLoader
+else:
+    _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
@@ -97,7 +100,7 @@ def problems_of(error: ValidationError) -> list[str]:
     return seen
 
 
-class _UniqueKeyLoader(_BaseLoader):  # type: ignore[misc,valid-type]  # a class chosen above
+class _UniqueKeyLoader(_BaseLoader):
     """YAML's safe loader, refusing a key given twice in one mapping (PyYAML keeps the
     last one silently: a campaign's second `http:` would quietly replace the first)."""
 

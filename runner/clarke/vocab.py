@@ -25,7 +25,7 @@ clarke.registry).
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
 
 class HttpVersion(StrEnum):
@@ -34,9 +34,9 @@ class HttpVersion(StrEnum):
     h3 = "3"
 
     @property
-    def tag(self) -> str:
+    def tag(self) -> HttpTag:
         """In run ids and in the server's connection records: h1, h2, h3."""
-        return self.name
+        return http_tag(self.name)
 
     @property
     def next_hop_protocol(self) -> str:
@@ -196,3 +196,12 @@ PrioritySignals = Literal["default", "none", "rfc7540-tree"]
 # An HTTP version by its tag (HttpVersion.tag), as files write it where they name the
 # protocols something offered (a site archive's origins: docs/sites.md).
 HttpTag = Literal["h1", "h2", "h3"]
+HTTP_TAGS: tuple[HttpTag, ...] = get_args(HttpTag)
+
+
+def http_tag(text: str) -> HttpTag:
+    """`text` as an HTTP version's tag; ValueError if it is none."""
+    for tag in HTTP_TAGS:
+        if tag == text:
+            return tag
+    raise ValueError(f"{text!r} is not an HTTP version's tag ({', '.join(HTTP_TAGS)})")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
 from pydantic import (
     AfterValidator,
@@ -82,7 +82,8 @@ class MatrixAxes(StrictModel):
 
 
 def _axis_field(d: Dimension[Any]) -> tuple[Any, Any]:
-    item = Axis[d.item]  # type: ignore[name-defined]  # a pydantic annotation built at run time
+    # The axis's type is built at run time from the declaration: pydantic reads it.
+    item = cast(Any, Axis)[d.item]
     if d.required:
         return (item, Field(description=d.help))
     return (item | None, Field(default=None, description=d.help))

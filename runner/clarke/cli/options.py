@@ -23,9 +23,10 @@ class FiniteFloat(click.FloatRange):
     name = "number"
 
     def convert(
-        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
     ) -> float:
-        number: float = super().convert(value, param, ctx)  # type: ignore[arg-type]  # click converts any object
+        # Any: click hands a converter whatever the command line or a default gave.
+        number: float = super().convert(value, param, ctx)
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return number

@@ -97,7 +97,7 @@ HeaderValue = Annotated[
 FIRST_FINAL_STATUS = 200
 LAST_STATUS = 599
 Protocol = HttpTag
-PROTOCOLS: tuple[str, ...] = tuple(v.tag for v in HttpVersion)
+PROTOCOLS: tuple[HttpTag, ...] = tuple(v.tag for v in HttpVersion)
 MAX_TTFB_MS = 600_000.0
 TOOL_CHARS = 200
 

@@ -36,11 +36,11 @@ from clarke.sites.archive import (
     split_url,
 )
 from clarke.sites.archive_files import Limits
-from clarke.vocab import HttpVersion
+from clarke.vocab import HttpTag, HttpVersion
 
 _ALT_SVC_H3 = re.compile(r'(^|[\s,])h3="')
 # How each format spells the protocol a response came over -> the archive's tags.
-_PROTOCOLS = {
+_PROTOCOLS: dict[str, HttpTag] = {
     "http/1.0": HttpVersion.h1.tag,
     HttpVersion.h1.next_hop_protocol: HttpVersion.h1.tag,
     "http/2": HttpVersion.h2.tag,
@@ -52,7 +52,7 @@ _PROTOCOLS = {
 }
 
 
-def protocol_tag(spelt: str | None) -> str | None:
+def protocol_tag(spelt: str | None) -> HttpTag | None:
     """h1, h2 or h3 from "HTTP/2.0", "h2", "http/1.1" ...; None when it says nothing."""
     return _PROTOCOLS.get((spelt or "").strip().lower())
 
@@ -138,7 +138,7 @@ class Recorded:
     body: StoredBody | None
     ttfb_ms: float | None = None
     address: str | None = None
-    protocol: str | None = None  # h1, h2, h3 (protocol_tag)
+    protocol: HttpTag | None = None  # (protocol_tag)
     where: str = ""  # how errors name it in the file: entries[3], record 7
 
 
@@ -156,7 +156,7 @@ class _OriginSeen:
     host: str
     port: int
     address: str | None = None
-    protocols: set[str] = field(default_factory=set)
+    protocols: set[HttpTag] = field(default_factory=set)
 
 
 def _origins(kept: list[tuple[Recorded, str, int]]) -> list[Origin]:
@@ -174,7 +174,7 @@ def _origins(kept: list[tuple[Recorded, str, int]]) -> list[Origin]:
             host=o.host,
             port=o.port,
             address=o.address,
-            protocols=sorted(o.protocols or {HttpVersion.h2.tag}),  # type: ignore[arg-type]  # the tags are the Literal's
+            protocols=sorted(o.protocols or {HttpVersion.h2.tag}),
             certificate_names=[o.host],
         )
         for o in seen.values()

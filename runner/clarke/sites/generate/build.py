@@ -157,7 +157,7 @@ def _origins(p: Plan) -> list[Origin]:
         Origin(
             host=h,
             address=str(PLACEHOLDER_NET[i + 1]),
-            protocols=list(archive.PROTOCOLS),  # type: ignore[arg-type]  # the tags are the Literal's
+            protocols=list(archive.PROTOCOLS),
             certificate_names=[h],
         )
         for i, h in enumerate(hosts)
