@@ -25,7 +25,7 @@ from clarke.report import html
 from clarke.results import export, store
 from clarke.results.influx import campaign_points, to_line
 from clarke.results.summary import summarise
-from clarke.run.campaign.console import print_summary
+from clarke.run.loop.console import print_summary
 
 DATA = Path(__file__).parent / "data"
 GOLDEN = DATA / "golden"

@@ -53,10 +53,10 @@ from clarke.results.influx import to_line  # noqa: E402
 from clarke.results.journal import Journal  # noqa: E402
 from clarke.results.meta import Meta  # noqa: E402
 from clarke.results.summary import summarise  # noqa: E402
-from clarke.run.campaign import apply  # noqa: E402
-from clarke.run.campaign.console import table  # noqa: E402
-from clarke.run.campaign.loop import LoopSettings, RecordContext, execute  # noqa: E402
-from clarke.run.campaign.schedule import schedule  # noqa: E402
+from clarke.run.loop import apply  # noqa: E402
+from clarke.run.loop.console import table  # noqa: E402
+from clarke.run.loop.link_checks import with_link_checks  # noqa: E402
+from clarke.run.loop.loop import LoopSettings, RecordContext, execute  # noqa: E402
 from clarke.vocab import Engine  # noqa: E402
 from helpers import FakeSession  # noqa: E402
 
@@ -85,7 +85,9 @@ def main(out: Path) -> dict[str, Any]:
     journal = Journal.in_dir(results)
     with journal:
         ctx = RecordContext("toy", "toy-1", Engine.selenium, "abc")
-        execute(schedule(plan.runs, ()), FakeSession(), journal, ctx, LoopSettings(retries=0))
+        execute(
+            with_link_checks(plan.runs, ()), FakeSession(), journal, ctx, LoopSettings(retries=0)
+        )
     records = list(Journal.in_dir(results).records())
     console = Console(file=io.StringIO(), width=300, record=True)
     console.print(table(summarise(records), "toy"))

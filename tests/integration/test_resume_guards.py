@@ -95,7 +95,7 @@ def test_a_resume_with_another_campaign_stops_with_the_difference(tmp_path: Path
     same = tmp_path / "same.yaml"
     same.write_text("# a comment\n" + text)
     from clarke.campaign.plan import plan_file
-    from clarke.run.campaign.resume import campaign_difference
+    from clarke.run.loop.resume import campaign_difference
 
     assert campaign_difference(d / store.CAMPAIGN_COPY, plan_file(same)) == ""
     assert "repetitions" in campaign_difference(d / store.CAMPAIGN_COPY, plan_file(edited))

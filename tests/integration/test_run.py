@@ -23,7 +23,7 @@ from clarke.campaign.plan import plan_file
 from clarke.results.influx import InfluxSink
 from clarke.results.journal import Journal
 from clarke.results.record import Status
-from clarke.run.campaign.loop import finished
+from clarke.run.loop.loop import finished
 from clarke.testbed import lifecycle
 from conftest import SMALL_LAN_CAMPAIGN, _influx_config, free_port, need
 

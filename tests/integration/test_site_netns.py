@@ -302,7 +302,7 @@ def test_browsertime_site_loads_as_a_campaign_judges_them(
     bed: Bed, tmp_path: Path, browser: str, http: str
 ) -> None:
     """Browsertime's site load over GEO through the session, as `clarke run` loads a
-    site's cell (run/campaign/apply.py puts the site in force, Session.load_page loads
+    site's cell (run/loop/apply.py puts the site in force, Session.load_page loads
     and judges it): verified, every origin reached over the protocol asked within the
     connections per server, no miss, every name looked up across the link, and the
     record's DNS and per-origin details filled from Browsertime's results."""

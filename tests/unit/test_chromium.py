@@ -144,7 +144,7 @@ def test_the_console_summary_has_a_browser_column_only_with_several_browsers() -
     from rich.console import Console
 
     from clarke.results.summary import summarise
-    from clarke.run.campaign.console import table
+    from clarke.run.loop.console import table
     from helpers import moved, record
 
     firefox = [record(i) for i in range(2)]

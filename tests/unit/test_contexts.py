@@ -20,8 +20,8 @@ from clarke.contract import ServerStats
 from clarke.errors import InputError
 from clarke.results.details import IsolationCheck
 from clarke.results.record import Status
-from clarke.run.campaign.options import RunOptions
-from clarke.run.campaign.preflight import preflight
+from clarke.run.loop.options import RunOptions
+from clarke.run.loop.preflight import preflight
 from clarke.run.session.isolation import isolation_verdict
 from clarke.vocab import Engine, Isolation
 

@@ -16,7 +16,7 @@ from clarke.cli import cli
 from clarke.report import html
 from clarke.results.record import RunRecord
 from clarke.results.summary import FEW_LOADS, MetricStats, summarise
-from clarke.run.campaign.console import FEW_MARK, table
+from clarke.run.loop.console import FEW_MARK, table
 from helpers import record
 
 DATA = Path(__file__).resolve().parents[1] / "data"

@@ -16,7 +16,7 @@ from clarke.contract import ServerStats
 from clarke.results.details import IsolationCheck, LinkInForce, LoadDetails, PhasesMs, Timeline
 from clarke.results.record import RunRecord, Status
 from clarke.results.server_records import ServerConnection
-from clarke.run.campaign import loop
+from clarke.run.loop import loop
 from helpers import record
 
 DATA = Path("tests/data")

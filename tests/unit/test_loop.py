@@ -1,4 +1,4 @@
-"""The campaign loop, its link-check schedule and the load verdicts, with a fake session:
+"""The campaign loop, where it checks the link and the load verdicts, with a fake session:
 no root, no browser. The fake keeps what a real testbed keeps (the profile and the
 congestion control in force) and applies only what differs, as the agents do."""
 
@@ -17,9 +17,9 @@ from clarke.results.journal import Journal
 from clarke.results.meta import LinkCheckRecord
 from clarke.results.record import RunRecord, Status
 from clarke.results.station_records import LinkRoleStats
-from clarke.run.campaign import loop
-from clarke.run.campaign.loop import LoopSettings, RecordContext, execute, finished
-from clarke.run.campaign.schedule import LinkCheck, schedule
+from clarke.run.loop import loop
+from clarke.run.loop.link_checks import LinkCheck, with_link_checks
+from clarke.run.loop.loop import LoopSettings, RecordContext, execute, finished
 from clarke.run.session.verdicts import ServerVerdict, link_overhead, link_verdict, server_verdict
 from helpers import FakeSession
 
@@ -64,16 +64,16 @@ def run_all(tmp_path: Path, plan: list[Run], session: FakeSession, retries: int 
     with journal:
         skipped = [r for r in plan if r.run_id in done]
         settings = LoopSettings(retries, observer=seen, skipped=skipped)
-        out = execute(schedule(plan, done), session, journal, CTX, settings)
+        out = execute(with_link_checks(plan, done), session, journal, CTX, settings)
     return out, seen, list(Journal.in_dir(tmp_path).records())
 
 
-# --- the schedule --------------------------------------------------------------------------
+# --- the link checks --------------------------------------------------------------------------
 
 
 def test_every_profile_is_checked_before_its_first_and_after_its_last_run() -> None:
     plan = runs("lan", "geo", reps=2)
-    steps = schedule(plan, done=set())
+    steps = with_link_checks(plan, done=set())
     assert steps == [
         LinkCheck("lan", "before"), plan[0], plan[1], LinkCheck("lan", "after"),
         LinkCheck("geo", "before"), plan[2], plan[3], LinkCheck("geo", "after"),
@@ -83,16 +83,16 @@ def test_every_profile_is_checked_before_its_first_and_after_its_last_run() -> N
 def test_resume_checks_only_what_is_left() -> None:
     plan = runs("lan", "geo", reps=2)
     # lan done; geo half done: checked again around what is left.
-    steps = schedule(plan, done={plan[0].run_id, plan[1].run_id, plan[2].run_id})
+    steps = with_link_checks(plan, done={plan[0].run_id, plan[1].run_id, plan[2].run_id})
     assert steps == [LinkCheck("geo", "before"), plan[3], LinkCheck("geo", "after")]
     # Everything done, and stopped before lan's after check: that check alone.
     all_done = {r.run_id for r in plan}
     checked = {("lan", "before"), ("geo", "before"), ("geo", "after")}
-    assert schedule(plan, all_done, checked) == [LinkCheck("lan", "after")]
-    assert schedule(plan, all_done) == []
+    assert with_link_checks(plan, all_done, checked) == [LinkCheck("lan", "after")]
+    assert with_link_checks(plan, all_done) == []
     # A profile that comes back later in the plan gets a pair for each stretch.
     back = runs("lan", "geo", "lan")
-    assert [str(s) for s in schedule(back, set()) if isinstance(s, LinkCheck)] == [
+    assert [str(s) for s in with_link_checks(back, set()) if isinstance(s, LinkCheck)] == [
         str(LinkCheck(p, ph)) for p in ("lan", "geo", "lan") for ph in ("before", "after")
     ]
 

@@ -13,8 +13,8 @@ import pytest
 
 from clarke.results import store
 from clarke.results.meta import LinkCheckRecord, Meta
-from clarke.run.campaign.meta import CampaignMeta
-from clarke.run.campaign.schedule import LinkCheck
+from clarke.run.loop.link_checks import LinkCheck
+from clarke.run.loop.meta import CampaignMeta
 
 DATA = Path("tests/data")
 

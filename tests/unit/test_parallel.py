@@ -26,7 +26,7 @@ from clarke.results import store
 from clarke.results.journal import Journal
 from clarke.results.meta import Meta
 from clarke.results.record import RunRecord
-from clarke.run.campaign.options import RunOptions, Shard
+from clarke.run.loop.options import RunOptions, Shard
 from clarke.run.parallel import testbeds as parallel
 from clarke.run.parallel.check import TOO_FEW, check_testbeds, warnings
 from clarke.run.parallel.testbeds import (

@@ -283,7 +283,7 @@ def test_the_console_summary_shows_the_pep() -> None:
     from rich.console import Console
 
     from clarke.results.summary import CellSummary, MetricStats
-    from clarke.run.campaign.console import print_summary
+    from clarke.run.loop.console import print_summary
 
     key = Cell.parse({"profile": "geo", "http": "2", "cc": "cubic", "model": "uniform",
                       "size": "1m", "connections": 6, "pep": "splittcp"})  # fmt: skip

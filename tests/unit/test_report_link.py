@@ -17,7 +17,7 @@ from clarke.report.link import link_table, verdict
 from clarke.results import store
 from clarke.results.meta import LinkCheckRecord
 from clarke.results.summary import summarise
-from clarke.run.campaign.console import SUMMARY_WIDTH, table
+from clarke.run.loop.console import SUMMARY_WIDTH, table
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

@@ -18,11 +18,11 @@ from clarke.results.merge import merge
 from clarke.results.meta import Meta, SequentialRecord
 from clarke.results.record import RunRecord, Status
 from clarke.results.summary import Sequential, sequential_of, summarise
-from clarke.run.campaign import loop
-from clarke.run.campaign.loop import LoopSettings, Quiet, RecordContext, execute, finished
-from clarke.run.campaign.meta import stop_entry
-from clarke.run.campaign.schedule import schedule
-from clarke.run.campaign.stopping import Stopping
+from clarke.run.loop import loop
+from clarke.run.loop.link_checks import with_link_checks
+from clarke.run.loop.loop import LoopSettings, Quiet, RecordContext, execute, finished
+from clarke.run.loop.meta import stop_entry
+from clarke.run.loop.stopping import Stopping
 from clarke.sequential import Decision, Stop
 from helpers import FakeSession
 
@@ -76,7 +76,7 @@ def run_dir(plan: CampaignPlan, d: Path, runs: list[Run], session: FakeSession) 
         plan.campaign.retries, observer=seen, stopping=stopping, passed_over=passed_over
     )
     with journal:
-        execute(schedule(runs, done | unneeded), session, journal, CTX, settings)
+        execute(with_link_checks(runs, done | unneeded), session, journal, CTX, settings)
     return seen
 
 
@@ -205,7 +205,7 @@ def test_the_console_report_and_export_say_how_each_cell_ended(tmp_path: Path) -
 
     from clarke.cli import cli
     from clarke.report import html
-    from clarke.run.campaign.console import SUMMARY_WIDTH, table
+    from clarke.run.loop.console import SUMMARY_WIDTH, table
 
     plan = plan_of(tmp_path)
     d = new_dir(tmp_path, plan, "seq-1", plan.runs)

@@ -25,7 +25,7 @@ from clarke.errors import InputError, ValidationFailed
 from clarke.results.details import DnsQuery, LoadDetails, OriginRow
 from clarke.results.meta import Meta
 from clarke.results.server_records import ReplayMiss
-from clarke.run.campaign.apply import put_in_force
+from clarke.run.loop.apply import put_in_force
 from clarke.run.session import site
 from clarke.sites import archive
 from clarke.sites.archive import Exchange, Origin, SiteArchive, Source

@@ -37,7 +37,7 @@ def test_a_summary_of_no_load_prints_without_a_cell() -> None:
 
     from rich.console import Console
 
-    from clarke.run.campaign.console import print_summary
+    from clarke.run.loop.console import print_summary
 
     out = io.StringIO()
     print_summary([], "interrupted: per cell", Console(file=out, width=100))

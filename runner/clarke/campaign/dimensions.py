@@ -19,7 +19,7 @@ Everything else is derived from `DIMENSIONS`, in this order:
 
 A cell (`Cell`) holds one value per dimension, read by dimension: `cell[HTTP]` is an
 `HttpVersion`, never a value found by its position. How a run puts a dimension's value
-in force on the testbed is the run layer's part (clarke.run.campaign.apply): the data
+in force on the testbed is the run layer's part (clarke.run.loop.apply): the data
 here says what the value is, not how a testbed applies it.
 
 A dimension declared elsewhere (a plug-in, a test) is added with `declare()` before any
@@ -140,7 +140,7 @@ class Dimension(Generic[V]):
     # campaign is planned: registry.check_supported); None: the load request's own.
     applied_by: str | None = None
     # How the server puts it in force, where a field of its POST /config does; None: a
-    # runner step of its own (run/campaign/apply.py), or the load request's own.
+    # runner step of its own (run/loop/apply.py), or the load request's own.
     setting: ServerSetting | None = None
     _adapter: TypeAdapter[Any] = field(init=False, repr=False)
 

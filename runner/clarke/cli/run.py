@@ -21,7 +21,7 @@ from clarke.results import store
 from clarke.vocab import SUBSTRATES
 
 if TYPE_CHECKING:
-    from clarke.run.campaign.options import RunOptions
+    from clarke.run.loop.options import RunOptions
 
 
 @click.command()
@@ -167,8 +167,8 @@ def run(campaign_file: Path, **given: Any) -> None:
 
 
 def _options(given: dict[str, Any]) -> RunOptions:
-    """The options as one value (clarke.run.campaign.options)."""
-    from clarke.run.campaign.options import RunOptions, Shard
+    """The options as one value (clarke.run.loop.options)."""
+    from clarke.run.loop.options import RunOptions, Shard
     from clarke.run.session.captures import CaptureMode
 
     shard = given.pop("shard")
@@ -184,7 +184,7 @@ def _options(given: dict[str, Any]) -> RunOptions:
 
 
 def _run_one(plan: CampaignPlan, options: RunOptions, console: Console) -> None:
-    from clarke.run.campaign.run import none_succeeded, print_outcome, run_campaign
+    from clarke.run.loop.run import none_succeeded, print_outcome, run_campaign
 
     with _sigterm_as_interrupt():
         done = run_campaign(plan, options, console)

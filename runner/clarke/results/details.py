@@ -1,6 +1,6 @@
 """What a record's `details` hold (docs/results.md): what the load really used, as the
 runner verified it, part by part. The session builds them (run/session/session.py), the
-campaign loop adds what the browser said (run/campaign/loop.py `to_record`), and readers
+campaign loop adds what the browser said (run/loop/loop.py `to_record`), and readers
 take them as attributes.
 
 Every part is a Part (results/part.py): it writes the keys that were set, in the order
@@ -289,7 +289,7 @@ class LoadDetails(Part):
     protocols: dict[str, str] = Field(default_factory=dict)  # URL -> nextHopProtocol
     lcp_element: str | None = None
     wall_ms: float = 0.0
-    # The testbed failed, not the load: no retry is used up (run/campaign/loop.py).
+    # The testbed failed, not the load: no retry is used up (run/loop/loop.py).
     infrastructure: bool = False
     substrate: str = ""
     pep: PepInLoad | None = None

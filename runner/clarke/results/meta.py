@@ -88,7 +88,7 @@ class StoppingRuleRecord(Part):
 
 
 class CellStop(Part):
-    """How a cell stopped (run/campaign/meta.py stop_entry)."""
+    """How a cell stopped (run/loop/meta.py stop_entry)."""
 
     stop: str = ""
     loads: int = 0

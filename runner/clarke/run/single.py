@@ -2,7 +2,7 @@
 cell made of a value for every declared dimension (the one given, else the dimension's
 default, as a campaign's matrix makes its cells), checked against the implementations'
 capability data as a campaign's cells are, put in force by the campaign's own code
-(run/campaign/apply.py) and loaded by the session as a campaign's run is."""
+(run/loop/apply.py) and loaded by the session as a campaign's run is."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from clarke.campaign.sites import PlannedSite, planned
 from clarke.errors import InputError, ValidationFailed
 from clarke.results.details import LoadDetails
 from clarke.roles import Implementation
-from clarke.run.campaign.apply import Testbed, put_in_force
+from clarke.run.loop.apply import Testbed, put_in_force
 from clarke.run.session.session import Session
 from clarke.run.session.settings import PageLoad
 from clarke.sites import archive

@@ -72,7 +72,7 @@ def check_influx(url: str) -> str:
 @dataclass(frozen=True)
 class ShardRunArgs:
     """What every shard's `clarke run` is given besides its shard, as command-line
-    arguments (docs/running.md); not run/campaign/options.py's RunOptions, which the
+    arguments (docs/running.md); not run/loop/options.py's RunOptions, which the
     shard's `clarke run` builds from them."""
 
     link_check: str = "full"
@@ -124,7 +124,7 @@ class Submission:
         return sum(self.shard_sizes)
 
     def shard_dir(self, index: int) -> Path:
-        """Where `clarke run --shard index/N --campaign-id ID` writes (run/campaign.py)."""
+        """Where `clarke run --shard index/N --campaign-id ID` writes (run/loop.py)."""
         return self.results / f"{self.campaign_id}-shard{index}of{self.shards}"
 
     @property

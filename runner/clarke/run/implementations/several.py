@@ -34,11 +34,11 @@ from clarke.ids import Id
 from clarke.place import netns
 from clarke.results import store
 from clarke.results.record import Status
-from clarke.run.campaign.loop import Outcome
-from clarke.run.campaign.options import RunOptions
-from clarke.run.campaign.preflight import check_browser
-from clarke.run.campaign.resume import campaign_difference
-from clarke.run.campaign.run import print_outcome, run_campaign
+from clarke.run.loop.loop import Outcome
+from clarke.run.loop.options import RunOptions
+from clarke.run.loop.preflight import check_browser
+from clarke.run.loop.resume import campaign_difference
+from clarke.run.loop.run import print_outcome, run_campaign
 
 INDEX = "implementations.json"
 BASELINE = ("satlink", "origin")

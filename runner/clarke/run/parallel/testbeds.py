@@ -51,11 +51,11 @@ from clarke.results.journal import Journal
 from clarke.results.merge import merge
 from clarke.results.meta import LaneRecord, Meta, ParallelRecord
 from clarke.results.summary import sequential_of, summarise
-from clarke.run.campaign.console import print_summary
-from clarke.run.campaign.options import RunOptions, Shard
-from clarke.run.campaign.preflight import preflight
-from clarke.run.campaign.resume import campaign_difference
 from clarke.run.compare.cells import MIN_SAMPLES
+from clarke.run.loop.console import print_summary
+from clarke.run.loop.options import RunOptions, Shard
+from clarke.run.loop.preflight import preflight
+from clarke.run.loop.resume import campaign_difference
 from clarke.run.parallel.check import TestbedCheck, check_testbeds, warnings
 from clarke.testbed import lifecycle
 from clarke.testbed.state import Store
@@ -99,7 +99,7 @@ def cpu_sets(count: int, available: list[int]) -> tuple[list[list[int]], bool]:
 
 
 def shard_dir_name(campaign_id: str, lane: int, count: int) -> str:
-    """What run.campaign names a shard's directory."""
+    """What run.loop names a shard's directory."""
     return f"{campaign_id}-shard{lane}of{count}"
 
 

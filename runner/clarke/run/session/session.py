@@ -4,7 +4,7 @@ from then on the runner reaches every role only through its agent.
 
 The session offers what a campaign needs, each change made once: `ensure_profile(P)`,
 `ensure_cc(C)` (and the cross traffic and the PEP) read back what is in force and apply
-only what differs (every apply logged and kept in `applied`; run/campaign/apply.py calls them);
+only what differs (every apply logged and kept in `applied`; run/loop/apply.py calls them);
 `load(run)` reads the link's profile back before and after the load, and a load that did
 not run on the profile asked for fails with the reason; `check_link` measures the link.
 
@@ -332,7 +332,7 @@ class Session:
     def load(
         self, run: Run, attempt: int = 1, next_run: Run | None = None
     ) -> tuple[LoadResult, LoadDetails]:
-        """`run`'s load (run/campaign/apply.py put its cell in force); `next_run` may start."""
+        """`run`'s load (run/loop/apply.py put its cell in force); `next_run` may start."""
         schedule, aiming = self._schedule(), self.settings.aiming
         aim = None
         if aiming is not None and schedule is not None and schedule.slot_s:

@@ -130,7 +130,7 @@ class SiteReplay:
 
     def for_load(self, given: str) -> InForce:
         """The site a load of `given` runs on: the one in force (ClarkeError otherwise:
-        run/campaign/apply.py puts a cell's site in force before its load)."""
+        run/loop/apply.py puts a cell's site in force before its load)."""
         now = self.in_force
         if now is None or now.given != given:
             raise ClarkeError(

@@ -14,7 +14,7 @@ from clarke.compose.substrate import ComposeSubstrate
 from clarke.errors import InputError, UnknownName
 from clarke.place import netns
 from clarke.roles import ServerImplementation
-from clarke.run.campaign.options import RunOptions
+from clarke.run.loop.options import RunOptions
 from clarke.run.session.session import Substrate
 from clarke.testbed.substrate import NetnsSubstrate
 from clarke.vocab import PEP_NONE, SUBSTRATES, Browser, Engine, Isolation

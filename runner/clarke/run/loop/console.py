@@ -30,7 +30,7 @@ from clarke.results.meta import LinkCheckRecord
 from clarke.results.metric_families import LABEL
 from clarke.results.record import RunRecord, Status
 from clarke.results.summary import FEW_LOADS, METRICS, CellSummary, MetricStats
-from clarke.run.campaign.schedule import LinkCheck
+from clarke.run.loop.link_checks import LinkCheck
 from clarke.sequential import Decision, Stop
 
 SUMMARY_WIDTH = 100

@@ -2,7 +2,7 @@
 that every profile has a before and an after check around its runs. Pure: it only reads
 the plan's runs, which of them are done, and which checks earlier invocations made.
 
-    schedule(runs, done, checked) -> [LinkCheck(geo, before), run, run, ...,
+    with_link_checks(runs, done, checked) -> [LinkCheck(geo, before), run, run, ...,
                                       LinkCheck(geo, after), LinkCheck(leo, before), ...]
 
 Each stretch of consecutive runs on one profile gets its own pair. A stretch whose runs
@@ -28,7 +28,7 @@ class LinkCheck:
 Step = Run | LinkCheck
 
 
-def schedule(
+def with_link_checks(
     runs: Sequence[Run], done: Iterable[str], checked: Iterable[tuple[str, str]] = ()
 ) -> list[Step]:
     done, checked = set(done), set(checked)

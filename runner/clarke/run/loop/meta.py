@@ -18,7 +18,7 @@ from clarke.results.meta import (
 )
 from clarke.results.record import RunRecord
 from clarke.results.store import MetaKeeper
-from clarke.run.campaign.schedule import LinkCheck
+from clarke.run.loop.link_checks import LinkCheck
 from clarke.run.session.session import Session
 from clarke.sequential import Decision, StoppingRule
 

@@ -1,9 +1,9 @@
-"""The campaign loop: the steps of the schedule (run/campaign/schedule.py) in order. A link check
+"""The campaign loop: its steps (runs, and link checks: link_checks.py) in order. A link check
 puts its profile on the link and measures it; a run puts its profile and its congestion
 control in force (the session applies only what is not), loads the page, and records
 every attempt in the journal and InfluxDB, retrying failed loads up to the campaign's
 retries. With sequential repetitions, a run whose cell has stopped is skipped
-(run/campaign/stopping.py). Resumable: the journal says which runs are finished. Whoever
+(run/loop/stopping.py). Resumable: the journal says which runs are finished. Whoever
 displays progress only observes (Observer)."""
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from clarke.results.details import LoadDetails, Netlog
 from clarke.results.journal import Journal
 from clarke.results.meta import LinkCheckRecord
 from clarke.results.record import RunRecord, Status
-from clarke.run.campaign.apply import Testbed, put_in_force
-from clarke.run.campaign.schedule import LinkCheck, Step
-from clarke.run.campaign.stopping import Stopping
+from clarke.run.loop.apply import Testbed, put_in_force
+from clarke.run.loop.link_checks import LinkCheck, Step
+from clarke.run.loop.stopping import Stopping
 from clarke.sequential import Decision
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ class RecordContext:
     engine: str
     git_rev: str
     shard: str = ""
-    testbed: str = ""  # run.campaign.testbed_label
+    testbed: str = ""  # run.loop.testbed_label
 
 
 @dataclass

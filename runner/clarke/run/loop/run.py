@@ -2,8 +2,8 @@
 
 Order of work: the campaign, read and planned once by the caller; check, before anything
 runs, every part it needs (preflight.py); create (or reopen, with --resume) the results
-directory; bring the testbed up with the first profile; run the schedule (link checks
-around each profile's runs, schedule.py) through the loop; print the summary; tear the
+directory; bring the testbed up with the first profile; run the steps (link checks
+around each profile's runs, link_checks.py) through the loop; print the summary; tear the
 testbed down, also after Ctrl-C or an error."""
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ from clarke.results.meta import Meta
 from clarke.results.record import RunRecord, Status
 from clarke.results.store import MetaKeeper, PlanFile
 from clarke.results.summary import sequential_of, summarise
-from clarke.run.campaign.console import ProgressDisplay, print_summary
-from clarke.run.campaign.loop import (
+from clarke.run.loop.console import ProgressDisplay, print_summary
+from clarke.run.loop.link_checks import LinkCheck, with_link_checks
+from clarke.run.loop.loop import (
     LoopSettings,
     Outcome,
     RecordContext,
@@ -36,12 +37,11 @@ from clarke.run.campaign.loop import (
     execute,
     finished,
 )
-from clarke.run.campaign.meta import Both, CampaignMeta
-from clarke.run.campaign.options import RunOptions
-from clarke.run.campaign.preflight import preflight, substrate_for
-from clarke.run.campaign.resume import campaign_difference
-from clarke.run.campaign.schedule import LinkCheck, schedule
-from clarke.run.campaign.stopping import Stopping
+from clarke.run.loop.meta import Both, CampaignMeta
+from clarke.run.loop.options import RunOptions
+from clarke.run.loop.preflight import preflight, substrate_for
+from clarke.run.loop.resume import campaign_difference
+from clarke.run.loop.stopping import Stopping
 from clarke.run.session import captures
 from clarke.run.session.captures import CapturePolicy
 from clarke.run.session.session import Session, Substrate
@@ -229,7 +229,7 @@ def _run_in(
     # Runs of cells that stopped in an earlier invocation are passed over like finished
     # ones (no link check around a stretch of them).
     unneeded = {r.run_id for r in stopping.unneeded(runs)} - done if stopping else set()
-    steps = schedule(runs, done | unneeded, earlier)
+    steps = with_link_checks(runs, done | unneeded, earlier)
     first = next((s.profile for s in steps if isinstance(s, LinkCheck)), None)
     capture = CapturePolicy(wanted.capture, d.path, wanted.capture_max_bytes)
     pages = sorted({r.page for r in runs if r.cell.site is None})  # a site is its own page
