@@ -126,7 +126,7 @@ def test_cross_traffic_shares_the_link_with_verified_loads(
     assert not left, left
     # The generators went with the testbed (they ran against this testbed's xserver).
     iperf = subprocess.run(["pgrep", "-a", "iperf3"], capture_output=True, text=True).stdout
-    assert f" {crossing['server']} " not in f"{iperf} ".replace("\n", " "), iperf
+    assert f" {crossing.server} " not in f"{iperf} ".replace("\n", " "), iperf
 
 
 def test_down_stops_cross_traffic_a_dead_runner_left(

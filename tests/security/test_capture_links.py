@@ -31,7 +31,9 @@ from pathlib import Path
 import pytest
 
 from clarke.browser.capture import KEYLOG, CapturedFiles
+from clarke.contract import CaptureStopped
 from clarke.errors import ClarkeError
+from clarke.results.details import CaptureKept
 from clarke.run.session.captures import PCAP, CaptureMode, CapturePolicy, write
 from conftest import need
 
@@ -39,10 +41,11 @@ NOBODY = ["setpriv", "--reuid", "nobody", "--regid", "nogroup", "--clear-groups"
 PAGE = "triangular-100k"
 
 
-def _files(link: bytes = b"pcap", **browser: bytes) -> tuple[dict[str, object], CapturedFiles]:
+def _files(link: bytes = b"pcap", **browser: bytes) -> tuple[CaptureStopped, CapturedFiles]:
     files = {KEYLOG: b"CLIENT_RANDOM secret", **browser}
+    pcap = base64.b64encode(link).decode()
     return (
-        {"interface": "lan", "pcap_b64": base64.b64encode(link).decode(), "bytes": len(link)},
+        CaptureStopped(interface="lan", pcap_b64=pcap, bytes=len(link), truncated=False),
         CapturedFiles(files={k: base64.b64encode(v).decode() for k, v in files.items()}),
     )
 
@@ -67,7 +70,7 @@ def _unchanged(victims: dict[Path, str]) -> None:
     )
 
 
-def _write(policy: CapturePolicy, label: str = "load") -> dict[str, object] | ClarkeError:
+def _write(policy: CapturePolicy, label: str = "load") -> CaptureKept | ClarkeError:
     link, browser = _files(**{"qlog/a.sqlog": b"qlog"})
     try:
         return write(policy, label, False, link, browser, [])
@@ -130,7 +133,7 @@ def test_keys_are_0600_in_directories_of_0700(tmp_path: Path) -> None:
     results = tmp_path / "results"
     results.mkdir()
     got = _write(CapturePolicy(CaptureMode.all, results), "r1-a1")
-    assert isinstance(got, dict) and got["kept"] is True, got
+    assert isinstance(got, CaptureKept) and got.kept, got
     folder = results / "captures" / "r1-a1"
     for d in (results / "captures", folder, folder / "qlog"):
         assert stat.S_IMODE(d.stat().st_mode) == 0o700, d
@@ -139,7 +142,7 @@ def test_keys_are_0600_in_directories_of_0700(tmp_path: Path) -> None:
     flat = tmp_path / "flat"
     flat.mkdir()
     got = _write(CapturePolicy(CaptureMode.all, flat, flat=True))
-    assert isinstance(got, dict) and got["kept"] is True, got
+    assert isinstance(got, CaptureKept) and got.kept, got
     assert stat.S_IMODE((flat / KEYLOG).stat().st_mode) == 0o600
     assert stat.S_IMODE((flat / "qlog").stat().st_mode) == 0o700
 

@@ -69,9 +69,30 @@ fn health(shared: &Shared) -> Value {
     })
 }
 
+/// The most a request body may hold (a `POST /config` is a few fields).
+const MAX_BODY: usize = 64 * 1024;
+
 async fn route(req: Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>> {
-    let path = req.uri().path().to_owned();
-    match (req.method().clone(), path.as_str()) {
+    let (parts, body) = req.into_parts();
+    // Every request's body is read, whatever the answer: a connection whose last body
+    // was left unread is closed after the reply, and a client that sent its next
+    // request on it meanwhile sees it cut (a loaded CI run saw that).
+    let body = match Limited::new(body, MAX_BODY).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => {
+            let mut r = reply(
+                StatusCode::BAD_REQUEST,
+                &json!({"error": format!("cannot read the body: {e}")}),
+            );
+            r.headers_mut().insert(
+                hyper::header::CONNECTION,
+                hyper::header::HeaderValue::from_static("close"),
+            );
+            return r;
+        }
+    };
+    let path = parts.uri.path().to_owned();
+    match (parts.method, path.as_str()) {
         (Method::GET, "/health") => reply(StatusCode::OK, &health(shared)),
         (Method::GET, "/stats") => {
             let mut body = json!({
@@ -93,21 +114,10 @@ async fn route(req: Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>>
             }
             reply(StatusCode::OK, &json!({"removed": shared.registry.reset()}))
         }
-        (Method::POST, "/config") => {
-            let body = match Limited::new(req.into_body(), 64 * 1024).collect().await {
-                Ok(b) => b.to_bytes(),
-                Err(e) => {
-                    return reply(
-                        StatusCode::BAD_REQUEST,
-                        &json!({"error": format!("cannot read the body: {e}")}),
-                    )
-                }
-            };
-            match shared.update(&body) {
-                Ok(s) => reply(StatusCode::OK, &json!({"settings": s})),
-                Err(e) => reply(StatusCode::BAD_REQUEST, &json!({"error": e.to_string()})),
-            }
-        }
+        (Method::POST, "/config") => match shared.update(&body) {
+            Ok(s) => reply(StatusCode::OK, &json!({"settings": s})),
+            Err(e) => reply(StatusCode::BAD_REQUEST, &json!({"error": e.to_string()})),
+        },
         (_, "/health" | "/stats" | "/stats/reset" | "/config") => reply(
             StatusCode::METHOD_NOT_ALLOWED,
             &json!({"error": "method not allowed"}),

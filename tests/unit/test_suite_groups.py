@@ -1,0 +1,69 @@
+"""The suite's own scheduling (ci/test.sh, tests/conftest.py): under `--dist loadgroup`
+the tests of one xdist group run on one worker, so a fixture a module builds once (a
+testbed, the compose stack, a Slurm cluster) is built once. pytest 9.2 stopped reading
+the node id xdist 3.8 writes the group into; every test then became a group of its own
+and a CI run built the compose stack on three workers at once, which collided."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+GROUPED = """\
+import pytest
+
+pytestmark = [pytest.mark.xdist_group("together")]
+
+
+@pytest.mark.parametrize("i", range(6))
+def test_grouped(i):
+    pass
+"""
+
+SHARED_FIXTURE = """\
+import pytest
+
+
+@pytest.fixture(scope="module")
+def built_once():
+    return object()
+
+
+@pytest.mark.parametrize("i", range(6))
+def test_shares(built_once, i):
+    pass
+
+
+@pytest.mark.parametrize("i", range(6))
+def test_alone(i):
+    pass
+"""
+
+
+def _workers(tmp_path: Path) -> dict[str, set[str]]:
+    """Which workers ran each test function (pytest -v with 3 workers, the suite's
+    conftest.py in force)."""
+    conftest = Path(__file__).parents[1] / "conftest.py"
+    (tmp_path / "conftest.py").write_text(conftest.read_text())
+    (tmp_path / "test_grouped.py").write_text(GROUPED)
+    (tmp_path / "test_shared.py").write_text(SHARED_FIXTURE)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-n", "3", "--dist", "loadgroup", "-v",
+         "-p", "no:cacheprovider", "-p", "no:randomly", "-o", "addopts=", str(tmp_path)],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    seen: dict[str, set[str]] = {}
+    for worker, test in re.findall(r"\[(gw\d+)\] \[\s*\d+%\] PASSED \S+::(test_\w+)", done.stdout):
+        seen.setdefault(test, set()).add(worker)
+    return seen
+
+
+def test_a_group_runs_on_one_worker_and_independent_tests_spread(tmp_path: Path) -> None:
+    seen = _workers(tmp_path)
+    assert set(seen) == {"test_grouped", "test_shares", "test_alone"}, seen
+    assert len(seen["test_grouped"]) == 1, seen  # the module's own group
+    assert len(seen["test_shares"]) == 1, seen  # a module fixture: the module's group
+    assert len(seen["test_alone"]) > 1, seen  # a group each: spread over the workers
