@@ -7,13 +7,15 @@ It serves a one-page site over TLS on 127.0.0.1:8443 (www.rec.test, its certific
 a testbed PKI made here) and records it with `clarke site record`'s own code. While the
 browser loads the page (from the page's request handler, so while the recording runs), a
 process running as `nobody` does what any local user can: it finds mitmdump's port in
-/proc/PID/cmdline, tries to read its configuration, and sends two requests through the
-proxy: HTTPS (CONNECT, then GET /planted) and plain HTTP (GET /plain). It prints one
-JSON object: what the intruder saw, the URLs of mitmdump's HAR and of the archive."""
+/proc/PID/cmdline (this recording's: a descendant of this process), tries to read its
+configuration, and sends two requests through the proxy: HTTPS (CONNECT, then GET
+/planted) and plain HTTP (GET /plain). It prints one JSON object: what the intruder saw,
+the URLs of mitmdump's HAR and of the archive."""
 
 from __future__ import annotations
 
 import json
+import os
 import ssl
 import subprocess
 import sys
@@ -34,15 +36,28 @@ PAGE = b"<!doctype html><html><body><p>recorded</p><img src='/a.png'></body></ht
 # The intruder: the system's Python, standard library only, as `nobody`.
 INTRUDER = r"""
 import json, os, socket, ssl, sys
-host = sys.argv[1]
+host, recorder = sys.argv[1], sys.argv[2]
 out = {"port": None, "secret_on_command_line": False, "config": None,
        "connect": None, "planted": None, "plain": None}
+def descends(pid):
+    # /proc is the host's: other recordings' mitmdumps (other tests, other network
+    # namespaces) are there too. This recording's is a descendant of its recorder.
+    while pid not in ("0", "1"):
+        if pid == recorder:
+            return True
+        try:
+            pid = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1]
+        except OSError:
+            return False
+    return False
 for pid in filter(str.isdigit, os.listdir("/proc")):
     try:
         argv = open(f"/proc/{pid}/cmdline", "rb").read().decode().split("\0")
     except OSError:
         continue
     if not any(a.endswith("mitmdump") for a in argv) or "--listen-port" not in argv:
+        continue
+    if not descends(pid):
         continue
     out["port"] = int(argv[argv.index("--listen-port") + 1])
     out["secret_on_command_line"] = any("proxyauth" in a for a in argv)
@@ -102,7 +117,7 @@ class _Site(BaseHTTPRequestHandler):
 
 def _intrude() -> dict[str, Any]:
     done = subprocess.run(
-        [*NOBODY, "/usr/bin/python3", "-c", INTRUDER, HOST],
+        [*NOBODY, "/usr/bin/python3", "-c", INTRUDER, HOST, str(os.getpid())],
         capture_output=True, text=True, timeout=60, cwd="/",
     )  # fmt: skip
     if done.returncode != 0:
