@@ -248,6 +248,10 @@ def test_promote_moves_a_started_spare_to_normal_priority_and_marks_it_quiet(
                 break
             threading.Event().wait(0.05)
         assert spares._started is not None, "the spare did not start at idle priority in 120 s"
+        # The thread that started it runs at idle priority too, until it ends just after
+        # (on a loaded machine a CI run saw it still there).
+        assert spares._thread is not None
+        spares._thread.join(timeout=30)
         assert prestart.tasks_at_idle(os.getpid()) == [children[0].pid]
         spares.promote()
         assert prestart.tasks_at_idle(os.getpid()) == []
