@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import logging
-import os
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -17,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from clarke.server.openlitespeed.quic import UDP_IP_HEADER, QuicConnLog
+from clarke.server.openlitespeed.quic import UDP_IP_HEADER, QuicConnLog, read_new_lines
 from clarke.server.openlitespeed.settings import OlsSettings
 from clarke.server.openlitespeed.tcp import TcpConn, split_address
 from clarke.vocab import HttpVersion
@@ -94,18 +93,9 @@ class LogRead:
 
 def read_log(path: Path, offset: int) -> LogRead:
     """Complete lines of the access log from `offset` on."""
-    try:
-        with path.open("rb") as f:
-            size = f.seek(0, os.SEEK_END)
-            restarted = size < offset
-            start = 0 if restarted else offset
-            f.seek(start)
-            data = f.read()
-    except FileNotFoundError:
-        return LogRead(end=offset)
-    cut = data.rfind(b"\n") + 1
-    out = LogRead(end=start + cut, restarted=restarted)
-    for raw in data[:cut].decode("utf-8", errors="replace").splitlines():
+    raw_lines, end, restarted = read_new_lines(path, offset)
+    out = LogRead(end=end, restarted=restarted)
+    for raw in raw_lines:
         if not raw.strip():
             continue
         parsed = parse_log_line(raw)
