@@ -11,7 +11,12 @@ if [[ $(id -u) -ne 0 ]]; then
   exit 3
 fi
 ci/setup.sh demo
+# geckodriver and Clarke's Rust parts build at once: each build leaves a core idle part of
+# the time.
+ci/geckodriver.sh &
+geckodriver_build=$!
 ci/build.sh
+wait "$geckodriver_build"
 
 # The demo's own InfluxDB (ci/demo_influxdb.py): on 127.0.0.1:${CLARKE_INFLUX_PORT:-8087}
 # (the compose stack publishes its own on 8086: the two coexist), authentication on,

@@ -4,11 +4,13 @@
 # protects) and the locked Python environment (a virtual environment that uv makes).
 # Safe to run again: it installs only what is missing.
 #
-#   ci/setup.sh demo   what `make demo` needs: the netns testbed, Firefox and geckodriver,
-#                      InfluxDB (a fresh machine's first `make demo` waits for no more)
+#   ci/setup.sh demo   what `make demo` needs: the netns testbed, Firefox, InfluxDB (a fresh
+#                      machine's first `make demo` waits for no more); ci/demo.sh builds
+#                      geckodriver (ci/geckodriver.sh) beside Clarke's Rust parts
 #   ci/setup.sh        everything (the default: `make test`, `make corpus`): the demo's
-#                      parts, and Chromium, Browsertime, mitmproxy, tshark, Slurm and
-#                      munge, the documentation packages of the site corpus
+#                      parts and geckodriver, and Chromium, Browsertime, mitmproxy,
+#                      tshark, Slurm and munge, the documentation packages of the site
+#                      corpus
 #
 # Rust (cargo >= 1.85) and Node.js >= 20 must be there already: Debian 12 packages older
 # ones (Rust 1.63, Node.js 18).
@@ -25,7 +27,6 @@ UV_VERSION=0.13.9
 # Python 3.11 (12.x needs 3.12), and it pins aioquic apart from Clarke's: so it lives in
 # a virtual environment of its own, like uv.
 MITMPROXY_VERSION=11.0.2
-GECKODRIVER_VERSION=0.37.1
 NODE_MAJOR_MIN=20
 # The demo: namespaces, the link checks (ping, iperf3), InfluxDB, Firefox and its NSS
 # tools, the Rust builds' C toolchain, git (the results' revision).
@@ -102,17 +103,15 @@ if [[ $WHAT == all ]] && ! mitm_ok; then
   fi
 fi
 
-# geckodriver is not packaged by Debian: build the pinned release from crates.io.
 if ! command -v cargo >/dev/null 2>&1; then
   say "cargo (Rust >= 1.85) is needed to build geckodriver and Clarke's Rust parts: install it with rustup"
   exit 3
 fi
-if ! geckodriver --version 2>/dev/null | grep -q "^geckodriver $GECKODRIVER_VERSION"; then
-  say "cargo install geckodriver $GECKODRIVER_VERSION (about 3 minutes)"
-  cargo install --locked --quiet "geckodriver@$GECKODRIVER_VERSION"
-fi
 
+# The demo builds geckodriver beside Clarke's Rust parts (ci/demo.sh): each build leaves
+# a core idle part of the time.
 [[ $WHAT == all ]] || exit 0
+ci/geckodriver.sh
 
 # Node.js >= 20 for Browsertime (its package says so; Debian 12 packages 18).
 node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
