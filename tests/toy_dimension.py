@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from clarke.campaign import dimensions
-from clarke.campaign.dimensions import Dimension, Shown
+from clarke.campaign.dimension import Dimension, Shown
 
 
 class Warmth(StrEnum):

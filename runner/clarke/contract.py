@@ -46,7 +46,9 @@ from clarke.schema import StrictModel
 from clarke.sites.zone import Zone
 from clarke.vocab import PEP_NONE, CongestionControl, kind_of
 
-ProfileName = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+# A profile's name, or a link point's: the profile's and its swept parameters
+# (clarke.link_points).
+ProfileName = Annotated[str, StringConstraints(min_length=1, max_length=512)]
 # A recorded site's directory under the pages directory's sites/ (server/site.py).
 SITE_NAME = r"^[a-z0-9][a-z0-9_.-]{0,127}$"
 QUIC_CCS = tuple(c.quic for c in CongestionControl)

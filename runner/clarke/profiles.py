@@ -20,7 +20,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, model_validator
 
-from clarke import paths, schema
+from clarke import link_points, paths, schema
 from clarke.errors import InputError, UnknownName
 from clarke.published import PublishedFigure
 from clarke.queues import Queue
@@ -237,14 +237,22 @@ def available() -> list[str]:
 
 def read(name: str) -> LinkProfile:
     """A shipped profile by name, or a profile file by path (NAME.yaml); its
-    schedule_file read in, and its schedule's id set."""
-    if name.endswith((".yaml", ".yml")):
-        path = Path(name)
+    schedule_file read in, and its schedule's id set. A link point's name (the profile's
+    name + its swept parameters: clarke.link_points) reads the profile with them in force,
+    validated as a profile file holding them would be."""
+    base, overrides = link_points.split(name)
+    if base.endswith((".yaml", ".yml")):
+        path = Path(base)
     else:
-        path = profile_dir() / f"{name}.yaml"
+        path = profile_dir() / f"{base}.yaml"
         if not path.is_file():
-            raise UnknownName("link profile", name, available())
+            raise UnknownName("link profile", base, available())
     data = schema.read_yaml(path, limits.max_file_bytes(), limits.HOW_TO_RAISE, limits.count_steps)
+    if overrides and isinstance(data, dict):
+        source = f"{path} with {', '.join(f'{k} {v}' for k, v in overrides.items())}"
+        return resolve(
+            schema.parse(LinkProfile, link_points.apply(base, data, overrides), source), path
+        )
     return resolve(schema.parse(LinkProfile, data, str(path)), path)
 
 

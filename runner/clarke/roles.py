@@ -37,7 +37,7 @@ from typing import Any, ClassVar, Final, Protocol
 
 from pydantic import ValidationError
 
-from clarke.campaign.dimensions import Dimension
+from clarke.campaign.dimension import Dimension
 from clarke.errors import InputError, ValidationFailed
 from clarke.place import Place
 from clarke.profiles import LinkProfile

@@ -14,7 +14,8 @@ import pytest
 
 from clarke.campaign import dimensions
 from clarke.campaign.cross import CrossTraffic
-from clarke.campaign.dimensions import CROSS_TRAFFIC, HTTP, PROFILE, Cell, Dimension
+from clarke.campaign.dimension import Dimension
+from clarke.campaign.dimensions import CROSS_TRAFFIC, HTTP, PROFILE, Cell
 from clarke.campaign.plan import plan_file
 from clarke.results.journal import Journal
 from clarke.vocab import HttpVersion

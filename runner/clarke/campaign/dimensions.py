@@ -28,17 +28,24 @@ declaration an error instead of a dimension missing from half of Clarke."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import Enum, StrEnum
+from collections.abc import Iterator, Mapping
 from functools import total_ordering
 from pathlib import PurePosixPath
-from typing import Annotated, Any, Generic, Protocol, TypeVar, get_args, get_origin
+from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints, TypeAdapter
+from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints
 
-from clarke import pep_presets
+from clarke import link_points, pep_presets
 from clarke.campaign.cross import NO_CROSS_TRAFFIC, CrossTraffic, CrossTrafficEntry
+from clarke.campaign.dimension import (
+    NO_BROWSER_SETTINGS,
+    BrowserSettings,
+    Dimension,
+    ServerSetting,
+    Shown,
+    V,
+    fixed,
+)
 from clarke.campaign.initial_window import (
     IW_DEFAULT,
     IW_FIELD,
@@ -47,9 +54,8 @@ from clarke.campaign.initial_window import (
     in_force,
 )
 from clarke.ids import ID_RE
+from clarke.link_points import PROFILE_OWN
 from clarke.vocab import PEP_NONE, Browser, CongestionControl, DnsCache, HttpVersion, Scheduler
-
-V = TypeVar("V")
 
 
 def _http_version(v: Any) -> Any:
@@ -66,130 +72,6 @@ Name = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]*$", max_l
 ConnectionsPerServer = Annotated[int, Field(ge=1, le=256)]
 
 
-class Shown(StrEnum):
-    """When a dimension has a column in a results table, or a part in a figure's legend."""
-
-    always = "always"
-    several = "several"  # only when the results hold more than one of its values
-    not_default = "not-default"  # only when the results hold a value besides its default
-    never = "never"
-
-
-class BrowserSettings(Protocol):
-    """What a default may depend on besides the run's other coordinates (the
-    campaign's `browser:` block)."""
-
-    def connections_for(self, http: str) -> int: ...
-
-
-Default = Callable[[Mapping[str, Any], BrowserSettings], Any]
-
-
-@dataclass(frozen=True)
-class ServerSetting:
-    """How a testbed puts a dimension's value in force when the server applies it: the
-    field of the server's POST /config it fills (contract.ServerConfig takes a field
-    for every declared setting), that field's type as the request carries it, and the
-    field's value for a value of the dimension. Which servers take which values is each
-    server's capability data (roles.Implementation.supports), checked when a campaign is
-    planned."""
-
-    field: str
-    type: Any
-    value: Callable[[Any], Any] = lambda v: v
-    # Whether one of the server's connection records (what it started the connection
-    # with) shows the value in force: why not, or None. Each load is verified so.
-    check: Callable[[Any, Mapping[str, Any]], str | None] | None = None
-
-
-@dataclass(frozen=True, eq=False)
-class Dimension(Generic[V]):
-    """One dimension of the run matrix (the module's docstring says what derives from it).
-
-    `item` is the pydantic type of one value of its axis in a campaign file; `record`
-    turns a value into what the record, the plan and the summary keep (text, or an int),
-    and `item`'s validation turns that back. `run_id` is its part of the run id, which
-    carries it always (`required`) or when a matrix of the campaign gives the axis.
-    `legend` is its part of a figure series' label ("" when the value says nothing)."""
-
-    name: str
-    key: str
-    item: Any
-    help: str
-    column: str
-    required: bool = False
-    default: Default | None = None
-    record: Callable[[V], str | int] = str
-    run_id: Callable[[V], str] = str
-    label: Callable[[V], str] = str
-    legend: Callable[[V], str] | None = None
-    legend_shown: Shown = Shown.never
-    column_shown: Shown = Shown.always
-    numeric: bool = False  # a number in tables (right-aligned, after the text columns)
-    # Where its values are names of shipped data (PEP presets, peps/): every name it
-    # takes, read when a campaign is, and what one is called in an error.
-    names: Callable[[], Sequence[str]] | None = None
-    noun: str = ""
-    describe: Callable[[V], dict[str, Any]] | None = None  # more of a value for plan.json
-    # Whether the dimension means anything in a cell with these coordinates (of the
-    # dimensions declared before it); where not, the cell takes its default whatever a
-    # matrix lists (a recorded site's cell has no page model or size).
-    applies: Callable[[Mapping[str, Any]], bool] | None = None
-    # The kind of role that puts the value in force (a server, the link ...), whose
-    # implementations' capability data says which values each takes (checked when a
-    # campaign is planned: registry.check_supported); None: the load request's own.
-    applied_by: str | None = None
-    # How the server puts it in force, where a field of its POST /config does; None: a
-    # runner step of its own (run/loop/apply.py), or the load request's own.
-    setting: ServerSetting | None = None
-    _adapter: TypeAdapter[Any] = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_adapter", TypeAdapter(self.item))
-
-    def parse(self, value: Any) -> V:
-        """A value as a campaign file, a record or a plan gives it (ValidationError if
-        it is not one)."""
-        parsed: V = self._adapter.validate_python(value)
-        return parsed
-
-    def text(self, value: V) -> str:
-        return str(self.record(value))
-
-    @property
-    def vocabulary(self) -> tuple[str, ...] | None:
-        """Every value the dimension can take, where its item is a vocabulary of
-        clarke.vocab (an enum); None where its values are names (profiles, pages, PEP
-        presets) or numbers."""
-        item = self.item
-        if get_origin(item) is Annotated:
-            item = get_args(item)[0]
-        if isinstance(item, type) and issubclass(item, Enum):
-            return tuple(str(v.value) for v in item)
-        return None
-
-    def default_for(self, coordinates: Mapping[str, Any], browser: BrowserSettings) -> V:
-        if self.default is None:
-            raise ValueError(f"dimension {self.name} has no default: a campaign gives it")
-        value: V = self.default(coordinates, browser)
-        return value
-
-    def __repr__(self) -> str:
-        return f"Dimension({self.name})"
-
-    def default_text(self) -> str | None:
-        """The value a cell takes when no matrix gives one, where it takes one whatever
-        its other coordinates (None where it depends on them: the connections)."""
-        try:
-            return self.text(self.default_for({}, _NO_BROWSER_SETTINGS))
-        except (ValueError, KeyError):
-            return None
-
-
-def _fixed(value: Any) -> Default:
-    return lambda _coordinates, _browser: value
-
-
 def _connections_default(coordinates: Mapping[str, Any], browser: BrowserSettings) -> int:
     """Without the axis, the campaign's browser block decides per HTTP version."""
     return browser.connections_for(str(coordinates["http"]))
@@ -203,6 +85,33 @@ PROFILE: Dimension[str] = Dimension(
     column="profile",
     required=True,
 )
+
+
+def _link_parameter(p: link_points.Parameter) -> Dimension[str]:
+    """A link parameter swept over the cell's profile (clarke.link_points): put in force
+    with the profile, as the link point `Cell.link` names, and checked as that point's
+    profile is (each link implementation's check_profile), not by capability data."""
+    return Dimension(
+        name=p.name,
+        key=p.name,
+        item=Annotated[str, BeforeValidator(p.text)],
+        help=f"{p.help} ({p.allowed()})",
+        column=p.column,
+        default=fixed(PROFILE_OWN),
+        run_id=lambda v: "" if v == PROFILE_OWN else f"{p.run_id}{v}",
+        legend=lambda v: (
+            "" if v == PROFILE_OWN else ", " + " ".join(filter(None, (p.label, v, p.unit)))
+        ),
+        legend_shown=Shown.several,
+        column_shown=Shown.not_default,
+    )
+
+
+LINK_PARAMETERS: tuple[Dimension[str], ...] = tuple(
+    _link_parameter(p) for p in link_points.PARAMETERS
+)
+
+
 HTTP: Dimension[HttpVersion] = Dimension(
     name="http",
     key="http",
@@ -275,7 +184,7 @@ SITE: Dimension[str] = Dimension(
     help=f"a recorded site: its archive directory (in a campaign, relative to the campaign "
     f"file; {SITE_NONE}: the generated pages of models and sizes; docs/sites.md)",
     column="site",
-    default=_fixed(SITE_NONE),
+    default=fixed(SITE_NONE),
     run_id=lambda v: "" if v == SITE_NONE else site_label(v),
     label=site_label,
     legend=lambda v: "" if v == SITE_NONE else f", {site_label(v)}",
@@ -290,7 +199,7 @@ DNS_CACHE: Dimension[DnsCache] = Dimension(
     help="where a recorded site's lookups may be answered from a cache: none (each "
     "crosses the link) or terminal (a resolver cache at the terminal); a site's cells only",
     column="dns cache",
-    default=_fixed(DnsCache.none),
+    default=fixed(DnsCache.none),
     record=lambda v: v.value,
     run_id=lambda v: "" if v is DnsCache.none else f"dns{v.value}",
     legend=lambda v: "" if v is DnsCache.none else f", DNS cache at the {v.value}",
@@ -339,7 +248,7 @@ CROSS_TRAFFIC: Dimension[CrossTraffic] = Dimension(
     item=CrossTrafficEntry,
     help="what else crosses the link during the load (campaign/cross.py)",
     column="cross traffic",
-    default=_fixed(NO_CROSS_TRAFFIC),
+    default=fixed(NO_CROSS_TRAFFIC),
     record=lambda v: v.label,
     run_id=lambda v: f"x{v.label}",
     legend=lambda v: f" + {v.label}" if v.active else "",
@@ -352,7 +261,7 @@ PEP: Dimension[str] = Dimension(
     item=Name,
     help=f"performance-enhancing proxy at terminal and gateway ({PEP_NONE}: without one)",
     column="pep",
-    default=_fixed(PEP_NONE),
+    default=fixed(PEP_NONE),
     legend=lambda v: "" if v == PEP_NONE else f", PEP {v}",
     legend_shown=Shown.always,
     names=pep_presets.names,
@@ -364,7 +273,7 @@ BROWSER: Dimension[Browser] = Dimension(
     item=Browser,
     help="the client's browser",
     column="browser",
-    default=_fixed(Browser.firefox),
+    default=fixed(Browser.firefox),
     record=lambda v: v.value,
     run_id=lambda v: v.value,
     legend=lambda v: f" {v.value}",
@@ -379,7 +288,7 @@ SCHEDULER: Dimension[Scheduler] = Dimension(
     help="the server's stream scheduler on HTTP/2 and /3 (own: the server's own; "
     "docs/scheduling.md)",
     column="scheduler",
-    default=_fixed(Scheduler.own),
+    default=fixed(Scheduler.own),
     record=lambda v: v.value,
     run_id=lambda v: v.tag,
     legend=lambda v: f", {v.value}",
@@ -397,7 +306,7 @@ INITIAL_WINDOW: Dimension[str] = Dimension(
     f"and QUIC's (as many {QUIC_DATAGRAM_BYTES}-byte datagrams); {IW_DEFAULT}: the kernel's "
     "and the QUIC stack's own, ten ([M] Table 5)",
     column="iw",
-    default=_fixed(IW_DEFAULT),
+    default=fixed(IW_DEFAULT),
     run_id=lambda v: f"iw{v}",
     legend=lambda v: "" if v == IW_DEFAULT else f", IW {v}",
     legend_shown=Shown.several,
@@ -408,6 +317,7 @@ INITIAL_WINDOW: Dimension[str] = Dimension(
 
 _declared: list[Dimension[Any]] = [
     PROFILE,
+    *LINK_PARAMETERS,
     HTTP,
     CC,
     SITE,
@@ -477,7 +387,7 @@ class Cell:
             if d.name in values:
                 out[d.name] = d.parse(values[d.name])
             else:
-                out[d.name] = d.default_for(out, _NO_BROWSER_SETTINGS)
+                out[d.name] = d.default_for(out, NO_BROWSER_SETTINGS)
         return cls(out)
 
     def __getitem__(self, dimension: Dimension[V]) -> V:
@@ -501,8 +411,21 @@ class Cell:
 
     @property
     def path(self) -> str:
-        """The cell in one word: its values joined with `/` (compare's tables)."""
-        return "/".join(self._key)
+        """The cell in one word: its values joined with `/` (compare's tables), its link
+        (the profile with the parameters swept over it) as one."""
+        swept = {d.name for d in LINK_PARAMETERS}
+        texts = [
+            self.link if d is PROFILE else text
+            for d, text in zip(seal(), self._key, strict=True)
+            if d.name not in swept
+        ]
+        return "/".join(texts)
+
+    @property
+    def link(self) -> str:
+        """The link a run loads over: its profile with the parameters the cell sweeps over
+        it, as one name (clarke.link_points; the profile's name where it sweeps none)."""
+        return link_points.point_name(self[PROFILE], {d.name: self[d] for d in LINK_PARAMETERS})
 
     @property
     def site(self) -> str | None:
@@ -531,17 +454,6 @@ class Cell:
         return f"Cell({self.path})"
 
 
-class _NoBrowserSettings:
-    """For cells read back from records: every default but the connections is fixed,
-    and records have always carried their connections."""
-
-    def connections_for(self, http: str) -> int:
-        return HttpVersion(http).default_connections
-
-
-_NO_BROWSER_SETTINGS = _NoBrowserSettings()
-
-
 def shown(dimension: Dimension[Any], policy: Shown, cells: list[Cell]) -> bool:
     """Whether `policy` shows `dimension` for these cells."""
     if policy is Shown.always:
@@ -549,7 +461,7 @@ def shown(dimension: Dimension[Any], policy: Shown, cells: list[Cell]) -> bool:
     if policy is Shown.never:
         return False
     if policy is Shown.not_default:
-        default = dimension.text(dimension.default_for({}, _NO_BROWSER_SETTINGS))
+        default = dimension.text(dimension.default_for({}, NO_BROWSER_SETTINGS))
         return any(dimension.text(c[dimension]) != default for c in cells)
     return len({c[dimension] for c in cells}) > 1
 

@@ -18,7 +18,8 @@ from typing import Any
 
 from clarke import profiles, schema
 from clarke.campaign import dimensions
-from clarke.campaign.dimensions import MODEL, PROFILE, SIZE, Cell, Dimension, seal
+from clarke.campaign.dimension import Dimension
+from clarke.campaign.dimensions import MODEL, PROFILE, SIZE, Cell, seal
 from clarke.campaign.model import Campaign, Matrix, Order
 from clarke.campaign.paths import contained, with_paths_checked
 from clarke.campaign.sites import PlannedSite, read_sites
@@ -128,6 +129,24 @@ def _check_names(c: Campaign, source: Path, registry: Registry) -> None:
         raise ValidationFailed(str(source), problems)
 
 
+def _check_link_points(c: Campaign, source: Path) -> None:
+    """Each link point the matrices sweep (a profile with parameters over it:
+    clarke.link_points), read as a profile file holding its values would be."""
+    problems: list[str] = []
+    read: set[str] = set()
+    for _, prefix, m in c.matrices():
+        for cell in cells_of(c, m):
+            if cell.link == cell[PROFILE] or cell.link in read:
+                continue
+            read.add(cell.link)
+            try:
+                profiles.read(cell.link)
+            except InputError as e:
+                problems.append(f"{prefix}: link {cell.link}: {e}")
+    if problems:
+        raise ValidationFailed(str(source), problems)
+
+
 def page_registry(c: Campaign, source: Path) -> Registry:
     extra = []
     if c.pages.models_file:
@@ -147,6 +166,7 @@ def _read(path: Path) -> tuple[Campaign, dict[str, PlannedSite]]:
     sites = read_sites(c, path)
     registry = page_registry(c, path)
     _check_names(c, path, registry)
+    _check_link_points(c, path)
     # Building every page spec catches model/size combinations too small for a JPEG.
     held: list[str] = []
     for _, _, m in c.matrices():
@@ -214,7 +234,7 @@ def expand(c: Campaign, source: Path, seed: int | None = None) -> CampaignPlan:
     for scenario, _, m in c.matrices():
         for cell in cells_of(c, m):
             cells.setdefault(cell, []).append(scenario)
-    profile_order = list(dict.fromkeys(cell[PROFILE] for cell in cells))
+    profile_order = list(dict.fromkeys(cell.link for cell in cells))
     if c.order is Order.shuffled:
         seed = (
             seed
@@ -230,7 +250,7 @@ def expand(c: Campaign, source: Path, seed: int | None = None) -> CampaignPlan:
             (rep, cell)
             for rep in range(1, max(repetitions.values()) + 1)
             for cell in cells
-            if cell[PROFILE] == profile and rep <= repetitions[cell]
+            if cell.link == profile and rep <= repetitions[cell]
         ]
         if seed is not None:
             random.Random(f"{seed}:{profile}").shuffle(block)
@@ -258,5 +278,5 @@ def positions_per_profile(runs: list[Run]) -> dict[int, tuple[int, int]]:
     whole campaign would (slot_phase sweep)."""
     by_profile: dict[str, list[int]] = {}
     for r in runs:
-        by_profile.setdefault(r.cell[PROFILE], []).append(r.index)
+        by_profile.setdefault(r.cell.link, []).append(r.index)
     return {i: (k, len(idx)) for idx in by_profile.values() for k, i in enumerate(idx)}

@@ -9,8 +9,8 @@ from pathlib import Path
 import click
 
 from clarke import profiles, registry
-from clarke.campaign.dimensions import CONNECTIONS, PROFILE
-from clarke.campaign.plan import plan_file, read_campaign
+from clarke.campaign.dimensions import CONNECTIONS
+from clarke.campaign.plan import cells_of, plan_file, read_campaign
 from clarke.vocab import CONGESTION_CONTROLS, HTTP_VERSIONS
 
 CAMPAIGN_FILE = click.Path(path_type=Path, dir_okay=False)
@@ -30,7 +30,7 @@ def validate(file: Path) -> None:
     bad field."""
     c = read_campaign(file)
     registry.check_names(c, str(file))
-    names = sorted(c.values(PROFILE))
+    names = sorted({cell.link for _, _, m in c.matrices() for cell in cells_of(c, m)})
     on = []
     for link_name, server_name in c.implementations.combinations():
         link, server = registry.get("link", link_name), registry.get("server", server_name)
@@ -79,7 +79,7 @@ def plan(file: Path, seed: int | None, as_json: bool) -> None:
             f"{r.index:>5}  {r.run_id:<40} {shown} rep={r.repetition} "
             f"scenarios={','.join(r.scenarios)}"
         )
-    per_profile = Counter(r.cell[PROFILE] for r in p.runs)
+    per_profile = Counter(r.cell.link for r in p.runs)
     order = p.campaign.order.value + (f" (seed {p.seed})" if p.seed is not None else "")
     cells = len({r.cell for r in p.runs})
     repetitions = p.campaign.repetitions

@@ -12,7 +12,7 @@ import click
 from pydantic import ValidationError
 
 from clarke.campaign import dimensions
-from clarke.campaign.dimensions import Dimension
+from clarke.campaign.dimension import Dimension
 from clarke.schema import problems_of
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]

@@ -218,7 +218,7 @@ def load(o: LoadOptions) -> None:
     if cell.site is None:
         Registry.default().page_by_name(cell.page)
     link_impl, server_impl = _implementations(o)
-    link_impl.check_profile(profiles.read(cell[PROFILE]), f"link profile {cell[PROFILE]!r}")
+    link_impl.check_profile(profiles.read(cell.link), f"link profile {cell.link!r}")
     single.check(cell, [link_impl, server_impl])
     browser = cell[BROWSER]
     if browser is Browser.firefox:
@@ -243,7 +243,7 @@ def load(o: LoadOptions) -> None:
         engine=o.engine, firefox=o.firefox, capture=capture, browser=browser, sites=sites
     )
     session = Session(substrate, [] if cell.site else [cell.page], settings)
-    with session.start(cell[PROFILE]) as s:
+    with session.start(cell.link) as s:
         result, details = single.load_once(s, single.OneLoad(cell, prefs=overrides))
         implementations, applied = s.implementations, [a.to_dict() for a in s.applied]
     wall_ms = (time.monotonic() - started) * 1000
@@ -291,7 +291,7 @@ def load(o: LoadOptions) -> None:
         protos = ", ".join(sorted(set(result.protocols.values()))) or "-"
         click.echo(f"{out['status']}{': ' + result.reason if result.reason else ''}")
         click.echo(
-            f"  {cell.page} over {cell[PROFILE]}, HTTP/{cell[HTTP].value}, {cell[CC].value}, "
+            f"  {cell.page} over {cell.link}, HTTP/{cell[HTTP].value}, {cell[CC].value}, "
             f"{cell[CONNECTIONS]} connection(s), {o.engine}, "
             f"{result.browser.capitalize()} {result.browser_version}"
             + (f", PEP {cell[PEP]}" if cell[PEP] != PEP_NONE else "")

@@ -11,7 +11,6 @@ from typing import Any
 from clarke.campaign.dimensions import (
     BROWSER,
     HTTP,
-    PROFILE,
     SIZE,
     Cell,
     Dimension,
@@ -83,9 +82,7 @@ def _overhead(records: list[RunRecord]) -> str:
     groups: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     for r in records:
         if r.status is Status.ok and "overhead" in r.metrics:
-            groups[(r.cell[PROFILE], r.cell[HTTP].value, r.cell[SIZE])].append(
-                r.metrics["overhead"]
-            )
+            groups[(r.cell.link, r.cell[HTTP].value, r.cell[SIZE])].append(r.metrics["overhead"])
     if not groups:
         return "<p>No load in these results carries a protocol-overhead measurement.</p>"
     rows = [

@@ -10,7 +10,7 @@ from collections import defaultdict
 import matplotlib.pyplot as plt
 
 from clarke.campaign import dimensions
-from clarke.campaign.dimensions import HTTP, PROFILE, Cell
+from clarke.campaign.dimensions import HTTP, Cell
 from clarke.report.figures import Figure, _svg
 from clarke.results.record import RunRecord, Status
 
@@ -44,7 +44,7 @@ def completion_order(records: list[RunRecord]) -> Figure | None:
     every = list(cells)
     panels: dict[tuple[str, str, str], list[Cell]] = defaultdict(list)
     for cell, rs in cells.items():
-        panels[(cell[PROFILE], rs[0].page, cell[HTTP].label)].append(cell)
+        panels[(cell.link, rs[0].page, cell[HTTP].label)].append(cell)
     keys = sorted(panels)[:MAX_PANELS]
     columns = min(3, len(keys))
     rows = -(-len(keys) // columns)

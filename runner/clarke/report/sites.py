@@ -16,7 +16,7 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 
-from clarke.campaign.dimensions import PROFILE, SITE, SITE_NONE, Cell, shown, site_label
+from clarke.campaign.dimensions import SITE, SITE_NONE, Cell, shown, site_label
 from clarke.report.figures import Figure, _errbars, _svg
 from clarke.results.metric_families import DEFAULT_FAMILY, FAMILIES, LABEL
 from clarke.results.record import RunRecord, Status
@@ -87,13 +87,13 @@ def site_figure(
     every = [c.cell for c in chosen]
     lookups = _lookups(records)
     metrics = [m for m in FAMILIES[family] if any(m in c.metrics for c in chosen)]
-    profiles = list(dict.fromkeys(c.cell[PROFILE] for c in chosen))
+    profiles = list(dict.fromkeys(c.cell.link for c in chosen))
     columns = len(metrics) + 1
     fig, axes = plt.subplots(
         len(profiles), columns, figsize=(4.4 * columns, 3.9 * len(profiles)), squeeze=False
     )
     for row, profile in zip(axes, profiles, strict=True):
-        here = [c for c in chosen if c.cell[PROFILE] == profile]
+        here = [c for c in chosen if c.cell.link == profile]
         for ax, metric in zip(row, metrics, strict=False):
             with_metric = [c for c in here if metric in c.metrics]
             _grouped(

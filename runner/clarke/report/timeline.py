@@ -9,7 +9,7 @@ from collections import defaultdict
 import matplotlib.pyplot as plt
 
 from clarke import profiles
-from clarke.campaign.dimensions import CC, HTTP, PROFILE
+from clarke.campaign.dimensions import CC, HTTP
 from clarke.errors import ClarkeError
 from clarke.report.figures import Figure, _svg
 from clarke.results.record import RunRecord, Status
@@ -30,7 +30,7 @@ def _slot_s(profile: str) -> float | None:
 def crosses_boundary(r: RunRecord) -> bool | None:
     """Whether the load ran into the next slot (its phase at navigation start plus its
     PLT reach the slot's end); None when its profile's slot is unknown."""
-    slot_s = _slot_s(r.cell[PROFILE])
+    slot_s = _slot_s(r.cell.link)
     if not slot_s:
         return None
     return r.metrics["slot_phase_s"] + r.metrics["plt_ms"] / 1000 >= slot_s
@@ -70,7 +70,7 @@ def plt_by_slot_phase(records: list[RunRecord]) -> Figure | None:
     fig, ax = plt.subplots(figsize=(8, 4.2))
     groups: dict[str, list[RunRecord]] = defaultdict(list)
     for r in ok:
-        groups[f"{r.cell[PROFILE]}: {_series(r)}"].append(r)
+        groups[f"{r.cell.link}: {_series(r)}"].append(r)
     for i, (label, rs) in enumerate(sorted(groups.items())):
         color = f"C{i % 10}"
         ax.scatter(
@@ -125,7 +125,7 @@ def link_over_time(records: list[RunRecord]) -> list[Figure]:
     by_profile: dict[str, list[RunRecord]] = defaultdict(list)
     for r in records:
         if r.status is Status.ok and "link_time_s" in r.metrics:
-            by_profile[r.cell[PROFILE]].append(r)
+            by_profile[r.cell.link].append(r)
     for profile, rs in sorted(by_profile.items()):
         steps = _forward_steps(profile)
         if steps is None:

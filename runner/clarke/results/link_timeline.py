@@ -100,16 +100,16 @@ def link_schedule_points(records: list[RunRecord]) -> list[Point]:
         schedule_id = r.details.timeline.schedule_id if r.details.timeline else None
         if not schedule_id:
             continue
-        if r.cell[PROFILE] not in read:
+        if r.cell.link not in read:
             try:
-                read[r.cell[PROFILE]] = profiles.read(r.cell[PROFILE])
+                read[r.cell.link] = profiles.read(r.cell.link)
             except ClarkeError:
-                read[r.cell[PROFILE]] = None  # a profile this checkout does not have
-        profile = read[r.cell[PROFILE]]
+                read[r.cell.link] = None  # a profile this checkout does not have
+        profile = read[r.cell.link]
         if profile is None or profile.schedule is None or profile.schedule.id != schedule_id:
             continue
         following = ordered[i + 1] if i + 1 < len(ordered) else None
-        same_link = following is not None and following.cell[PROFILE] == r.cell[PROFILE]
+        same_link = following is not None and following.cell.link == r.cell.link
         end = following.started_at if following is not None and same_link else r.finished_at
         anchor = _anchor(r, end.timestamp() * 1000)
         if anchor is None:

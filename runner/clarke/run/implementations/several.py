@@ -27,7 +27,6 @@ from pydantic import BaseModel
 from rich.console import Console
 
 from clarke import profiles, registry, schema
-from clarke.campaign.dimensions import PROFILE
 from clarke.campaign.plan import CampaignPlan
 from clarke.errors import ClarkeError, EnvironmentProblem, InputError
 from clarke.ids import Id
@@ -108,7 +107,7 @@ def run_implementations(
     for lk, _ in combos:
         registry.check_profiles(
             registry.get("link", lk),
-            [(n, profiles.read(n)) for n in sorted({r.cell[PROFILE] for r in plan.runs})],
+            [(n, profiles.read(n)) for n in sorted({r.cell.link for r in plan.runs})],
         )
     for lk, sv in combos:
         chosen = [registry.get("link", lk), registry.get("server", sv)]

@@ -43,7 +43,7 @@ class Testbed(Protocol):
 Hook = Callable[[Testbed, Cell], object]
 
 HOOKS: dict[str, Hook] = {
-    PROFILE.name: lambda testbed, cell: testbed.ensure_profile(cell[PROFILE]),
+    PROFILE.name: lambda testbed, cell: testbed.ensure_profile(cell.link),
     CC.name: lambda testbed, cell: testbed.ensure_cc(cell[CC]),
     # The site's names are answered, and cached at the terminal or not, as its cell says.
     SITE.name: lambda testbed, cell: testbed.ensure_site(cell[SITE], cell[DNS_CACHE]),

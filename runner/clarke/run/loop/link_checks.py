@@ -15,7 +15,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import groupby
 
-from clarke.campaign.dimensions import PROFILE
 from clarke.campaign.plan import Run
 
 
@@ -33,7 +32,7 @@ def with_link_checks(
 ) -> list[Step]:
     done, checked = set(done), set(checked)
     steps: list[Step] = []
-    for profile, stretch in groupby(runs, key=lambda r: r.cell[PROFILE]):
+    for profile, stretch in groupby(runs, key=lambda r: r.cell.link):
         pending = [r for r in stretch if r.run_id not in done]
         if pending:
             steps += [LinkCheck(profile, "before"), *pending, LinkCheck(profile, "after")]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from clarke import pep_presets, profiles, registry
 from clarke.browser import browsertime_engine
 from clarke.browser.client import Firefox
-from clarke.campaign.dimensions import BROWSER, PEP, PROFILE
+from clarke.campaign.dimensions import BROWSER, PEP
 from clarke.campaign.model import Campaign
 from clarke.campaign.plan import CampaignPlan, Run, cells_of
 from clarke.compose.substrate import ComposeSubstrate
@@ -40,7 +40,7 @@ def preflight(plan: CampaignPlan, runs: list[Run], options: RunOptions) -> tuple
     compares what they are with what was asked."""
     c, source = plan.campaign, plan.source
     link_impl, server_impl = registry.campaign_choices(c, str(source), options.link, options.server)
-    names = sorted({r.cell[PROFILE] for r in runs})
+    names = sorted({r.cell.link for r in runs})
     registry.check_profiles(link_impl, [(n, profiles.read(n)) for n in names])
     reports_handshakes = isinstance(server_impl, ServerImplementation) and (
         server_impl.reports_handshakes

@@ -237,7 +237,7 @@ def _run_in(
     outcome = Outcome()
     keeper: CampaignMeta | None = None
     try:
-        session.start(first or (runs[0].cell[PROFILE] if runs else c.values(PROFILE)[0]))
+        session.start(first or (runs[0].cell.link if runs else c.values(PROFILE)[0]))
         testbed = testbed_label(sub)
         ctx = RecordContext(
             c.name, d.campaign_id, c.browser.engine.value, gitinfo.revision(), d.shard_label,
