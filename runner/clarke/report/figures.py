@@ -13,7 +13,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from clarke.campaign import dimensions
-from clarke.campaign.dimensions import CC, MODEL, PROFILE, SIZE
+from clarke.campaign.dimension import Dimension
+from clarke.campaign.dimensions import CC, CONNECTIONS, LINK_PARAMETERS, MODEL, PROFILE, SIZE
+from clarke.link_points import PROFILE_OWN
 from clarke.results.metric_families import DEFAULT_FAMILY, DESCRIPTION, FAMILIES, LABEL
 from clarke.results.summary import CellSummary, MetricStats
 from clarke.vocab import PEP_NONE, CongestionControl, HttpVersion
@@ -22,6 +24,7 @@ BBR = CongestionControl.bbr
 
 HTTP_LABEL = {v.value: v.label for v in HttpVersion}
 SIZE_ORDER = ("100k", "500k", "1m", "2m")
+DISCIPLINE = "discipline"  # the one swept link parameter that is not a number
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,7 @@ def _legend_below(ax: plt.Axes, below_labels: bool = False) -> None:
 
 
 def _profiles(cells: list[CellSummary]) -> list[str]:
-    return list(dict.fromkeys(c.cell[PROFILE] for c in cells))
+    return list(dict.fromkeys(c.cell.link for c in cells))
 
 
 def lines(
@@ -94,7 +97,7 @@ def lines(
     for ax, profile in zip(axes[0], profiles, strict=True):
         groups: dict[str, list[CellSummary]] = {}
         for c in chosen:
-            if c.cell[PROFILE] == profile:
+            if c.cell.link == profile:
                 groups.setdefault(series(c), []).append(c)
         for label, cs in sorted(groups.items()):
             cs.sort(key=lambda c: _size_key(c.cell[SIZE]))
@@ -134,13 +137,13 @@ def bars(
         (p, m)
         for p in _profiles(chosen)
         for m in metrics
-        if any(c.cell[PROFILE] == p and m in c.metrics for c in chosen)
+        if any(c.cell.link == p and m in c.metrics for c in chosen)
     ]
     if not panels:
         return None
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 3.8), squeeze=False)
     for ax, (profile, metric) in zip(axes[0], panels, strict=True):
-        cs = [c for c in chosen if c.cell[PROFILE] == profile and metric in c.metrics]
+        cs = [c for c in chosen if c.cell.link == profile and metric in c.metrics]
         sizes = sorted({c.cell[SIZE] for c in cs}, key=_size_key)
         labels = sorted({series(c) for c in cs})
         width = 0.8 / max(1, len(labels))
@@ -179,7 +182,7 @@ def per_profile(
     width = 0.8 / max(1, len(labels))
     fig, ax = plt.subplots(figsize=(max(5.2, 1.6 * len(profiles) * max(1, len(labels) / 2)), 4))
     for i, label in enumerate(labels):
-        by_profile = {c.cell[PROFILE]: c.metrics[metric] for c in chosen if series(c) == label}
+        by_profile = {c.cell.link: c.metrics[metric] for c in chosen if series(c) == label}
         xs = [j + i * width for j, p in enumerate(profiles) if p in by_profile]
         stats = [by_profile[p] for p in profiles if p in by_profile]
         ax.bar(xs, [s.mean / 1000 for s in stats], width, yerr=_errbars(stats), capsize=2,
@@ -191,6 +194,58 @@ def per_profile(
     _legend_below(ax)
     ax.set_title(title)
     return Figure(key, title, caption, _svg(fig))
+
+
+def _swept_value(c: CellSummary, d: Dimension[str]) -> float | None:
+    text = c.cell[d]
+    return None if text == PROFILE_OWN or d.name == DISCIPLINE else float(text)
+
+
+def sweeps(cells: list[CellSummary], metric: str = "plt_ms") -> list[Figure]:
+    """For each link parameter the cells sweep over two values or more ([M], [C]: PLT
+    against the RTT, the loss, the rate or the buffer): `metric` against the parameter,
+    one panel per profile and page, one line per series (HTTP version, connections, the
+    other swept parameters ...) with its 95 % confidence band."""
+    every = [c.cell for c in cells]
+    out = []
+    for d in LINK_PARAMETERS:
+        chosen = [c for c in cells if metric in c.metrics and _swept_value(c, d) is not None]
+        if len({c.cell[d] for c in chosen}) < 2:
+            continue
+        panels = list(dict.fromkeys((c.cell[PROFILE], c.cell.page) for c in chosen))
+        fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 3.8), squeeze=False)
+        varied_connections = len({c.cell[CONNECTIONS] for c in chosen}) > 1
+        for ax, (profile, page) in zip(axes[0], panels, strict=True):
+            groups: dict[str, list[CellSummary]] = {}
+            for c in chosen:
+                if (c.cell[PROFILE], c.cell.page) == (profile, page):
+                    # The series: the cell's legend without the swept parameter itself.
+                    label = dimensions.legend(c.cell.replace(d, PROFILE_OWN), every)
+                    if varied_connections:
+                        label += f", {c.cell[CONNECTIONS]} conn."
+                    groups.setdefault(label, []).append(c)
+            for label, cs in sorted(groups.items()):
+                cs.sort(key=lambda c: _swept_value(c, d) or 0.0)
+                xs = [_swept_value(c, d) or 0.0 for c in cs]
+                stats = [c.metrics[metric] for c in cs]
+                ys = [s.mean / 1000 for s in stats]
+                low, high = _errbars(stats)
+                (line,) = ax.plot(xs, ys, marker="o", label=label)
+                ax.fill_between(xs, [y - e for y, e in zip(ys, low, strict=True)],
+                                [y + e for y, e in zip(ys, high, strict=True)],
+                                color=line.get_color(), alpha=0.2)  # fmt: skip
+            ax.set_title(f"{profile}, {page}")
+            ax.set_xlabel(f"{d.name} (swept over the profile)")
+            ax.set_ylabel(f"{LABEL.get(metric, metric)} (s), mean and 95 % CI")
+            ax.set_ylim(bottom=0)
+            ax.grid(alpha=0.3)
+            _legend_below(ax, below_labels=True)
+        title = f"{LABEL.get(metric, metric)} against {d.name}"
+        fig.suptitle(title)
+        caption = (f"The link parameter {d.name} swept over the profile (docs/campaigns.md); "
+                   "bands: 95 % confidence intervals of the mean.")  # fmt: skip
+        out.append(Figure(f"sweep-{d.name}", title, caption, _svg(fig)))
+    return out
 
 
 def study_figures(cells: list[CellSummary], family: str = DEFAULT_FAMILY) -> list[Figure]:
@@ -262,4 +317,4 @@ def study_figures(cells: list[CellSummary], family: str = DEFAULT_FAMILY) -> lis
             series=lambda c: f"{h(c)}, {c.cell[MODEL]}",
         ),
     ]
-    return [f for f in candidates if f is not None]
+    return [f for f in candidates if f is not None] + sweeps(cells)

@@ -1,0 +1,50 @@
+"""The report's sweep figures (issue 51): the PLT against a link parameter swept over a
+profile ([M], [C]), one panel per profile and page, one line per series with its 95 %
+confidence band; none where nothing is swept."""
+
+from __future__ import annotations
+
+from clarke.campaign.dimensions import Cell
+from clarke.report.figures import study_figures, sweeps
+from clarke.results.summary import CellSummary, MetricStats
+
+
+def _cell(
+    rtt: str, http: str, connections: int, plt_s: list[float], loss: str = "profile"
+) -> CellSummary:
+    key = Cell.parse(
+        {"profile": "wired-10m-50ms", "rtt_ms": rtt, "loss": loss, "http": http, "cc": "cubic",
+         "model": "equal5", "size": "1m", "connections": connections}
+    )  # fmt: skip
+    return CellSummary(key, len(plt_s), 0, {"plt_ms": MetricStats.of([v * 1000 for v in plt_s])})
+
+
+def test_the_plt_against_a_swept_rtt_has_a_line_per_series() -> None:
+    cells = [
+        _cell(rtt, http, n, [base * f, base * f * 1.05])
+        for rtt, base in (("20", 0.4), ("100", 0.9), ("400", 2.8))
+        for http, n, f in (("1.1", 1, 1.6), ("1.1", 6, 1.1), ("2", 1, 1.0))
+    ]
+    figures = {f.key: f for f in study_figures(cells)}
+    assert "sweep-rtt_ms" in figures and "sweep-loss" not in figures, list(figures)
+    svg = figures["sweep-rtt_ms"].svg
+    for label in ("HTTP/1.1, 1 conn.", "HTTP/1.1, 6 conn.", "HTTP/2, 1 conn.", "rtt_ms (swept"):
+        assert label in svg, label
+    assert svg.count("<svg") == 1
+
+
+def test_a_second_swept_parameter_is_part_of_the_series_and_has_its_own_figure() -> None:
+    cells = [
+        _cell(rtt, "2", 1, [t, t * 1.1], loss=loss)
+        for rtt in ("20", "200")
+        for loss, t in (("0", 1.0), ("0.015", 1.8))
+    ]
+    figures = {f.key: f for f in sweeps(cells)}
+    assert set(figures) == {"sweep-rtt_ms", "sweep-loss"}
+    assert "loss 0.015" in figures["sweep-rtt_ms"].svg and "RTT 200 ms" in figures["sweep-loss"].svg
+
+
+def test_nothing_swept_draws_no_sweep() -> None:
+    assert (
+        sweeps([_cell("profile", "2", 1, [1.0, 1.1]), _cell("profile", "3", 1, [0.8, 0.9])]) == []
+    )
