@@ -42,6 +42,13 @@ pub enum ConfigError {
         field: &'static str,
         value: f64,
     },
+    /// A parameter of capacity on demand (the return link's DAMA) is out of range.
+    #[error("{dir}.dama.{field} {problem}")]
+    Dama {
+        dir: &'static str,
+        field: &'static str,
+        problem: &'static str,
+    },
     /// A schedule field is invalid: `field` is its path, e.g. `schedule.steps[2].at_ms`.
     #[error("{field} {problem}")]
     Schedule { field: String, problem: String },

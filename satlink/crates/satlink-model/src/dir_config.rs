@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::config_error::{check_delay, ConfigError};
+use crate::dama::DamaConfig;
 use crate::jitter::JitterConfig;
 use crate::queue::Bound;
 
@@ -54,6 +55,10 @@ pub struct DirConfig {
     /// order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jitter: Option<JitterConfig>,
+    /// Capacity on demand (src/dama.rs; the return link only); absent means the
+    /// direction's rate is always the terminal's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dama: Option<DamaConfig>,
     /// Seed of this direction's loss and jitter draws.
     #[serde(default = "default_seed")]
     pub seed: u64,
@@ -245,6 +250,7 @@ impl DirConfig {
             framing_delay_ms: 0.0,
             loss: None,
             jitter: None,
+            dama: None,
             seed: 1,
             max_frame_bytes: default_max_frame(),
         }
@@ -273,6 +279,9 @@ impl DirConfig {
         }
         if let Some(jitter) = self.jitter {
             jitter.validate(dir)?;
+        }
+        if let Some(dama) = self.dama {
+            dama.validate(dir, self.rate_bps)?;
         }
         if !(68..=65535).contains(&self.max_frame_bytes) {
             return Err(ConfigError::MaxFrame {

@@ -25,6 +25,7 @@ use std::collections::VecDeque;
 use serde::Serialize;
 
 use crate::codel::{Codel, CodelParams};
+use crate::dama::{Dama, DamaStats, Waiting};
 use crate::dir_config::{DirConfig, Discipline};
 use crate::drop_cause::DropCause;
 use crate::fq_codel::FqCodel;
@@ -104,6 +105,11 @@ pub struct DirectionStats {
     pub queue_delay: Histogram,
     /// The delay and rate applied to the frames that crossed.
     pub crossed: Crossed,
+    /// Capacity on demand: the loop's figures (set when the stats are read).
+    pub dama: Option<DamaStats>,
+    /// Capacity on demand: time from arrival until the capacity granted carried the
+    /// frame into the shaper's queue.
+    pub access_delay: Histogram,
 }
 
 /// The one-way delay (uplink + downlink + framing in force at the end of serialization,
@@ -179,6 +185,11 @@ pub struct DirectionStatsJson {
     pub drops: Drops,
     pub queue_delay: Summary,
     pub crossed: CrossedJson,
+    /// The request-grant loop, on a direction with capacity on demand.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dama: Option<DamaStats>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub access_delay: Option<Summary>,
 }
 
 impl DirectionStats {
@@ -191,6 +202,8 @@ impl DirectionStats {
             drops: self.drops.clone(),
             queue_delay: self.queue_delay.summary(),
             crossed: self.crossed.to_json(),
+            dama: self.dama,
+            access_delay: self.dama.map(|_| self.access_delay.summary()),
         }
     }
 }
@@ -217,6 +230,11 @@ pub struct Direction<T> {
     /// Hand frames over at the end of serialization (the receiver holds them until
     /// `release`) instead of at `release`.
     far_hold: bool,
+    /// Capacity on demand (src/dama.rs): frames wait here for the capacity granted
+    /// before they enter the queue in front of the shaper.
+    dama: Option<Dama<T>>,
+    /// What the DAMA served in the call in progress.
+    granted: Vec<(Nanos, Waiting<T>)>,
 }
 
 impl<T: Send + 'static> Direction<T> {
@@ -235,6 +253,8 @@ impl<T: Send + 'static> Direction<T> {
             stats: DirectionStats::default(),
             events: None,
             far_hold: false,
+            dama: make_dama(&cfg, 0),
+            granted: Vec::new(),
             cfg,
         }
     }
@@ -287,7 +307,18 @@ impl<T: Send + 'static> Direction<T> {
         self.schedule = schedule;
         self.epoch = now;
         let new_discipline = cfg.discipline != self.cfg.discipline;
+        let new_access = cfg.dama != self.cfg.dama || cfg.rate_bps != self.cfg.rate_bps;
         self.cfg = cfg;
+        if new_access {
+            // Frames waiting for capacity wait in the new access's queue (or, without
+            // capacity on demand any more, in the shaper's), in arrival order.
+            let waiting = self.dama.take().map(Dama::into_waiting).unwrap_or_default();
+            self.dama = make_dama(&self.cfg, now);
+            for w in waiting {
+                // One the new queue refuses is counted as dropped there.
+                let _refused = self.admit(now, w);
+            }
+        }
         let rate = self.params_at(now).rate_bps;
         if new_discipline {
             // The waiting frames move to the new discipline in arrival order (a bound
@@ -368,19 +399,48 @@ impl<T: Send + 'static> Direction<T> {
         self.stats.frames_in += 1;
         self.stats.bytes_in += len as u64;
         self.advance(now);
+        if len > self.cfg.max_frame_bytes && !segmented {
+            return Err(self.dropped(now, len, payload, DropCause::Oversize));
+        }
+        let frame = Waiting {
+            arrival: now,
+            len,
+            flow,
+            segmented,
+            payload,
+        };
+        self.admit(now, frame)
+    }
+
+    /// A frame arriving at `now` waits for capacity (capacity on demand) or joins the
+    /// queue in front of the shaper.
+    fn admit(&mut self, now: Nanos, frame: Waiting<T>) -> Result<(), (T, DropCause)> {
+        let Some(dama) = self.dama.as_mut() else {
+            return self.join_queue(now, frame);
+        };
+        let len = frame.len;
+        match dama.enqueue(frame) {
+            Ok(()) => {
+                self.trace(Event::Enqueue { t: now, len });
+                Ok(())
+            }
+            Err(refused) => Err(self.dropped(now, len, refused.payload, DropCause::QueueFull)),
+        }
+    }
+
+    /// `frame` joins the queue in front of the shaper at `now`.
+    fn join_queue(&mut self, now: Nanos, frame: Waiting<T>) -> Result<(), (T, DropCause)> {
+        let len = frame.len;
         if self.schedule.is_some() {
             // A bound in ms follows the rate in force at arrival.
             let rate = self.params_at(now).rate_bps;
             self.queue.set_bound(self.cfg.queue_bound_at(rate));
         }
-        if len > self.cfg.max_frame_bytes && !segmented {
-            return Err(self.dropped(now, len, payload, DropCause::Oversize));
-        }
         let packet = Packet {
             len,
             arrival: now,
-            flow,
-            payload,
+            flow: frame.flow,
+            payload: frame.payload,
         };
         let mut dropped = std::mem::take(&mut self.dropped);
         self.queue.enqueue(now, packet, &mut dropped);
@@ -394,8 +454,10 @@ impl<T: Send + 'static> Direction<T> {
         match refused {
             Some(d) => Err(self.dropped(now, len, d.packet.payload, DropCause::QueueFull)),
             None => {
-                self.trace(Event::Enqueue { t: now, len });
-                self.advance(now);
+                if self.dama.is_none() {
+                    self.trace(Event::Enqueue { t: now, len });
+                }
+                self.serialize(now);
                 Ok(())
             }
         }
@@ -419,10 +481,28 @@ impl<T: Send + 'static> Direction<T> {
         (payload, cause)
     }
 
+    /// Serve the frames waiting for capacity (capacity on demand) and start the
+    /// serialization of every queued frame whose turn has come by `now`.
+    pub fn advance(&mut self, now: Nanos) {
+        let mut granted = std::mem::take(&mut self.granted);
+        if let Some(dama) = self.dama.as_mut() {
+            dama.advance(now, &mut granted);
+        }
+        for (t, frame) in granted.drain(..) {
+            // Each enters the shaper's queue when its capacity has carried it; one the
+            // queue refuses is counted as dropped there.
+            self.serialize(t);
+            self.stats.access_delay.record(t - frame.arrival);
+            let _refused = self.join_queue(t, frame);
+        }
+        self.granted = granted;
+        self.serialize(now);
+    }
+
     /// Start the serialization of every queued frame whose turn has come by `now`.
     /// The rate and the outage in force at the start of serialization apply, the loss
     /// and the delay in force at its end.
-    pub fn advance(&mut self, now: Nanos) {
+    fn serialize(&mut self, now: Nanos) {
         while let Some(oldest) = self.queue.oldest_arrival() {
             // Every waiting frame has arrived by then (frames are enqueued only after
             // the model has advanced to their arrival).
@@ -517,18 +597,16 @@ impl<T: Send + 'static> Direction<T> {
                 (end + self.params_at(end).delay_ns).max(self.last_release)
             }
         });
-        match (line, queued) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let waiting = self.dama.as_ref().and_then(Dama::next_deadline);
+        [line, queued, waiting].into_iter().flatten().min()
     }
 
     pub fn queue_bytes(&self) -> usize {
-        self.queue.bytes()
+        self.queue.bytes() + self.dama.as_ref().map_or(0, Dama::queued_bytes)
     }
 
     pub fn queue_frames(&self) -> usize {
-        self.queue.len()
+        self.queue.len() + self.dama.as_ref().map_or(0, Dama::queued_frames)
     }
 
     /// Frames serialized and waiting on the delay line.
@@ -536,13 +614,25 @@ impl<T: Send + 'static> Direction<T> {
         self.line.len()
     }
 
-    pub fn stats(&self) -> &DirectionStats {
-        &self.stats
+    pub fn stats(&self) -> DirectionStats {
+        let mut stats = self.stats.clone();
+        stats.dama = self.dama.as_ref().map(Dama::stats);
+        stats
     }
 
     pub fn reset_stats(&mut self) {
         self.stats = DirectionStats::default();
+        if let Some(d) = self.dama.as_mut() {
+            d.reset_stats();
+        }
     }
+}
+
+/// Capacity on demand where `cfg` asks for it, superframe 0 starting at `epoch`; its
+/// queue is the terminal's, bounded as the direction's queue is.
+fn make_dama<T>(cfg: &DirConfig, epoch: Nanos) -> Option<Dama<T>> {
+    let bound = cfg.queue_bound_at(cfg.rate_bps);
+    cfg.dama.map(|d| Dama::new(d, cfg.rate_bps, epoch, bound))
 }
 
 /// The queue `cfg` asks for, bounded at `rate_bps`.

@@ -14,6 +14,7 @@
 pub mod codel;
 pub mod config;
 pub mod config_error;
+pub mod dama;
 pub mod dir_config;
 pub mod direction;
 pub mod drop_cause;
@@ -28,6 +29,7 @@ pub mod schedule;
 
 pub use config::LinkConfig;
 pub use config_error::ConfigError;
+pub use dama::{DamaConfig, DamaStats};
 pub use dir_config::{
     CodelConfig, DirConfig, Discipline, FqCodelConfig, GilbertElliott, LossConfig, QueueLimit, Way,
 };
