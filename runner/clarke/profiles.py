@@ -79,6 +79,31 @@ class Jitter(StrictModel):
         return self.model_dump(exclude_none=True)
 
 
+class Dama(StrictModel):
+    """Capacity on demand on the return link (DVB-RCS2 DAMA, ETSI EN 301 545-2): the
+    terminal sends only in the capacity the gateway grants it per superframe, a constant
+    assignment and what it requests, granted an allocation latency later (satlink's
+    `dama`, satlink/README.md)."""
+
+    superframe_ms: float = Field(ge=1, le=1000, allow_inf_nan=False)
+    cra_kbps: float = Field(default=0, ge=0, le=1e9, allow_inf_nan=False)
+    rbdc_max_kbps: float = Field(default=0, ge=0, le=1e9, allow_inf_nan=False)
+    vbdc_max_kbit: float = Field(default=0, ge=0, le=1e9, allow_inf_nan=False)
+    request_period_sf: int = Field(default=1, ge=1, le=1000)
+    allocation_latency_ms: float = Field(le=10_000, allow_inf_nan=False)
+    rbdc_timeout_sf: int = Field(default=16, ge=1, le=100_000)
+
+    @model_validator(mode="after")
+    def _some_capacity(self) -> Dama:
+        if self.allocation_latency_ms < self.superframe_ms:
+            raise located_error(("allocation_latency_ms",), "must be at least one superframe")
+        if not (self.cra_kbps or self.rbdc_max_kbps or self.vbdc_max_kbit):
+            raise located_error(
+                ("cra_kbps",), "no capacity: give cra_kbps, rbdc_max_kbps or vbdc_max_kbit"
+            )
+        return self
+
+
 class Direction(StrictModel):
     rate_mbps: float = Field(
         ge=0, le=MAX_RATE_MBPS, allow_inf_nan=False, description="0 means unlimited"
@@ -89,6 +114,7 @@ class Direction(StrictModel):
     queue: Queue = Queue()
     loss: PacketLoss | BitErrors | None = None
     jitter: Jitter | None = None
+    dama: Dama | None = None
 
     @property
     def one_way_delay_ms(self) -> float:
@@ -115,6 +141,8 @@ class Direction(StrictModel):
             out["discipline"] = discipline
         if self.jitter is not None:
             out["jitter"] = self.jitter.to_satlink()
+        if self.dama is not None:
+            out["dama"] = self.dama.model_dump()
         return out
 
 
@@ -151,6 +179,18 @@ class LinkProfile(StrictModel):
     def _one_schedule(self) -> LinkProfile:
         if self.schedule is not None and self.schedule_file is not None:
             raise located_error(("schedule_file",), "give either schedule or schedule_file")
+        return self
+
+    @model_validator(mode="after")
+    def _dama_on_the_return_link(self) -> LinkProfile:
+        if self.forward.dama is not None:
+            raise located_error(
+                ("forward", "dama"), "capacity on demand is the return link's (terminal -> gateway)"
+            )
+        if self.return_.dama is not None and self.return_.rate_mbps <= 0:
+            raise located_error(
+                ("return", "dama"), "needs the return link's rate_mbps (the carrier's)"
+            )
         return self
 
     @model_validator(mode="after")

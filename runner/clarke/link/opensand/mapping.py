@@ -292,6 +292,11 @@ def derive(profile: LinkProfile, source: str = "link profile") -> Mapping:
                 "FileDelay) give every packet the same delay; use the satlink link for a "
                 "profile with jitter"
             )
+        if d.dama is not None:
+            problems.append(
+                f"{name}.dama: not mapped yet onto OpenSAND's DAMA (its terminal profile's "
+                "access/dama); use the satlink link for capacity on demand"
+            )
         if d.queue.discipline is not QueueDiscipline.drop_tail:
             problems.append(
                 f"{name}.queue.discipline: {d.queue.discipline} cannot be mapped: OpenSAND "

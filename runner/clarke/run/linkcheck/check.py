@@ -375,6 +375,11 @@ def _rtt_moves(profile: LinkProfile, tol: float) -> str:
     packet jitter, or a schedule that moves the RTT by more than the tolerance."""
     if profile.jittery:
         return "per-packet jitter: reported, not judged (clarke bench validate measures it)"
+    if profile.return_.dama is not None:
+        return (
+            "capacity on demand on the return link: an echo's wait for its capacity depends "
+            "on the traffic before it; reported, not judged"
+        )
     fwd, ret = profile.in_force("forward"), profile.in_force("return")
     rtts = [f[1] + r[1] for f, r in zip(fwd, ret, strict=True)]
     if rtts and max(rtts) - min(rtts) > tol:
