@@ -98,3 +98,48 @@ def test_bad_profile_is_refused_with_the_field_named(satellite: str) -> None:
         )
         assert r.status_code == 400 and re.search(named, r.json()["error"]), r.text
     assert agent.link_state().running is False  # nothing was started
+
+
+def test_a_satlink_dying_at_start_is_the_configures_answer_not_a_problem_before_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent stops when its role reports a problem (agent/serve.py polls it every
+    0.5 s). A satlink that exits during start-up is the answer of the configure that
+    started it: while that configure runs, the station reports no problem, or the agent
+    would stop before answering (a loaded CI run saw `testbed up` get no answer at all
+    instead of exit 3). The window is widened here: start-up is seen to end 1 s late."""
+    from clarke.link import satlink as satlink_module
+
+    fake = tmp_path / "satlink"
+    fake.write_text("#!/bin/sh\necho 'satlink: cannot open the TUN device' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    place = Place("netns", "satellite", LoopbackPlan(), tmp_path, tmp_path, tmp_path)
+    station = SatlinkStation(place, fake)
+    waited = threading.Event()
+    original = satlink_module.procs.wait_until
+
+    def late(*args: object, **kwargs: object) -> None:
+        original(*args, **kwargs)  # type: ignore[arg-type]
+        waited.set()
+        threading.Event().wait(1.0)
+
+    monkeypatch.setattr(satlink_module.procs, "wait_until", late)
+    said: list[BaseException] = []
+
+    def configure() -> None:
+        try:
+            station.configure(LinkConfig(name="geo", profile=profiles.read("geo")).body())
+        except BaseException as e:  # the answer the test reads
+            said.append(e)
+
+    worker = threading.Thread(target=configure)
+    worker.start()
+    try:
+        assert waited.wait(10), "satlink's start-up never ended"
+        # satlink has exited; its configure has not answered yet.
+        assert station.problem() is None
+    finally:
+        worker.join(10)
+        station.stop()
+    assert said and "exited during start-up" in str(said[0]), said
+    assert station.problem() is None  # the configure took it back

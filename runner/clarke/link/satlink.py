@@ -193,7 +193,15 @@ class SatlinkStation:
         return ask(self.control, {"cmd": "reset_stats"}) if self._running() else {}
 
     def problem(self) -> str | None:
-        return self.children.exited()
+        """satlink died (not while a configure starts it: a satlink that exits during
+        start-up is that configure's answer, and the agent, which stops on a problem,
+        would otherwise stop before giving it)."""
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            return self.children.exited()
+        finally:
+            self._lock.release()
 
     def stop(self) -> None:
         self.children.stop()
