@@ -27,7 +27,7 @@ from clarke.results.record import Status
 from clarke.run.session.names import SiteNames
 from clarke.run.session.session import Session
 from clarke.run.session.settings import PageLoad
-from clarke.run.session.site import SiteReplay
+from clarke.run.session.site import LOOKUP_TIME_SLACK_MS, SiteReplay
 from clarke.sites import archive, staging
 from clarke.sites.placement import place
 from clarke.testbed.substrate import NetnsSubstrate
@@ -339,7 +339,11 @@ def test_browsertime_site_loads_as_a_campaign_judges_them(
     # Browsertime's HAR), timed by the browser and, beside it, by the client's resolver:
     # each name crossed the link (at least a round trip of the profile at the resolver)
     # and was answered before the browser's lookup ended (Firefox looks names up ahead
-    # of their requests, whose own lookup then takes no time).
+    # of their requests, whose own lookup then takes no time). The browser's own span
+    # is held to the round trip from when the resolver took the query up: Chromium's
+    # loading predictor may send the page's query as the navigation starts, a few ms
+    # before Navigation Timing's domainLookupStart (seen once: 521 ms against a 523.7 ms
+    # floor, the resolver's span above it).
     tol = bed.profile.tolerance
     floor = bed.profile.idle_rtt_ms * (1 - tol.rtt_pct / 100) - tol.rtt_ms
     origins = details["origins"]
@@ -348,7 +352,9 @@ def test_browsertime_site_loads_as_a_campaign_judges_them(
         taken, answered = row["resolver_taken_ms"], row["resolver_answered_ms"]
         assert answered - taken >= floor, (host, row)
         assert answered <= row["dns_start_ms"] + row["dns_ms"] + 50, (host, row)
-    assert origins[HOSTS[0]]["dns_ms"] >= floor, origins[HOSTS[0]]
+    first = origins[HOSTS[0]]
+    head_start = max(0.0, first["dns_start_ms"] - first["resolver_taken_ms"])
+    assert first["dns_ms"] + head_start >= floor - LOOKUP_TIME_SLACK_MS, first
     # Each connection's set-up (TCP and TLS, or QUIC's handshake): a round trip at least.
     connects = {h: r["connect_ms"] for h, r in origins.items() if "connect_ms" in r}
     assert HOSTS[0] in connects and min(connects.values()) >= floor, origins
