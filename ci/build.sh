@@ -3,7 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source ci/cargo-target.sh
+source ci/say.sh
 for crate_dir in satlink origin; do
-  printf '==> cargo build --release: %s\n' "$crate_dir" >&2
+  say "cargo build --release: $crate_dir"
   (cd "$crate_dir" && cargo build --locked --release --quiet)
 done

@@ -3,7 +3,7 @@
 # no browser, no testbed. Run it before every commit; `make test` runs all of it too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-say() { printf '==> %s\n' "$*" >&2; }
+source ci/say.sh
 
 say "ruff"
 uv run ruff check runner tests dashboards ci

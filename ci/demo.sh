@@ -4,7 +4,7 @@
 # write the HTML report. Needs root (namespaces, TUN devices).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-say() { printf '==> %s\n' "$*" >&2; }
+source ci/say.sh
 
 if [[ $(id -u) -ne 0 ]]; then
   say "the demo builds network namespaces: run it as root"

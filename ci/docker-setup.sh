@@ -15,7 +15,7 @@ DOCKERD_PIDFILE=${DOCKERD_PIDFILE:-/run/clarke-dockerd.pid}
 DOCKERD_LOG=${DOCKERD_LOG:-/var/log/clarke-dockerd.log}
 PLUGINS=/usr/local/lib/docker/cli-plugins
 
-say() { printf '==> %s\n' "$*" >&2; }
+source ci/say.sh
 
 if [[ ${1:-} == stop ]]; then
   if [[ -f $DOCKERD_PIDFILE ]]; then

@@ -40,7 +40,7 @@ if [[ $WHAT == all ]]; then
                  python3.11-doc debian-handbook)
 fi
 
-say() { printf '==> %s\n' "$*" >&2; }
+source ci/say.sh
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do

@@ -3,7 +3,7 @@
 # test. CI runs it as root (namespaces, TUN devices, congestion-control sysctls).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-say() { printf '==> %s\n' "$*" >&2; }
+source ci/say.sh
 
 ci/setup.sh
 
@@ -56,4 +56,5 @@ say "pytest, phase 1 of 2: the tests that judge timing, one at a time"
 phase -m timing "$@"
 say "pytest, phase 2 of 2: the others, $workers at a time"
 phase -m "not timing" -n "$workers" --dist loadgroup "$@"
+say "tests ended (exit status $status)"
 exit "$status"
