@@ -45,6 +45,9 @@ class Figure(StrEnum):
     step_max_ms = "step_max_ms"
     forward_rate_mbps = "forward_rate_mbps"
     return_rate_mbps = "return_rate_mbps"
+    echo_after_idle_ms = "echo_after_idle_ms"
+    echo_under_load_ms = "echo_under_load_ms"
+    request_grant_delay_ms = "request_grant_delay_ms"
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,21 @@ FIGURES: dict[Figure, FigureInfo] = {
     ),
     Figure.return_rate_mbps: FigureInfo(
         "return rate", "Mb/s", "link counters under a paced UDP flow (median over slots)"
+    ),
+    Figure.echo_after_idle_ms: FigureInfo(
+        "RTT of a full-sized echo after idle",
+        "ms",
+        "1500-byte echoes, each after 1.5 s with nothing sent (median)",
+    ),
+    Figure.echo_under_load_ms: FigureInfo(
+        "RTT of a full-sized echo under a steady flow",
+        "ms",
+        "the same echoes every 20 ms, from their second half (median)",
+    ),
+    Figure.request_grant_delay_ms: FigureInfo(
+        "extra wait after idle (request-grant loop)",
+        "ms",
+        "the first of these two medians less the second",
     ),
 }
 

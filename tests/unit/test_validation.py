@@ -5,6 +5,7 @@ validate` computes from echoes and counter samples (synthetic, exact expectation
 from __future__ import annotations
 
 import math
+import statistics
 
 import pytest
 from pydantic import ValidationError
@@ -14,6 +15,7 @@ from clarke.published import Figure, PublishedFigure, Verdict
 from clarke.run.bench import validate
 from clarke.run.bench.validate_figures import (
     Echo,
+    access_figures,
     analyse_echoes,
     echo_ber,
     echoes_from,
@@ -162,6 +164,40 @@ def test_the_table_sets_each_figure_beside_its_published_one() -> None:
     assert "Huston" in text and "Michel" in text
     md = validate.render(result, markdown=True)
     assert "| RTT median (ms) | 50 ± 5 ms | [1] | 51.00 | inside |" in md
+
+
+def test_access_figures_set_echoes_after_idle_beside_a_steady_flows() -> None:
+    # The steady flow's first half waits as after idle (its first requests): left out.
+    steady = [1200.0, 1190.0, 1180.0, 660.0, 650.0, 655.0, 662.0, 651.0]
+    f = access_figures([1210.0, 1230.0, 1205.0], steady)
+    assert f[Figure.echo_after_idle_ms] == 1210
+    assert f[Figure.echo_under_load_ms] == statistics.median([650.0, 655.0, 662.0, 651.0])
+    assert f[Figure.request_grant_delay_ms] == 1210 - f[Figure.echo_under_load_ms]
+    assert access_figures([], steady).keys() == {Figure.echo_under_load_ms}
+    assert access_figures([1210.0], []) == {Figure.echo_after_idle_ms: 1210}
+
+
+def test_geo_consumers_request_grant_delay_is_judged_and_shown() -> None:
+    prof = profiles.read("geo-consumer")
+    access = {"payload_bytes": 1472, "after_idle_ms": [1215.0, 1208.0], "after_idle_lost": 0,
+              "steady_interval_ms": 20.0, "steady_ms": [1200.0, 661.0, 655.0],
+              "steady_lost": 1}  # fmt: skip
+    figures = access_figures(access["after_idle_ms"], access["steady_ms"])
+    result = {
+        "profile": "geo-consumer", "link": "satlink", "duration_s": 60, "interval_s": 0.01,
+        "echoes": {"sent": 6000, "lost": 0, "phases": [], "slots": []},
+        "figures": {"rtt_median_ms": 655.0} | {k.value: v for k, v in figures.items()},
+        "rates": {}, "access": access,
+    }  # fmt: skip
+    result["published"] = [
+        validate._judged(p, result["figures"].get(p.figure.value)) for p in prof.validation
+    ]
+    text = validate.render(result)
+    line = next(x for x in text.splitlines() if x.strip().startswith("extra wait after idle"))
+    assert "at least 500 ms" in line and line.endswith("inside"), line
+    assert "Full-sized echoes (1500 bytes) after idle, ms: 1215, 1208 (0 lost)" in text, text
+    assert "second half: 655 to 661 (1 lost in all)" in text, text
+    assert "ETSI TR 101 545-4" in text
 
 
 def test_link_checks_report_rtts_a_schedule_or_jitter_moves() -> None:

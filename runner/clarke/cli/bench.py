@@ -103,9 +103,10 @@ class ValidateCommandOptions:
 @options_into(ValidateCommandOptions)
 def validate(o: ValidateCommandOptions) -> None:
     """Measure PROFILE on a testbed of its own (needs root): idle RTT distribution,
-    echo loss and where in a slot it falls, the steps of each slot's RTT floor, and the
-    rate each way; printed beside the published figures the profile declares under
-    `validation:` (docs/validation.md)."""
+    echo loss and where in a slot it falls, the steps of each slot's RTT floor, the
+    rate each way, and with capacity on demand full-sized echoes after idle against a
+    steady flow of them; printed beside the published figures the profile declares
+    under `validation:` (docs/validation.md)."""
     from clarke.run.bench import validate as v
 
     profiles.read(o.profile)  # a bad name or file: exit 2 before anything is built

@@ -7,7 +7,7 @@
     netns.py      `ip` and `sysctl` wrappers (namespaces, veths, addresses, routes)
     procs.py      processes: start in a namespace, wait until ready, stop by PID
     container.py  a role container's own network (compose)
-    echo.py       `python -m clarke.place.echo`: UDP echoes with microsecond RTTs
+    echo.py       `python -m clarke.place.echo`: ICMP echoes with microsecond RTTs
 
 A role's agent runs in its place (started inside the namespace by `clarke testbed up`,
 or as the container's main process), so an implementation's commands run there as

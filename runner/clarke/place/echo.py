@@ -1,4 +1,4 @@
-"""`python -m clarke.place.echo TARGET --count N --interval S`: ICMP echo with
+"""`python -m clarke.place.echo TARGET --count N --interval S [--size B]`: ICMP echo with
 microsecond RTTs, run inside a namespace (`ip netns exec`). iputils ping prints RTTs of
 100 ms and more in whole milliseconds, too coarse to judge 530 ms +- 1 ms. Here both
 times are the kernel's (SO_TIMESTAMPING, software): the send time when the request
@@ -57,13 +57,14 @@ def checksum(data: bytes) -> int:
 
 
 def packet(ident: int, seq: int, size: int = 56) -> bytes:
-    payload = bytes(range(size % 256)) * (size // 256) + bytes(range(size % 256))
-    payload = payload[:size]
+    payload = bytes(i % 256 for i in range(size))
     header = struct.pack("!BBHHH", 8, 0, 0, ident, seq)
     return struct.pack("!BBHHH", 8, 0, checksum(header + payload), ident, seq) + payload
 
 
-def run(target: str, count: int, interval: float, timeout: float) -> dict[str, object]:
+def run(
+    target: str, count: int, interval: float, timeout: float, size: int = 56
+) -> dict[str, object]:
     s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
     s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING, TS_FLAGS)
     s.setblocking(False)
@@ -77,7 +78,7 @@ def run(target: str, count: int, interval: float, timeout: float) -> dict[str, o
     while True:
         now = time.monotonic()
         if seq < count and now >= next_send:
-            data = packet(ident, seq)
+            data = packet(ident, seq, size)
             sent_at[seq] = time.time_ns()
             s.sendto(data, (target, 0))
             seq += 1
@@ -125,8 +126,12 @@ def main() -> int:
     ap.add_argument("--count", type=int, default=20)
     ap.add_argument("--interval", type=float, default=0.2)
     ap.add_argument("--timeout", type=float, default=5.0, help="wait after the last echo")
+    ap.add_argument(
+        "--size", type=int, default=56, choices=range(8, 1473), metavar="8..1472",
+        help="payload bytes of each echo (56: 84-byte packets; 1472: a full 1500-byte one)",
+    )  # fmt: skip
     a = ap.parse_args()
-    json.dump(run(a.target, a.count, a.interval, a.timeout), sys.stdout)
+    json.dump(run(a.target, a.count, a.interval, a.timeout, a.size), sys.stdout)
     print()
     return 0
 

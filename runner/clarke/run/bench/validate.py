@@ -9,6 +9,10 @@ what Clarke measures beside the published figures the profile declares (its
             which shapes the requests): the share of losses sent within 2 s after a slot
             boundary, loss and RTT by phase of the slot, and each slot's floor (its
             minimum RTT) with the step from the slot before.
+    access  on a return link with capacity on demand (`return.dama`): full-sized
+            echoes (1500-byte packets), ACCESS_IDLE_ECHOES each after ACCESS_IDLE_S
+            with nothing sent, then ACCESS_STEADY_ECHOES every ACCESS_STEADY_S: the
+            median RTT of each, and the difference (the request-grant loop's wait).
     rates   per direction with a rate, a UDP flow paced at 1.1 x the highest rate the
             profile has (at most --max-offered-mbps) for `rate_duration` s, read on the
             link's byte counters (frames the loss model dropped count: they used the
@@ -35,6 +39,7 @@ from clarke.errors import CommandFailed
 from clarke.published import FIGURES, Figure, PublishedFigure
 from clarke.run.bench.link import testbed
 from clarke.run.bench.validate_figures import (
+    access_figures,
     analyse_echoes,
     echoes_from,
     rate_segments,
@@ -45,6 +50,12 @@ from clarke.run.linkcheck import check as linkcheck
 from clarke.vocab import SENDER
 
 RATE_FIGURES = {"forward": Figure.forward_rate_mbps, "return": Figure.return_rate_mbps}
+# Capacity on demand: a grant outlives its last request by the profile's RBDC timeout
+# (16 superframes, 424 ms, by default), so 1.5 s of silence finds the terminal without
+# any; a 1500-byte packet every 20 ms (0.6 Mb/s) keeps a rate granted.
+FULL_SIZED_PAYLOAD = 1472
+ACCESS_IDLE_S, ACCESS_IDLE_ECHOES = 1.5, 6
+ACCESS_STEADY_S, ACCESS_STEADY_ECHOES = 0.02, 200
 
 
 def _clock(stats: dict[str, Any], direction: str) -> tuple[float, int] | None:
@@ -54,16 +65,37 @@ def _clock(stats: dict[str, Any], direction: str) -> tuple[float, int] | None:
     return (link_ms / 1000, time.time_ns()) if isinstance(link_ms, int | float) else None
 
 
-def echoes(probe: linkcheck.Probe, duration_s: float, interval_s: float) -> dict[str, Any]:
+def echoes(
+    probe: linkcheck.Probe, duration_s: float, interval_s: float, payload: int = 56
+) -> dict[str, Any]:
     count = max(1, round(duration_s / interval_s))
     argv = [sys.executable, "-m", "clarke.place.echo", probe.addresses.addresses["server"]]
     argv += ["--count", str(count), "--interval", str(interval_s), "--timeout", "5"]
+    argv += ["--size", str(payload)]
     proc = sh.run(probe.at_client(argv), timeout=duration_s + 60)
     try:
         data: dict[str, Any] = json.loads(proc.stdout)
     except json.JSONDecodeError:
         raise CommandFailed(f"echo printed no JSON: {proc.stderr.strip()[-500:]}") from None
     return data
+
+
+def _access(probe: linkcheck.Probe) -> dict[str, Any]:
+    """Full-sized echoes after idle spells, then in a steady flow (ACCESS_*)."""
+    time.sleep(ACCESS_IDLE_S)  # what came before has left the terminal's grant to expire
+    idle = echoes(probe, ACCESS_IDLE_S * ACCESS_IDLE_ECHOES, ACCESS_IDLE_S, FULL_SIZED_PAYLOAD)
+    time.sleep(ACCESS_IDLE_S)
+    steady = echoes(
+        probe, ACCESS_STEADY_S * ACCESS_STEADY_ECHOES, ACCESS_STEADY_S, FULL_SIZED_PAYLOAD
+    )
+    return {
+        "payload_bytes": FULL_SIZED_PAYLOAD,
+        "after_idle_ms": idle["rtts_ms"],
+        "after_idle_lost": len(idle["lost"]),
+        "steady_interval_ms": ACCESS_STEADY_S * 1000,
+        "steady_ms": steady["rtts_ms"],
+        "steady_lost": len(steady["lost"]),
+    }
 
 
 def counting_role(stats: dict[str, Any], direction: str) -> str:
@@ -218,6 +250,14 @@ def measure(
         out["echoes"] = {"sent": fig.sent, "lost": fig.lost, "phases": fig.phases}
         out["echoes"]["slots"] = fig.slots
         out["figures"] = {k.value: v for k, v in fig.figures.items()}
+        if profile.return_.dama is not None:
+            progress(
+                f"access: {ACCESS_IDLE_ECHOES} full-sized echoes after {ACCESS_IDLE_S:g} s idle, "
+                f"then {ACCESS_STEADY_ECHOES} every {ACCESS_STEADY_S * 1000:g} ms"
+            )
+            out["access"] = _access(probe)
+            figures = access_figures(out["access"]["after_idle_ms"], out["access"]["steady_ms"])
+            out["figures"] |= {k.value: v for k, v in figures.items()}
         out["rates"] = {}
         for direction in ("forward", "return") if rates else ():
             progress(f"{direction} rate: {rate_duration_s:g} s of paced UDP")
@@ -322,6 +362,16 @@ def _details(result: dict[str, Any], markdown: bool) -> list[str]:
     if slots:
         floors = ", ".join(f"{s['floor_ms']:.1f}" for s in slots)
         out.append(f"Slot floors (minimum RTT per slot, ms): {floors}")
+    access = result.get("access")
+    if access:
+        idle = ", ".join(f"{ms:.0f}" for ms in access["after_idle_ms"]) or "-"
+        steady = sorted(access["steady_ms"][len(access["steady_ms"]) // 2 :])
+        spread = f"{steady[0]:.0f} to {steady[-1]:.0f}" if steady else "-"
+        out.append(
+            f"Full-sized echoes ({access['payload_bytes'] + 28} bytes) after idle, ms: {idle}"
+            f" ({access['after_idle_lost']} lost); every {access['steady_interval_ms']:g} ms,"
+            f" second half: {spread} ({access['steady_lost']} lost in all)"
+        )
     for direction, r in (result.get("rates") or {}).items():
         parts = [
             f"{m['measured_mbps']:.2f} / {m['scheduled_mbps']:.2f}"

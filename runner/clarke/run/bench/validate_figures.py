@@ -142,6 +142,26 @@ def _slots(out: EchoFigures, placed: list[tuple[float, Echo]], slot_s: float) ->
         out.figures[Figure.step_max_ms] = max(steps)
 
 
+def access_figures(
+    after_idle_ms: Sequence[float], steady_ms: Sequence[float]
+) -> dict[Figure, float]:
+    """How the return link's access treats a full-sized packet: the median RTT of echoes
+    each sent after an idle spell, of echoes in a steady flow (the second half of them:
+    the flow's own first packets wait as after idle), and the difference, the extra wait
+    a terminal with capacity on demand spends in the request-grant loop."""
+    out: dict[Figure, float] = {}
+    settled = list(steady_ms[len(steady_ms) // 2 :])
+    if after_idle_ms:
+        out[Figure.echo_after_idle_ms] = statistics.median(after_idle_ms)
+    if settled:
+        out[Figure.echo_under_load_ms] = statistics.median(settled)
+    if after_idle_ms and settled:
+        out[Figure.request_grant_delay_ms] = (
+            out[Figure.echo_after_idle_ms] - out[Figure.echo_under_load_ms]
+        )
+    return out
+
+
 def rate_segments(
     profile: LinkProfile, direction: str, start_s: float, end_s: float
 ) -> list[tuple[float, float, float]]:
