@@ -226,8 +226,8 @@ class Chain:
 ROLES = ("client", "terminal", "satellite", "gateway", "server")
 
 
-def ping(chain: Chain, count: int, interval: float = 0.2) -> list[float]:
-    """RTTs in ms from client to server."""
+def ping(chain: Chain, count: int, interval: float = 0.2, size: int = 56) -> list[float]:
+    """RTTs in ms from client to server, of echoes with `size` bytes of payload."""
     out = chain.sh(
         "client",
         "ping",
@@ -236,6 +236,8 @@ def ping(chain: Chain, count: int, interval: float = 0.2) -> list[float]:
         str(count),
         "-i",
         str(interval),
+        "-s",
+        str(size),
         "-W",
         "5",
         chain.addr(26),

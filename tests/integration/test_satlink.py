@@ -216,6 +216,40 @@ def test_fq_codel_drops_the_bulk_flow_and_spares_a_sparse_one(geo: ch.Chain) -> 
 
 
 @pytest.mark.timing
+def test_capacity_on_demand_holds_a_packet_after_idle_until_its_grant(geo: ch.Chain) -> None:
+    """geo-consumer's return link as satlink gets it (DAMA): a full-sized echo after
+    1.5 s of silence finds no capacity granted (its constant assignment carries 53 bytes
+    a superframe) and waits for the request-grant loop, the allocation latency; the same
+    echoes every 20 ms, a steady flow, cross in the capacity their requests keep
+    granted."""
+    from clarke import profiles
+
+    profile = profiles.read("geo-consumer")
+    dama = profile.return_.dama
+    assert dama is not None
+    cfg = profile.to_satlink_config()
+    for role in ("terminal", "satellite", "gateway"):
+        assert geo.ask(role, {"cmd": "set", "config": cfg})["ok"]
+    time.sleep(1.5)  # the pings before have left no grant behind
+    geo.ask("terminal", {"cmd": "reset_stats"})
+    after_idle = ch.ping(geo, 3, interval=1.5, size=1472)
+    steady = ch.ping(geo, 100, interval=0.02, size=1472)
+    stats = geo.ask("terminal", {"cmd": "stats"})["return"]
+    settled = steady[len(steady) // 2 :]  # the flow's own first echoes wait as after idle
+    print(
+        f"after 1.5 s idle: {after_idle} ms; steady, second half: median "
+        f"{statistics.median(settled) if settled else None} ms; dama {stats.get('dama')}"
+    )
+    base = profile.idle_rtt_ms
+    assert len(after_idle) == 3 and len(settled) >= 45, (after_idle, steady)
+    # Never earlier than the grant (timers may wake late, never early) ...
+    assert min(after_idle) >= base + dama.allocation_latency_ms - dama.superframe_ms, after_idle
+    # ... and a steady flow nowhere near that wait.
+    assert statistics.median(settled) < base + dama.allocation_latency_ms / 2, settled
+    assert stats["dama"]["requests"] > 0, stats
+
+
+@pytest.mark.timing
 def test_schedule_steps_and_outage_on_time(geo: ch.Chain) -> None:
     """A schedule applied by `set`: RTT 50 ms, an outage from 1.5 s to 2.5 s (link
     time), then RTT 150 ms; only the pings the outage asked for are lost."""

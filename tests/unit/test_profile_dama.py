@@ -65,3 +65,13 @@ def test_the_link_check_reports_the_rtt_without_judging_it(tmp_path: Any) -> Non
     checks = rtt_checks(p, PingResult(sent=3, rtts_ms=[1100.0, 640.0, 620.0]))
     p50 = checks[0]
     assert p50.verdict is CheckVerdict.info and "capacity on demand" in p50.reason, p50
+
+
+def test_the_shipped_commercial_geo_profile_has_capacity_on_demand() -> None:
+    p = profiles.read("geo-consumer")
+    assert p.idle_rtt_ms == 640 and (p.forward.rate_mbps, p.return_.rate_mbps) == (20, 2.75)
+    assert p.forward.dama is None and p.return_.dama is not None
+    dama = p.to_satlink_config()["return"]["dama"]
+    # The loop in whole superframes (satlink rounds it up): 21 of 26.5 ms.
+    assert dama["allocation_latency_ms"] / dama["superframe_ms"] == 21
+    assert {f.figure.value for f in p.validation} >= {"rtt_median_ms", "request_grant_delay_ms"}
