@@ -121,6 +121,19 @@ def test_steady_rate_from_link_counters() -> None:
     assert linkcheck.steady_rate([(k * 0.25, 0) for k in range(40)], omit=4, duration=10) is None
 
 
+def test_steady_rate_of_a_flow_the_link_carries_late_stops_where_the_link_went_idle() -> None:
+    # Capacity on demand: 1 s of control exchange, then a 5 s flow the link carries only
+    # from its grant 0.6 s in, at 2.75 Mb/s until its queue has drained (0.64 s after the
+    # flow ended), then nothing. The 64 KB mark comes 0.79 s into the flow, so the window
+    # (1 s after it, 4 s long) would reach 0.15 s past the drained queue.
+    rate, begin, end = 2.75e6, 1.6, 6.64
+    samples = [
+        (t, 300 + int(max(0.0, min(t, end) - begin) * rate / 8))
+        for t in (k * 0.25 for k in range(36))
+    ]
+    assert linkcheck.steady_rate(samples, omit=1, duration=5) == pytest.approx(rate, rel=1e-3)
+
+
 def test_echo_packet_checksum() -> None:
     from clarke.place import echo
 

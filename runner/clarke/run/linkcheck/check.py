@@ -303,14 +303,19 @@ def iperf(
 
 def steady_rate(samples: list[tuple[float, int]], omit: float, duration: float) -> float | None:
     """Bits/s between `omit` s after the counter first moved by more than 64 KB (data,
-    not iperf3's control exchange) and duration - 1 s later."""
+    not iperf3's control exchange) and duration - 1 s later, or the last reading after
+    which the counter still moved, whichever is first: a link that starts carrying the
+    flow late (capacity on demand grants it a round trip after it began) reaches those
+    64 KB late, and the window must not run on past the flow's end into an idle link."""
     if len(samples) < 3:
         return None
     t_first, b_first = samples[0]
     start = next((t for t, b in samples if b - b_first > 65536), None)
     if start is None:
         return None
-    t0, t1 = start + omit, start + omit + duration - 1
+    last = samples[-1][1]
+    still_moving = max((t for t, b in samples if b < last), default=start)
+    t0, t1 = start + omit, min(start + omit + duration - 1, still_moving)
     window = [(t, b) for t, b in samples if t0 <= t <= t1]
     if len(window) < 2 or window[-1][0] - window[0][0] < 1:
         return None
