@@ -135,7 +135,9 @@ class LocalRun:
         if not self.state:
             self.state = {
                 "workflow": workflow_file(opts),
-                "run_id": int(time.time()),
+                # Microseconds, not seconds: the job containers are named after it, and
+                # two runs that start in the same second (the suite's workers) clashed.
+                "run_id": time.time_ns() // 1000,
                 "sha": self.sha,
                 "ref_name": self.ref_name,
                 "event": self._event(),
