@@ -45,6 +45,7 @@ from clarke.run.bench.validate_figures import (
     rate_segments,
     schedule_median_mbps,
     segment_rates,
+    settled_part,
 )
 from clarke.run.linkcheck import check as linkcheck
 from clarke.vocab import SENDER
@@ -365,7 +366,7 @@ def _details(result: dict[str, Any], markdown: bool) -> list[str]:
     access = result.get("access")
     if access:
         idle = ", ".join(f"{ms:.0f}" for ms in access["after_idle_ms"]) or "-"
-        steady = sorted(access["steady_ms"][len(access["steady_ms"]) // 2 :])
+        steady = sorted(settled_part(access["steady_ms"]))
         spread = f"{steady[0]:.0f} to {steady[-1]:.0f}" if steady else "-"
         out.append(
             f"Full-sized echoes ({access['payload_bytes'] + 28} bytes) after idle, ms: {idle}"

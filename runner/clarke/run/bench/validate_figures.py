@@ -142,6 +142,11 @@ def _slots(out: EchoFigures, placed: list[tuple[float, Echo]], slot_s: float) ->
         out.figures[Figure.step_max_ms] = max(steps)
 
 
+def settled_part(steady_ms: Sequence[float]) -> list[float]:
+    """The second half of a steady flow's echoes: its first ones wait as after idle."""
+    return list(steady_ms[len(steady_ms) // 2 :])
+
+
 def access_figures(
     after_idle_ms: Sequence[float], steady_ms: Sequence[float]
 ) -> dict[Figure, float]:
@@ -150,7 +155,7 @@ def access_figures(
     the flow's own first packets wait as after idle), and the difference, the extra wait
     a terminal with capacity on demand spends in the request-grant loop."""
     out: dict[Figure, float] = {}
-    settled = list(steady_ms[len(steady_ms) // 2 :])
+    settled = settled_part(steady_ms)
     if after_idle_ms:
         out[Figure.echo_after_idle_ms] = statistics.median(after_idle_ms)
     if settled:
