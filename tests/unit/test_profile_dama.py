@@ -1,6 +1,7 @@
 """Capacity on demand in a link profile (issue 52): the return link's `dama`, checked as
-satlink checks it, given to satlink as its configuration, refused on the forward link and
-by OpenSAND (not mapped yet), and its RTT reported rather than judged by the link check.
+satlink checks it, given to satlink as its configuration, refused on the forward link,
+mapped onto OpenSAND (test_opensand_dama.py), and its RTT reported rather than judged by
+the link check.
 The model itself: satlink-model's src/dama_tests.rs."""
 
 from __future__ import annotations
@@ -54,10 +55,9 @@ def test_capacity_on_demand_that_cannot_be_is_refused_naming_the_field(
     assert said in str(e.value), str(e.value)
 
 
-def test_opensand_refuses_it_until_it_is_mapped(tmp_path: Any) -> None:
-    with pytest.raises(InputError) as e:
-        registry.get("link", "opensand").check_profile(_profile(tmp_path, dama=DAMA))
-    assert "return.dama: not mapped yet" in str(e.value)
+def test_opensand_takes_it(tmp_path: Any) -> None:
+    # The mapping itself: tests/unit/test_opensand_dama.py.
+    registry.get("link", "opensand").check_profile(_profile(tmp_path, dama=DAMA))
 
 
 def test_the_link_check_reports_the_rtt_without_judging_it(tmp_path: Any) -> None:

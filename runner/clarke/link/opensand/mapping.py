@@ -22,7 +22,8 @@ How a profile maps (measurements: OpenSAND 8.2 in namespaces on a 2-core machine
     rate        bandwidth = rate_mbps x 950 kHz (9500 kHz carried 9.9 Mb/s of UDP).
     return      return_band/item: 48000 kHz DAMA carrier, wave_form 22, bursts of
     rate        1616 symbols; the terminal's constant rate assignment access/dama/cra
-                (kb/s) = return rate_mbps x 1000 is what limits the return rate.
+                (kb/s) = return rate_mbps x 1000 is what limits the return rate. With
+                `return.dama`, capacity on demand instead: return_access.py.
     queue       network/gw_fifos (forward) and st_fifos (return): the BE FIFO's capacity
                 in packets of 1500 bytes.
     loss        none only: OpenSAND has no bit or packet error model (below).
@@ -36,7 +37,8 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from clarke.errors import InputError, ValidationFailed
-from clarke.link.opensand import delay_file
+from clarke.link.opensand import delay_file, return_access
+from clarke.link.opensand.return_access import ReturnAccess
 from clarke.profiles import BitErrors, Direction, LinkProfile, PacketLoss
 from clarke.vocab import QueueDiscipline
 
@@ -55,10 +57,6 @@ FORWARD_MIN_KHZ: Final = 1094
 # the profile, which `verify` will show; the mapping table says so.
 FORWARD_MEASURED_MAX_MBPS: Final = 97.0
 RETURN_MEASURED_MAX_MBPS: Final = 15.0
-RETURN_BANDWIDTH_KHZ: Final = 48000
-RETURN_WAVE_FORM: Final = 22  # 16QAM 5/6, defined for 1616-symbol bursts
-RETURN_BURST_LENGTH: Final = "1616 sym"  # 536-symbol bursts overload the GW
-RETURN_ROLL_OFF: Final = 0.2
 DECAP_BUFFER_LEN: Final = 12000  # 8 (OpenSAND's example) fails every forward packet
 PACKET_BYTES: Final = 1500
 FIFO_MAX_PACKETS: Final = 65535  # capacity is an unsigned short
@@ -113,30 +111,8 @@ DVB_S2: Final = (
     (26, "32APSK", "5/6", 4.120, 14.28),
     (27, "32APSK", "8/9", 4.398, 15.69),
 )
-# DVB-RCS2 waveforms with 1616-symbol bursts (ETSI EN 301 545-2 reference waveforms
-# 13..22); OpenSAND keeps only those whose burst length matches the scheduler's.
-DVB_RCS2: Final = (
-    (13, "QPSK", "1/3", 0.61, -0.51),
-    (14, "QPSK", "1/2", 0.93, 1.71),
-    (15, "QPSK", "2/3", 1.30, 3.69),
-    (16, "QPSK", "3/4", 1.47, 4.73),
-    (17, "QPSK", "5/6", 1.64, 5.94),
-    (18, "8PSK", "2/3", 1.75, 7.49),
-    (19, "8PSK", "3/4", 1.98, 8.77),
-    (20, "8PSK", "5/6", 2.19, 10.23),
-    (21, "16QAM", "3/4", 2.66, 10.72),
-    (22, "16QAM", "5/6", 2.96, 12.04),
-)
-
-
-def _efficiency(table: tuple[tuple[int, str, str, float, float], ...], wave_form: int) -> float:
-    return next(row[3] for row in table if row[0] == wave_form)
-
-
-# Return carrier capacity: symbol rate (bandwidth / (1 + roll-off)) x bit/symbol.
-RETURN_CAPACITY_KBPS: Final = int(
-    RETURN_BANDWIDTH_KHZ / (1 + RETURN_ROLL_OFF) * _efficiency(DVB_RCS2, RETURN_WAVE_FORM)
-)
+# The return carrier's capacity with constant access (no `return.dama`).
+RETURN_CAPACITY_KBPS: Final = return_access.CONSTANT_CAPACITY_KBPS
 
 
 # --- the entities ------------------------------------------------------------------------
@@ -191,11 +167,15 @@ class Mapping:
     forward_bandwidth_khz: int
     forward_fifo_packets: int
     return_fifo_packets: int
-    cra_kbps: int
+    return_access: ReturnAccess
     rows: list[Row] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     gateway_delay_file: str | None = None  # a schedule's FileDelay entries (delay_file.py)
     delay_refresh_ms: int = 0  # their tick
+
+    @property
+    def cra_kbps(self) -> int:
+        return self.return_access.cra_kbps
 
 
 def delay_value_for(idle_rtt_ms: float) -> int:
@@ -262,11 +242,12 @@ def derive(profile: LinkProfile, source: str = "link profile") -> Mapping:
             "return.rate_mbps: 0 (unlimited) cannot be mapped: the terminal's return rate "
             "is its DAMA constant rate assignment (access/dama/cra), always finite"
         )
-    elif ret.rate_mbps * 1000 > RETURN_CAPACITY_KBPS:
+    elif ret.dama is None and ret.rate_mbps * 1000 > RETURN_CAPACITY_KBPS:
         problems.append(
             f"return.rate_mbps: {ret.rate_mbps:g} exceeds the return carrier's capacity "
-            f"({RETURN_CAPACITY_KBPS / 1000:.1f} Mb/s: {RETURN_BANDWIDTH_KHZ} kHz, "
-            f"wave_form {RETURN_WAVE_FORM})"
+            f"({RETURN_CAPACITY_KBPS / 1000:.1f} Mb/s: "
+            f"{return_access.CONSTANT_BANDWIDTH_KHZ} kHz, "
+            f"wave_form {return_access.CONSTANT_WAVE_FORM})"
         )
     elif ret.rate_mbps * 1000 < 1:
         problems.append(f"return.rate_mbps: {ret.rate_mbps:g} is below 1 kb/s (CRA's unit)")
@@ -293,10 +274,7 @@ def derive(profile: LinkProfile, source: str = "link profile") -> Mapping:
                 "profile with jitter"
             )
         if d.dama is not None:
-            problems.append(
-                f"{name}.dama: not mapped yet onto OpenSAND's DAMA (its terminal profile's "
-                "access/dama); use the satlink link for capacity on demand"
-            )
+            problems += return_access.problems(d.dama)
         if d.queue.discipline is not QueueDiscipline.drop_tail:
             problems.append(
                 f"{name}.queue.discipline: {d.queue.discipline} cannot be mapped: OpenSAND "
@@ -312,7 +290,11 @@ def derive(profile: LinkProfile, source: str = "link profile") -> Mapping:
 
     delay = delay_value_for(rtt)
     bw = forward_bandwidth_khz(fwd.rate_mbps)
-    cra = round(ret.rate_mbps * 1000)
+    access = (
+        return_access.constant(ret.rate_mbps)
+        if ret.dama is None
+        else return_access.on_demand(ret.rate_mbps, ret.dama)
+    )
     f_fifo, r_fifo = fifo_packets(fwd), fifo_packets(ret)
     rows = [
         Row(
@@ -338,21 +320,7 @@ def derive(profile: LinkProfile, source: str = "link profile") -> Mapping:
             f"ACM, {FORWARD_WAVE_FORM}",
             "QPSK 3/4; fixed wave_forms above 27 fail at clear sky",
         ),
-        Row(
-            "return.rate_mbps",
-            f"{ret.rate_mbps:g}",
-            "st profile.xml: access/dama/cra",
-            f"{cra} (kb/s)",
-            f"CRA caps the return rate; within the carrier's {RETURN_CAPACITY_KBPS} kb/s",
-        ),
-        Row(
-            "(return carrier)",
-            "",
-            "topology.xml: return_band/item bandwidth, type, wave_form; "
-            "advanced_settings/schedulers/burst_length",
-            f"{RETURN_BANDWIDTH_KHZ} (kHz), DAMA, {RETURN_WAVE_FORM}, {RETURN_BURST_LENGTH}",
-            "536-symbol bursts overload the GW",
-        ),
+        *_return_rows(ret, access),
         Row(
             "forward.queue",
             _queue_text(fwd),
@@ -395,6 +363,7 @@ def derive(profile: LinkProfile, source: str = "link profile") -> Mapping:
         "9.8 Mbit tbf on the GW's TAP reduces the drops at 10 Mb/s. Record this with "
         "results made with the opensand link."
     ]
+    notes += return_access.notes(ret, access)
     if fwd.one_way_delay_ms != ret.one_way_delay_ms:
         notes.append(
             f"One-way delays differ ({fwd.one_way_delay_ms:g} forward, "
@@ -431,12 +400,69 @@ def derive(profile: LinkProfile, source: str = "link profile") -> Mapping:
         bw,
         f_fifo,
         r_fifo,
-        cra,
+        access,
         rows,
         notes,
         schedule_file,
         delay_file.refresh_ms(profile) if schedule_file else 0,
     )
+
+
+def _return_rows(ret: Direction, a: ReturnAccess) -> list[Row]:
+    carrier = Row(
+        "(return carrier)" if ret.dama is None else "return.rate_mbps (the carrier)",
+        "" if ret.dama is None else f"{ret.rate_mbps:g}",
+        "topology.xml: return_band/item bandwidth, type, wave_form; "
+        "advanced_settings/schedulers/burst_length",
+        f"{a.bandwidth_khz} (kHz), DAMA, {a.wave_form}, {a.burst}",
+        "536-symbol bursts overload the GW"
+        if ret.dama is None
+        else f"{a.carrier_bursts} bursts of 536 symbols (QPSK 1/3, "
+        f"{return_access.DAMA_BURST_KBPS:.2f} kb/s each) per frame: no grant exceeds the rate",
+    )
+    dama = ret.dama
+    if dama is None:
+        return [
+            Row(
+                "return.rate_mbps",
+                f"{ret.rate_mbps:g}",
+                "st profile.xml: access/dama/cra",
+                f"{a.cra_kbps} (kb/s)",
+                f"CRA caps the return rate; within the carrier's {RETURN_CAPACITY_KBPS} kb/s",
+            ),
+            carrier,
+        ]
+    return [
+        carrier,
+        Row(
+            "return.dama.cra_kbps",
+            f"{dama.cra_kbps:g}",
+            "st profile.xml: access/dama/cra",
+            f"{a.cra_kbps} (kb/s)",
+            "whole bursts, at least one",
+        ),
+        Row(
+            "return.dama.rbdc_max_kbps, vbdc_max_kbit",
+            f"{dama.rbdc_max_kbps:g}, {dama.vbdc_max_kbit:g}",
+            "st profile.xml: access/dama/rbdc_max, vbdc_max; network/st_fifos access_type",
+            f"{a.rbdc_max_kbps or 'off'}, {a.vbdc_max_kbit or 'off'}; {a.fifo_access_type}",
+            "RBDC at most the rate less the CRA; VBDC only without RBDC (one FIFO type)",
+        ),
+        Row(
+            "return.dama.request_period_sf",
+            f"{dama.request_period_sf}",
+            "topology.xml: advanced_settings/timers/synchro",
+            f"{a.synchro_ms} (ms)",
+            "the terminal requests once per sync period",
+        ),
+        Row(
+            "return.dama.allocation_latency_ms",
+            f"{dama.allocation_latency_ms:g}",
+            "st profile.xml: access/dama/duration",
+            f"{a.msl_frames} (frames)",
+            "the MSL, rounded up; OpenSAND's loop itself is its round trip",
+        ),
+    ]
 
 
 def _queue_text(d: Direction) -> str:

@@ -19,17 +19,12 @@ from clarke.errors import ClarkeError
 from clarke.link.opensand.mapping import (
     CLEAR_SKY_CN_DB,
     DECAP_BUFFER_LEN,
-    DVB_RCS2,
     DVB_S2,
     FILES,
     FORWARD_ROLL_OFF,
     FORWARD_WAVE_FORM,
     MAC_GW,
     MAC_ST,
-    RETURN_BANDWIDTH_KHZ,
-    RETURN_BURST_LENGTH,
-    RETURN_ROLL_OFF,
-    RETURN_WAVE_FORM,
     ROLES,
     TAP_IFACE,
     Entities,
@@ -37,6 +32,7 @@ from clarke.link.opensand.mapping import (
     derive,
     mapping_table,
 )
+from clarke.link.opensand.return_access import RETURN_FRAME_MS, RETURN_ROLL_OFF, ReturnAccess
 from clarke.profiles import LinkProfile
 
 DELAY_FILE: Final = "delay.txt"  # a schedule's FileDelay entries, beside gw/profile.xml
@@ -221,9 +217,9 @@ def _topology(m: Mapping, e: Entities) -> ET.ElementTree[ET.Element]:
             _items(
                 [
                     [
-                        ("bandwidth", RETURN_BANDWIDTH_KHZ),
+                        ("bandwidth", m.return_access.bandwidth_khz),
                         ("type", "DAMA"),
-                        ("wave_form", str(RETURN_WAVE_FORM)),
+                        ("wave_form", str(m.return_access.wave_form)),
                         ("group", "Standard"),
                     ]
                 ]
@@ -244,7 +240,10 @@ def _topology(m: Mapping, e: Entities) -> ET.ElementTree[ET.Element]:
                 "wave_forms",
                 [
                     ("dvb_s2", _wave_forms(DVB_S2, None)),
-                    ("dvb_rcs2", _wave_forms(DVB_RCS2, RETURN_BURST_LENGTH)),
+                    (
+                        "dvb_rcs2",
+                        _wave_forms(m.return_access.wave_forms, m.return_access.burst),
+                    ),
                 ],
             ),
             (
@@ -255,20 +254,27 @@ def _topology(m: Mapping, e: Entities) -> ET.ElementTree[ET.Element]:
                         [
                             ("forward_duration", 10.0),
                             ("forward_margin", 0.0),
-                            ("return_duration", 26.5),
+                            ("return_duration", RETURN_FRAME_MS),
                             ("return_margin", 0.0),
                         ],
                     ),
                     (
                         "schedulers",
                         [
-                            ("burst_length", RETURN_BURST_LENGTH),
+                            ("burst_length", m.return_access.burst),
                             ("crdsa_frame", 3),
                             ("crdsa_delay", 250),
                             ("pep_allocation", 1000),
                         ],
                     ),
-                    ("timers", [("statistics", 53), ("synchro", 1000), ("acm_refresh", 1000)]),
+                    (
+                        "timers",
+                        [
+                            ("statistics", 53),
+                            ("synchro", m.return_access.synchro_ms),
+                            ("acm_refresh", 1000),
+                        ],
+                    ),
                     ("delay", [("fifo_size", 10000), ("delay_timer", 1)]),
                 ],
             ),
@@ -340,6 +346,18 @@ def _physical_layer(role: str, m: Mapping, config_dir: Path) -> Node:
     )
 
 
+def _dama(a: ReturnAccess) -> list[Node]:
+    """access/dama: with constant access the CRA alone (as measured); with capacity on
+    demand RBDC and VBDC said on or off."""
+    dama: list[Node] = [("cra", a.cra_kbps)]
+    if a.on_demand:
+        dama += [("rbdc_enabled", bool(a.rbdc_max_kbps))]
+        dama += [("rbdc_max", a.rbdc_max_kbps)] if a.rbdc_max_kbps else []
+        dama += [("vbdc_enabled", bool(a.vbdc_max_kbit))]
+        dama += [("vbdc_max", a.vbdc_max_kbit)] if a.vbdc_max_kbit else []
+    return [*dama, ("algorithm", "Legacy"), ("duration", a.msl_frames)]
+
+
 def _profile(role: str, m: Mapping, config_dir: Path) -> ET.ElementTree[ET.Element]:
     network: list[Node] = [
         (
@@ -367,13 +385,14 @@ def _profile(role: str, m: Mapping, config_dir: Path) -> ET.ElementTree[ET.Eleme
         ]
         access = [("random_access", [("saloha_algo", "CRDSA")]), ("simulations", None)]
     else:
-        network.append(("st_fifos", _fifos(m.return_fifo_packets, "DAMA_RBDC")))
+        access_type = m.return_access.fifo_access_type
+        network.append(("st_fifos", _fifos(m.return_fifo_packets, access_type)))
         access = [
             (
                 "settings",
                 [("category", "Standard"), ("dama_enabled", True), ("scpc_enabled", False)],
             ),
-            ("dama", [("cra", m.cra_kbps), ("algorithm", "Legacy"), ("duration", 23)]),
+            ("dama", _dama(m.return_access)),
             ("random_access", None),
             ("scpc", [("carrier_duration", 5)]),
         ]

@@ -1,0 +1,191 @@
+"""OpenSAND 8.2's return link for a profile: the DVB-RCS2 carrier and the terminal's DAMA
+(docs/opensand.md, "The return link").
+
+A profile without `return.dama` keeps the settings the RTT formula and the return rates
+were measured with: a 48000 kHz carrier of 1616-symbol bursts (wave_form 22, 16QAM 5/6)
+and a constant rate assignment (CRA) equal to the return rate, so the terminal never asks.
+
+A profile with `return.dama` (capacity on demand) gets OpenSAND's Legacy DAMA from the
+same fields satlink reads, with what OpenSAND cannot do said in the mapping's notes:
+
+    superframe_ms        advanced_settings/links/return_duration; only 26.5 ms, the frame
+                         the RTT formula was measured with
+    request_period_sf    advanced_settings/timers/synchro (ms): the terminal sends a
+                         request once per sync period (BlockDvbTal's OBR slot)
+    cra_kbps             access/dama/cra. OpenSAND grants whole bursts, so the carrier
+                         uses the smallest burst there is (536 symbols, wave_form 3, QPSK
+                         1/3: 13.48 kb/s per 26.5 ms frame) and the CRA becomes the
+                         nearest whole number of them (at least one)
+    rbdc_max_kbps        access/dama/rbdc_enabled, rbdc_max: at most the rate less the CRA
+    vbdc_max_kbit        access/dama/vbdc_enabled, vbdc_max (kbit per sync period), used
+                         only without RBDC: a FIFO has one access type, and an RBDC
+                         request in OpenSAND's Legacy agent also drains the backlog over
+                         the MSL (DamaAgentRcs2Legacy::computeRbdcRequest)
+    allocation_latency   access/dama/duration, the MSL in frames, rounded up. OpenSAND's
+                         own request-grant loop is its round trip (request to the gateway,
+                         burst time plan back); the MSL only sets how fast a request
+                         drains the backlog
+    rbdc_timeout_sf      not settable: OpenSAND uses the sync period + 1 superframes
+    rate_mbps            the carrier: as many 536-symbol bursts per frame as the rate
+                         needs, so that no grant exceeds it
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Final
+
+from clarke.profiles import Dama, Direction
+
+RETURN_FRAME_MS: Final = 26.5  # return_duration: the RTT formula was measured with it
+RETURN_ROLL_OFF: Final = 0.2
+CONSTANT_SYNCHRO_MS: Final = 1000  # with CRA = rate the terminal never needs to ask
+CONSTANT_MSL_FRAMES: Final = 23
+
+# DVB-RCS2 reference waveforms (ETSI EN 301 545-2, annex A): id, modulation, coding,
+# spectral efficiency (bit/symbol, burst overheads included), required Es/N0 (dB).
+# OpenSAND keeps only those whose burst length is the scheduler's.
+DVB_RCS2_1616: Final = (
+    (13, "QPSK", "1/3", 0.61, -0.51),
+    (14, "QPSK", "1/2", 0.93, 1.71),
+    (15, "QPSK", "2/3", 1.30, 3.69),
+    (16, "QPSK", "3/4", 1.47, 4.73),
+    (17, "QPSK", "5/6", 1.64, 5.94),
+    (18, "8PSK", "2/3", 1.75, 7.49),
+    (19, "8PSK", "3/4", 1.98, 8.77),
+    (20, "8PSK", "5/6", 2.19, 10.23),
+    (21, "16QAM", "3/4", 2.66, 10.72),
+    (22, "16QAM", "5/6", 2.96, 12.04),
+)
+DVB_RCS2_536: Final = (
+    (3, "QPSK", "1/3", 0.56, 0.22),
+    (4, "QPSK", "1/2", 0.87, 2.34),
+    (5, "QPSK", "2/3", 1.26, 4.29),
+    (6, "QPSK", "3/4", 1.42, 5.36),
+    (7, "QPSK", "5/6", 1.60, 6.68),
+    (8, "8PSK", "2/3", 1.70, 8.08),
+    (9, "8PSK", "3/4", 1.93, 9.31),
+    (10, "8PSK", "5/6", 2.13, 10.82),
+    (11, "16QAM", "3/4", 2.59, 11.17),
+    (12, "16QAM", "5/6", 2.87, 12.56),
+)
+
+# Constant access (measured): 1616-symbol bursts; 536-symbol ones overload the gateway on
+# a carrier this wide.
+CONSTANT_BANDWIDTH_KHZ: Final = 48000
+CONSTANT_WAVE_FORM: Final = 22  # 16QAM 5/6, defined for 1616-symbol bursts
+CONSTANT_BURST: Final = "1616 sym"
+CONSTANT_CAPACITY_KBPS: Final = int(CONSTANT_BANDWIDTH_KHZ / (1 + RETURN_ROLL_OFF) * 2.96)
+
+# Capacity on demand: the smallest burst OpenSAND offers, so that a small CRA stays small.
+# OpenSAND's unit converter: one burst per frame is 536 symbols x 2 bit (QPSK) per 26.5
+# ms, of which the code rate 1/3 is payload.
+DAMA_WAVE_FORM: Final = 3
+DAMA_BURST: Final = "536 sym"
+DAMA_BURST_SYMBOLS: Final = 536
+DAMA_BURST_KBPS: Final = DAMA_BURST_SYMBOLS * 2 / RETURN_FRAME_MS / 3  # 13.48
+
+
+@dataclass(frozen=True)
+class ReturnAccess:
+    """The return carrier and the terminal's access settings, as OpenSAND takes them."""
+
+    bandwidth_khz: int
+    wave_form: int
+    burst: str
+    cra_kbps: int
+    rbdc_max_kbps: int = 0  # 0: RBDC off
+    vbdc_max_kbit: int = 0  # 0: VBDC off
+    msl_frames: int = CONSTANT_MSL_FRAMES
+    synchro_ms: int = CONSTANT_SYNCHRO_MS
+    # The one access type of the terminal's FIFOs; with constant access it is never
+    # used (the CRA carries everything), and it is what the measurements had.
+    fifo_access_type: str = "DAMA_RBDC"
+    carrier_bursts: int = 0  # bursts per frame the carrier holds, with capacity on demand
+
+    @property
+    def on_demand(self) -> bool:
+        return self.carrier_bursts > 0
+
+    @property
+    def wave_forms(self) -> tuple[tuple[int, str, str, float, float], ...]:
+        return DVB_RCS2_536 if self.burst == DAMA_BURST else DVB_RCS2_1616
+
+
+def constant(rate_mbps: float) -> ReturnAccess:
+    """Today's measured access: a wide carrier and a CRA of the whole return rate."""
+    return ReturnAccess(
+        CONSTANT_BANDWIDTH_KHZ, CONSTANT_WAVE_FORM, CONSTANT_BURST, round(rate_mbps * 1000)
+    )
+
+
+def problems(dama: Dama) -> list[str]:
+    """What in `return.dama` OpenSAND cannot take, each naming its field."""
+    out = []
+    if dama.superframe_ms != RETURN_FRAME_MS:
+        out.append(
+            f"return.dama.superframe_ms: {dama.superframe_ms:g} cannot be mapped: Clarke's "
+            f"OpenSAND return frame is {RETURN_FRAME_MS:g} ms, the frame its RTT formula was "
+            "measured with"
+        )
+    return out
+
+
+def bursts_for(kbps: float) -> int:
+    """The nearest whole number of 536-symbol bursts per frame, at least one."""
+    return max(1, round(kbps / DAMA_BURST_KBPS))
+
+
+def on_demand(rate_mbps: float, dama: Dama) -> ReturnAccess:
+    """OpenSAND's DAMA for a profile's `return.dama` (problems() must be empty)."""
+    carrier_bursts = bursts_for(rate_mbps * 1000)
+    # Symbols per frame for that many bursts, as a bandwidth (the roll-off on top); the
+    # gateway divides it back into whole bursts.
+    symbol_rate_kbd = carrier_bursts * DAMA_BURST_SYMBOLS / RETURN_FRAME_MS
+    bandwidth = math.ceil(symbol_rate_kbd * (1 + RETURN_ROLL_OFF))
+    # A value OpenSAND rounds up to exactly n bursts: n x 13.48, rounded down.
+    cra = math.floor(bursts_for(dama.cra_kbps) * DAMA_BURST_KBPS) if dama.cra_kbps else 0
+    rbdc = min(round(dama.rbdc_max_kbps), max(0, round(rate_mbps * 1000) - cra))
+    vbdc = 0 if rbdc else round(dama.vbdc_max_kbit)
+    return ReturnAccess(
+        bandwidth_khz=bandwidth,
+        wave_form=DAMA_WAVE_FORM,
+        burst=DAMA_BURST,
+        cra_kbps=cra,
+        rbdc_max_kbps=rbdc,
+        vbdc_max_kbit=vbdc,
+        msl_frames=math.ceil(dama.allocation_latency_ms / RETURN_FRAME_MS - 1e-9),
+        synchro_ms=math.ceil(dama.request_period_sf * RETURN_FRAME_MS),
+        fifo_access_type="DAMA_RBDC" if rbdc else "DAMA_VBDC" if vbdc else "DAMA_CRA",
+        carrier_bursts=carrier_bursts,
+    )
+
+
+def notes(ret: Direction, access: ReturnAccess) -> list[str]:
+    """What the profile's `return.dama` becomes in OpenSAND where it is not the same."""
+    dama = ret.dama
+    if dama is None:
+        return []
+    out = [
+        f"Capacity on demand: OpenSAND's request-grant loop is its own round trip (the "
+        f"request to the gateway and the burst time plan back), not the profile's "
+        f"allocation_latency_ms {dama.allocation_latency_ms:g}, which sets only the MSL "
+        f"({access.msl_frames} frames) over which a request drains the backlog.",
+        f"RBDC timeout: OpenSAND holds a rate grant for the sync period + 1 superframes "
+        f"({round(access.synchro_ms / RETURN_FRAME_MS) + 1}), not the profile's "
+        f"rbdc_timeout_sf {dama.rbdc_timeout_sf}.",
+    ]
+    if dama.cra_kbps and access.cra_kbps != round(dama.cra_kbps):
+        out.append(
+            f"CRA {dama.cra_kbps:g} kb/s becomes {access.cra_kbps} kb/s: OpenSAND grants "
+            f"whole bursts ({DAMA_BURST_KBPS:.2f} kb/s each, 536 symbols of QPSK 1/3 per "
+            f"{RETURN_FRAME_MS:g} ms frame)."
+        )
+    if dama.vbdc_max_kbit and access.rbdc_max_kbps:
+        out.append(
+            f"VBDC ({dama.vbdc_max_kbit:g} kbit) is not requested: the terminal's FIFO has "
+            "one access type, RBDC, whose request in OpenSAND's Legacy agent also drains "
+            "the backlog."
+        )
+    return out
