@@ -35,41 +35,42 @@ def consumer(**dama: object) -> LinkProfile:
     return LinkProfile.model_validate(data)
 
 
-def opensand_bursts(kbps: int, coding: float = 1 / 3) -> int:
-    """Bursts per frame OpenSAND grants for `kbps` of payload on 536-symbol QPSK bursts:
-    the FEC added, then ceil(kbit/s x frame / (symbols x bit per symbol))."""
-    return math.ceil(kbps / coding * return_access.RETURN_FRAME_MS / (536 * 2) - 1e-9)
+def opensand_bursts(kbps: int) -> int:
+    """Bursts per frame OpenSAND grants for `kbps` of payload on 1616-symbol 16QAM 5/6
+    bursts: the FEC added, then ceil(kbit/s x frame / (symbols x bit per symbol))."""
+    return math.ceil(kbps / (5 / 6) * return_access.RETURN_FRAME_MS / (1616 * 4) - 1e-9)
 
 
 def test_the_commercial_geo_profile_maps_onto_opensands_dama() -> None:
     x = xml(profiles.read("geo-consumer"))
     st, topo = x["st/profile.xml"], x["gw/topology.xml"]
-    assert text(st, "access/dama/cra") == "13"
+    assert text(st, "access/dama/cra") == "203"
     assert text(st, "access/dama/rbdc_enabled") == "true"
-    assert text(st, "access/dama/rbdc_max") == "2737"
+    assert text(st, "access/dama/rbdc_max") == "2547"
     assert text(st, "access/dama/vbdc_enabled") == "false"
     assert text(st, "access/dama/vbdc_max") is None
     assert text(st, "access/dama/duration") == "21"  # 556.5 ms / 26.5 ms
     fifos = st.findall("root/network/st_fifos/item")
     assert {f.findtext("access_type") for f in fifos} == {"DAMA_RBDC"}
     assert text(topo, "advanced_settings/timers/synchro") == "27"  # every superframe
-    assert text(topo, "advanced_settings/schedulers/burst_length") == "536 sym"
+    assert text(topo, "advanced_settings/schedulers/burst_length") == "1616 sym"
     band = "frequency_plan/spots/item/return_band/item"
-    assert (text(topo, f"{band}/wave_form"), text(topo, f"{band}/bandwidth")) == ("3", "4952")
+    assert (text(topo, f"{band}/wave_form"), text(topo, f"{band}/bandwidth")) == ("22", "1025")
     rcs2 = topo.findall("root/wave_forms/dvb_rcs2/item")
-    assert {w.findtext("burst_length") for w in rcs2} == {"536 sym"}
-    assert "3" in {w.findtext("id") for w in rcs2}
+    assert {w.findtext("burst_length") for w in rcs2} == {"1616 sym"}
+    assert "22" in {w.findtext("id") for w in rcs2}
 
 
 def test_whole_bursts_as_opensand_counts_them() -> None:
     a = opensand.derive(profiles.read("geo-consumer")).return_access
-    # The CRA written is one burst exactly: 16 kb/s rounds to one 13.48 kb/s burst, and
+    # The CRA written is one burst exactly: 16 kb/s rounds to one 203.27 kb/s burst, and
     # the value written must not round up to two.
     assert opensand_bursts(a.cra_kbps) == 1 and opensand_bursts(a.cra_kbps + 1) == 2
     # The carrier holds the rate and no more than a burst above it.
     symbols = a.bandwidth_khz / (1 + return_access.RETURN_ROLL_OFF) * 26.5
-    assert math.floor(symbols / 536) == a.carrier_bursts == 204
-    assert 2750 <= a.carrier_bursts * return_access.DAMA_BURST_KBPS < 2750 + 13.48
+    assert math.floor(symbols / 1616) == a.carrier_bursts == 14
+    half_burst = return_access.DAMA_BURST_KBPS / 2
+    assert abs(a.carrier_bursts * return_access.DAMA_BURST_KBPS - 2750) <= half_burst
     # The request period: OpenSAND rounds synchro / frame to whole superframes.
     for period in (1, 2, 3, 38):
         synchro = consumer(request_period_sf=period).return_.dama
@@ -94,9 +95,9 @@ def test_volume_requests_without_a_rate_request() -> None:
 def test_what_opensand_does_differently_is_said() -> None:
     notes = "\n".join(opensand.derive(profiles.read("geo-consumer")).notes)
     assert "its own round trip" in notes and "sync period + 1 superframes (2)" in notes
-    assert "CRA 16 kb/s becomes 13 kb/s" in notes and "VBDC (1000 kbit) is not requested" in notes
+    assert "CRA 16 kb/s becomes 203 kb/s" in notes and "VBDC (1000 kbit) is not requested" in notes
     table = opensand.mapping_table(profiles.read("geo-consumer"))
-    assert "| return.dama.cra_kbps | 16 | st profile.xml: access/dama/cra | 13 (kb/s)" in table
+    assert "| return.dama.cra_kbps | 16 | st profile.xml: access/dama/cra | 203 (kb/s)" in table
 
 
 def test_another_superframe_is_refused_naming_the_field() -> None:

@@ -417,8 +417,8 @@ def _return_rows(ret: Direction, a: ReturnAccess) -> list[Row]:
         f"{a.bandwidth_khz} (kHz), DAMA, {a.wave_form}, {a.burst}",
         "536-symbol bursts overload the GW"
         if ret.dama is None
-        else f"{a.carrier_bursts} bursts of 536 symbols (QPSK 1/3, "
-        f"{return_access.DAMA_BURST_KBPS:.2f} kb/s each) per frame: no grant exceeds the rate",
+        else f"{a.carrier_bursts} bursts of 1616 symbols (16QAM 5/6, "
+        f"{return_access.DAMA_BURST_KBPS:.2f} kb/s each) per frame: the carrier caps every grant",
     )
     dama = ret.dama
     if dama is None:
