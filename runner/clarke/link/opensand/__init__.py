@@ -2,6 +2,7 @@
 of its parts.
 
     mapping.py   how a link profile maps onto OpenSAND's configuration; what it refuses
+    return_access.py  the return carrier and the terminal's DAMA (constant or on demand)
     xml.py       the three entities' XML (`python -m clarke.link.opensand` writes it)
     entity.py    one entity in one link role: OpenSandRole, the role agent's process
 """
