@@ -247,7 +247,7 @@ def derive(profile: LinkProfile, source: str = "link profile") -> Mapping:
             f"return.rate_mbps: {ret.rate_mbps:g} exceeds the return carrier's capacity "
             f"({RETURN_CAPACITY_KBPS / 1000:.1f} Mb/s: "
             f"{return_access.CONSTANT_BANDWIDTH_KHZ} kHz, "
-            f"wave_form {return_access.CONSTANT_WAVE_FORM})"
+            f"wave_form {return_access.RETURN_WAVE_FORM})"
         )
     elif ret.rate_mbps * 1000 < 1:
         problems.append(f"return.rate_mbps: {ret.rate_mbps:g} is below 1 kb/s (CRA's unit)")

@@ -49,7 +49,7 @@ CONSTANT_MSL_FRAMES: Final = 23
 # DVB-RCS2 reference waveforms (ETSI EN 301 545-2, annex A): id, modulation, coding,
 # spectral efficiency (bit/symbol, burst overheads included), required Es/N0 (dB).
 # OpenSAND keeps only those whose burst length is the scheduler's: 1616 symbols here.
-DVB_RCS2_1616: Final = (
+DVB_RCS2: Final = (
     (13, "QPSK", "1/3", 0.61, -0.51),
     (14, "QPSK", "1/2", 0.93, 1.71),
     (15, "QPSK", "2/3", 1.30, 3.69),
@@ -62,20 +62,22 @@ DVB_RCS2_1616: Final = (
     (22, "16QAM", "5/6", 2.96, 12.04),
 )
 
-# Constant access (measured): 1616-symbol bursts; 536-symbol ones overload the gateway on
-# a carrier this wide.
+# Both kinds of access: 1616-symbol bursts of wave_form 22; 536-symbol ones overload the
+# gateway on the wide carrier, and lost packets on a narrow one (the module's docstring).
+RETURN_WAVE_FORM: Final = 22  # 16QAM 5/6, defined for 1616-symbol bursts
+RETURN_BURST: Final = "1616 sym"
+RETURN_BURST_SYMBOLS: Final = 1616
 CONSTANT_BANDWIDTH_KHZ: Final = 48000
-CONSTANT_WAVE_FORM: Final = 22  # 16QAM 5/6, defined for 1616-symbol bursts
-CONSTANT_BURST: Final = "1616 sym"
-CONSTANT_CAPACITY_KBPS: Final = int(CONSTANT_BANDWIDTH_KHZ / (1 + RETURN_ROLL_OFF) * 2.96)
+CONSTANT_CAPACITY_KBPS: Final = int(
+    CONSTANT_BANDWIDTH_KHZ
+    / (1 + RETURN_ROLL_OFF)
+    * next(row[3] for row in DVB_RCS2 if row[0] == RETURN_WAVE_FORM)
+)
 
-# Capacity on demand: the same burst and wave form, on a carrier sized to the rate.
-# OpenSAND's unit converter: one burst per frame is 1616 symbols x 4 bit (16QAM) per
-# 26.5 ms, of which the code rate 5/6 is payload.
-DAMA_WAVE_FORM: Final = CONSTANT_WAVE_FORM
-DAMA_BURST: Final = CONSTANT_BURST
-DAMA_BURST_SYMBOLS: Final = 1616
-DAMA_BURST_KBPS: Final = DAMA_BURST_SYMBOLS * 4 / RETURN_FRAME_MS * 5 / 6  # 203.27
+# Capacity on demand, on a carrier sized to the rate. OpenSAND's unit converter: one
+# burst per frame is 1616 symbols x 4 bit (16QAM) per 26.5 ms, of which the code rate
+# 5/6 is payload.
+DAMA_BURST_KBPS: Final = RETURN_BURST_SYMBOLS * 4 / RETURN_FRAME_MS * 5 / 6  # 203.27
 
 
 @dataclass(frozen=True)
@@ -83,8 +85,6 @@ class ReturnAccess:
     """The return carrier and the terminal's access settings, as OpenSAND takes them."""
 
     bandwidth_khz: int
-    wave_form: int
-    burst: str
     cra_kbps: int
     rbdc_max_kbps: int = 0  # 0: RBDC off
     vbdc_max_kbit: int = 0  # 0: VBDC off
@@ -100,15 +100,17 @@ class ReturnAccess:
         return self.carrier_bursts > 0
 
     @property
-    def wave_forms(self) -> tuple[tuple[int, str, str, float, float], ...]:
-        return DVB_RCS2_1616
+    def wave_form(self) -> int:
+        return RETURN_WAVE_FORM
+
+    @property
+    def burst(self) -> str:
+        return RETURN_BURST
 
 
 def constant(rate_mbps: float) -> ReturnAccess:
     """Today's measured access: a wide carrier and a CRA of the whole return rate."""
-    return ReturnAccess(
-        CONSTANT_BANDWIDTH_KHZ, CONSTANT_WAVE_FORM, CONSTANT_BURST, round(rate_mbps * 1000)
-    )
+    return ReturnAccess(CONSTANT_BANDWIDTH_KHZ, round(rate_mbps * 1000))
 
 
 def problems(dama: Dama) -> list[str]:
@@ -133,7 +135,7 @@ def on_demand(rate_mbps: float, dama: Dama) -> ReturnAccess:
     carrier_bursts = bursts_for(rate_mbps * 1000)
     # Symbols per frame for that many bursts, as a bandwidth (the roll-off on top); the
     # gateway divides it back into whole bursts.
-    symbol_rate_kbd = carrier_bursts * DAMA_BURST_SYMBOLS / RETURN_FRAME_MS
+    symbol_rate_kbd = carrier_bursts * RETURN_BURST_SYMBOLS / RETURN_FRAME_MS
     bandwidth = math.ceil(symbol_rate_kbd * (1 + RETURN_ROLL_OFF))
     # A value OpenSAND rounds up to exactly n bursts: n x 203.27, rounded down.
     cra = math.floor(bursts_for(dama.cra_kbps) * DAMA_BURST_KBPS) if dama.cra_kbps else 0
@@ -141,8 +143,6 @@ def on_demand(rate_mbps: float, dama: Dama) -> ReturnAccess:
     vbdc = 0 if rbdc else round(dama.vbdc_max_kbit)
     return ReturnAccess(
         bandwidth_khz=bandwidth,
-        wave_form=DAMA_WAVE_FORM,
-        burst=DAMA_BURST,
         cra_kbps=cra,
         rbdc_max_kbps=rbdc,
         vbdc_max_kbit=vbdc,

@@ -32,7 +32,12 @@ from clarke.link.opensand.mapping import (
     derive,
     mapping_table,
 )
-from clarke.link.opensand.return_access import RETURN_FRAME_MS, RETURN_ROLL_OFF, ReturnAccess
+from clarke.link.opensand.return_access import (
+    DVB_RCS2,
+    RETURN_FRAME_MS,
+    RETURN_ROLL_OFF,
+    ReturnAccess,
+)
 from clarke.profiles import LinkProfile
 
 DELAY_FILE: Final = "delay.txt"  # a schedule's FileDelay entries, beside gw/profile.xml
@@ -242,7 +247,7 @@ def _topology(m: Mapping, e: Entities) -> ET.ElementTree[ET.Element]:
                     ("dvb_s2", _wave_forms(DVB_S2, None)),
                     (
                         "dvb_rcs2",
-                        _wave_forms(m.return_access.wave_forms, m.return_access.burst),
+                        _wave_forms(DVB_RCS2, m.return_access.burst),
                     ),
                 ],
             ),
