@@ -156,3 +156,43 @@ def test_the_corpus_says_which_package_it_needs(tmp_path: Path) -> None:
     (js / "jquery").mkdir(parents=True)
     with pytest.raises(EnvironmentProblem, match=r"apt-get install debian-handbook"):
         corpus.build_tree(tmp_path / "tree", doc, js, none)
+
+
+class _Driver:
+    def __init__(self) -> None:
+        self.ended = False
+
+    def quit(self) -> None:
+        raise AssertionError("a driver that failed is ended, not asked to quit")
+
+
+@pytest.mark.parametrize("stage", ["start", "answer"])
+def test_a_driver_that_drops_its_connection_fails_with_its_log(tmp_path: Path, stage: str) -> None:
+    """A connection reset under Selenium (the BiDi WebSocket raises it raw) is an
+    EnvironmentProblem naming the stage and carrying the driver log's end; a started
+    browser is ended."""
+    from clarke.browser.record import _drive
+
+    log = tmp_path / "geckodriver.log"
+    log.write_text("1733 geckodriver INFO Listening\n1734 Marionette WARN the last line\n")
+    driver = _Driver()
+
+    def start() -> _Driver:
+        if stage == "start":
+            raise ConnectionResetError(104, "Connection reset by peer")
+        return driver
+
+    def answer(_: _Driver) -> None:
+        raise ConnectionResetError(104, "Connection reset by peer")
+
+    def end(d: _Driver) -> None:
+        d.ended = True
+
+    opts = RecordOptions("https://www.rec.test/", tmp_path / "archive")
+    with pytest.raises(EnvironmentProblem) as caught:
+        _drive(start, answer, end, opts.url, opts, log)
+    says = str(caught.value)
+    stage_says = "could not start Firefox" if stage == "start" else "cannot answer"
+    assert stage_says in says and "ConnectionResetError" in says, says
+    assert "geckodriver.log, its end:" in says and "the last line" in says, says
+    assert driver.ended is (stage == "answer")

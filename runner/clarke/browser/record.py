@@ -314,15 +314,15 @@ def _load(url: str, proxy: _Mitmdump, scratch: Path, opts: RecordOptions) -> Non
     for arg in ("-headless", "-no-remote", "-profile", str(profile)):
         options.add_argument(arg)
     options.enable_bidi = True
-    service = Service(
-        executable_path=firefox.find_geckodriver(), log_output=str(scratch / "geckodriver.log")
-    )
+    driver_log = scratch / "geckodriver.log"
+    service = Service(executable_path=firefox.find_geckodriver(), log_output=str(driver_log))
     _drive(
         lambda: webdriver.Firefox(options=options, service=service),
         lambda driver: proxy_auth.answer_in_firefox(driver, proxy.secret),
         _end_by_pid,
         url,
         opts,
+        driver_log,
     )
 
 
@@ -332,25 +332,30 @@ def _drive(
     end: Callable[[Any], None],
     url: str,
     opts: RecordOptions,
+    driver_log: Path,
 ) -> None:
     """Start the browser (`start`), make it answer the proxy's challenge (`answer`),
     load `url` and settle, quit; `end` kills it where a load was interrupted (Ctrl-C)
-    or failed mid-way, as quit() would wait for the navigation."""
-    from selenium.common.exceptions import WebDriverException
-
-    name = opts.browser.value.capitalize()
+    or failed mid-way, as quit() would wait for the navigation. A driver that fails or
+    drops its connection (HTTP to the driver, or BiDi's WebSocket to the browser) is an
+    EnvironmentProblem that carries the tail of the driver's log, which is removed with
+    the recording's scratch directory."""
+    name, driver_errors = opts.browser.value.capitalize(), _driver_errors()
     try:
         driver = start()
-    except WebDriverException as e:
-        raise EnvironmentProblem(f"could not start {name}: {e.msg or e}".strip()) from None
+    except driver_errors as e:
+        raise _driver_failed(f"could not start {name}", e, driver_log) from None
     try:
         try:
             answer(driver)
-        except WebDriverException as e:
-            raise EnvironmentProblem(
-                f"{name} cannot answer the recording proxy's authentication: {e.msg or e}"
+        except driver_errors as e:
+            raise _driver_failed(
+                f"{name} cannot answer the recording proxy's authentication", e, driver_log
             ) from None
-        _navigate(driver, url, opts)
+        try:
+            _navigate(driver, url, opts)
+        except driver_errors as e:
+            raise _driver_failed(f"{name} failed while loading {url}", e, driver_log) from None
     except BaseException:
         end(driver)
         raise
@@ -358,6 +363,29 @@ def _drive(
         driver.quit()
     except Exception as e:  # the browser may be gone already
         log.info("%s did not quit cleanly: %s", name, e)
+
+
+def _driver_errors() -> tuple[type[BaseException], ...]:
+    from selenium.common.exceptions import WebDriverException
+    from urllib3.exceptions import HTTPError
+    from websocket import WebSocketException
+
+    # OSError: a connection reset or refused under the driver's own layers, raised raw
+    # by the WebSocket client when it sends on a connection the browser dropped.
+    return (WebDriverException, HTTPError, WebSocketException, OSError)
+
+
+def _driver_failed(what: str, error: BaseException, driver_log: Path) -> EnvironmentProblem:
+    from selenium.common.exceptions import WebDriverException
+
+    why = (error.msg or str(error)) if isinstance(error, WebDriverException) else str(error)
+    try:
+        tail = driver_log.read_text(errors="replace").strip()[-2000:] or "(empty)"
+    except OSError:
+        tail = "(no log)"
+    return EnvironmentProblem(
+        f"{what}: {type(error).__name__}: {why.strip()}\n{driver_log.name}, its end:\n{tail}"
+    )
 
 
 def proxy_switches(port: int, mitm_ca: Path) -> tuple[chromium.Switch, ...]:
@@ -392,9 +420,10 @@ def _load_chromium(url: str, proxy: _Mitmdump, scratch: Path, opts: RecordOption
     own = (chromium.Switch("user-data-dir", str(profile), "a new profile"),)
     for switch in (*chromium.BASE, *proxy_switches(proxy.port, proxy.ca_cert), *own):
         options.add_argument(switch.arg)
+    driver_log = scratch / "chromedriver.log"
     service = Service(
         executable_path=chromium.find_chromedriver(),
-        log_output=str(scratch / "chromedriver.log"),
+        log_output=str(driver_log),
         # A session of its own, ended as a group: chromedriver and Chromium's processes.
         popen_kw={"start_new_session": True},
     )
@@ -404,6 +433,7 @@ def _load_chromium(url: str, proxy: _Mitmdump, scratch: Path, opts: RecordOption
         _end_group,
         url,
         opts,
+        driver_log,
     )
 
 
