@@ -39,6 +39,7 @@ from pydantic import (
 )
 
 from clarke.campaign import dimensions
+from clarke.json_value import JsonObject
 from clarke.pep_presets import SPLIT, Mode
 from clarke.profiles import LinkProfile
 from clarke.results.server_records import ReplayCounters, ServerConnection
@@ -69,7 +70,7 @@ class Reply(BaseModel):
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> JsonObject:
         return self.model_dump(mode="json")
 
     def said(self, key: str) -> Any:
@@ -108,7 +109,7 @@ class Configured(Reply):
     the state after it."""
 
     applied: bool
-    state: dict[str, Any]
+    state: JsonObject
 
 
 class Stats(Reply):
@@ -141,7 +142,7 @@ class CaptureStopped(Reply):
 class Request(StrictModel):
     """A request's body: only values (names, numbers, a profile)."""
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> JsonObject:
         return self.model_dump(mode="json", by_alias=True)
 
 
@@ -164,13 +165,14 @@ class BaseServerConfig(Request):
     quic_initial_window: StrictInt | None = Field(default=None, ge=1)
     site: Annotated[str, StringConstraints(pattern=SITE_NAME)] | None = None
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> JsonObject:
         """Only the settings asked for (a null site too: it asks for none); a server
         keeps the others."""
         return self.model_dump(mode="json", exclude_unset=True)
 
 
 def _with_declared_settings() -> type[BaseServerConfig]:
+    # pydantic's field definitions are (type, default) pairs typed Any by pydantic.
     fields: dict[str, Any] = {
         d.setting.field: (d.setting.type | None, None)
         for d in dimensions.seal()
@@ -247,7 +249,7 @@ class PepConfig(PepSettings):
     def settings(self) -> PepSettings:
         return PepSettings.model_validate(self.model_dump(exclude={"name"}))
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> JsonObject:
         """Without a PEP, only its name: no settings apply."""
         if self.name == PEP_NONE:
             return {"name": PEP_NONE}
@@ -275,7 +277,7 @@ class NamesQueries(Reply):
     """The queries the role's resolver answered since it started, from the `since`-th
     on (a load's own: the count before it), and how many there are in all."""
 
-    queries: list[dict[str, Any]]
+    queries: list[JsonObject]
     total: int = Field(ge=0)
 
 

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from clarke.errors import InputError
+from clarke.json_value import JsonObject
 from clarke.queues import MAX_QUEUE_MS, Limit, Queue
 from clarke.schedules.model import MAX_RATE_MBPS
 from clarke.vocab import QueueDiscipline
@@ -37,7 +37,7 @@ PROFILE_OWN = "profile"  # a cell's value where the profile's own parameter stan
 SEPARATOR = "+"
 MAX_RTT_MS = 20_000.0  # each hop at most 5 s (a profile's hop takes up to 10 s)
 
-Direction = dict[str, Any]  # one direction of a profile's data, as read from YAML
+Direction = JsonObject  # one direction of a profile's data, as read from YAML
 
 
 @dataclass(frozen=True)
@@ -232,7 +232,12 @@ def split(name: str) -> tuple[str, dict[str, str]]:
     return profile, overrides
 
 
-def apply(profile: str, data: Mapping[str, Any], overrides: Mapping[str, str]) -> dict[str, Any]:
+def _object(value: object) -> JsonObject:
+    """A profile's direction (an object in its file, or absent) as a copy to change."""
+    return dict(value) if isinstance(value, dict) else {}
+
+
+def apply(profile: str, data: Mapping[str, object], overrides: Mapping[str, str]) -> JsonObject:
     """The profile's data (as read from its file) with `overrides` in force, to be
     validated as a profile; InputError naming the parameter where it cannot be."""
     given = {k: v for k, v in overrides.items() if v != PROFILE_OWN}
@@ -251,7 +256,7 @@ def apply(profile: str, data: Mapping[str, Any], overrides: Mapping[str, str]) -
                 "parameter; give one of them"
             )
     out = {k: v for k, v in data.items() if k != "validation"}
-    ways = {way: dict(data.get(way) or {}) for way in BOTH}
+    ways = {way: _object(data.get(way)) for way in BOTH}
     for parameter in PARAMETERS:
         if parameter.name in given:
             for way in parameter.directions:

@@ -16,12 +16,13 @@ profile lists under `validation:` the published figures it is held against
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import Field, model_validator
 
 from clarke import link_points, paths, schema
 from clarke.errors import InputError, UnknownName
+from clarke.json_value import JsonObject
 from clarke.published import PublishedFigure
 from clarke.queues import Queue
 from clarke.schedules import Schedule, limits
@@ -120,14 +121,14 @@ class Direction(StrictModel):
     def one_way_delay_ms(self) -> float:
         return self.uplink_delay_ms + self.downlink_delay_ms + self.framing_delay_ms
 
-    def to_satlink(self, seed: int) -> dict[str, Any]:
+    def to_satlink(self, seed: int) -> JsonObject:
         """This direction as satlink's configuration (satlink/README.md)."""
         loss: dict[str, float] | None = None
         if isinstance(self.loss, PacketLoss):
             loss = {"packet_rate": self.loss.packet_rate}
         elif isinstance(self.loss, BitErrors):
             loss = {"bit_error_rate": self.loss.bit_error_rate}
-        out: dict[str, Any] = {
+        out: JsonObject = {
             "rate_bps": round(self.rate_mbps * 1_000_000),
             "queue": self.queue.bound().to_satlink(),
             "uplink_delay_ms": self.uplink_delay_ms,
@@ -249,7 +250,7 @@ class LinkProfile(StrictModel):
             out.append((step.at_s, sum(delays.values()), 0.0 if outage else rate))
         return out
 
-    def to_satlink_config(self, seed: int = 1, name: str = "link") -> dict[str, Any]:
+    def to_satlink_config(self, seed: int = 1, name: str = "link") -> JsonObject:
         """The whole link as satlink's --config JSON: {"forward": DIR, "return": DIR},
         and "schedule" when the profile has one (its id defaults to NAME-<digest>).
         Each direction gets its own seed so that their loss patterns differ."""
@@ -258,7 +259,7 @@ class LinkProfile(StrictModel):
                 f"link profile {name!r}: schedule_file {self.schedule_file} was not read "
                 "(read profiles with clarke.profiles.read)"
             )
-        config: dict[str, Any] = {
+        config: JsonObject = {
             "forward": self.forward.to_satlink(seed),
             "return": self.return_.to_satlink(seed + 1),
         }

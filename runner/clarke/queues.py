@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
+from clarke.json_value import JsonObject
 from clarke.schema import StrictModel, located_error
 from clarke.vocab import QueueDiscipline
 
@@ -137,14 +138,14 @@ class Queue(StrictModel):
     def describe(self) -> str:
         return f"{self.discipline} {self.bound().describe()}"
 
-    def satlink_discipline(self) -> str | dict[str, Any] | None:
+    def satlink_discipline(self) -> str | JsonObject | None:
         """satlink's "discipline" (satlink/README.md); None for drop-tail, its default,
         so that a profile without a discipline gives the configuration it always gave."""
         if self.discipline is QueueDiscipline.drop_tail:
             return None
         if self.discipline is QueueDiscipline.drop_head:
             return QueueDiscipline.drop_head.value
-        params: dict[str, Any] = {"target_ms": self.target(), "interval_ms": self.interval()}
+        params: JsonObject = {"target_ms": self.target(), "interval_ms": self.interval()}
         if self.discipline is QueueDiscipline.fq_codel:
             params |= {"flows": self.flows or 1024, "quantum": self.quantum or 1514}
         return {self.discipline: params}

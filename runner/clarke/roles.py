@@ -39,6 +39,7 @@ from pydantic import ValidationError
 
 from clarke.campaign.dimension import Dimension
 from clarke.errors import InputError, ValidationFailed
+from clarke.json_value import JsonObject
 from clarke.place import Place
 from clarke.profiles import LinkProfile
 from clarke.schema import problems_of
@@ -50,11 +51,11 @@ class RoleProcess(Protocol):
     role: str
     implementation: str
 
-    def health(self) -> dict[str, Any]: ...
-    def state(self) -> dict[str, Any]: ...
-    def configure(self, body: dict[str, Any]) -> dict[str, Any]: ...
-    def stats(self) -> dict[str, Any]: ...
-    def reset_stats(self) -> dict[str, Any]: ...
+    def health(self) -> JsonObject: ...
+    def state(self) -> JsonObject: ...
+    def configure(self, body: JsonObject) -> JsonObject: ...
+    def stats(self) -> JsonObject: ...
+    def reset_stats(self) -> JsonObject: ...
     def problem(self) -> str | None: ...
     def stop(self) -> None: ...
 
@@ -143,12 +144,12 @@ def profile_digest(profile: LinkProfile) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def link_config(name: str, profile: LinkProfile) -> dict[str, Any]:
+def link_config(name: str, profile: LinkProfile) -> JsonObject:
     """The link roles' POST /config body."""
     return {"name": name, "profile": profile.model_dump(by_alias=True, mode="json")}
 
 
-def parse_link_config(body: dict[str, Any]) -> tuple[str, LinkProfile]:
+def parse_link_config(body: JsonObject) -> tuple[str, LinkProfile]:
     """(name, profile) of a link role's POST /config body; InputError naming what is
     wrong."""
     name = body.get("name")
@@ -162,6 +163,6 @@ def parse_link_config(body: dict[str, Any]) -> tuple[str, LinkProfile]:
         raise ValidationFailed(f"link profile {name!r}", problems_of(e)) from None
 
 
-def link_state(name: str | None, digest: str | None, running: bool) -> dict[str, Any]:
+def link_state(name: str | None, digest: str | None, running: bool) -> JsonObject:
     """A link role's state: the profile in force (None before the first configure)."""
     return {"profile": name, "profile_sha256": digest, "running": running}

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
-from pydantic_core import PydanticCustomError
+from pydantic_core import ErrorDetails, PydanticCustomError
 
 from clarke.errors import ValidationFailed
 
@@ -49,7 +49,7 @@ def field_path(loc: tuple[int | str, ...]) -> str:
     return out or "(top level)"
 
 
-def _describe(err: dict[str, Any]) -> str:
+def _describe(err: ErrorDetails) -> str:
     # Drop the union/tagged-union branch names pydantic inserts into locations (a tag of
     # our own starts with FORM).
     loc = tuple(
@@ -94,7 +94,7 @@ def located_error(at: tuple[int | str, ...], message: str) -> PydanticCustomErro
 def problems_of(error: ValidationError) -> list[str]:
     seen: list[str] = []
     for err in error.errors():
-        text = _describe(dict(err))
+        text = _describe(err)
         if text not in seen:
             seen.append(text)
     return seen

@@ -10,7 +10,6 @@ import logging
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from clarke.agent.client import AgentClient
 from clarke.contract import (
@@ -22,6 +21,7 @@ from clarke.contract import (
     ServerConfig,
 )
 from clarke.errors import ClarkeError, EnvironmentProblem
+from clarke.json_value import JsonObject
 from clarke.place.plan import Addresses
 from clarke.profiles import LinkProfile
 from clarke.roles import profile_digest
@@ -50,7 +50,7 @@ class Applied:
     at: str
     seconds: float
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return asdict(self) | {"roles": list(self.roles)}
 
 

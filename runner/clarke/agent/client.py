@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import httpx
 from pydantic import BaseModel, ValidationError
@@ -29,6 +29,7 @@ from clarke.contract import (
     state_of,
 )
 from clarke.errors import ClarkeError, EnvironmentProblem, InputError
+from clarke.json_value import JsonObject
 from clarke.results.station_records import LinkRoleStats, PepStationStats
 from clarke.schema import problems_of
 
@@ -54,10 +55,10 @@ class AgentClient:
         self,
         method: str,
         path: str,
-        body: dict[str, Any] | None = None,
+        body: JsonObject | None = None,
         timeout: float | None = None,
         **params: str,
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         try:
             resp = self._http.request(
                 method,
@@ -81,7 +82,7 @@ class AgentClient:
             raise kind(f"{self.role} agent: {method} {path}: {resp.status_code} {said}")
         return data
 
-    def _reply(self, model: type[M], path: str, data: dict[str, Any]) -> M:
+    def _reply(self, model: type[M], path: str, data: JsonObject) -> M:
         """An agent's answer as the contract's model (clarke.contract); an answer
         outside it is the agent's fault, said as such."""
         try:
@@ -111,7 +112,7 @@ class AgentClient:
         data = body.body() if body is not None else {}
         return self._reply(Configured, "/config", self._call("POST", "/config", data, timeout))
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> JsonObject:
         """The role's counters (its implementation's own, normalised: contract.Stats)."""
         return self._reply(Stats, "/stats", self._call("GET", "/stats")).body()
 
@@ -123,7 +124,7 @@ class AgentClient:
         """A link role's counters since the last reset, as a record keeps them."""
         return self._reply(LinkRoleStats, "/stats", self._call("GET", "/stats"))
 
-    def reset_stats(self) -> dict[str, Any]:
+    def reset_stats(self) -> JsonObject:
         return self._reply(Stats, "/stats/reset", self._call("POST", "/stats/reset")).body()
 
     def load(self, request: LoadRequest, engine: str, timeout: float) -> LoadResult:
@@ -131,7 +132,7 @@ class AgentClient:
         data = self._call("POST", "/load", body, timeout=timeout, engine=engine)
         return self._reply(LoadResult, "/load", data)
 
-    def capture_start(self, max_bytes: int) -> dict[str, Any]:
+    def capture_start(self, max_bytes: int) -> JsonObject:
         body = CaptureStart(max_bytes=max_bytes).body()
         return self._reply(
             Stats, "/capture/start", self._call("POST", "/capture/start", body)
@@ -142,21 +143,21 @@ class AgentClient:
         data = self._call("POST", "/capture/stop", {}, timeout=120)
         return self._reply(CaptureStopped, "/capture/stop", data)
 
-    def pep_state(self) -> dict[str, Any]:
+    def pep_state(self) -> JsonObject:
         return self._reply(Reply, "/pep/state", self._call("GET", "/pep/state")).body()
 
     def pep_configure(self, config: PepConfig) -> Configured:
         data = self._call("POST", "/pep/config", config.body(), 60)
         return self._reply(Configured, "/pep/config", data)
 
-    def pep_stats(self) -> dict[str, Any]:
+    def pep_stats(self) -> JsonObject:
         return self._reply(Stats, "/pep/stats", self._call("GET", "/pep/stats")).body()
 
     def pep_station_stats(self) -> PepStationStats:
         """A station's PEP since the last reset, as a record keeps it."""
         return self._reply(PepStationStats, "/pep/stats", self._call("GET", "/pep/stats"))
 
-    def pep_reset_stats(self) -> dict[str, Any]:
+    def pep_reset_stats(self) -> JsonObject:
         data = self._call("POST", "/pep/stats/reset")
         return self._reply(Stats, "/pep/stats/reset", data).body()
 

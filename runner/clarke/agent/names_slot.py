@@ -37,10 +37,10 @@ import logging
 import sys
 import threading
 from pathlib import Path
-from typing import Any
 
 from clarke.contract import NamesStart
 from clarke.errors import ClarkeError, EnvironmentProblem, InputError
+from clarke.json_value import JsonObject
 from clarke.place import Place, procs
 from clarke.place.plan import NetnsPlan
 from clarke.sites.zone import Zone
@@ -112,7 +112,7 @@ class NamesSlot:
             )
         return zone
 
-    def start(self, request: NamesStart) -> dict[str, Any]:
+    def start(self, request: NamesStart) -> JsonObject:
         """The role's resolver for `request`'s names, replacing one that runs."""
         with self._lock:
             self._stop()
@@ -180,13 +180,13 @@ class NamesSlot:
             f.write(text)
             f.truncate()
 
-    def queries(self, since: int = 0) -> dict[str, Any]:
+    def queries(self, since: int = 0) -> JsonObject:
         if not self.log.is_file():
             return {"queries": [], "total": 0}
         lines = [line for line in self.log.read_text().splitlines() if line.strip()]
         return {"queries": [json.loads(line) for line in lines[since:]], "total": len(lines)}
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> JsonObject:
         with self._lock:
             return {"stopped": self._stop()}
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any
 
 from clarke import registry
 from clarke.agent import auth
 from clarke.contract import PepConfig
 from clarke.errors import ClarkeError, InputError
+from clarke.json_value import JsonObject
 from clarke.pep import HOP_KEY_FILE
 from clarke.place import Place
 from clarke.roles import RoleProcess
@@ -46,12 +46,12 @@ class PepSlot:
         self.name = PEP_NONE
         self._lock = threading.Lock()
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> JsonObject:
         if self.process is None:
             return {"pep": PEP_NONE, "running": True}
         return self.process.state()
 
-    def configure(self, config: PepConfig) -> dict[str, Any]:
+    def configure(self, config: PepConfig) -> JsonObject:
         name = config.name
         if name not in pep_names():
             raise InputError(f"name: unknown PEP {name!r}; allowed: {', '.join(pep_names())}")
@@ -86,10 +86,10 @@ class PepSlot:
             auth.write_secret(self.place.run_dir / HOP_KEY_FILE, self.hop_key)
             self._key_written = True
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> JsonObject:
         return {"pep": self.name, **(self.process.stats() if self.process else {})}
 
-    def reset_stats(self) -> dict[str, Any]:
+    def reset_stats(self) -> JsonObject:
         return self.process.reset_stats() if self.process else {"ok": True}
 
     def problem(self) -> str | None:

@@ -26,7 +26,7 @@ import base64
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 from urllib.parse import parse_qs
 
 from pydantic import BaseModel, ValidationError
@@ -48,6 +48,7 @@ from clarke.contract import (
     state_of,
 )
 from clarke.errors import InputError
+from clarke.json_value import JsonObject
 from clarke.place.capture import PacketCapture
 from clarke.roles import RoleProcess
 from clarke.schema import problems_of
@@ -63,25 +64,25 @@ M = TypeVar("M", bound=BaseModel)
 class PepHost(Protocol):
     """A station's PEP (agent/pep_slot.py)."""
 
-    def state(self) -> dict[str, Any]: ...
-    def configure(self, config: PepConfig) -> dict[str, Any]: ...
-    def stats(self) -> dict[str, Any]: ...
-    def reset_stats(self) -> dict[str, Any]: ...
+    def state(self) -> JsonObject: ...
+    def configure(self, config: PepConfig) -> JsonObject: ...
+    def stats(self) -> JsonObject: ...
+    def reset_stats(self) -> JsonObject: ...
 
 
 class NamesHost(Protocol):
     """A role's resolver for a recorded site (agent/names_slot.py)."""
 
-    def start(self, request: NamesStart) -> dict[str, Any]: ...
-    def stop(self) -> dict[str, Any]: ...
-    def queries(self, since: int = 0) -> dict[str, Any]: ...
+    def start(self, request: NamesStart) -> JsonObject: ...
+    def stop(self) -> JsonObject: ...
+    def queries(self, since: int = 0) -> JsonObject: ...
 
 
 @runtime_checkable
 class Loader(Protocol):
     """A role that loads pages (the client): POST /load."""
 
-    def load(self, body: dict[str, Any], engine: str) -> dict[str, Any]: ...
+    def load(self, body: JsonObject, engine: str) -> JsonObject: ...
 
 
 class Refused(Exception):
@@ -108,7 +109,7 @@ class Call:
     """One request as its handler takes it: the body (a JSON object; {} for a GET),
     its query string, and the body as the route's contract model when it has one."""
 
-    body: dict[str, Any]
+    body: JsonObject
     query: str = ""
     model: BaseModel | None = None
 
@@ -118,7 +119,7 @@ class Call:
         return self.model
 
 
-Handle = Callable[[Context, Call], dict[str, Any]]
+Handle = Callable[[Context, Call], JsonObject]
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,7 @@ class Route:
     public: tuple[str, ...] = ()  # without the token: answered, with only these fields
 
 
-def requested(model: type[BaseModel] | None, path: str, body: dict[str, Any]) -> BaseModel | None:
+def requested(model: type[BaseModel] | None, path: str, body: JsonObject) -> BaseModel | None:
     """A request's body as the contract's model (clarke.contract); InputError (400)
     naming each field that is not as the contract says."""
     if model is None:
@@ -143,7 +144,7 @@ def requested(model: type[BaseModel] | None, path: str, body: dict[str, Any]) ->
         raise InputError(f"POST {path}: " + "; ".join(problems_of(e))) from None
 
 
-def replied(role: RoleProcess, route: Route, answer: dict[str, Any]) -> dict[str, Any]:
+def replied(role: RoleProcess, route: Route, answer: JsonObject) -> JsonObject:
     """`answer`, checked against the contract's reply for `route` before it is sent: an
     implementation that answers outside it is a bug, said as one (500)."""
     try:
@@ -159,38 +160,38 @@ def replied(role: RoleProcess, route: Route, answer: dict[str, Any]) -> dict[str
 
 
 # --- the role's own ---------------------------------------------------------------------
-def _health(ctx: Context, call: Call) -> dict[str, Any]:
+def _health(ctx: Context, call: Call) -> JsonObject:
     return ctx.role.health()
 
 
-def _state(ctx: Context, call: Call) -> dict[str, Any]:
+def _state(ctx: Context, call: Call) -> JsonObject:
     return ctx.role.state()
 
 
-def _stats(ctx: Context, call: Call) -> dict[str, Any]:
+def _stats(ctx: Context, call: Call) -> JsonObject:
     return ctx.role.stats()
 
 
-def _reset_stats(ctx: Context, call: Call) -> dict[str, Any]:
+def _reset_stats(ctx: Context, call: Call) -> JsonObject:
     return ctx.role.reset_stats()
 
 
-def _configure(ctx: Context, call: Call) -> dict[str, Any]:
+def _configure(ctx: Context, call: Call) -> JsonObject:
     return ctx.role.configure(call.body)  # checked against the contract, passed as sent
 
 
-def _load(ctx: Context, call: Call) -> dict[str, Any]:
+def _load(ctx: Context, call: Call) -> JsonObject:
     assert isinstance(ctx.role, Loader)
     return ctx.role.load(call.body, parse_qs(call.query).get("engine", [Engine.selenium])[0])
 
 
 # --- a link's packet capture ------------------------------------------------------------
-def _capture_start(ctx: Context, call: Call) -> dict[str, Any]:
+def _capture_start(ctx: Context, call: Call) -> JsonObject:
     assert ctx.capture is not None
     return ctx.capture.start(call.model_as(CaptureStart).max_bytes)
 
 
-def _capture_stop(ctx: Context, call: Call) -> dict[str, Any]:
+def _capture_stop(ctx: Context, call: Call) -> JsonObject:
     assert ctx.capture is not None
     got = ctx.capture.stop()
     return {
@@ -210,22 +211,22 @@ CAPTURE_ROUTES = (
 
 
 # --- a station's PEP --------------------------------------------------------------------
-def _pep_state(ctx: Context, call: Call) -> dict[str, Any]:
+def _pep_state(ctx: Context, call: Call) -> JsonObject:
     assert ctx.pep is not None
     return ctx.pep.state()
 
 
-def _pep_stats(ctx: Context, call: Call) -> dict[str, Any]:
+def _pep_stats(ctx: Context, call: Call) -> JsonObject:
     assert ctx.pep is not None
     return ctx.pep.stats()
 
 
-def _pep_configure(ctx: Context, call: Call) -> dict[str, Any]:
+def _pep_configure(ctx: Context, call: Call) -> JsonObject:
     assert ctx.pep is not None
     return ctx.pep.configure(call.model_as(PepConfig))
 
 
-def _pep_reset_stats(ctx: Context, call: Call) -> dict[str, Any]:
+def _pep_reset_stats(ctx: Context, call: Call) -> JsonObject:
     assert ctx.pep is not None
     return ctx.pep.reset_stats()
 
@@ -239,17 +240,17 @@ PEP_ROUTES = (
 
 
 # --- a recorded site's resolver ---------------------------------------------------------
-def _names_start(ctx: Context, call: Call) -> dict[str, Any]:
+def _names_start(ctx: Context, call: Call) -> JsonObject:
     assert ctx.names is not None
     return ctx.names.start(call.model_as(NamesStart))
 
 
-def _names_stop(ctx: Context, call: Call) -> dict[str, Any]:
+def _names_stop(ctx: Context, call: Call) -> JsonObject:
     assert ctx.names is not None
     return ctx.names.stop()
 
 
-def _names_queries(ctx: Context, call: Call) -> dict[str, Any]:
+def _names_queries(ctx: Context, call: Call) -> JsonObject:
     assert ctx.names is not None
     return ctx.names.queries(_since(call.query))
 

@@ -46,6 +46,7 @@ from clarke.agent.routes import (
     routes_of,
 )
 from clarke.errors import ClarkeError, InputError
+from clarke.json_value import JsonObject
 from clarke.place.capture import PacketCapture
 from clarke.roles import RoleProcess
 from clarke.schedules.limits import config_body_limit
@@ -82,7 +83,7 @@ def _no_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not JSON")
 
 
-def json_object(data: bytes) -> dict[str, Any]:
+def json_object(data: bytes) -> JsonObject:
     """The body as a JSON object ({} when empty); Refused(400) for anything else."""
     if not data.strip():
         return {}
@@ -215,7 +216,7 @@ class AgentHandler(BaseHTTPRequestHandler):
             return False
         raise Refused(401, "this agent needs `Authorization: Bearer <token>`")
 
-    def _read(self, method: str, path: str) -> tuple[Route, bool, dict[str, Any]]:
+    def _read(self, method: str, path: str) -> tuple[Route, bool, JsonObject]:
         """The request's route, whether the caller showed the token, and its body: all
         of the request, read (a refused one too, so that its caller sees the answer)."""
         route = self.agent.routes.get((method, path))
@@ -235,7 +236,7 @@ class AgentHandler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         log.info("%s %s", self.address_string(), format % args)
 
-    def _reply(self, code: int, body: dict[str, Any]) -> None:
+    def _reply(self, code: int, body: JsonObject) -> None:
         data = json.dumps(body).encode()
         try:
             self.send_response(code)
@@ -249,7 +250,7 @@ class AgentHandler(BaseHTTPRequestHandler):
             log.warning("%s: answer %d not sent: %s", self.address_string(), code, e)
             self.close_connection = True
 
-    def _answer(self, route: Route, body: dict[str, Any], query: str) -> dict[str, Any]:
+    def _answer(self, route: Route, body: JsonObject, query: str) -> JsonObject:
         """The route's answer to the request, within the contract (Refused 500 outside
         it); a change holds the agent's lock from the check of its body to its answer."""
         with _one_change(self.agent, route):

@@ -10,12 +10,11 @@ started as is its default, and the one it checks for at start."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from clarke import __version__
 from clarke.browser import chromium, contexts, firefox, prestart
 from clarke.browser.load import BrowserSetup, LoadRequest, LoadResult
 from clarke.errors import ClarkeError, UnknownName
+from clarke.json_value import JsonObject
 from clarke.place import Place
 from clarke.place.plan import HTTPS_PORT
 from clarke.roles import Implementation, RoleProcess
@@ -60,8 +59,8 @@ class BrowserClient:
         )
         self.loads = 0
 
-    def health(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def health(self) -> JsonObject:
+        out: JsonObject = {
             "role": self.role,
             "implementation": self.implementation,
             "clarke": __version__,
@@ -83,16 +82,16 @@ class BrowserClient:
         error = out.get(f"{self.implementation}_error")
         return out | ({"ready": False, "error": error} if error else {"ready": True})
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> JsonObject:
         return {}
 
-    def configure(self, body: dict[str, Any]) -> dict[str, Any]:
+    def configure(self, body: JsonObject) -> JsonObject:
         return {"applied": False, "state": {}}
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> JsonObject:
         return {"loads": self.loads}
 
-    def reset_stats(self) -> dict[str, Any]:
+    def reset_stats(self) -> JsonObject:
         return {}
 
     def problem(self) -> str | None:
@@ -102,7 +101,7 @@ class BrowserClient:
         prestart.SPARES.discard()
         contexts.RESIDENT.discard()
 
-    def load(self, body: dict[str, Any], engine: str) -> dict[str, Any]:
+    def load(self, body: JsonObject, engine: str) -> JsonObject:
         """One page load; InputError (nothing started) for an unknown engine or a body
         that is not a LoadRequest for this client (ValidationFailed naming the fields)."""
         if engine not in ENGINES:

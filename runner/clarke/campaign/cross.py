@@ -16,6 +16,7 @@ from typing import Annotated, Any, Final
 
 from pydantic import BeforeValidator, Field, model_validator
 
+from clarke.json_value import JsonObject
 from clarke.schema import StrictModel
 
 
@@ -113,7 +114,7 @@ class CrossTraffic(StrictModel):
     def __hash__(self) -> int:
         return hash(self.label)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JsonObject:
         """Name and parameters in force (defaults filled in), for the record."""
         return {
             "name": self.name.value,
@@ -139,7 +140,7 @@ def _entry(v: Any) -> Any:
     m = _LABEL.fullmatch(v)
     if v in CrossKind.__members__.values() or m is None or m["name"] not in set(CrossKind):
         return {"name": v}
-    entry: dict[str, Any] = {"name": m["name"]}
+    entry: JsonObject = {"name": m["name"]}
     if m["flows"]:
         entry["flows"] = int(m["flows"])
     if m["direction"]:

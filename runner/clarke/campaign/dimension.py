@@ -11,6 +11,7 @@ from typing import Annotated, Any, Generic, Protocol, TypeVar, get_args, get_ori
 
 from pydantic import TypeAdapter
 
+from clarke.json_value import JsonObject
 from clarke.vocab import HttpVersion
 
 V = TypeVar("V")
@@ -32,7 +33,7 @@ class BrowserSettings(Protocol):
     def connections_for(self, http: str) -> int: ...
 
 
-Default = Callable[[Mapping[str, Any], BrowserSettings], Any]
+Default = Callable[[Mapping[str, object], BrowserSettings], Any]
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ class ServerSetting:
     value: Callable[[Any], Any] = lambda v: v
     # Whether one of the server's connection records (what it started the connection
     # with) shows the value in force: why not, or None. Each load is verified so.
-    check: Callable[[Any, Mapping[str, Any]], str | None] | None = None
+    check: Callable[[Any, Mapping[str, object]], str | None] | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -80,11 +81,11 @@ class Dimension(Generic[V]):
     # takes, read when a campaign is, and what one is called in an error.
     names: Callable[[], Sequence[str]] | None = None
     noun: str = ""
-    describe: Callable[[V], dict[str, Any]] | None = None  # more of a value for plan.json
+    describe: Callable[[V], JsonObject] | None = None  # more of a value for plan.json
     # Whether the dimension means anything in a cell with these coordinates (of the
     # dimensions declared before it); where not, the cell takes its default whatever a
     # matrix lists (a recorded site's cell has no page model or size).
-    applies: Callable[[Mapping[str, Any]], bool] | None = None
+    applies: Callable[[Mapping[str, object]], bool] | None = None
     # The kind of role that puts the value in force (a server, the link ...), whose
     # implementations' capability data says which values each takes (checked when a
     # campaign is planned: registry.check_supported); None: the load request's own.
@@ -118,7 +119,7 @@ class Dimension(Generic[V]):
             return tuple(str(v.value) for v in item)
         return None
 
-    def default_for(self, coordinates: Mapping[str, Any], browser: BrowserSettings) -> V:
+    def default_for(self, coordinates: Mapping[str, object], browser: BrowserSettings) -> V:
         if self.default is None:
             raise ValueError(f"dimension {self.name} has no default: a campaign gives it")
         value: V = self.default(coordinates, browser)

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from functools import total_ordering
 from pathlib import PurePosixPath
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints
 
@@ -54,6 +54,7 @@ from clarke.campaign.initial_window import (
     in_force,
 )
 from clarke.ids import ID_RE
+from clarke.json_value import JsonObject
 from clarke.link_points import PROFILE_OWN
 from clarke.vocab import PEP_NONE, Browser, CongestionControl, DnsCache, HttpVersion, Scheduler
 
@@ -72,7 +73,7 @@ Name = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]*$", max_l
 ConnectionsPerServer = Annotated[int, Field(ge=1, le=256)]
 
 
-def _connections_default(coordinates: Mapping[str, Any], browser: BrowserSettings) -> int:
+def _connections_default(coordinates: Mapping[str, object], browser: BrowserSettings) -> int:
     """Without the axis, the campaign's browser block decides per HTTP version."""
     return browser.connections_for(str(coordinates["http"]))
 
@@ -163,11 +164,11 @@ def site_label(value: str) -> str:
     return value if value == SITE_NONE else PurePosixPath(value).name
 
 
-def _generated_pages(coordinates: Mapping[str, Any]) -> bool:
+def _generated_pages(coordinates: Mapping[str, object]) -> bool:
     return coordinates.get("site", SITE_NONE) == SITE_NONE
 
 
-def _no_page(coordinates: Mapping[str, Any], _browser: BrowserSettings) -> str:
+def _no_page(coordinates: Mapping[str, object], _browser: BrowserSettings) -> str:
     if _generated_pages(coordinates):
         raise ValueError("a generated page's model and size come from the campaign")
     return NO_PAGE
@@ -368,7 +369,7 @@ class Cell:
 
     __slots__ = ("_key", "_values")
 
-    def __init__(self, values: Mapping[str, Any]) -> None:
+    def __init__(self, values: Mapping[str, object]) -> None:
         dims = seal()
         missing = [d.name for d in dims if d.name not in values]
         extra = sorted(set(values) - {d.name for d in dims})
@@ -378,11 +379,11 @@ class Cell:
         self._key = tuple(d.text(self._values[d.name]) for d in dims)
 
     @classmethod
-    def parse(cls, values: Mapping[str, Any]) -> Cell:
+    def parse(cls, values: Mapping[str, object]) -> Cell:
         """From record or plan values (text, numbers, mappings): each parsed by its
         dimension; a dimension missing from `values` (records written before it was
         declared) takes its default."""
-        out: dict[str, Any] = {}
+        out: JsonObject = {}
         for d in seal():
             if d.name in values:
                 out[d.name] = d.parse(values[d.name])
@@ -391,8 +392,8 @@ class Cell:
         return cls(out)
 
     def __getitem__(self, dimension: Dimension[V]) -> V:
-        value: V = self._values[dimension.name]
-        return value
+        # The value was parsed by this dimension (Cell.of), so it is the dimension's type.
+        return cast(V, self._values[dimension.name])
 
     def replace(self, dimension: Dimension[V], value: V) -> Cell:
         return Cell({**self._values, dimension.name: value})

@@ -31,7 +31,7 @@ InitialWindowValue = Annotated[
 ]
 
 
-def in_force(value: str, conn: Mapping[str, Any]) -> str | None:
+def in_force(value: str, conn: Mapping[str, object]) -> str | None:
     """A connection started with `value` segments: TCP's window from TCP_INFO as it was
     accepted, QUIC's in bytes as quinn started it."""
     if value == IW_DEFAULT:

@@ -24,6 +24,7 @@ from clarke.campaign.model import Campaign, Matrix, Order
 from clarke.campaign.paths import contained, with_paths_checked
 from clarke.campaign.sites import PlannedSite, read_sites
 from clarke.errors import InputError, ValidationFailed
+from clarke.json_value import JsonObject
 from clarke.pages.models import Registry, Units
 
 
@@ -39,10 +40,10 @@ class Run:
     def page(self) -> str:
         return self.cell.page
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The run as plan.json keeps it: each dimension under its record field, with
         what a dimension describes beyond that (the cross traffic's parameters)."""
-        d: dict[str, Any] = {"index": self.index, "run_id": self.run_id}
+        d: JsonObject = {"index": self.index, "run_id": self.run_id}
         for dim, value in self.cell.items():
             d[dim.name] = dim.record(value)
             if dim.describe is not None:
@@ -200,11 +201,11 @@ def cells_of(c: Campaign, m: Matrix) -> list[Cell]:
     """A matrix's cells, in order: the product of its axes, dimension after dimension
     in their declared order (a dimension the matrix does not give takes its default,
     which may depend on the coordinates before it)."""
-    partial: list[dict[str, Any]] = [{}]
+    partial: list[JsonObject] = [{}]
     for d in dimensions.seal():
         given = m.axis(d)
 
-        def values(coords: dict[str, Any], d: Dimension[Any] = d, given: Any = given) -> Any:
+        def values(coords: JsonObject, d: Dimension[Any] = d, given: Any = given) -> Any:
             if given and (d.applies is None or d.applies(coords)):
                 return given
             return [d.default_for(coords, c.browser)]

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from clarke.campaign.dimensions import SITE, SITE_NONE
 from clarke.campaign.model import Campaign
 from clarke.campaign.paths import contained
 from clarke.errors import ValidationFailed
+from clarke.json_value import JsonObject
 from clarke.sites import archive
 
 
@@ -31,7 +31,7 @@ class PlannedSite:
     hosts: tuple[str, ...]
     exchanges: int
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JsonObject:
         """The site as plan.json and each record keep it."""
         return {
             "path": self.given,

@@ -465,7 +465,12 @@ def import_command(o: ImportOptions) -> None:
         )
     length = o.length_s if o.length_s is not None and o.fmt == "csv" else max(lengths.values())
     sched = _made("the traces", lambda: traces.schedule(series, End(o.end), length, o.schedule_id))
-    rates = [s[1].get("rate_mbps", 0.0) for v in series.values() for s in v]
+    rates = [
+        float(r)
+        for v in series.values()
+        for _, state in v
+        if isinstance(r := state.get("rate_mbps", 0.0), int | float)
+    ]
     header = [
         f"Imported {o.fmt} traces: clarke link schedule import --format {o.fmt}",
         *(f"  --{d} {f} (sha256 {schedule_files.file_digest(f)})" for d, f in files.items()),

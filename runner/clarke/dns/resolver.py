@@ -37,6 +37,7 @@ from typing import IO, Any
 from dnslib import QTYPE, RCODE, RR, SOA, A, DNSLabel, DNSRecord
 from dnslib.server import BaseResolver, DNSHandler
 
+from clarke.json_value import JsonObject
 from clarke.sites.zone import Zone
 
 UPSTREAM_TIMEOUT_S = 10.0
@@ -49,7 +50,7 @@ class QueryLog:
         self._lock = threading.Lock()
         self._file: IO[str] = path.open("a", encoding="utf-8")
 
-    def write(self, entry: dict[str, Any]) -> None:
+    def write(self, entry: JsonObject) -> None:
         with self._lock:
             self._file.write(json.dumps(entry, sort_keys=True) + "\n")
             self._file.flush()
@@ -74,7 +75,7 @@ def _answers(reply: DNSRecord) -> list[str]:
 
 def _entry(
     at: float, handler: DNSHandler, question: tuple[str, str], reply: DNSRecord, **more: Any
-) -> dict[str, Any]:
+) -> JsonObject:
     """One query's log line: when it came, from whom, what it asked, what it got."""
     name, qtype = question
     return {

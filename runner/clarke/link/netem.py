@@ -11,10 +11,10 @@ import os
 import shutil
 import threading
 from functools import cache
-from typing import Any
 
 from clarke import __version__, sh
 from clarke.errors import ClarkeError, EnvironmentProblem, ValidationFailed
+from clarke.json_value import JsonObject
 from clarke.place import Place, netns
 from clarke.profiles import BitErrors, Direction, LinkProfile, PacketLoss
 from clarke.roles import (
@@ -104,10 +104,10 @@ class NetemStation:
         dev = self.place.iface("emu")
         sh.run(self.place.argv(["tc", "qdisc", verb, "dev", dev, "root", "netem", *netem_args(d)]))
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> JsonObject:
         return link_state(self.profile, self.digest, True)
 
-    def configure(self, body: dict[str, Any]) -> dict[str, Any]:
+    def configure(self, body: JsonObject) -> JsonObject:
         name, profile = parse_link_config(body)
         digest = profile_digest(profile)
         with self._lock:
@@ -130,7 +130,7 @@ class NetemStation:
             self.profile, self.digest = name, digest
             return {"applied": True, "state": self.state()}
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> JsonObject:
         return {
             "role": self.role,
             "implementation": self.implementation,
@@ -139,7 +139,7 @@ class NetemStation:
             "netem": {"version": sh.run(["tc", "-V"], check=False).stdout.strip()},
         }
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> JsonObject:
         if self.direction is None or not self.wired:
             return {}
         dev = self.place.iface("emu")
@@ -148,14 +148,14 @@ class NetemStation:
             qdiscs = json.loads(proc.stdout or "[]")
         except json.JSONDecodeError:
             return {"error": proc.stderr.strip()}
-        out: dict[str, Any] = {"qdiscs": qdiscs}
+        out: JsonObject = {"qdiscs": qdiscs}
         netem = next((q for q in qdiscs if q.get("kind") == "netem"), None)
         if netem is not None:
             out["bytes_onto_link"] = {self.direction: int(netem.get("bytes", 0))}
             out["drops"] = int(netem.get("drops", 0))
         return out
 
-    def reset_stats(self) -> dict[str, Any]:
+    def reset_stats(self) -> JsonObject:
         return {}  # qdisc counters cannot be zeroed; rates come from differences
 
     def problem(self) -> str | None:

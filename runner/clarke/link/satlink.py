@@ -15,10 +15,10 @@ import shutil
 import socket
 import threading
 from pathlib import Path
-from typing import Any
 
 from clarke import __version__, paths
 from clarke.errors import ClarkeError, EnvironmentProblem, InputError
+from clarke.json_value import JsonObject, object_at
 from clarke.place import Place, netns, procs
 from clarke.place.plan import EMU_PORT, IF_SAT
 from clarke.roles import (
@@ -47,7 +47,7 @@ def satlink_binary() -> Path | None:
     return Path(found) if found else None
 
 
-def ask(control_socket: Path, request: dict[str, Any]) -> dict[str, Any]:
+def ask(control_socket: Path, request: JsonObject) -> JsonObject:
     """One request to a satlink process's control socket (one JSON line each way)."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(10)
@@ -113,7 +113,7 @@ class SatlinkStation:
     def _running(self) -> bool:
         return "satlink" in self.children.procs and self.children.exited() is None
 
-    def _start(self, config: dict[str, Any]) -> None:
+    def _start(self, config: JsonObject) -> None:
         self.place.run_dir.mkdir(parents=True, exist_ok=True)
         self.config.write_text(json.dumps(config, indent=2))
         self.control.unlink(missing_ok=True)
@@ -148,10 +148,10 @@ class SatlinkStation:
             )
 
     # --- the contract --------------------------------------------------------------------
-    def state(self) -> dict[str, Any]:
+    def state(self) -> JsonObject:
         return link_state(self.profile, self.digest, self._running())
 
-    def configure(self, body: dict[str, Any]) -> dict[str, Any]:
+    def configure(self, body: JsonObject) -> JsonObject:
         name, profile = parse_link_config(body)
         digest = profile_digest(profile)
         config = profile.to_satlink_config(name=name)
@@ -166,7 +166,7 @@ class SatlinkStation:
             self.profile, self.digest = name, digest
             return {"applied": True, "state": self.state()}
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> JsonObject:
         return {
             "role": self.role,
             "implementation": self.implementation,
@@ -175,7 +175,7 @@ class SatlinkStation:
             "satlink": ask(self.control, {"cmd": "health"}) if self._running() else {},
         }
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> JsonObject:
         if not self._running():
             return {"running": False}
         stats = ask(self.control, {"cmd": "stats"})
@@ -183,13 +183,13 @@ class SatlinkStation:
         # the link; the satellite only relays.
         direction = sends(self.role)
         if direction and isinstance(stats.get(direction), dict):
-            stats["bytes_onto_link"] = {direction: stats[direction].get("bytes_out")}
+            stats["bytes_onto_link"] = {direction: object_at(stats, direction).get("bytes_out")}
             # When satlink read its counters, on its own clock (seconds): rates from
             # samples of them do not depend on how long a request took to get here.
             stats["counted_at_s"] = stats.get("uptime_s")
         return stats
 
-    def reset_stats(self) -> dict[str, Any]:
+    def reset_stats(self) -> JsonObject:
         return ask(self.control, {"cmd": "reset_stats"}) if self._running() else {}
 
     def problem(self) -> str | None:

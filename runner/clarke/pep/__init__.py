@@ -22,12 +22,13 @@ those it carried onwards). TCP only: QUIC (UDP) is never intercepted (tproxy.py)
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from pydantic import ValidationError
 
 from clarke.contract import PepSettings
 from clarke.errors import InputError
+from clarke.json_value import JsonObject
 from clarke.schema import problems_of
 
 # Where each station's hop key lives in its run directory (the agent writes it there,
@@ -35,7 +36,7 @@ from clarke.schema import problems_of
 HOP_KEY_FILE: Final = "pep-hop.key"
 
 
-def parse_settings(body: dict[str, Any]) -> PepSettings:
+def parse_settings(body: JsonObject) -> PepSettings:
     """A PEP's settings (the configure body without its name), as the contract has them;
     InputError naming each field that is not."""
     try:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import socket
 from pathlib import Path
-from typing import Any
 
 from clarke.errors import ClarkeError, InputError
+from clarke.json_value import JsonObject
 
 
-def ask(control_socket: Path, request: dict[str, Any]) -> dict[str, Any]:
+def ask(control_socket: Path, request: JsonObject) -> JsonObject:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(10)
         try:

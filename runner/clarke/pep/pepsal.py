@@ -18,10 +18,10 @@ import resource
 import shutil
 import time
 from pathlib import Path
-from typing import Any
 
 from clarke.contract import PepSettings
 from clarke.errors import EnvironmentProblem, InputError
+from clarke.json_value import JsonObject
 from clarke.pep import tproxy
 from clarke.pep.process import TproxyPepProcess
 from clarke.pep_presets import SPLIT
@@ -121,7 +121,7 @@ class PepsalProcess(TproxyPepProcess):
         except OSError:
             return []
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> JsonObject:
         """accepted: the connections TPROXY handed it since the last reset; connections:
         those of its last dump that were not there at the last reset."""
         if self.settings is None:
@@ -136,7 +136,7 @@ class PepsalProcess(TproxyPepProcess):
             "preset": self.settings.preset,
         }
 
-    def reset_stats(self) -> dict[str, Any]:
+    def reset_stats(self) -> JsonObject:
         tproxy.reset_counters(self.place)
         self._seen = {c["accepted_from"] for c in self._connections()}
         return {"ok": True}

@@ -5,9 +5,9 @@ when the settings differ or it died, and stop removes the rules first."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from clarke.contract import PepSettings
+from clarke.json_value import JsonObject
 from clarke.pep import parse_settings, tproxy
 from clarke.place import Place, procs
 
@@ -23,17 +23,17 @@ class TproxyPepProcess:
     def _start(self, settings: PepSettings) -> None:
         raise NotImplementedError
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> JsonObject:
         return {"implementation": self.implementation, "running": self.settings is not None}
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> JsonObject:
         return {
             "pep": self.implementation,
             "running": self.problem() is None,
             **(self.settings.body() if self.settings else {}),
         }
 
-    def configure(self, body: dict[str, Any]) -> dict[str, Any]:
+    def configure(self, body: JsonObject) -> JsonObject:
         """Start with these settings, or restart when they differ (between loads: no
         connection is cut that a load needs)."""
         settings = parse_settings(body)

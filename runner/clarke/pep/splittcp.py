@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import time
 from pathlib import Path
-from typing import Any
 
 from clarke import paths, sh
 from clarke.contract import PepSettings
 from clarke.errors import ClarkeError, EnvironmentProblem
+from clarke.json_value import JsonObject, object_at
 from clarke.pep import HOP_KEY_FILE, tproxy
 from clarke.pep.control import answers, ask
 from clarke.pep.process import TproxyPepProcess
@@ -174,12 +175,13 @@ class SplitTcpProcess(TproxyPepProcess):
         sh.run([*self.place.ip(), "route", "replace", *route, "initcwnd", str(segments)])
         self.route = route
 
-    def _wait_for_the_pool(self, size: int, popen: Any) -> None:
+    def _wait_for_the_pool(self, size: int, popen: subprocess.Popen[bytes]) -> None:
         deadline = time.monotonic() + POOL_TIMEOUT_S
-        pool: dict[str, Any] = {}
+        pool: JsonObject = {}
         while time.monotonic() < deadline and popen.poll() is None:
-            pool = ask(self.control, {"cmd": "stats"}).get("pool") or {}
-            if int(pool.get("ready", 0)) >= size:
+            pool = object_at(ask(self.control, {"cmd": "stats"}), "pool")
+            ready = pool.get("ready", 0)
+            if isinstance(ready, int) and ready >= size:
                 return
             time.sleep(0.1)
         raise EnvironmentProblem(
@@ -187,10 +189,10 @@ class SplitTcpProcess(TproxyPepProcess):
             f"the gateway in {POOL_TIMEOUT_S:.0f} s: {pool.get('last_error') or 'no error'}"
         )
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> JsonObject:
         return {**super().health(), "mode": self.settings.mode if self.settings else None}
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> JsonObject:
         if self.settings is None:
             return {}
         out = ask(self.control, {"cmd": "stats"})
@@ -200,7 +202,7 @@ class SplitTcpProcess(TproxyPepProcess):
             out["intercepted_syns"] = tproxy.intercepted_syns(self.place)
         return out
 
-    def reset_stats(self) -> dict[str, Any]:
+    def reset_stats(self) -> JsonObject:
         if self.settings is None:
             return {"ok": True}
         tproxy.reset_counters(self.place)

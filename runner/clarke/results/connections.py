@@ -17,17 +17,16 @@ and the most requests outstanding at once."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 from urllib.parse import urlsplit
 
 from clarke.results.details import ConnectionRow
-from clarke.results.metric_families import number
+from clarke.results.metric_families import number, timing_entries
 from clarke.results.server_records import ServerConnection
 
 Interval = tuple[float, float]
 
 
-def _timed(entry: Mapping[str, Any]) -> Interval | None:
+def _timed(entry: Mapping[str, object]) -> Interval | None:
     start, end = number(entry.get("requestStart")), number(entry.get("responseEnd"))
     if start is None or end is None or start <= 0 or end < start:
         return None
@@ -68,14 +67,13 @@ def _received(conn: ServerConnection) -> float | None:
 
 
 def connection_rows(
-    server_connections: Iterable[ServerConnection], raw: Mapping[str, Any]
+    server_connections: Iterable[ServerConnection], raw: Mapping[str, object]
 ) -> tuple[list[ConnectionRow], dict[str, float]]:
     """(one row per connection that carried a request, the load's concurrency figures).
     Timing fields are None for a connection none of whose requests could be timed
     (an engine without resource timings)."""
-    by_path: dict[str, Mapping[str, Any]] = {}
-    nav = raw.get("navigation") or {}
-    for entry in [nav, *(raw.get("resources") or [])]:
+    by_path: dict[str, Mapping[str, object]] = {}
+    for entry in timing_entries(raw):
         if entry.get("name"):
             by_path.setdefault(urlsplit(str(entry["name"])).path, entry)
     rows: list[ConnectionRow] = []

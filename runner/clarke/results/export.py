@@ -8,9 +8,9 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
-from typing import Any
 
 from clarke.campaign import dimensions
+from clarke.json_value import JsonObject
 from clarke.results.record import KNOWN_METRICS, RunRecord
 from clarke.results.summary import METRICS, CellSummary
 
@@ -32,7 +32,7 @@ TRAILING = (
 )
 
 
-def rows(records: list[RunRecord]) -> tuple[list[str], list[dict[str, Any]]]:
+def rows(records: list[RunRecord]) -> tuple[list[str], list[JsonObject]]:
     metric_names = list(KNOWN_METRICS) + sorted(
         {m for r in records for m in r.metrics} - set(KNOWN_METRICS)
     )
@@ -42,7 +42,7 @@ def rows(records: list[RunRecord]) -> tuple[list[str], list[dict[str, Any]]]:
     columns += [*(f"impl_{r}" for r in roles), *metric_names]
     out = []
     for r in records:
-        row: dict[str, Any] = {c: getattr(r, c) for c in (*LEADING, *TRAILING)}
+        row: JsonObject = {c: getattr(r, c) for c in (*LEADING, *TRAILING)}
         row |= r.cell.record()
         row["status"] = r.status.value
         row["started_at"] = r.started_at.isoformat()
@@ -56,7 +56,7 @@ def rows(records: list[RunRecord]) -> tuple[list[str], list[dict[str, Any]]]:
     return columns, out
 
 
-def cell_rows(cells: list[CellSummary]) -> tuple[list[str], list[dict[str, Any]]]:
+def cell_rows(cells: list[CellSummary]) -> tuple[list[str], list[JsonObject]]:
     """One row per cell: every dimension, the page, its successful and failed runs; per
     metric n, mean, median, the 95 % CI of the mean and whether it rests on too few
     loads (`<metric>_few`); with sequential repetitions how the cell stopped and its
@@ -70,7 +70,7 @@ def cell_rows(cells: list[CellSummary]) -> tuple[list[str], list[dict[str, Any]]
         columns += [f"{m}_{k}" for k in ("n", "mean", "median", "ci_low", "ci_high", "few")]
     out = []
     for c in cells:
-        row: dict[str, Any] = {**c.cell.record(), "page": c.cell.page}
+        row: JsonObject = {**c.cell.record(), "page": c.cell.page}
         row |= {"ok": c.ok, "failed": c.failed}
         if c.stop is not None:
             i = c.stop.interval
@@ -103,7 +103,7 @@ def write_cells_csv(cells: list[CellSummary], path: Path) -> None:
     _write_csv(*cell_rows(cells), path)
 
 
-def _write_csv(columns: list[str], data: list[dict[str, Any]], path: Path) -> None:
+def _write_csv(columns: list[str], data: list[JsonObject], path: Path) -> None:
     with path.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=columns)
         w.writeheader()
@@ -120,7 +120,7 @@ def write_cells_parquet(cells: list[CellSummary], path: Path) -> None:
 
 
 def _write_parquet(
-    columns: list[str], data: list[dict[str, Any]], about: dict[str, Any], path: Path
+    columns: list[str], data: list[JsonObject], about: JsonObject, path: Path
 ) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq

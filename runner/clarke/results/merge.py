@@ -187,7 +187,7 @@ def merge(dirs: list[Path], out: Path) -> Merged:
     ok = {r.run_id for s in shards for r in s.records if r.status is Status.ok}
     rule = plan.campaign.stopping
     unneeded = set() if rule is None else {rid for s in shards for rid in _not_needed(s, rule)}
-    missing = [r["run_id"] for r in full if r["run_id"] not in ok | unneeded]
+    missing = [str(r["run_id"]) for r in full if r["run_id"] not in ok | unneeded]
 
     records = sorted(
         (r for s in shards for r in s.records),

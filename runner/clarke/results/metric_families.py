@@ -42,6 +42,14 @@ def number(v: object) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
+def timing_entries(raw: Mapping[str, object]) -> list[Mapping[str, object]]:
+    """A load's navigation entry (where the browser gave one) and its resource timing
+    entries, each an object, as the browser's page script reported them."""
+    resources = raw.get("resources")
+    found = [raw.get("navigation"), *(resources if isinstance(resources, list) else [])]
+    return [e for e in found if isinstance(e, dict)]
+
+
 def object_metrics(resources: Iterable[Mapping[str, object]]) -> dict[str, float]:
     """first_object_ms, largest_object_ms and last_object_ms of a page's resource
     timing entries (its objects; the document itself is the navigation entry):

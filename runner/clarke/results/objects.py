@@ -23,11 +23,10 @@ as it is asked for before its objects exist)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 from urllib.parse import urlsplit
 
 from clarke.results.details import ObjectRow, PrioritySignals
-from clarke.results.metric_families import number
+from clarke.results.metric_families import number, timing_entries
 from clarke.results.server_records import Exchange, ServerConnection
 
 
@@ -81,7 +80,7 @@ def kendall_tau_b(xs: Sequence[float], ys: Sequence[float]) -> float | None:
 
 def object_rows(
     server_connections: Iterable[ServerConnection],
-    raw: Mapping[str, Any],
+    raw: Mapping[str, object],
     page_path: str,
     page_host: str | None = None,
 ) -> tuple[list[ObjectRow], dict[str, float]]:
@@ -89,10 +88,9 @@ def object_rows(
     page's HTML (e.g. /triangular-1m/), left out of the metric; on `page_host` only,
     where given (a site's start page: another origin may serve the same path)."""
     origin = number(raw.get("timeOrigin"))
-    timing: dict[str, Mapping[str, Any]] = {}  # by path: a test page's only host
-    on_host: dict[tuple[str, str], Mapping[str, Any]] = {}  # by host and path: a site's
-    nav = raw.get("navigation") or {}
-    for entry in [nav, *(raw.get("resources") or [])]:
+    timing: dict[str, Mapping[str, object]] = {}  # by path: a test page's only host
+    on_host: dict[tuple[str, str], Mapping[str, object]] = {}  # by host and path: a site's
+    for entry in timing_entries(raw):
         if entry.get("name"):
             url = urlsplit(str(entry["name"]))
             timing.setdefault(url.path, entry)
@@ -125,7 +123,7 @@ def object_rows(
             rows.append(row)
     if not rows:  # a server that keeps no exchanges: the browser's own order
         for path, entry in timing.items():
-            if entry is nav:
+            if entry is raw.get("navigation"):
                 continue
             rows.append(
                 ObjectRow(

@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from clarke.errors import InputError, ValidationFailed
+from clarke.json_value import JsonObject
 from clarke.results.journal import JOURNAL, Journal
 from clarke.results.meta import Meta
 from clarke.schema import problems_of
@@ -50,7 +51,7 @@ def write_json(path: Path, data: Any) -> None:
         os.close(fd)
 
 
-def create(base: Path, cid: str, campaign_file: Path, plan: dict[str, Any], meta: Meta) -> Path:
+def create(base: Path, cid: str, campaign_file: Path, plan: JsonObject, meta: Meta) -> Path:
     """A new results directory `cid` under `base`: the campaign file, `plan` (plan.json),
     `meta` (meta.json, its campaign id first) and an empty journal."""
     d = base / cid
@@ -76,7 +77,7 @@ class PlanFile(BaseModel):
     count: int | None = Field(default=None, ge=0)
     shard: str = ""
     shard_by: str | None = None
-    runs: list[dict[str, Any]]
+    runs: list[JsonObject]
 
 
 def read_plan(d: Path) -> PlanFile:
@@ -96,7 +97,7 @@ def read_plan(d: Path) -> PlanFile:
         raise ValidationFailed(f"{path} (damaged)", problems_of(e)) from None
 
 
-def same_runs(recorded: list[dict[str, Any]], expanded: list[dict[str, Any]]) -> bool:
+def same_runs(recorded: list[JsonObject], expanded: list[JsonObject]) -> bool:
     """A plan.json's runs against the campaign's expansion, on the fields the file
     recorded: a plan written before an axis existed (cross traffic, PEP, browser) lacks
     its key, and its run ids, which carry every axis a campaign uses, say it was not
@@ -107,7 +108,7 @@ def same_runs(recorded: list[dict[str, Any]], expanded: list[dict[str, Any]]) ->
 
 
 def check_plan(
-    d: Path, recorded: PlanFile, campaign: str, count: int, runs: list[dict[str, Any]]
+    d: Path, recorded: PlanFile, campaign: str, count: int, runs: list[JsonObject]
 ) -> None:
     """A resume's plan.json against the plan the campaign file expands to (with the
     recorded seed): InputError naming plan.json unless they agree."""

@@ -17,6 +17,7 @@ from clarke.campaign import dimensions
 from clarke.campaign.dimensions import BROWSER, SITE, SITE_NONE, Cell
 from clarke.campaign.sites import PlannedSite, planned
 from clarke.errors import InputError, ValidationFailed
+from clarke.json_value import JsonObject
 from clarke.results.details import LoadDetails
 from clarke.roles import Implementation
 from clarke.run.loop.apply import Testbed, put_in_force
@@ -43,14 +44,14 @@ def option_name(d: dimensions.Dimension[Any]) -> str:
     return f"--{d.name.replace('_', '-')}"
 
 
-def cell_of(given: Mapping[str, Any]) -> Cell:
+def cell_of(given: Mapping[str, object]) -> Cell:
     """The cell of the values `given` (by dimension name, each parsed by its dimension),
     every other dimension at its default in their declared order; InputError naming
     the option of a value given where its dimension does not apply (a recorded site's
     load has no page model)."""
     browser = given.get(BROWSER.name, BROWSER.default_for({}, LoadBrowserSettings(Browser.firefox)))
-    settings = LoadBrowserSettings(Browser(browser))
-    coords: dict[str, Any] = {}
+    settings = LoadBrowserSettings(Browser(str(browser)))
+    coords: JsonObject = {}
     for d in dimensions.seal():
         applies = d.applies is None or d.applies(coords)
         if d.name in given and given[d.name] is not None:

@@ -15,6 +15,7 @@ import yaml
 
 from clarke import __version__, schema
 from clarke.errors import InputError, ValidationFailed
+from clarke.json_value import JsonObject
 from clarke.schedules import limits
 from clarke.schedules.model import DIRECTIONS, Clock, Schedule
 
@@ -134,7 +135,7 @@ def render(schedule: Schedule, header: Iterable[str]) -> str:
         lines.append(f"slot_offset_s: {_number(schedule.slot_offset_s)}")
     lines.append("steps:")
     for step in schedule.steps:
-        item: dict[str, Any] = {"at_s": step.at_s}
+        item: JsonObject = {"at_s": step.at_s}
         for d in DIRECTIONS:
             change = step.change(d)
             if change is not None:

@@ -25,6 +25,7 @@ from pydantic import (
     model_validator,
 )
 
+from clarke.json_value import JsonObject
 from clarke.schedules import limits
 from clarke.schema import StrictModel, located_error
 
@@ -123,14 +124,14 @@ class Change(StrictModel):
         return self
 
     @model_serializer(mode="wrap")
-    def _only_named(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+    def _only_named(self, handler: SerializerFunctionWrapHandler) -> JsonObject:
         # Dumped as written: a field left out stays out, so a dump reads back the same.
-        data: dict[str, Any] = handler(self)
+        data: JsonObject = handler(self)
         return {k: v for k, v in data.items() if k in self.model_fields_set}
 
-    def to_satlink(self) -> dict[str, Any]:
+    def to_satlink(self) -> JsonObject:
         """This change as satlink's PARTIAL DIR."""
-        out: dict[str, Any] = {}
+        out: JsonObject = {}
         for key in self.model_fields_set:
             value = getattr(self, key)
             if key == "rate_mbps":
@@ -271,17 +272,17 @@ class Schedule(StrictModel):
     def with_id(self, profile_name: str) -> Schedule:
         return self if self.id else self.model_copy(update={"id": self.default_id(profile_name)})
 
-    def to_satlink(self, profile_name: str) -> dict[str, Any]:
+    def to_satlink(self, profile_name: str) -> JsonObject:
         """The schedule as satlink's "schedule" object (times in milliseconds)."""
         steps = []
         for step in self.steps:
-            out: dict[str, Any] = {"at_ms": _ms(step.at_s)}
+            out: JsonObject = {"at_ms": _ms(step.at_s)}
             for d in DIRECTIONS:
                 change = step.change(d)
                 if change is not None:
                     out[d] = change.to_satlink()
             steps.append(out)
-        sched: dict[str, Any] = {
+        sched: JsonObject = {
             "id": self.id or self.default_id(profile_name),
             "end": self.end.value,
         }
@@ -294,7 +295,7 @@ class Schedule(StrictModel):
         return sched
 
 
-DEFAULTS: dict[str, Any] = {"clock": Clock.apply, "slot_offset_s": 0.0}
+DEFAULTS: JsonObject = {"clock": Clock.apply, "slot_offset_s": 0.0}
 
 
 def _ms(seconds: float) -> float | int:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TypeAlias
 
 from clarke import schema
 from clarke.errors import InputError, ValidationFailed
@@ -26,7 +26,8 @@ from clarke.schedules.model import End, Schedule, Step
 
 PACKET_BITS = 1500 * 8
 CSV_COLUMNS = ("rate_mbps", "delay_ms", "loss")
-State = dict[str, Any]
+# A direction's parameters from one row on: rates and delays, outage, loss's model.
+State: TypeAlias = dict[str, float | bool | dict[str, float] | None]
 
 
 def read_mahimahi(path: Path) -> list[int]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import httpx
 
@@ -15,6 +15,7 @@ from clarke import __version__, paths, tls
 from clarke.campaign.dimensions import CC, INITIAL_WINDOW, SCHEDULER, SITE
 from clarke.campaign.initial_window import IW_DEFAULT, IW_FIELD, QUIC_DATAGRAM_BYTES
 from clarke.errors import ClarkeError, EnvironmentProblem, InputError
+from clarke.json_value import JsonObject, object_at
 from clarke.place import Place, procs
 from clarke.place.plan import HTTPS_PORT, ORIGIN_CONTROL
 from clarke.roles import EVERY, Capabilities, RoleProcess, ServerImplementation
@@ -119,7 +120,7 @@ class OriginServer:
         if kept:
             self._call("POST", "/config", kept)
 
-    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    def _call(self, method: str, path: str, body: JsonObject | None = None) -> JsonObject:
         try:
             resp = self._http.request(method, path, json=body)
         except httpx.TransportError as e:
@@ -129,8 +130,8 @@ class OriginServer:
         return resp.json() if resp.content else {}
 
     # --- the contract --------------------------------------------------------------------
-    def state(self) -> dict[str, Any]:
-        settings = self._call("GET", "/health").get("settings") or {}
+    def state(self) -> JsonObject:
+        settings = object_at(self._call("GET", "/health"), "settings")
         return {
             **{k: settings.get(k) for k in SETTINGS},
             IW_FIELD: self.initial_window,
@@ -153,7 +154,7 @@ class OriginServer:
         self._call("POST", "/config", {"quic_initial_window": quic})
         self.initial_window = value
 
-    def configure(self, body: dict[str, Any]) -> dict[str, Any]:
+    def configure(self, body: JsonObject) -> JsonObject:
         """{"tcp_cc", "quic_cc", "quic_initial_window", "scheduler", "site"} (any
         subset), sent to origin only when something differs from what is in force;
         scheduler `own` is origin's round-robin; `site` restarts origin with that site
@@ -183,7 +184,7 @@ class OriginServer:
             self._call("POST", "/config", body)
         return {"applied": True, "state": self.state()}
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> JsonObject:
         return {
             "role": self.role,
             "implementation": self.implementation,
@@ -192,10 +193,10 @@ class OriginServer:
             "origin": self._call("GET", "/health"),
         }
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> JsonObject:
         return self._call("GET", "/stats")
 
-    def reset_stats(self) -> dict[str, Any]:
+    def reset_stats(self) -> JsonObject:
         return self._call("POST", "/stats/reset")
 
     def problem(self) -> str | None:

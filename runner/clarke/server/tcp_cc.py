@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Final
 
 from clarke import sh
 from clarke.errors import CommandFailed, EnvironmentProblem, InputError
+from clarke.json_value import JsonObject
 from clarke.vocab import CONGESTION_CONTROLS
 
 ROUTE_METRICS: Final = ("initcwnd", "initrwnd", "mtu", "advmss", "window")
@@ -42,17 +43,23 @@ def route_dev(gateway: str, netns: str | None = None) -> str:
         raise CommandFailed(f"ip route get {gateway}: no interface in {out.strip()!r}") from None
 
 
-def route_of(prefix: str, netns: str | None = None) -> dict[str, Any] | None:
+def route_of(prefix: str, netns: str | None = None) -> JsonObject | None:
     out = sh.run([*_ip(netns), "-j", "route", "show", "exact", prefix]).stdout
     routes = json.loads(out or "[]")
     return routes[0] if routes else None
 
 
+def _metrics_of(route: JsonObject | None) -> list[JsonObject]:
+    """A route's metrics entries (ip -j gives a list of one-key objects)."""
+    found = (route or {}).get("metrics", [])
+    return [m for m in found if isinstance(m, dict)] if isinstance(found, list) else []
+
+
 def route_congctl(prefix: str, netns: str | None = None) -> str | None:
     """The congctl on the route to `prefix` (ip -j reports it as metrics' congestion)."""
     route = route_of(prefix, netns)
-    for metrics in (route or {}).get("metrics", []):
-        if isinstance(metrics, dict) and "congestion" in metrics:
+    for metrics in _metrics_of(route):
+        if "congestion" in metrics:
             return str(metrics["congestion"])
     return None
 
@@ -69,11 +76,10 @@ def _replace_route(
     if current.get("prefsrc"):
         argv += ["src", str(current["prefsrc"])]
     kept: dict[str, str] = {}
-    for found in current.get("metrics", []):
-        if isinstance(found, dict):
-            kept |= {n: str(found[n]) for n in ROUTE_METRICS if n in found}
-            if "congestion" in found:
-                kept["congctl"] = str(found["congestion"])
+    for found in _metrics_of(current):
+        kept |= {n: str(found[n]) for n in ROUTE_METRICS if n in found}
+        if "congestion" in found:
+            kept["congctl"] = str(found["congestion"])
     for name, value in {**kept, **metrics}.items():
         if value is not None:
             argv += [name, value]
@@ -95,9 +101,9 @@ def set_route_congctl(
 def route_metric(prefix: str, name: str, netns: str | None = None) -> int | None:
     """A metric of the route to `prefix` (initcwnd, initrwnd ...), None where it has none."""
     route = route_of(prefix, netns)
-    for metrics in (route or {}).get("metrics", []):
-        if isinstance(metrics, dict) and name in metrics:
-            return int(metrics[name])
+    for metrics in _metrics_of(route):
+        if name in metrics:
+            return int(str(metrics[name]))
     return None
 
 
@@ -122,7 +128,7 @@ def apply_tcp_cc(
     client_lan: str | None,
     gateway: str | None,
     netns: str | None = None,
-) -> dict[str, Any]:
+) -> JsonObject:
     """Make new TCP connections from the client LAN use `algo`: the sysctl where
     /proc/sys is writable, and the route's congctl (which wins for that route)."""
     if algo not in CONGESTION_CONTROLS:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field
-from typing import Any
 
 import brotli
 
+from clarke.json_value import JsonObject
 from clarke.sites.archive import Exchange, Site, split_url
 
 TYPES = ("html", "css", "js", "image", "font", "other")
@@ -86,7 +86,7 @@ class Composition:
             sum(r.transfer_bytes for r in self.rows.values()),
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "types": {t: r.__dict__ for t, r in self.rows.items()},
             "total": self.total.__dict__,

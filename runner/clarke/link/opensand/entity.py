@@ -38,10 +38,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from clarke import __version__, paths, sh
 from clarke.errors import EnvironmentProblem, InputError
+from clarke.json_value import JsonObject
 from clarke.link.opensand import xml
 from clarke.link.opensand.mapping import (
     BRIDGE_IFACE,
@@ -461,10 +462,10 @@ class OpenSandRole:
             self._lock.release()
 
     # --- the role agent's contract -----------------------------------------------------
-    def state(self) -> dict[str, Any]:
+    def state(self) -> JsonObject:
         return link_state(self.profile_name, self.digest, self.alive())
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> JsonObject:
         child = self._child
         return {
             "role": self.role,
@@ -480,7 +481,7 @@ class OpenSandRole:
             },
         }
 
-    def configure(self, body: dict[str, Any]) -> dict[str, Any]:
+    def configure(self, body: JsonObject) -> JsonObject:
         """Apply a link profile: validate and generate first (InputError, nothing
         touched), then, unless it is in force already, stop the entity, write its XML
         and start it again."""
@@ -519,12 +520,12 @@ class OpenSandRole:
             out["tap"] = link_counters(TAP_IFACE, self.netns)
         return out, (started + time.monotonic()) / 2
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> JsonObject:
         now, counted_at_s = self._counters()
         counters = {k: since(v, self._baseline.get(k)) for k, v in now.items()}
         child = self._child
         running = self.alive()
-        out: dict[str, Any] = {
+        out: JsonObject = {
             "role": self.role,
             "implementation": self.implementation,
             "entity": self.entity,
@@ -549,6 +550,6 @@ class OpenSandRole:
             }
         return out
 
-    def reset_stats(self) -> dict[str, Any]:
+    def reset_stats(self) -> JsonObject:
         self._baseline, _ = self._counters()
         return {"reset": True, "role": self.role}

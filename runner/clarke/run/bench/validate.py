@@ -127,7 +127,7 @@ def _rates(
     queued: list[tuple[float, int]] = []  # frames waiting in the shaping queue
 
     def counted(_: str) -> linkcheck.Counted | None:
-        every = probe.link_stats()
+        every: dict[str, Any] = probe.link_stats()
         stats = every.get(counting_role(every, direction)) or {}
         shaped = stats.get(direction) or {}
         value = (stats.get("bytes_onto_link") or {}).get(direction)

@@ -17,13 +17,13 @@ import warnings
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from scipy import stats
 
 from clarke.campaign.dimensions import BROWSER, Cell
 from clarke.errors import InputError
+from clarke.json_value import JsonObject
 from clarke.results import store
 from clarke.results.record import RunRecord, Status
 from clarke.results.summary import METRICS, final_attempts
@@ -76,7 +76,7 @@ class Comparison:
     def regressed(self) -> bool:
         return any(v is Verdict.slower for v in self.cells().values())
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "campaign": self.campaign,
             "threshold": self.threshold,

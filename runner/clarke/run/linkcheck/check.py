@@ -44,6 +44,7 @@ from typing import Any
 
 from clarke import sh
 from clarke.errors import CommandFailed
+from clarke.json_value import JsonObject
 from clarke.place.plan import IPERF_PORT, Addresses
 from clarke.profiles import BitErrors, Direction, LinkProfile, PacketLoss
 from clarke.vocab import CongestionControl
@@ -129,15 +130,15 @@ class Report:
     profile: str
     link: str
     checks: list[Check] = field(default_factory=list)
-    ping: dict[str, Any] = field(default_factory=dict)
-    throughput: dict[str, Any] = field(default_factory=dict)
-    link_stats: dict[str, Any] = field(default_factory=dict)
+    ping: JsonObject = field(default_factory=dict)
+    throughput: dict[str, dict[str, Any]] = field(default_factory=dict)
+    link_stats: JsonObject = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         return all(c.verdict is not CheckVerdict.fail for c in self.checks)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         d = asdict(self)
         d["ok"] = self.ok
         return d
@@ -168,7 +169,7 @@ class Probe:
     at_client: Callable[[list[str]], list[str]]
     link_bytes: Callable[[str], Counted | None] | None = None
     reset_link: Callable[[], None] = lambda: None
-    link_stats: Callable[[], dict[str, Any]] = dict
+    link_stats: Callable[[], JsonObject] = dict
 
 
 def ping(probe: Probe, count: int = 20, interval: float = 0.2, warmup: int = 1) -> PingResult:

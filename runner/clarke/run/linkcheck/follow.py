@@ -23,6 +23,7 @@ from typing import Any
 
 from clarke import sh
 from clarke.errors import CommandFailed, InputError
+from clarke.json_value import JsonObject, object_at
 from clarke.profiles import LinkProfile
 from clarke.run.linkcheck.check import ECHO_BYTES, Probe
 from clarke.vocab import SENDER
@@ -57,10 +58,10 @@ def timeline(profile: LinkProfile, direction: str) -> Timeline:
     return Timeline(at, delays, rates, profile.schedule.length_s)
 
 
-def _link_clock(stats: dict[str, Any], direction: str) -> Callable[[int], float] | None:
+def _link_clock(stats: JsonObject, direction: str) -> Callable[[int], float] | None:
     """Unix ns -> this direction's link time (s), from one stats reading."""
     asked_ns = time.time_ns()
-    state = (stats.get(direction) or {}).get("schedule") or {}
+    state = object_at(stats, direction, "schedule")
     link_ms = state.get("link_time_ms")
     if not isinstance(link_ms, int | float):
         return None
@@ -73,7 +74,7 @@ def follow(
     if profile.schedule is None:
         raise InputError("this profile has no schedule to follow (docs/schedules.md)")
     stats = probe.link_stats()
-    clocks = {d: _link_clock(stats.get(role) or {}, d) for d, role in SENDER.items()}
+    clocks = {d: _link_clock(object_at(stats, role), d) for d, role in SENDER.items()}
     if clocks["forward"] is None or clocks["return"] is None:
         raise InputError("the link reports no schedule clock (satlink only)")
     count = max(1, int(duration_s / interval_s))
@@ -103,7 +104,7 @@ def summarise(
     lost: int,
     interval_s: float,
     period_s: float | None = None,
-) -> dict[str, Any]:
+) -> JsonObject:
     """Per (return step, forward step) in force: echoes, expected RTT, error p50 and
     p99; per change of expected RTT bigger than 3 times the echoes' own spread, the
     delay until the first echo that shows the new RTT."""

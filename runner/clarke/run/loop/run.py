@@ -13,7 +13,6 @@ import logging
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 
@@ -21,6 +20,7 @@ from clarke import __version__, gitinfo
 from clarke.campaign.dimensions import PROFILE
 from clarke.campaign.plan import CampaignPlan, Run, ShardBy, expand
 from clarke.errors import ClarkeError, InputError
+from clarke.json_value import JsonObject
 from clarke.results import store
 from clarke.results.journal import Journal
 from clarke.results.meta import Meta
@@ -174,7 +174,7 @@ def _open(
     return Directory(results_dir, cid, Journal.in_dir(results_dir), shard_label, link, kept)
 
 
-def _sites(plan: CampaignPlan) -> dict[str, Any]:
+def _sites(plan: CampaignPlan) -> JsonObject:
     """plan.json's `sites`: each recorded site the plan replays, with its digests (none:
     nothing, so that a campaign without sites writes the plan it always did)."""
     if not plan.sites:

@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from pydantic import BaseModel, ConfigDict
 from rich.console import Console
@@ -46,6 +46,7 @@ from clarke.campaign.model import Order
 from clarke.campaign.plan import CampaignPlan, ShardBy
 from clarke.errors import ClarkeError, InputError
 from clarke.ids import Id
+from clarke.json_value import JsonObject
 from clarke.results import store
 from clarke.results.journal import Journal
 from clarke.results.merge import merge
@@ -80,7 +81,7 @@ class ParallelState(BaseModel):
     shared_cpus: bool
     merged: Id  # the merged directory's name, beside the parts directory
     # Each `clarke run --parallel` of these parts: start, end, wall time, interrupted.
-    invocations: list[dict[str, Any]] = []
+    invocations: list[JsonObject] = []
 
 
 def cpu_sets(count: int, available: list[int]) -> tuple[list[list[int]], bool]:

@@ -26,10 +26,9 @@ then shows that the context started from nothing."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from clarke.browser.load import from_cache
 from clarke.contract import ServerStats
+from clarke.json_value import JsonObject, object_at
 from clarke.results.details import IsolationCheck
 from clarke.results.server_records import ServerConnection, TlsHandshake
 from clarke.run.session.verdicts import served
@@ -44,7 +43,7 @@ def _start(conn: ServerConnection) -> float | None:
 
 
 def isolation_verdict(
-    stats: ServerStats, raw: dict[str, Any], http: str, isolation: str
+    stats: ServerStats, raw: JsonObject, http: str, isolation: str
 ) -> IsolationCheck:
     """The load's isolation as the record keeps it (`isolation`): counts, the first
     request's protocol beside a new profile's, and `failure` ("" when the load began
@@ -65,7 +64,7 @@ def isolation_verdict(
     own = [c for c in reported if first_full is not None and first_full < (_start(c) or 0)]
     earlier = [c for c in reported if c not in own]
     kinds = [str(hs(c).kind or "unknown") for c in reported]
-    nav = raw.get("navigation") or {}
+    nav = object_at(raw, "navigation")
     out = IsolationCheck(
         mode=isolation,
         connections=len(conns),

@@ -11,6 +11,7 @@ from dataclasses import asdict
 from clarke import profiles
 from clarke.agent.agents import Agents
 from clarke.errors import ClarkeError
+from clarke.json_value import object_at
 from clarke.place.plan import Addresses
 from clarke.results.meta import LinkCheckRecord
 from clarke.roles import profile_digest
@@ -40,7 +41,7 @@ class LinkMeter:
                 stats = self.agents[role].stats()
             except ClarkeError:
                 continue
-            value = (stats.get("bytes_onto_link") or {}).get(direction)
+            value = object_at(stats, "bytes_onto_link").get(direction)
             if isinstance(value, int | float):
                 # One agent request per sample from now on.
                 self._counting_role[direction] = role

@@ -7,11 +7,10 @@ whatever stops the testbed stops them too."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from clarke.agent.agents import Agents
 from clarke.contract import NamesStart
 from clarke.errors import ClarkeError
+from clarke.json_value import JsonObject
 from clarke.sites.zone import Zone
 
 Mark = dict[str, int]  # role -> queries its resolver had answered
@@ -38,7 +37,7 @@ class SiteNames:
                 nameserver = started.listen
         return nameserver
 
-    def queries(self, role: str = "gateway", since: Mark | None = None) -> list[dict[str, Any]]:
+    def queries(self, role: str = "gateway", since: Mark | None = None) -> list[JsonObject]:
         """The queries `role`'s resolver (gateway, terminal, client) answered since it
         started, or since `since` (mark(): one load's own)."""
         if role not in self.running:

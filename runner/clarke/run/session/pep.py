@@ -23,10 +23,10 @@ How a load proves what happened (docs/peps.md):
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from clarke import pep_presets
 from clarke.contract import PepConfig
+from clarke.json_value import JsonObject
 from clarke.pep.splittcp import SplitTcp
 from clarke.pep_presets import ACCELERATED, Pacing
 from clarke.place.plan import Addresses
@@ -73,7 +73,7 @@ def pep_body(name: str, cc: str, profile: LinkProfile) -> PepConfig:
         return PepConfig(name=PEP_NONE)
     preset = pep_presets.read(name)
     hop = preset.hop
-    body: dict[str, Any] = {
+    body: JsonObject = {
         "name": preset.implementation,
         "preset": name,
         "mode": preset.mode,

@@ -37,6 +37,7 @@ from clarke.campaign.sites import PlannedSite
 from clarke.contract import ServerStats
 from clarke.errors import ClarkeError, InputError
 from clarke.results.details import DnsInLoad, DnsQuery, LoadDetails, OriginRow, Replay, SiteInForce
+from clarke.results.metric_families import number, timing_entries
 from clarke.results.record import Status
 from clarke.results.server_records import ReplayCounters, ReplayMiss, ServerConnection
 from clarke.run.session.names import Mark, SiteNames
@@ -325,14 +326,14 @@ def _site_failure(
     return ""
 
 
-def origins(raw: Mapping[str, Any]) -> tuple[dict[str, OriginRow], dict[str, float]]:
+def origins(raw: Mapping[str, object]) -> tuple[dict[str, OriginRow], dict[str, float]]:
     """Per origin (host), from the browser's Resource Timing: its requests, its
     protocols, its first lookup's time (domainLookupEnd - domainLookupStart of its first
     entry that looked up: 0 where the browser had the address already) and its first
     connection's set-up (connectEnd - connectStart, TLS included); and the load's sums."""
-    entries = [raw.get("navigation") or {}, *(raw.get("resources") or [])]
+    entries = timing_entries(raw)
     entries = sorted(
-        (e for e in entries if e.get("name")), key=lambda e: float(e.get("startTime") or 0)
+        (e for e in entries if e.get("name")), key=lambda e: number(e.get("startTime")) or 0.0
     )
     rows: dict[str, OriginRow] = {}
     for e in entries:
@@ -345,7 +346,7 @@ def origins(raw: Mapping[str, Any]) -> tuple[dict[str, OriginRow], dict[str, flo
         lookup = _span(e, "domainLookupStart", "domainLookupEnd")
         if lookup is not None and lookup > 0 and row.dns_ms is None:
             row.dns_ms = lookup
-            row.dns_start_ms = float(e["domainLookupStart"])
+            row.dns_start_ms = number(e.get("domainLookupStart"))
         connect = _span(e, "connectStart", "connectEnd")
         if connect is not None and connect > 0 and not row.has("connect_ms"):
             row.connect_ms = connect
@@ -426,7 +427,7 @@ def resolver_side(
     return out
 
 
-def _span(entry: Mapping[str, Any], start: str, end: str) -> float | None:
+def _span(entry: Mapping[str, object], start: str, end: str) -> float | None:
     a, b = entry.get(start), entry.get(end)
     if isinstance(a, int | float) and isinstance(b, int | float) and a > 0:
         return float(b) - float(a)

@@ -24,10 +24,11 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from clarke import sh
 from clarke.errors import ClarkeError
+from clarke.json_value import JsonObject
 from clarke.server.tcp_cc import netns_argv
 from clarke.vocab import CongestionControl
 
@@ -77,7 +78,7 @@ class QuicConnLog:
             return BBR
         return None
 
-    def view(self) -> dict[str, Any]:
+    def view(self) -> JsonObject:
         return {
             "cc": self.cc,
             "cc_lines": {m: self.modules[m] for m in CC_MODULES if self.modules[m]},

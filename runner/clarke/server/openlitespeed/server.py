@@ -50,10 +50,11 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from clarke import __version__, sh, tls
 from clarke.errors import ClarkeError, CommandFailed, EnvironmentProblem, InputError
+from clarke.json_value import JsonObject
 from clarke.place import Place, procs
 from clarke.server.openlitespeed.config import DEFAULT_SERVER_ROOT, OlsSite, render, write
 from clarke.server.openlitespeed.install import (
@@ -158,7 +159,7 @@ class OpenLiteSpeedRole:
         self.client_lan, self.gateway = client_lan, gateway
         self.server_root, self.netns = Path(where.server_root), where.netns
         self.start_timeout_s, self.log_flush_wait_s = where.start_timeout_s, where.log_flush_wait_s
-        self.tcp_applied: dict[str, Any] | None = None
+        self.tcp_applied: JsonObject | None = None
         self.restarts = 0
         self.sampler = TcpSampler(site.port, where.netns, where.sample_interval_s)
         self.quic_wire = QuicWireCounter(site.port, where.netns)
@@ -405,14 +406,14 @@ class OpenLiteSpeedRole:
         return self.children.exited()
 
     # --- the role agent's contract -----------------------------------------------------
-    def state(self) -> dict[str, Any]:
+    def state(self) -> JsonObject:
         return {
             "tcp_cc": self.settings.tcp_cc,
             "quic_cc": self.settings.quic_cc,
             "scheduler": Scheduler.own.value,
         }
 
-    def settings_view(self) -> dict[str, Any]:
+    def settings_view(self) -> JsonObject:
         return {
             "tcp_cc": self.settings.tcp_cc,
             "quic_cc": self.settings.quic_cc,
@@ -421,7 +422,7 @@ class OpenLiteSpeedRole:
             "tcp_cc_applied": self.tcp_applied,
         }
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> JsonObject:
         listening = self.listening()
         return {
             "role": self.role,
@@ -443,7 +444,7 @@ class OpenLiteSpeedRole:
             },
         }
 
-    def configure(self, body: dict[str, Any]) -> dict[str, Any]:
+    def configure(self, body: JsonObject) -> JsonObject:
         """Apply {"tcp_cc", "quic_cc"} (any subset): checked first (InputError, nothing
         touched), then the configuration is rewritten, the TCP algorithm applied and
         OpenLiteSpeed restarted gracefully if its configuration changed."""
@@ -477,7 +478,7 @@ class OpenLiteSpeedRole:
                 "restarted": restart,
             }
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> JsonObject:
         # OpenLiteSpeed writes its access log once a second: wait for the lines of every
         # request that ended before this call, then take a last sample. Sampling runs
         # from reset_stats() to here (the runner's reset, load, stats).
@@ -517,7 +518,7 @@ class OpenLiteSpeedRole:
             "notes": notes,
         }
 
-    def reset_stats(self) -> dict[str, Any]:
+    def reset_stats(self) -> JsonObject:
         """Forget the connections and requests seen so far and sample `ss` until the next
         stats()."""
         removed = self.sampler.clear()
