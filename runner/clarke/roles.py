@@ -37,6 +37,7 @@ from typing import Any, ClassVar, Final, Protocol
 
 from pydantic import ValidationError
 
+from clarke import __version__
 from clarke.campaign.dimension import Dimension
 from clarke.errors import InputError, ValidationFailed
 from clarke.json_value import JsonObject
@@ -161,6 +162,18 @@ def parse_link_config(body: JsonObject) -> tuple[str, LinkProfile]:
         return name, LinkProfile.model_validate(body["profile"])
     except ValidationError as e:
         raise ValidationFailed(f"link profile {name!r}", problems_of(e)) from None
+
+
+def health_of(role: str, implementation: str, **own: object) -> JsonObject:
+    """A role's GET /health, ready to serve: who answers (role, implementation, Clarke's
+    version), then what its implementation reports under its own key."""
+    return {
+        "role": role,
+        "implementation": implementation,
+        "clarke": __version__,
+        "ready": True,
+        **own,
+    }
 
 
 def link_state(name: str | None, digest: str | None, running: bool) -> JsonObject:

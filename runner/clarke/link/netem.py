@@ -12,7 +12,7 @@ import shutil
 import threading
 from functools import cache
 
-from clarke import __version__, sh
+from clarke import sh
 from clarke.errors import ClarkeError, EnvironmentProblem, ValidationFailed
 from clarke.json_value import JsonObject
 from clarke.place import Place, netns
@@ -20,6 +20,7 @@ from clarke.profiles import BitErrors, Direction, LinkProfile, PacketLoss
 from clarke.roles import (
     Implementation,
     RoleProcess,
+    health_of,
     link_state,
     parse_link_config,
     profile_digest,
@@ -131,13 +132,11 @@ class NetemStation:
             return {"applied": True, "state": self.state()}
 
     def health(self) -> JsonObject:
-        return {
-            "role": self.role,
-            "implementation": self.implementation,
-            "clarke": __version__,
-            "ready": True,
-            "netem": {"version": sh.run(["tc", "-V"], check=False).stdout.strip()},
-        }
+        return health_of(
+            self.role,
+            self.implementation,
+            netem={"version": sh.run(["tc", "-V"], check=False).stdout.strip()},
+        )
 
     def stats(self) -> JsonObject:
         if self.direction is None or not self.wired:

@@ -11,14 +11,14 @@ from typing import ClassVar
 
 import httpx
 
-from clarke import __version__, paths, tls
+from clarke import paths, tls
 from clarke.campaign.dimensions import CC, INITIAL_WINDOW, SCHEDULER, SITE
 from clarke.campaign.initial_window import IW_DEFAULT, IW_FIELD, QUIC_DATAGRAM_BYTES
 from clarke.errors import ClarkeError, EnvironmentProblem, InputError
 from clarke.json_value import JsonObject, object_at
 from clarke.place import Place, procs
 from clarke.place.plan import HTTPS_PORT, ORIGIN_CONTROL
-from clarke.roles import EVERY, Capabilities, RoleProcess, ServerImplementation
+from clarke.roles import EVERY, Capabilities, RoleProcess, ServerImplementation, health_of
 from clarke.server import serve_link_checks, tcp_cc
 from clarke.server import site as sites
 from clarke.vocab import CongestionControl, Scheduler
@@ -185,13 +185,11 @@ class OriginServer:
         return {"applied": True, "state": self.state()}
 
     def health(self) -> JsonObject:
-        return {
-            "role": self.role,
-            "implementation": self.implementation,
-            "clarke": __version__,
-            "ready": True,
-            "origin": self._call("GET", "/health"),
-        }
+        return health_of(
+            self.role,
+            self.implementation,
+            origin=self._call("GET", "/health"),
+        )
 
     def stats(self) -> JsonObject:
         return self._call("GET", "/stats")

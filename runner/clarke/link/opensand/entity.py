@@ -40,7 +40,7 @@ from functools import cache
 from pathlib import Path
 from typing import Final
 
-from clarke import __version__, paths, sh
+from clarke import paths, sh
 from clarke.errors import EnvironmentProblem, InputError
 from clarke.json_value import JsonObject
 from clarke.link.opensand import xml
@@ -55,7 +55,7 @@ from clarke.link.opensand.mapping import (
 )
 from clarke.place import Place, procs
 from clarke.profiles import LinkProfile
-from clarke.roles import link_state, parse_link_config, profile_digest
+from clarke.roles import health_of, link_state, parse_link_config, profile_digest
 from clarke.vocab import LINK_ROLES, receives, sends
 
 log = logging.getLogger(__name__)
@@ -467,19 +467,17 @@ class OpenSandRole:
 
     def health(self) -> JsonObject:
         child = self._child
-        return {
-            "role": self.role,
-            "implementation": self.implementation,
-            "clarke": __version__,
-            "ready": True,
-            "opensand": {
+        return health_of(
+            self.role,
+            self.implementation,
+            opensand={
                 "version": installed_version(),
                 "running": self.alive(),
                 "profile": self.profile_name,
                 "entity": self.entity,
                 "pid": child.pid if child is not None and self.alive() else None,
             },
-        }
+        )
 
     def configure(self, body: JsonObject) -> JsonObject:
         """Apply a link profile: validate and generate first (InputError, nothing

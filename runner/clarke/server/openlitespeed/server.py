@@ -52,10 +52,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from clarke import __version__, sh, tls
+from clarke import sh, tls
 from clarke.errors import ClarkeError, CommandFailed, EnvironmentProblem, InputError
 from clarke.json_value import JsonObject
 from clarke.place import Place, procs
+from clarke.roles import health_of
 from clarke.server.openlitespeed.config import DEFAULT_SERVER_ROOT, OlsSite, render, write
 from clarke.server.openlitespeed.install import (
     INSTALL_ENV,
@@ -424,12 +425,10 @@ class OpenLiteSpeedRole:
 
     def health(self) -> JsonObject:
         listening = self.listening()
-        return {
-            "role": self.role,
-            "implementation": self.implementation,
-            "clarke": __version__,
-            "ready": True,
-            "openlitespeed": {
+        return health_of(
+            self.role,
+            self.implementation,
+            openlitespeed={
                 "version": self.version(),
                 "settings": self.settings_view(),
                 "listening": all(listening.values()),
@@ -442,7 +441,7 @@ class OpenLiteSpeedRole:
                 "quic_available": list(QUIC_CC),
                 "tcp_available": available_tcp_cc(),
             },
-        }
+        )
 
     def configure(self, body: JsonObject) -> JsonObject:
         """Apply {"tcp_cc", "quic_cc"} (any subset): checked first (InputError, nothing
