@@ -3,6 +3,8 @@ copy packed into the wheel under clarke/_data."""
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 _PACKAGE = Path(__file__).resolve().parent
@@ -20,6 +22,21 @@ def data_dir(name: str) -> Path:
 def source_root() -> Path | None:
     """The repository checkout Clarke runs from, if any (for git revisions, Rust parts)."""
     return _SOURCE_ROOT if (_SOURCE_ROOT / "pyproject.toml").is_file() else None
+
+
+def rust_binary(name: str, env: str) -> Path | None:
+    """A Rust part of satlink/'s workspace (satlink, splittcp): $`env`, else the
+    checkout's release build, else `name` on PATH."""
+    given = os.environ.get(env)
+    if given:
+        return Path(given)
+    root = source_root()
+    if root is not None:
+        built = root / "satlink" / "target" / "release" / name
+        if built.is_file():
+            return built
+    found = shutil.which(name)
+    return Path(found) if found else None
 
 
 def corpus_dir() -> Path | None:

@@ -11,19 +11,19 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import socket
 import threading
 from pathlib import Path
 
-from clarke import __version__, paths
-from clarke.errors import ClarkeError, EnvironmentProblem, InputError
+from clarke import paths
+from clarke.control_socket import answers, ask
+from clarke.errors import EnvironmentProblem
 from clarke.json_value import JsonObject, object_at
 from clarke.place import Place, netns, procs
 from clarke.place.plan import EMU_PORT, IF_SAT
 from clarke.roles import (
     Implementation,
     RoleProcess,
+    health_of,
     link_state,
     parse_link_config,
     profile_digest,
@@ -31,51 +31,12 @@ from clarke.roles import (
 from clarke.vocab import sends
 
 START_TIMEOUT_S = 15.0
+SPEAKER = "satlink"
 
 
 def satlink_binary() -> Path | None:
     """$CLARKE_SATLINK, else the checkout's release build, else `satlink` on PATH."""
-    env = os.environ.get("CLARKE_SATLINK")
-    if env:
-        return Path(env)
-    root = paths.source_root()
-    if root is not None:
-        built = root / "satlink" / "target" / "release" / "satlink"
-        if built.is_file():
-            return built
-    found = shutil.which("satlink")
-    return Path(found) if found else None
-
-
-def ask(control_socket: Path, request: JsonObject) -> JsonObject:
-    """One request to a satlink process's control socket (one JSON line each way)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(10)
-        try:
-            s.connect(str(control_socket))
-        except OSError as e:
-            raise ClarkeError(f"satlink control socket {control_socket}: {e}") from None
-        s.sendall(json.dumps(request).encode() + b"\n")
-        buf = b""
-        while not buf.endswith(b"\n"):
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            buf += chunk
-    reply = json.loads(buf or b"{}")
-    if isinstance(reply, dict) and reply.get("error"):
-        raise InputError(f"satlink refused {request.get('cmd')}: {reply['error']}")
-    return reply if isinstance(reply, dict) else {}
-
-
-def answers(control_socket: Path) -> bool:
-    if not control_socket.exists():
-        return False
-    try:
-        ask(control_socket, {"cmd": "health"})
-    except (ClarkeError, OSError, ValueError):
-        return False
-    return True
+    return paths.rust_binary("satlink", "CLARKE_SATLINK")
 
 
 def argv(binary: Path, place: Place, config: Path, control: Path) -> list[str]:
@@ -122,7 +83,7 @@ class SatlinkStation:
         popen = self.children.spawn("satlink", cmd, log=log)
         try:
             procs.wait_until(
-                lambda: popen.poll() is not None or answers(self.control),
+                lambda: popen.poll() is not None or answers(self.control, SPEAKER),
                 f"satlink {self.role}",
                 START_TIMEOUT_S,
             )
@@ -159,7 +120,7 @@ class SatlinkStation:
             if self._running() and (name, digest) == (self.profile, self.digest):
                 return {"applied": False, "state": self.state()}
             if self._running():
-                ask(self.control, {"cmd": "set", "config": config})
+                ask(self.control, {"cmd": "set", "config": config}, SPEAKER)
                 self.config.write_text(json.dumps(config, indent=2))
             else:
                 self._start(config)
@@ -167,18 +128,16 @@ class SatlinkStation:
             return {"applied": True, "state": self.state()}
 
     def health(self) -> JsonObject:
-        return {
-            "role": self.role,
-            "implementation": self.implementation,
-            "clarke": __version__,
-            "ready": True,
-            "satlink": ask(self.control, {"cmd": "health"}) if self._running() else {},
-        }
+        return health_of(
+            self.role,
+            self.implementation,
+            satlink=ask(self.control, {"cmd": "health"}, SPEAKER) if self._running() else {},
+        )
 
     def stats(self) -> JsonObject:
         if not self._running():
             return {"running": False}
-        stats = ask(self.control, {"cmd": "stats"})
+        stats = ask(self.control, {"cmd": "stats"}, SPEAKER)
         # A station's `bytes_out` of the direction it shapes are the IP bytes it put onto
         # the link; the satellite only relays.
         direction = sends(self.role)
@@ -190,7 +149,7 @@ class SatlinkStation:
         return stats
 
     def reset_stats(self) -> JsonObject:
-        return ask(self.control, {"cmd": "reset_stats"}) if self._running() else {}
+        return ask(self.control, {"cmd": "reset_stats"}, SPEAKER) if self._running() else {}
 
     def problem(self) -> str | None:
         """satlink died (not while a configure starts it: a satlink that exits during

@@ -17,7 +17,6 @@ gateway's LAN address, which is how a load proves its TCP was split (run/session
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import time
@@ -25,10 +24,10 @@ from pathlib import Path
 
 from clarke import paths, sh
 from clarke.contract import PepSettings
+from clarke.control_socket import answers, ask
 from clarke.errors import ClarkeError, EnvironmentProblem
 from clarke.json_value import JsonObject, object_at
 from clarke.pep import HOP_KEY_FILE, tproxy
-from clarke.pep.control import answers, ask
 from clarke.pep.process import TproxyPepProcess
 from clarke.pep_presets import ACCELERATED, SPLIT
 from clarke.place import Place, procs
@@ -47,16 +46,7 @@ STATIONS = ("terminal", "gateway")
 
 def splittcp_binary() -> Path | None:
     """$CLARKE_SPLITTCP, else the checkout's release build, else `splittcp` on PATH."""
-    env = os.environ.get("CLARKE_SPLITTCP")
-    if env:
-        return Path(env)
-    root = paths.source_root()
-    if root is not None:
-        built = root / "satlink" / "target" / "release" / "splittcp"
-        if built.is_file():
-            return built
-    found = shutil.which("splittcp")
-    return Path(found) if found else None
+    return paths.rust_binary("splittcp", "CLARKE_SPLITTCP")
 
 
 class SplitTcpProcess(TproxyPepProcess):
@@ -138,7 +128,9 @@ class SplitTcpProcess(TproxyPepProcess):
         argv = place.argv(self._argv(settings))
         popen = self.children.spawn("splittcp", argv, log=place.run_dir / "splittcp.log")
         procs.wait_until(
-            lambda: answers(self.control) or popen.poll() is not None, "splittcp", START_TIMEOUT_S
+            lambda: answers(self.control, "splittcp") or popen.poll() is not None,
+            "splittcp",
+            START_TIMEOUT_S,
         )
         if popen.poll() is not None:
             tail = procs.tail(place.run_dir / "splittcp.log")
@@ -179,7 +171,7 @@ class SplitTcpProcess(TproxyPepProcess):
         deadline = time.monotonic() + POOL_TIMEOUT_S
         pool: JsonObject = {}
         while time.monotonic() < deadline and popen.poll() is None:
-            pool = object_at(ask(self.control, {"cmd": "stats"}), "pool")
+            pool = object_at(ask(self.control, {"cmd": "stats"}, "splittcp"), "pool")
             ready = pool.get("ready", 0)
             if isinstance(ready, int) and ready >= size:
                 return
@@ -195,7 +187,7 @@ class SplitTcpProcess(TproxyPepProcess):
     def stats(self) -> JsonObject:
         if self.settings is None:
             return {}
-        out = ask(self.control, {"cmd": "stats"})
+        out = ask(self.control, {"cmd": "stats"}, "splittcp")
         out["mode"] = self.settings.mode
         out["preset"] = self.settings.preset
         if tproxy.installed(self.place):
@@ -206,7 +198,7 @@ class SplitTcpProcess(TproxyPepProcess):
         if self.settings is None:
             return {"ok": True}
         tproxy.reset_counters(self.place)
-        return ask(self.control, {"cmd": "reset_stats"})
+        return ask(self.control, {"cmd": "reset_stats"}, "splittcp")
 
     def stop(self) -> None:
         super().stop()
