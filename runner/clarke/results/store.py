@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -23,6 +23,8 @@ from clarke.json_value import JsonObject
 from clarke.results.journal import JOURNAL, Journal
 from clarke.results.meta import Meta
 from clarke.schema import problems_of
+
+M = TypeVar("M", bound=BaseModel)
 
 CAMPAIGN_COPY = "campaign.yaml"
 META = "meta.json"
@@ -80,9 +82,9 @@ class PlanFile(BaseModel):
     runs: list[JsonObject]
 
 
-def read_plan(d: Path) -> PlanFile:
-    """plan.json, or an error naming it (exit 2): a damaged plan is never run from."""
-    path = d / PLAN
+def _read_model(path: Path, model: type[M]) -> M:
+    """A results directory's JSON file as its model, or an error naming the file (exit
+    2): a damaged file is the user's to see, not a traceback, and is never run from."""
     try:
         data = json.loads(path.read_bytes())
     except OSError as e:
@@ -92,9 +94,14 @@ def read_plan(d: Path) -> PlanFile:
     if not isinstance(data, dict):
         raise InputError(f"{path}: damaged, not a JSON object")
     try:
-        return PlanFile.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as e:
         raise ValidationFailed(f"{path} (damaged)", problems_of(e)) from None
+
+
+def read_plan(d: Path) -> PlanFile:
+    """plan.json, or an error naming it."""
+    return _read_model(d / PLAN, PlanFile)
 
 
 def same_runs(recorded: list[JsonObject], expanded: list[JsonObject]) -> bool:
@@ -128,21 +135,8 @@ def check_plan(
 
 
 def read_meta(d: Path) -> Meta:
-    """meta.json, or an error naming it: a damaged file is the user's to see, not a
-    traceback."""
-    path = d / META
-    try:
-        meta = json.loads(path.read_text())
-    except OSError as e:
-        raise InputError(f"{path}: cannot read: {e.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: damaged, not JSON ({e})") from None
-    if not isinstance(meta, dict):
-        raise InputError(f"{path}: damaged, not a JSON object")
-    try:
-        return Meta.model_validate(meta)
-    except ValidationError as e:
-        raise ValidationFailed(f"{path} (damaged)", problems_of(e)) from None
+    """meta.json, or an error naming it."""
+    return _read_model(d / META, Meta)
 
 
 def open_existing(d: Path) -> tuple[Meta, Journal]:
