@@ -187,23 +187,46 @@ def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> 
     )
     phases = Phases()
     template, made_from = firefox.profile_for_load(binary, setup.ca_cert, prefs, workdir, phases)
+    result = _browsertime(
+        req, _firefox_args(binary, template), workdir, phases, template, firefox_binary=binary
+    )
+    return result.model_copy(update={"phases_ms": phases.ms, "profile": made_from})
+
+
+def _browsertime(
+    req: LoadRequest,
+    browser_args: list[str],
+    workdir: Path | None,
+    phases: Phases,
+    profile: Path,
+    netlog: Path | None = None,
+    **binary: str,
+) -> LoadResult:
+    """One Browsertime run of `req` (it starts, loads, settles and exits the browser in
+    one process: one phase), with Chromium's NetLog and the capture where asked; the
+    browser's `profile` and Browsertime's output removed whatever happens. `binary`:
+    firefox_binary or chromium_binary, the browser whose version the result names."""
     out = Path(tempfile.mkdtemp(prefix="clarke-browsertime-", dir=workdir))
     capture = BrowserCapture(workdir) if req.capture_max_bytes else None
     try:
-        # Browsertime starts, loads, settles and exits Firefox in one process: one phase.
         with phases.phase(NAME):
-            result = _run(req, _firefox_args(binary, template), out, capture, firefox_binary=binary)
+            result = _run(req, browser_args, out, capture, **binary)
+        if netlog is not None:
+            with phases.phase("netlog"):
+                result = with_netlog(
+                    result, chromium.netlog_summary(netlog), req.url, site=bool(req.site_hosts)
+                )
         if capture is not None:
             with phases.phase("capture"):
                 files = capture.collect(req.capture_max_bytes)
             result = result.model_copy(update={"captured": files})
     finally:
         with phases.phase("cleanup"):
-            shutil.rmtree(template, ignore_errors=True)
+            shutil.rmtree(profile, ignore_errors=True)
             shutil.rmtree(out, ignore_errors=True)
             if capture is not None:
                 capture.remove()
-    return result.model_copy(update={"phases_ms": phases.ms, "profile": made_from})
+    return result
 
 
 def _load_chromium(req: LoadRequest, setup: BrowserSetup, workdir: Path | None) -> LoadResult:
@@ -212,17 +235,7 @@ def _load_chromium(req: LoadRequest, setup: BrowserSetup, workdir: Path | None) 
     with phases.phase("profile"):
         profile = chromium.make_profile(workdir)
     netlog = profile / chromium.NETLOG
-    switches = chromium.switches(
-        req.http,
-        setup.server_port,
-        user_data_dir=profile / "data",
-        window=req.window,
-        host=setup.server_name,
-        address=setup.server_address,
-        ca_spki=chromium.spki_sha256(setup.ca_cert) if setup.ca_cert else None,
-        netlog=netlog,
-        site_hosts=req.site_hosts,
-    )
+    switches = chromium.switches_in(setup, req.http, req.window, profile, req.site_hosts)
     browser_args = [
         "-b",
         "chrome",
@@ -234,25 +247,9 @@ def _load_chromium(req: LoadRequest, setup: BrowserSetup, workdir: Path | None) 
         # "--" would be read as one of Browsertime's own options.
         *(f"--chrome.args={s}" for s in switches),
     ]
-    out = Path(tempfile.mkdtemp(prefix="clarke-browsertime-", dir=workdir))
-    capture = BrowserCapture(workdir) if req.capture_max_bytes else None
-    try:
-        with phases.phase(NAME):
-            result = _run(req, browser_args, out, capture, chromium_binary=binary)
-        with phases.phase("netlog"):
-            result = with_netlog(
-                result, chromium.netlog_summary(netlog), req.url, site=bool(req.site_hosts)
-            )
-        if capture is not None:
-            with phases.phase("capture"):
-                files = capture.collect(req.capture_max_bytes)
-            result = result.model_copy(update={"captured": files})
-    finally:
-        with phases.phase("cleanup"):
-            shutil.rmtree(profile, ignore_errors=True)
-            shutil.rmtree(out, ignore_errors=True)
-            if capture is not None:
-                capture.remove()
+    result = _browsertime(
+        req, browser_args, workdir, phases, profile, chromium_binary=binary, netlog=netlog
+    )
     return result.model_copy(update={"phases_ms": phases.ms, "browser": Browser.chromium})
 
 

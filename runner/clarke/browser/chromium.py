@@ -25,6 +25,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from clarke import sh
+from clarke.browser.load import BrowserSetup
 from clarke.errors import EnvironmentProblem
 
 # The real binary first: Debian's /usr/bin/chromium is a launcher script that adds the
@@ -180,6 +181,28 @@ def switches(version: str, port: int, **load: Any) -> list[str]:
     """The command line's switches for one load (load: load_switches' arguments)."""
     host = load.get("site_hosts") or load["host"]
     return [s.arg for s in (*BASE, *http_version(version, host, port), *load_switches(**load))]
+
+
+def switches_in(
+    setup: BrowserSetup,
+    http: str,
+    window: tuple[int, int],
+    profile: Path,
+    site_hosts: Sequence[str] = (),
+) -> list[str]:
+    """The switches for one load by the client agent (its `setup`), in a new `profile`
+    directory (its user data and NetLog inside)."""
+    return switches(
+        http,
+        setup.server_port,
+        user_data_dir=profile / "data",
+        window=window,
+        host=setup.server_name,
+        address=setup.server_address,
+        ca_spki=spki_sha256(setup.ca_cert) if setup.ca_cert else None,
+        netlog=profile / NETLOG,
+        site_hosts=site_hosts,
+    )
 
 
 def spki_sha256(cert_pem: Path) -> str:

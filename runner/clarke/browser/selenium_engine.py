@@ -213,16 +213,8 @@ def _start_chromium(
     netlog = profile / chromium.NETLOG
     opts = Options()
     opts.binary_location = binary
-    for arg in chromium.switches(
-        settings.http,
-        setup.server_port,
-        user_data_dir=profile / "data",
-        window=settings.window,
-        host=setup.server_name,
-        address=setup.server_address,
-        ca_spki=chromium.spki_sha256(setup.ca_cert) if setup.ca_cert else None,
-        netlog=netlog,
-        site_hosts=settings.site_hosts,
+    for arg in chromium.switches_in(
+        setup, settings.http, settings.window, profile, settings.site_hosts
     ):
         opts.add_argument(arg)
     opts.enable_bidi = settings.isolation is Isolation.context
