@@ -162,13 +162,7 @@ class Caching(BaseResolver):
             reply = DNSRecord.parse(cached.reply.pack())
             reply.header.id = request.header.id
         else:
-            asked = time.monotonic()
-            try:
-                reply = DNSRecord.parse(_send_from(request, self.upstream, self.port, self.source))
-            except OSError:  # the upstream did not answer in time: say so, do not hang
-                reply = request.reply()
-                reply.header.rcode = RCODE.SERVFAIL
-            more["upstream_ms"] = (time.monotonic() - asked) * 1000
+            reply, more["upstream_ms"] = _forward(request, self.upstream, self.port, self.source)
             if reply.rr:
                 ttl = min(rr.ttl for rr in reply.rr) if reply.header.rcode == RCODE.NOERROR else 0
             elif reply.header.rcode in (RCODE.NOERROR, RCODE.NXDOMAIN):
@@ -180,6 +174,18 @@ class Caching(BaseResolver):
                     self._cache[key] = _Cached(reply, time.monotonic() + ttl)
         self.log.write(_entry(at, handler, key, reply, hit=hit, **more))
         return reply
+
+
+def _forward(request: DNSRecord, upstream: str, port: int, source: str) -> tuple[DNSRecord, float]:
+    """(the upstream's reply, or SERVFAIL where it did not answer in time: said so, never
+    hung on; how long it took in ms)."""
+    asked = time.monotonic()
+    try:
+        reply = DNSRecord.parse(_send_from(request, upstream, port, source))
+    except OSError:
+        reply = request.reply()
+        reply.header.rcode = RCODE.SERVFAIL
+    return reply, (time.monotonic() - asked) * 1000
 
 
 def _send_from(request: DNSRecord, upstream: str, port: int, source: str) -> bytes:
@@ -212,13 +218,7 @@ class Stub(BaseResolver):
         forwarded = name in self.names
         more: dict[str, float] = {}
         if forwarded:
-            asked = time.monotonic()
-            try:
-                reply = DNSRecord.parse(_send_from(request, self.upstream, self.port, self.source))
-            except OSError:  # the upstream did not answer in time: say so, do not hang
-                reply = request.reply()
-                reply.header.rcode = RCODE.SERVFAIL
-            more["upstream_ms"] = (time.monotonic() - asked) * 1000
+            reply, more["upstream_ms"] = _forward(request, self.upstream, self.port, self.source)
         else:
             reply = request.reply()
             reply.header.rcode = RCODE.NXDOMAIN
