@@ -154,12 +154,9 @@ def _start_firefox(
         log_output=str(profile / "geckodriver.log"),
         env=capture.env() if capture else None,
     )
-    try:
-        with phases.phase("browser_start"):
-            driver = webdriver.Firefox(options=opts, service=service)
-    except BaseException:
-        shutil.rmtree(profile, ignore_errors=True)
-        raise
+    driver = _driver_started(
+        phases, profile, lambda: webdriver.Firefox(options=opts, service=service)
+    )
     version = firefox.with_build(
         str(driver.capabilities.get("browserVersion", "")),
         str(driver.capabilities.get("moz:buildID", "")),
@@ -175,6 +172,17 @@ def _start_firefox(
             started.quiet_since = prestart.QuietMark.now(pid)
     started.phases_ms = dict(phases.ms)
     return started
+
+
+def _driver_started(phases: Phases, profile: Path, start: Callable[[], Any]) -> Any:
+    """The WebDriver `start` returns, timed as browser_start; the new profile removed
+    where the browser did not start."""
+    try:
+        with phases.phase("browser_start"):
+            return start()
+    except BaseException:
+        shutil.rmtree(profile, ignore_errors=True)
+        raise
 
 
 def _started(
@@ -223,12 +231,9 @@ def _start_chromium(
         log_output=str(profile / "chromedriver.log"),
         env=capture.env() if capture else None,
     )
-    try:
-        with phases.phase("browser_start"):
-            driver = webdriver.Chrome(options=opts, service=service)
-    except BaseException:
-        shutil.rmtree(profile, ignore_errors=True)
-        raise
+    driver = _driver_started(
+        phases, profile, lambda: webdriver.Chrome(options=opts, service=service)
+    )
     version = str(driver.capabilities.get("browserVersion", ""))
     started = _started(settings, driver, profile, "", version)
     started.netlog = chromium.NetlogTail(netlog)
