@@ -219,10 +219,10 @@ def _loss_problem(name: str, d: Direction) -> str | None:
     return None
 
 
-def derive(profile: LinkProfile, source: str = "link profile") -> Mapping:
-    """Every profile-dependent OpenSAND value, or ValidationFailed listing each field that
-    OpenSAND cannot emulate."""
+def _problems(profile: LinkProfile) -> list[str]:
+    """What of `profile` OpenSAND cannot emulate, a line per field."""
     problems: list[str] = []
+    fwd, ret = profile.forward, profile.return_
     fwd, ret = profile.forward, profile.return_
 
     # Rates.
@@ -285,9 +285,17 @@ def derive(profile: LinkProfile, source: str = "link profile") -> Mapping:
     # A link that changes over time: its delays, through the gateway's FileDelay.
     problems += delay_file.problems(profile, RTT_OVERHEAD_RANGE_MS)
 
+    return problems
+
+
+def derive(profile: LinkProfile, source: str = "link profile") -> Mapping:
+    """Every profile-dependent OpenSAND value, or ValidationFailed listing each field that
+    OpenSAND cannot emulate."""
+    problems = _problems(profile)
     if problems:
         raise ValidationFailed(f"{source} (opensand link)", problems)
-
+    fwd, ret = profile.forward, profile.return_
+    rtt = profile.idle_rtt_ms
     delay = delay_value_for(rtt)
     bw = forward_bandwidth_khz(fwd.rate_mbps)
     access = (
@@ -296,7 +304,42 @@ def derive(profile: LinkProfile, source: str = "link profile") -> Mapping:
         else return_access.on_demand(ret.rate_mbps, ret.dama)
     )
     f_fifo, r_fifo = fifo_packets(fwd), fifo_packets(ret)
-    rows = [
+    rows = _rows(profile, delay, bw, access)
+    notes = _notes(profile, access)
+    schedule_file = None
+    if profile.schedule is not None:
+        schedule_file = delay_file.text(profile, RTT_OVERHEAD_MS)
+        rows.append(
+            Row(
+                f"schedule {profile.schedule.id} (delays)",
+                f"{len(profile.schedule.steps)} steps",
+                "gw profile.xml: physical_layer/delay: FileDelay, gw/delay.txt; st: 0",
+                f"every {delay_file.refresh_ms(profile)} ms",
+                "the whole delay at the gateway (RTT = 2 x its value + "
+                f"{RTT_OVERHEAD_MS:g} ms), whose clock starts with it; delay_value in "
+                "whole ms, so the RTT moves in 2 ms steps",
+            )
+        )
+    return Mapping(
+        delay,
+        expected_rtt_ms(delay),
+        bw,
+        f_fifo,
+        r_fifo,
+        access,
+        rows,
+        notes,
+        schedule_file,
+        delay_file.refresh_ms(profile) if schedule_file else 0,
+    )
+
+
+def _rows(profile: LinkProfile, delay: int, bw: int, access: ReturnAccess) -> list[Row]:
+    """The mapping table: each profile value beside the OpenSAND value it became."""
+    fwd, ret = profile.forward, profile.return_
+    rtt = profile.idle_rtt_ms
+    f_fifo, r_fifo = fifo_packets(fwd), fifo_packets(ret)
+    return [
         Row(
             "idle RTT (both directions' uplink + downlink + framing)",
             f"{rtt:g} ms",
@@ -357,6 +400,11 @@ def derive(profile: LinkProfile, source: str = "link profile") -> Mapping:
             "no collector on the testbed; no local probe files",
         ),
     ]
+
+
+def _notes(profile: LinkProfile, access: ReturnAccess) -> list[str]:
+    """What a result made with this mapping should be read with."""
+    fwd, ret = profile.forward, profile.return_
     notes = [
         "Forward TCP reaches only 70-80 % of the forward rate: OpenSAND 8.2.0's GSE "
         "encapsulation drops packets in bursts (not fixable by configuration); a "
@@ -380,32 +428,7 @@ def derive(profile: LinkProfile, source: str = "link profile") -> Mapping:
             f"return.rate_mbps {ret.rate_mbps:g} is above the 15-19 Mb/s return measured "
             "at most on a 2-core machine (CPU-bound)."
         )
-    schedule_file = None
-    if profile.schedule is not None:
-        schedule_file = delay_file.text(profile, RTT_OVERHEAD_MS)
-        rows.append(
-            Row(
-                f"schedule {profile.schedule.id} (delays)",
-                f"{len(profile.schedule.steps)} steps",
-                "gw profile.xml: physical_layer/delay: FileDelay, gw/delay.txt; st: 0",
-                f"every {delay_file.refresh_ms(profile)} ms",
-                "the whole delay at the gateway (RTT = 2 x its value + "
-                f"{RTT_OVERHEAD_MS:g} ms), whose clock starts with it; delay_value in "
-                "whole ms, so the RTT moves in 2 ms steps",
-            )
-        )
-    return Mapping(
-        delay,
-        expected_rtt_ms(delay),
-        bw,
-        f_fifo,
-        r_fifo,
-        access,
-        rows,
-        notes,
-        schedule_file,
-        delay_file.refresh_ms(profile) if schedule_file else 0,
-    )
+    return notes
 
 
 def _return_rows(ret: Direction, a: ReturnAccess) -> list[Row]:
