@@ -13,7 +13,7 @@ import click
 
 from clarke import pep_presets, profiles, registry
 from clarke.browser.client import Firefox
-from clarke.browser.load import CHROMIUM_CONNECTIONS
+from clarke.browser.load import CHROMIUM_CONNECTIONS, LoadResult
 from clarke.browser.prefs import check_override
 from clarke.campaign.dimensions import (
     BROWSER,
@@ -25,12 +25,14 @@ from clarke.campaign.dimensions import (
     PROFILE,
     SITE,
     SIZE,
+    Cell,
 )
 from clarke.cli.dimensions import OptionSpec, every_dimension
 from clarke.cli.options import options_into
 from clarke.errors import InputError
+from clarke.json_value import JsonObject
 from clarke.pages.models import Registry
-from clarke.results.details import CaptureKept
+from clarke.results.details import CaptureKept, LoadDetails
 from clarke.results.record import Status
 from clarke.roles import Implementation
 from clarke.run import single
@@ -213,21 +215,9 @@ def load(o: LoadOptions) -> None:
     the load is put in force and verified as a campaign's run is. Without --testbed it
     brings a testbed up for the load and tears it down after; with it, the testbed must
     exist, and the load runs on --profile (applied if the link runs another one)."""
-    # Everything that can be wrong is found before anything starts.
     cell = single.cell_of(_given(o))
-    if cell.site is None:
-        Registry.default().page_by_name(cell.page)
-    link_impl, server_impl = _implementations(o)
-    link_impl.check_profile(profiles.read(cell.link), f"link profile {cell.link!r}")
-    single.check(cell, [link_impl, server_impl])
+    _check(o, cell)  # everything that can be wrong is found before anything starts
     browser = cell[BROWSER]
-    if browser is Browser.firefox:
-        Firefox(o.firefox).check_environment()
-    else:
-        registry.get("client", browser).check_environment()
-        _what_chromium_honours(o.dimension_values.get(CONNECTIONS.name), o.prefs)
-    if cell[PEP] != PEP_NONE:
-        registry.get("pep", pep_presets.read(cell[PEP]).implementation).check_environment()
     sites = single.site_of(cell)
     overrides = parse_prefs(o.prefs)
     capture = None
@@ -247,10 +237,46 @@ def load(o: LoadOptions) -> None:
         result, details = single.load_once(s, single.OneLoad(cell, prefs=overrides))
         implementations, applied = s.implementations, [a.to_dict() for a in s.applied]
     wall_ms = (time.monotonic() - started) * 1000
+    out = _written(cell, result, details, implementations, applied, wall_ms)
+    if o.as_json:
+        click.echo(json.dumps(out, indent=2))
+    else:
+        _print(cell, o.engine, result, details, capture)
+    if result.status is not Status.ok:
+        raise SystemExit(1)
+
+
+def _check(o: LoadOptions, cell: Cell) -> None:
+    """What the load needs, checked before anything starts: the page, the profile on the
+    link, every implementation's support for the cell, the browser and the PEP."""
+    if cell.site is None:
+        Registry.default().page_by_name(cell.page)
+    link_impl, server_impl = _implementations(o)
+    link_impl.check_profile(profiles.read(cell.link), f"link profile {cell.link!r}")
+    single.check(cell, [link_impl, server_impl])
+    browser = cell[BROWSER]
+    if browser is Browser.firefox:
+        Firefox(o.firefox).check_environment()
+    else:
+        registry.get("client", browser).check_environment()
+        _what_chromium_honours(o.dimension_values.get(CONNECTIONS.name), o.prefs)
+    if cell[PEP] != PEP_NONE:
+        registry.get("pep", pep_presets.read(cell[PEP]).implementation).check_environment()
+
+
+def _written(
+    cell: Cell,
+    result: LoadResult,
+    details: LoadDetails,
+    implementations: dict[str, str],
+    applied: list[JsonObject],
+    wall_ms: float,
+) -> JsonObject:
+    """The load as --json writes it."""
     m = {**result.metrics, **details.counted_metrics()}
     # Whether the server was asked what it saw (a load refused before it was not).
     verified = details.has("server_connections")
-    out = {
+    return {
         "status": result.status.value,
         "reason": result.reason,
         "engine": result.engine,
@@ -275,8 +301,7 @@ def load(o: LoadOptions) -> None:
         "protocols": result.protocols,
         "lcp_element": result.lcp_element,
         "server_cc": details.server_cc if verified else None,
-        # Chromium's QUIC stack chooses its own congestion control for what it sends.
-        "client_quic_cc": (result.raw.get("netlog") or {}).get("quic_cc", []),
+        "client_quic_cc": _client_quic_cc(result),
         "server_connections": [c.written() for c in details.server_connections]
         if verified
         else None,
@@ -285,54 +310,65 @@ def load(o: LoadOptions) -> None:
         "load_wall_ms": result.wall_ms,
         "command_wall_ms": wall_ms,
     }
-    if o.as_json:
-        click.echo(json.dumps(out, indent=2))
-    else:
-        protos = ", ".join(sorted(set(result.protocols.values()))) or "-"
-        click.echo(f"{out['status']}{': ' + result.reason if result.reason else ''}")
-        click.echo(
-            f"  {cell.page} over {cell.link}, HTTP/{cell[HTTP].value}, {cell[CC].value}, "
-            f"{cell[CONNECTIONS]} connection(s), {o.engine}, "
-            f"{result.browser.capitalize()} {result.browser_version}"
-            + (f", PEP {cell[PEP]}" if cell[PEP] != PEP_NONE else "")
+
+
+def _client_quic_cc(result: LoadResult) -> list[str]:
+    # Chromium's QUIC stack chooses its own congestion control for what it sends.
+    netlog = result.raw.get("netlog")
+    found = netlog.get("quic_cc", []) if isinstance(netlog, dict) else []
+    return [str(c) for c in found] if isinstance(found, list) else []
+
+
+def _print(
+    cell: Cell,
+    engine: str,
+    result: LoadResult,
+    details: LoadDetails,
+    capture: CapturePolicy | None,
+) -> None:
+    """The load as a person reads it."""
+    m = {**result.metrics, **details.counted_metrics()}
+    protos = ", ".join(sorted(set(result.protocols.values()))) or "-"
+    click.echo(f"{result.status.value}{': ' + result.reason if result.reason else ''}")
+    click.echo(
+        f"  {cell.page} over {cell.link}, HTTP/{cell[HTTP].value}, {cell[CC].value}, "
+        f"{cell[CONNECTIONS]} connection(s), {engine}, "
+        f"{result.browser.capitalize()} {result.browser_version}"
+        + (f", PEP {cell[PEP]}" if cell[PEP] != PEP_NONE else "")
+    )
+    for key in ("plt_ms", "fcp_ms", "lcp_ms", "ttfb_ms"):
+        v = m.get(key)
+        click.echo(f"  {key[:-3].upper():>4}: {'-' if v is None else f'{v:,.1f} ms'}")
+    click.echo(
+        f"  protocols: {protos}; server cc: {', '.join(details.server_cc or ['-'])}; "
+        f"LCP element: {result.lcp_element}"
+    )
+    if quic_cc := _client_quic_cc(result):
+        click.echo(f"  the browser's own QUIC cc: {', '.join(quic_cc)}")
+    stations = (details.pep.stations if details.pep else None) or {}
+    if cell[PEP] != PEP_NONE and stations:
+        counts = ", ".join(
+            f"{role} {s.accepted if s.has('accepted') else '-'} intercepted, "
+            f"{s.relayed if s.has('relayed') else '-'} relayed"
+            for role, s in stations.items()
         )
-        for key in ("plt_ms", "fcp_ms", "lcp_ms", "ttfb_ms"):
-            v = m.get(key)
-            click.echo(f"  {key[:-3].upper():>4}: {'-' if v is None else f'{v:,.1f} ms'}")
+        click.echo(f"  PEP {cell[PEP]}: {counts}")
+    if "pep_hops_pre_opened" in m:
+        window = m.get("pep_hop_first_window_bytes")
         click.echo(
-            f"  protocols: {protos}; server cc: {', '.join(details.server_cc or ['-'])}; "
-            f"LCP element: {result.lcp_element}"
+            f"  hop connections: {m['pep_hops_pre_opened']:.0f} pre-opened taken, "
+            f"{m['pep_hops_opened_on_demand']:.0f} opened for a client; first window "
+            + (
+                "-"
+                if window is None
+                else f"{window:,.0f} bytes ({m['pep_hop_first_cwnd']:.0f} segments)"
+            )
         )
-        if out["client_quic_cc"]:
-            click.echo(f"  the browser's own QUIC cc: {', '.join(out['client_quic_cc'])}")
-        stations = (details.pep.stations if details.pep else None) or {}
-        if cell[PEP] != PEP_NONE and stations:
-            counts = ", ".join(
-                f"{role} {s.accepted if s.has('accepted') else '-'} intercepted, "
-                f"{s.relayed if s.has('relayed') else '-'} relayed"
-                for role, s in stations.items()
-            )
-            click.echo(f"  PEP {cell[PEP]}: {counts}")
-        if "pep_hops_pre_opened" in m:
-            window = m.get("pep_hop_first_window_bytes")
-            click.echo(
-                f"  hop connections: {m['pep_hops_pre_opened']:.0f} pre-opened taken, "
-                f"{m['pep_hops_opened_on_demand']:.0f} opened for a client; first window "
-                + (
-                    "-"
-                    if window is None
-                    else f"{window:,.0f} bytes ({m['pep_hop_first_cwnd']:.0f} segments)"
-                )
-            )
-        if "overhead" in m:
-            click.echo(
-                f"  wire bytes: {m['wire_bytes']:,.0f}, overhead {100 * m['overhead']:.1f} %"
-            )
-        kept = details.capture or CaptureKept()
-        if kept.dir and capture is not None:
-            files = ", ".join(f"{n} ({b:,} B)" for n, b in kept.files.items())
-            click.echo(f"  capture in {capture.root}: {files}")
-            for problem in kept.problems + kept.left_out:
-                click.echo(f"  capture: {problem}")
-    if result.status is not Status.ok:
-        raise SystemExit(1)
+    if "overhead" in m:
+        click.echo(f"  wire bytes: {m['wire_bytes']:,.0f}, overhead {100 * m['overhead']:.1f} %")
+    kept = details.capture or CaptureKept()
+    if kept.dir and capture is not None:
+        files = ", ".join(f"{n} ({b:,} B)" for n, b in kept.files.items())
+        click.echo(f"  capture in {capture.root}: {files}")
+        for problem in kept.problems + kept.left_out:
+            click.echo(f"  capture: {problem}")
