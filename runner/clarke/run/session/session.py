@@ -383,21 +383,13 @@ class Session:
             with t.phase("dns_warm"):
                 self.site.warm(self.substrate.at_client)
         with t.phase("reset_stats"):
-            agents["server"].reset_stats()
-            for role in LINK_ROLES:
-                agents[role].reset_stats()
-            if self.substrate.name == "netns":
-                for role in PEP_ROLES:
-                    agents[role].pep_reset_stats()
+            self._reset_stats(agents)
         if capture:
             with t.phase("capture_start"):
                 agents[captures.AT_ROLE].capture_start(capture.max_bytes)
         if load.slot_phase_s is not None:
             with t.phase("aim"):  # the client waits briefly (browser start): the rest here
-                at = self._navigate_at(load.slot_phase_s)
-                if at is not None:
-                    time.sleep(max(0.0, at / 1000 - time.time() - NAVIGATION_LEAD_S - 5))
-                req = req.model_copy(update={"navigate_at_unix_ms": at})
+                req = req.model_copy(update={"navigate_at_unix_ms": self._aim(load.slot_phase_s)})
             details.aimed_slot_phase_s = load.slot_phase_s
         link_capture: CaptureStopped | None = None
         crossing = self.cross.before_load() if self.cross else None
@@ -414,13 +406,7 @@ class Session:
                     link_capture = self._stop_capture()
         failure = self._verify(load, result, crossing, t, details)
         if load.site != SITE_NONE:
-            details.dns = dns = self.site.dns(names_before)
-            details.origins = site.resolver_side(
-                details.origins, dns.client_resolver_queries, (result.raw or {}).get("timeOrigin")
-            )
-            if dns.gateway_queries is not None:  # the lookups that crossed the link
-                details.metrics["dns_queries_crossed"] = float(dns.gateway_queries)
-            result = site.missed_first(result, failure, details)
+            result = self.site.after_load(names_before, result, failure, details)
         if result.status is Status.ok and failure:
             result = result.model_copy(update={"status": Status.failed, "reason": failure})
         self._last_failed = result.status is not Status.ok
@@ -437,13 +423,25 @@ class Session:
                 )
         # The client's own phases are inside "client"; the rest is the agent's round trip.
         details.phases_ms = PhasesMs(runner=t.ms, client=result.phases_ms)
-        if result.profile:
-            details.browser_profile = result.profile
-        if result.started:
-            details.browser_started = result.started
-        if result.context:
-            details.browser_context = result.context
+        _with_browser(details, result)
         return result.model_copy(update={"captured": None}), details
+
+    def _reset_stats(self, agents: Agents) -> None:
+        """Every counter a load's figures are read from, zeroed before it."""
+        agents["server"].reset_stats()
+        for role in LINK_ROLES:
+            agents[role].reset_stats()
+        if self.substrate.name == "netns":
+            for role in PEP_ROLES:
+                agents[role].pep_reset_stats()
+
+    def _aim(self, slot_phase_s: float) -> float | None:
+        """When the client navigates (Unix ms) to start the load at `slot_phase_s` into a
+        slot; the wait until shortly before it spent here, the rest in the client."""
+        at = self._navigate_at(slot_phase_s)
+        if at is not None:
+            time.sleep(max(0.0, at / 1000 - time.time() - NAVIGATION_LEAD_S - 5))
+        return at
 
     def _request_for(
         self, load: PageLoad, browser: str, capture: CapturePolicy | None
@@ -585,3 +583,13 @@ class Session:
 
 
 __all__ = ["LinkStopped", "Session", "Substrate"]
+
+
+def _with_browser(details: LoadDetails, result: LoadResult) -> None:
+    """What the client said of its browser: the profile, its start and its context."""
+    if result.profile:
+        details.browser_profile = result.profile
+    if result.started:
+        details.browser_started = result.started
+    if result.context:
+        details.browser_context = result.context

@@ -162,6 +162,19 @@ class SiteReplay:
     def mark(self) -> Mark | None:
         return self.names.mark() if self.names is not None and self.in_force else None
 
+    def after_load(
+        self, since: Mark | None, result: LoadResult, failure: str, d: LoadDetails
+    ) -> LoadResult:
+        """The load after the client: the lookups it made (on each side of the link) and
+        a first request the archive missed."""
+        d.dns = dns = self.dns(since)
+        d.origins = resolver_side(
+            d.origins, dns.client_resolver_queries, (result.raw or {}).get("timeOrigin")
+        )
+        if dns.gateway_queries is not None:  # the lookups that crossed the link
+            d.metrics["dns_queries_crossed"] = float(dns.gateway_queries)
+        return missed_first(result, failure, d)
+
     def dns(self, since: Mark | None) -> DnsInLoad:
         """The load's own queries at the gateway side's resolver (and at the terminal's
         cache, with its hits), for the record."""
