@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from clarke.browser import chromium, contexts, firefox, prestart
 from clarke.browser import prefs as firefox_prefs
@@ -174,7 +174,10 @@ def _start_firefox(
     return started
 
 
-def _driver_started(phases: Phases, profile: Path, start: Callable[[], Any]) -> Any:
+D = TypeVar("D")  # a WebDriver, Firefox's or Chromium's
+
+
+def _driver_started(phases: Phases, profile: Path, start: Callable[[], D]) -> D:
     """The WebDriver `start` returns, timed as browser_start; the new profile removed
     where the browser did not start."""
     try:
