@@ -17,15 +17,16 @@ kept in `merged_from` as the shard's meta.json had them."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from clarke import schema
 from clarke.campaign.dimensions import Cell
 from clarke.campaign.model import Campaign
 from clarke.campaign.plan import ShardBy, expand
 from clarke.errors import InputError
+from clarke.json_value import JsonObject
 from clarke.results import store
 from clarke.results.journal import Journal
 from clarke.results.meta import LinkCheckRecord, MergedShard, Meta
@@ -38,7 +39,7 @@ from clarke.sequential import StoppingRule
 class Shard:
     path: Path
     meta: Meta
-    plan: dict[str, Any]
+    plan: store.PlanFile
     campaign_sha256: str
     records: list[RunRecord]
 
@@ -72,13 +73,13 @@ def _read(d: Path) -> Shard:
     return Shard(
         d,
         meta,
-        store.read_plan(d).model_dump(),
+        store.read_plan(d),
         hashlib.sha256(campaign_path.read_bytes()).hexdigest(),
         list(journal.records()),
     )
 
 
-def _same(shards: list[Shard], what: str, key: Any) -> None:
+def _same(shards: list[Shard], what: str, key: Callable[[Shard], object]) -> None:
     values: dict[str, list[str]] = {}
     for s in shards:
         values.setdefault(str(key(s)), []).append(str(s.path))
@@ -104,8 +105,8 @@ def check(shards: list[Shard]) -> None:
         shards, "campaign ids", lambda s: s.meta.campaign_id if s.meta.has("campaign_id") else None
     )
     _same(shards, "campaign files (sha256 of campaign.yaml)", lambda s: s.campaign_sha256)
-    _same(shards, "plan seeds", lambda s: s.plan.get("seed"))
-    _same(shards, "plan sizes", lambda s: s.plan.get("count"))
+    _same(shards, "plan seeds", lambda s: s.plan.seed)
+    _same(shards, "plan sizes", lambda s: s.plan.count)
     _same(shards, "shard counts", lambda s: (_parse_label(s) or (0, 1))[1])
     _same(shards, "shard assignments (--shard-by)", lambda s: s.shard_by)
     known = [b.value for b in ShardBy]
@@ -134,7 +135,7 @@ def check(shards: list[Shard]) -> None:
     owner: dict[str, str] = {}
     clashes: dict[tuple[str, str], list[str]] = {}
     for s in shards:
-        ids = {r["run_id"] for r in s.plan.get("runs", [])} | {r.run_id for r in s.records}
+        ids = {str(r["run_id"]) for r in s.plan.runs} | {r.run_id for r in s.records}
         for rid in sorted(ids):
             if rid in owner and owner[rid] != str(s.path):
                 clashes.setdefault((owner[rid], str(s.path)), []).append(rid)
@@ -158,11 +159,11 @@ def merge(dirs: list[Path], out: Path) -> Merged:
     check(shards)
     first = shards[0]
     campaign_file = first.path / store.CAMPAIGN_COPY
-    plan = expand(schema.read(Campaign, campaign_file), campaign_file, first.plan.get("seed"))
+    plan = expand(schema.read(Campaign, campaign_file), campaign_file, first.plan.seed)
     full = [r.to_dict() for r in plan.runs]
-    if len(full) != first.plan.get("count"):
+    if len(full) != first.plan.count:
         raise InputError(
-            f"{first.path}: plan.json counts {first.plan.get('count')} runs but its "
+            f"{first.path}: plan.json counts {first.plan.count} runs but its "
             f"campaign file expands to {len(full)}"
         )
     full_by_id = {r["run_id"]: r for r in full}
@@ -171,7 +172,7 @@ def merge(dirs: list[Path], out: Path) -> Merged:
         want = [
             r.to_dict() for r in (plan.shard(*label, ShardBy(s.shard_by)) if label else plan.runs)
         ]
-        if not store.same_runs(s.plan.get("runs") or [], want):
+        if not store.same_runs(s.plan.runs, want):
             raise InputError(
                 f"{s.path}: its plan is not shard {s.label or '-'} of the campaign's plan "
                 "(run with another Clarke version or plan order?)"
@@ -204,7 +205,7 @@ def merge(dirs: list[Path], out: Path) -> Merged:
         started_at=min(started) if started else None,
         git_rev=revs[0] if len(revs) == 1 else ",".join(revs),
         clarke=first.meta.clarke,
-        seed=first.plan.get("seed"),
+        seed=first.plan.seed,
     )
     if first.shard_by != ShardBy.run_index.value:
         meta.shard_by = first.shard_by
@@ -215,11 +216,11 @@ def merge(dirs: list[Path], out: Path) -> Merged:
     meta.missing_shards, meta.missing_runs = missing_shards, missing
     if len(finished) == len(shards):
         meta.finished_at = max(finished)
-    recorded = {r["index"]: r for s in shards for r in s.plan.get("runs") or []}
-    merged_plan = {
-        "campaign": first.plan.get("campaign"),
-        "order": first.plan.get("order"),
-        "seed": first.plan.get("seed"),
+    recorded = {r["index"]: r for s in shards for r in s.plan.runs}
+    merged_plan: JsonObject = {
+        "campaign": first.plan.campaign,
+        "order": first.plan.order,
+        "seed": first.plan.seed,
         "count": len(full),
         "shard": "",
         # The runs as the shards recorded them (the expansion only for a missing shard's).
@@ -248,7 +249,7 @@ def _merged_shard(s: Shard) -> MergedShard:
         finished_at=s.meta.finished_at,
         git_rev=s.meta.git_rev if s.meta.has("git_rev") else None,
         testbeds=s.meta.testbeds,
-        runs=len(s.plan.get("runs", [])),
+        runs=len(s.plan.runs),
         records=len(s.records),
     )
     if s.meta.sequential:
@@ -260,8 +261,8 @@ def _not_needed(s: Shard, rule: StoppingRule) -> set[str]:
     """The shard's runs without a record whose cell had stopped there."""
     final = final_attempts(s.records)
     planned: dict[Cell, list[str]] = {}
-    for run in s.plan.get("runs") or []:
-        planned.setdefault(Cell.parse(run), []).append(run["run_id"])
+    for run in s.plan.runs:
+        planned.setdefault(Cell.parse(run), []).append(str(run["run_id"]))
     out: set[str] = set()
     for run_ids in planned.values():
         tried = [final[rid] for rid in run_ids if rid in final]
