@@ -42,6 +42,7 @@ START_TIMEOUT_S = 10.0
 # handshake and a key exchange across the link (two round trips on GEO), four at a time.
 POOL_TIMEOUT_S = 30.0
 STATIONS = ("terminal", "gateway")
+SPEAKER = "splittcp"  # in its control socket's errors
 
 
 def splittcp_binary() -> Path | None:
@@ -128,7 +129,7 @@ class SplitTcpProcess(TproxyPepProcess):
         argv = place.argv(self._argv(settings))
         popen = self.children.spawn("splittcp", argv, log=place.run_dir / "splittcp.log")
         procs.wait_until(
-            lambda: answers(self.control, "splittcp") or popen.poll() is not None,
+            lambda: answers(self.control, SPEAKER) or popen.poll() is not None,
             "splittcp",
             START_TIMEOUT_S,
         )
@@ -171,7 +172,7 @@ class SplitTcpProcess(TproxyPepProcess):
         deadline = time.monotonic() + POOL_TIMEOUT_S
         pool: JsonObject = {}
         while time.monotonic() < deadline and popen.poll() is None:
-            pool = object_at(ask(self.control, {"cmd": "stats"}, "splittcp"), "pool")
+            pool = object_at(ask(self.control, {"cmd": "stats"}, SPEAKER), "pool")
             ready = pool.get("ready", 0)
             if isinstance(ready, int) and ready >= size:
                 return
@@ -187,7 +188,7 @@ class SplitTcpProcess(TproxyPepProcess):
     def stats(self) -> JsonObject:
         if self.settings is None:
             return {}
-        out = ask(self.control, {"cmd": "stats"}, "splittcp")
+        out = ask(self.control, {"cmd": "stats"}, SPEAKER)
         out["mode"] = self.settings.mode
         out["preset"] = self.settings.preset
         if tproxy.installed(self.place):
@@ -198,7 +199,7 @@ class SplitTcpProcess(TproxyPepProcess):
         if self.settings is None:
             return {"ok": True}
         tproxy.reset_counters(self.place)
-        return ask(self.control, {"cmd": "reset_stats"}, "splittcp")
+        return ask(self.control, {"cmd": "reset_stats"}, SPEAKER)
 
     def stop(self) -> None:
         super().stop()
