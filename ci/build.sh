@@ -6,5 +6,5 @@ source ci/cargo-target.sh
 source ci/say.sh
 for crate_dir in satlink origin; do
   say "cargo build --release: $crate_dir"
-  (cd "$crate_dir" && cargo build --locked --release --quiet)
+  in_cargo_copy "$crate_dir" cargo build --locked --release --quiet
 done

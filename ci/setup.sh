@@ -29,10 +29,11 @@ UV_VERSION=0.13.9
 MITMPROXY_VERSION=11.0.2
 NODE_MAJOR_MIN=20
 # The demo: namespaces, the link checks (ping, iperf3), InfluxDB, Firefox and its NSS
-# tools, the Rust builds' C toolchain, git (the results' revision).
+# tools, the Rust builds' C toolchain and rsync (ci/cargo-target.sh), git (the results'
+# revision).
 APT_PACKAGES=(iproute2 iputils-ping iperf3 ethtool curl influxdb procps
               firefox-esr libnss3-tools iptables nftables
-              python3 python3-venv git gcc libc6-dev pkg-config)
+              python3 python3-venv git gcc libc6-dev pkg-config rsync)
 # The rest: the other browser, captures, the Slurm tests' cluster; python3.11-doc and
 # debian-handbook are the pages of the offline site corpus (make corpus; docs/sites.md).
 if [[ $WHAT == all ]]; then

@@ -19,12 +19,10 @@ source ci/cargo-target.sh
 for crate_dir in satlink origin; do
   [[ -f $crate_dir/Cargo.toml ]] || continue
   say "cargo: $crate_dir"
-  (
-    cd "$crate_dir"
+  in_cargo_copy "$crate_dir" bash -euo pipefail -c '
     cargo fmt --all --check
     cargo clippy --locked --all-targets -- -D warnings
-    cargo test --locked --release
-  )
+    cargo test --locked --release'
 done
 ci/build.sh
 
