@@ -44,15 +44,20 @@ ci/docker-setup.sh
 # arguments go to both phases.
 workers=${CLARKE_TEST_WORKERS:-4}
 status=0
+timelines=build/test-timeline
+rm -rf "$timelines"
+mkdir -p "$timelines"
 phase() {
-  local code=0
-  uv run pytest "$@" || code=$?
+  local name=$1 code=0
+  shift
+  CLARKE_TEST_TIMELINE=$timelines/$name.jsonl uv run pytest "$@" || code=$?
+  uv run python ci/suite_timeline.py "$timelines/$name.jsonl" || true
   # 5: nothing was selected (a filter given on the command line took every test out).
   if ((code != 0 && code != 5)); then status=$code; fi
 }
 say "pytest, phase 1 of 2: the tests that judge timing, one at a time"
-phase -m timing "$@"
+phase timing -m timing "$@"
 say "pytest, phase 2 of 2: the others, $workers at a time"
-phase -m "not timing" -n "$workers" --dist loadgroup "$@"
+phase others -m "not timing" -n "$workers" --dist loadgroup "$@"
 say "tests ended (exit status $status)"
 exit "$status"

@@ -15,6 +15,7 @@ nothing else running, then all the others on several pytest-xdist workers at onc
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -101,6 +102,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return LONGEST_FIRST.index(module) if module in LONGEST_FIRST else len(LONGEST_FIRST)
 
     items.sort(key=rank)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """Where a phase's time went: with CLARKE_TEST_TIMELINE naming a file (ci/test.sh),
+    each test's start and end (setup and teardown included) and its worker, appended as
+    a JSON line; ci/suite_timeline.py sums it up. One short write per test, whole lines
+    (O_APPEND), so the workers share the file."""
+    started = time.time()
+    yield
+    timeline = os.environ.get("CLARKE_TEST_TIMELINE")
+    if timeline:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        line = {"test": item.nodeid, "worker": worker, "start": started, "end": time.time()}
+        with open(timeline, "a") as f:
+            f.write(json.dumps(line) + "\n")
 
 
 @pytest.fixture(scope="session", autouse=True)
