@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source ci/say.sh
+source ci/bytecode.sh
 
 say "ruff"
 uv run ruff check runner tests dashboards ci

@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source ci/say.sh
+source ci/bytecode.sh
 
 if [[ $(id -u) -ne 0 ]]; then
   say "the demo builds network namespaces: run it as root"
