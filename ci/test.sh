@@ -45,7 +45,7 @@ ci/docker-setup.sh
 # arguments go to both phases.
 workers=${CLARKE_TEST_WORKERS:-4}
 status=0
-timelines=build/test-timeline
+timelines=$PWD/build/test-timeline  # absolute: a test may run pytest elsewhere
 rm -rf "$timelines"
 mkdir -p "$timelines"
 phase() {

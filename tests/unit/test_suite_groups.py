@@ -6,6 +6,7 @@ and a CI run built the compose stack on three workers at once, which collided.""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -53,6 +54,8 @@ def _runs(tmp_path: Path) -> dict[str, list[tuple[str, str]]]:
         [sys.executable, "-m", "pytest", "-n", "3", "--dist", "loadgroup", "-v",
          "-p", "no:cacheprovider", "-p", "no:randomly", "-o", "addopts=", str(tmp_path)],
         capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        # this session's timeline is not the inner one's
+        env={k: v for k, v in os.environ.items() if k != "CLARKE_TEST_TIMELINE"},
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     runs: dict[str, list[tuple[str, str]]] = {}
