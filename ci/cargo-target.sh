@@ -4,7 +4,7 @@
 # every clone on the machine, so that a fresh clone compiles only what differs from the
 # last build. A fixed place because cargo decides a workspace crate is stale by its files'
 # modification times: a clone's files are all new, so building in the clone compiled its
-# own crates again every time (3 min 20 s of each `make test` on a 2-core machine). The
+# own crates again every time (3 min 21 s of each `make test` on a 2-core machine). The
 # copy is made with `rsync --checksum` and without keeping times: a file whose content
 # changed is written anew (new time: rebuilt), one whose content did not is left as it
 # was (its time and artifacts stand).
