@@ -9,9 +9,14 @@
 //! - `written_last_unix_ms` (h2): when its DATA frame with END_STREAM was written to the
 //!   TLS stream, i.e. into the socket's buffer (the kernel sends a socket's bytes in
 //!   order, so these times order the responses as the wire does);
+//! - `fin_sent_unix_ms` (h3): when quinn first wrote a STREAM frame with its FIN into a
+//!   packet (quic_fin.rs): quinn buffers a whole response at once, so the time it was
+//!   handed says nothing of when it went out; this is the order origin sent the
+//!   responses' ends in;
 //! - `acked_unix_ms` (h3): when the client had acknowledged all of it (quinn's
-//!   `SendStream::stopped`); quinn buffers a whole response at once, so only this time
-//!   tells when its bytes crossed.
+//!   `SendStream::stopped`, noted by one task per connection: acks.rs), later than the
+//!   first FIN by a round trip, and by the retransmission of whatever packet the client
+//!   did not acknowledge.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -77,6 +82,9 @@ pub struct Exchange {
     pub data_frames: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub written_last_unix_ms: Option<f64>,
+    /// h3: when quinn first wrote a STREAM frame with its FIN into a packet (quic_fin.rs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fin_sent_unix_ms: Option<f64>,
     /// h3: when the client had acknowledged all of it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub acked_unix_ms: Option<f64>,
@@ -188,6 +196,7 @@ impl ExchangeLog {
                 handed_last_unix_ms: None,
                 data_frames: None,
                 written_last_unix_ms: None,
+                fin_sent_unix_ms: None,
                 acked_unix_ms: None,
                 turn_released_unwritten: false,
                 key,
@@ -374,11 +383,20 @@ impl ExchangeLog {
         }
     }
 
-    /// The client acknowledged every byte of an HTTP/3 stream.
-    pub fn h3_acked(&self, stream: u64) {
+    /// quinn wrote a frame with the FIN of an HTTP/3 stream at `unix_ms`; the first one
+    /// counts (a FIN sent again is a retransmission).
+    pub fn h3_fin_sent(&self, stream: u64, unix_ms: f64) {
         let mut g = self.lock();
         if let Some(e) = Self::by_stream(&mut g, stream) {
-            e.acked_unix_ms = Some(now_unix_ms());
+            e.fin_sent_unix_ms.get_or_insert(unix_ms);
+        }
+    }
+
+    /// The client had acknowledged every byte of an HTTP/3 stream at `unix_ms`.
+    pub fn h3_acked(&self, stream: u64, unix_ms: f64) {
+        let mut g = self.lock();
+        if let Some(e) = Self::by_stream(&mut g, stream) {
+            e.acked_unix_ms = Some(unix_ms);
         }
     }
 }
@@ -456,10 +474,10 @@ mod tests {
         assert_eq!(p, Priority::parse("i")); // the early update wins over the header
         let (k, p) = log.begin(None, "/y", None);
         assert_eq!(p, Priority::default());
-        log.h3_acked(4);
+        log.h3_acked(4, 1.5);
         log.handed(k, 3, true);
         let v = log.view();
-        assert!(v.exchanges[0].acked_unix_ms.is_some());
+        assert_eq!(v.exchanges[0].acked_unix_ms, Some(1.5));
         assert_eq!((v.exchanges[1].order, v.exchanges[1].stream), (2, None));
     }
 }

@@ -4,6 +4,7 @@
 //! HTTP/3 (QUIC, same port number on UDP), with a chosen congestion control per
 //! protocol and per-connection statistics on a separate control endpoint.
 
+pub mod acks;
 pub mod body;
 pub mod cc;
 pub mod control;
@@ -17,6 +18,7 @@ pub mod hello;
 pub mod observe;
 pub mod priorities;
 pub mod quic;
+pub mod quic_fin;
 pub mod replay;
 pub mod sched;
 pub mod server;

@@ -201,13 +201,7 @@ fn check_site(dir: &std::path::Path, limits: Limits) -> i32 {
 }
 
 fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("ORIGIN_LOG")
-                .unwrap_or_else(|_| "origin=info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    origin::quic_fin::init_tracing("origin=info");
     let args = match Args::try_parse() {
         Ok(a) => a,
         Err(e) if !e.use_stderr() => e.exit(), // --help, --version

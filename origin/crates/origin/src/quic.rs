@@ -9,6 +9,7 @@ use bytes::Bytes;
 use h3::server::RequestResolver;
 use tracing::{debug, Instrument};
 
+use crate::acks::AckWatch;
 use crate::body::CHUNK;
 use crate::delay;
 use crate::h3conn::PrioConnection;
@@ -55,12 +56,15 @@ async fn serve(
     }
     let server_name = crate::observe::quic_server_name(&conn);
     handle.set_origin(server_name.as_deref(), service == Service::Site);
+    let sched = Conn::new(settings.scheduler, handle.counters(), false);
+    crate::quic_fin::attach(sched.counters.clone());
+    let counters = sched.counters.clone();
     let served = Served {
         service,
         conn: handle.id,
         alt_svc: shared.alt_svc(service, local.port(), true),
+        acks: AckWatch::spawn(move |stream, unix_ms| counters.exchanges.h3_acked(stream, unix_ms)),
     };
-    let sched = Conn::new(settings.scheduler, handle.counters(), false);
     let quic = PrioConnection::new(conn.clone(), sched.clone());
     let mut h3c = match h3::server::Connection::<_, Bytes>::new(quic).await {
         Ok(c) => c,
@@ -99,6 +103,7 @@ struct Served {
     /// Its id in the records.
     conn: u64,
     alt_svc: Option<http::HeaderValue>,
+    acks: AckWatch,
 }
 
 async fn request(
@@ -159,9 +164,7 @@ async fn request(
     drop(turn);
     stream.finish().await.context("finishing the stream")?;
     if let Some(stopped) = sched.quic_stopped(id) {
-        if stopped.await {
-            counters.exchanges.h3_acked(id);
-        }
+        served.acks.watch(id, stopped);
     }
     Ok(())
 }

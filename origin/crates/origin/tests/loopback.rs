@@ -55,6 +55,8 @@ fn make_certs(dir: &Path) {
 }
 
 async fn start(name: &str) -> Fixture {
+    // As the binary does: quic_fin.rs notes when each HTTP/3 response's end went out.
+    origin::quic_fin::init_tracing("warn");
     let dir = std::env::temp_dir().join(format!("origin-it-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("root/img")).unwrap();
@@ -453,6 +455,59 @@ async fn holds_a_response_on_request_without_blocking_the_connection() {
         .find(|c| c["protocol"] == "h3" && c["requests"] == 2)
         .expect("the h3 connection with two requests");
     assert_eq!(h3_held["app_bytes_sent"], 2 * index.len() as u64);
+}
+
+/// HTTP/3 under `sequential`: three responses of 2 MB asked for at once end on the wire
+/// in the order their requests arrived (quinn's priorities, sched::quinn_priority), by
+/// when each one's FIN first went out (quic_fin.rs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http3_responses_end_in_the_schedulers_order() {
+    let fx = start("h3sched").await;
+    let addrs = fx.server.as_ref().unwrap().addrs();
+    let (status, _) = control(
+        addrs.control,
+        http::Method::POST,
+        "/config",
+        r#"{"scheduler": "sequential"}"#,
+    )
+    .await;
+    assert_eq!(status, 200);
+    let got = h3get::fetch(&h3get::Options {
+        url: format!("https://{HOST}:{}/img/big.jpg", addrs.quic_udp.port())
+            .parse()
+            .unwrap(),
+        connect: Some(addrs.quic_udp),
+        cacert: fx.dir.join("ca.pem"),
+        repeat: 3,
+        parallel: 3,
+        timeout: Duration::from_secs(20),
+    })
+    .await
+    .unwrap();
+    assert_eq!((got.first.status, got.requests), (200, 3));
+    let conns = settle_stats(addrs.control, 1).await;
+    let c = conns
+        .iter()
+        .find(|c| c["protocol"] == "h3")
+        .expect("an h3 record");
+    let mut ends: Vec<(f64, u64)> = c["exchanges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            let fin = x["fin_sent_unix_ms"].as_f64();
+            (
+                fin.unwrap_or_else(|| panic!("no FIN noted: {x}")),
+                x["order"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    ends.sort_by(|a, b| a.0.total_cmp(&b.0));
+    assert_eq!(
+        ends.iter().map(|e| e.1).collect::<Vec<_>>(),
+        [1, 2, 3],
+        "{ends:?}"
+    );
 }
 
 #[tokio::test]
