@@ -152,6 +152,34 @@ def test_object_rows_join_the_servers_exchanges_with_resource_timing() -> None:
     assert signals.priority_updates == 2 and signals.settings == [{"0x9": 1}]
 
 
+def test_an_http3_response_is_done_when_its_fin_first_went_out() -> None:
+    # a's FIN went out first but a was acknowledged last (a packet of it sent again): the
+    # server's order is the FINs'; an exchange without a FIN noted falls back to its ack.
+    def h3(stream: int, path: str, **times: float) -> dict[str, Any]:
+        x = _exchange(stream, path, ORIGIN_MS + stream, 0.0, **times)
+        del x["written_last_unix_ms"]
+        return x
+
+    conn = {
+        "id": 1,
+        "protocol": "h3",
+        "exchanges": [
+            h3(4, "/p/a.jpg", fin_sent_unix_ms=ORIGIN_MS + 20, acked_unix_ms=ORIGIN_MS + 90),
+            h3(8, "/p/b.jpg", fin_sent_unix_ms=ORIGIN_MS + 30, acked_unix_ms=ORIGIN_MS + 40),
+            h3(12, "/p/c.jpg", acked_unix_ms=ORIGIN_MS + 35),
+        ],
+    }
+    rows, _ = object_rows(
+        server_connections([conn]), _raw({"/p/a.jpg": 88, "/p/b.jpg": 38, "/p/c.jpg": 33}), "/p/"
+    )
+    assert [(r.path, r.server_done_ms) for r in rows] == [
+        ("/p/a.jpg", pytest.approx(20)),
+        ("/p/b.jpg", pytest.approx(30)),
+        ("/p/c.jpg", pytest.approx(35)),
+    ]
+    assert [r.server_completion_order for r in rows] == [1, 2, 3]
+
+
 def test_without_the_servers_record_the_browsers_order_is_used() -> None:
     rows, metrics = object_rows([], _raw({"/p/a.jpg": 42, "/p/b.jpg": 32}), "/p/")
     assert [(r.path, r.request_order, r.completion_order) for r in rows] == [

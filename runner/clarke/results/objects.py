@@ -13,8 +13,9 @@ where the server records the origin asked (a replayed site's exchanges carry the
     server_start_ms           when the server handed its first body bytes to the protocol
                               stack (from the navigation's start)
     server_completion_order   1.. in the order their last bytes left the server: HTTP/2 the
-                              DATA frame with END_STREAM written, HTTP/3 the last byte
-                              acknowledged, HTTP/1.1 the last byte handed to hyper
+                              DATA frame with END_STREAM written, HTTP/3 the STREAM frame
+                              with FIN first sent (the last byte acknowledged where origin
+                              did not note that), HTTP/1.1 the last byte handed to hyper
 
 and, per load, `completion_order_tau`: Kendall's tau-b between the objects' request and
 completion orders (1: every object completed in the order asked; the page's HTML left out,
@@ -32,7 +33,7 @@ from clarke.results.server_records import Exchange, ServerConnection
 
 def _server_done(x: Exchange) -> float | None:
     """When a response's last bytes left the server, by what the server records for it."""
-    for v in (x.written_last_unix_ms, x.acked_unix_ms, x.handed_last_unix_ms):
+    for v in (x.written_last_unix_ms, x.fin_sent_unix_ms, x.acked_unix_ms, x.handed_last_unix_ms):
         if v is not None:
             return number(v)
     return None

@@ -61,6 +61,7 @@ class Exchange(Part):
     handed_last_unix_ms: float | None = None
     data_frames: int | None = None
     written_last_unix_ms: float | None = None  # h2: its END_STREAM frame written
+    fin_sent_unix_ms: float | None = None  # h3: its FIN first sent
     acked_unix_ms: float | None = None  # h3: all of it acknowledged
     turn_released_unwritten: bool = False
 
