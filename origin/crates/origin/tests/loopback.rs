@@ -174,6 +174,31 @@ async fn control(addr: SocketAddr, method: http::Method, path: &str, body: &str)
     (got.status, serde_json::from_slice(&got.body).unwrap())
 }
 
+/// POSTs `body` to origin's /config.
+async fn configure(addr: SocketAddr, body: &str) -> (u16, Value) {
+    control(addr, http::Method::POST, "/config", body).await
+}
+
+/// h3get's options for `path_and_query` at `quic`: `repeat` requests, `parallel` at once.
+fn h3_options(
+    quic: SocketAddr,
+    ca: &Path,
+    path_and_query: &str,
+    repeat: u32,
+    parallel: u32,
+) -> h3get::Options {
+    h3get::Options {
+        url: format!("https://{HOST}:{}{path_and_query}", quic.port())
+            .parse()
+            .unwrap(),
+        connect: Some(quic),
+        cacert: ca.to_path_buf(),
+        repeat,
+        parallel,
+        timeout: Duration::from_secs(20),
+    }
+}
+
 fn sha(b: &[u8]) -> String {
     format!("{:x}", Sha256::digest(b))
 }
@@ -217,18 +242,9 @@ async fn serves_h1_h2_h3_byte_identical_with_stats() {
         );
     }
 
-    let h3 = h3get::fetch(&h3get::Options {
-        url: format!("https://{HOST}:{}/img/big.jpg", addrs.quic_udp.port())
-            .parse()
-            .unwrap(),
-        connect: Some(addrs.quic_udp),
-        cacert: ca.clone(),
-        repeat: 1,
-        parallel: 1,
-        timeout: Duration::from_secs(20),
-    })
-    .await
-    .unwrap();
+    let h3 = h3get::fetch(&h3_options(addrs.quic_udp, &ca, "/img/big.jpg", 1, 1))
+        .await
+        .unwrap();
     assert_eq!(h3.first.status, 200);
     assert_eq!(h3.first.bytes, 2_000_000);
     assert_eq!(h3.first.sha256, want);
@@ -291,49 +307,22 @@ async fn control_changes_cc_for_new_connections_and_refuses_unknown() {
     assert_eq!(v["settings"]["tcp_cc"], "bbr");
     assert_eq!(v["settings"]["quic_initial_window"], 40_000);
 
-    let (status, v) = control(
-        addrs.control,
-        http::Method::POST,
-        "/config",
-        r#"{"tcp_cc": "vegas"}"#,
-    )
-    .await;
+    let (status, v) = configure(addrs.control, r#"{"tcp_cc": "vegas"}"#).await;
     assert_eq!(status, 400);
     assert!(v["error"].as_str().unwrap().contains("vegas"), "{v}");
-    let (status, _) = control(
-        addrs.control,
-        http::Method::POST,
-        "/config",
-        r#"{"quic_cc": "reno"}"#,
-    )
-    .await;
+    let (status, _) = configure(addrs.control, r#"{"quic_cc": "reno"}"#).await;
     assert_eq!(status, 400);
 
-    let (status, v) = control(
-        addrs.control,
-        http::Method::POST,
-        "/config",
-        r#"{"tcp_cc": "reno", "quic_cc": "newreno"}"#,
-    )
-    .await;
+    let (status, v) = configure(addrs.control, r#"{"tcp_cc": "reno", "quic_cc": "newreno"}"#).await;
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["settings"]["quic_cc"], "newreno");
 
     let ca = fx.dir.join("ca.pem");
     let got = tls_get(addrs.tls_tcp, &ca, b"h2", "/index.html").await;
     assert_eq!(got.status, 200);
-    h3get::fetch(&h3get::Options {
-        url: format!("https://{HOST}:{}/index.html", addrs.quic_udp.port())
-            .parse()
-            .unwrap(),
-        connect: Some(addrs.quic_udp),
-        cacert: ca,
-        repeat: 3,
-        parallel: 2,
-        timeout: Duration::from_secs(20),
-    })
-    .await
-    .unwrap();
+    h3get::fetch(&h3_options(addrs.quic_udp, &ca, "/index.html", 3, 2))
+        .await
+        .unwrap();
     let conns = settle_stats(addrs.control, 2).await;
     let h2 = conns.iter().find(|c| c["protocol"] == "h2").unwrap();
     assert_eq!(h2["cc"], "reno", "the kernel's word: {h2}");
@@ -418,16 +407,13 @@ async fn holds_a_response_on_request_without_blocking_the_connection() {
 
     // h3: two held requests on one connection overlap: both in less than two holds.
     let h3 = |query: String, repeat: u32| {
-        let opts = h3get::Options {
-            url: format!("https://{HOST}:{}/index.html?{query}", addrs.quic_udp.port())
-                .parse()
-                .unwrap(),
-            connect: Some(addrs.quic_udp),
-            cacert: ca.clone(),
+        let opts = h3_options(
+            addrs.quic_udp,
+            &ca,
+            &format!("/index.html?{query}"),
             repeat,
-            parallel: repeat,
-            timeout: Duration::from_secs(20),
-        };
+            repeat,
+        );
         async move { h3get::fetch(&opts).await }
     };
     let r = h3(format!("delay_ms={}", HOLD.as_millis()), 2).await.unwrap();
@@ -464,24 +450,15 @@ async fn holds_a_response_on_request_without_blocking_the_connection() {
 async fn http3_responses_end_in_the_schedulers_order() {
     let fx = start("h3sched").await;
     let addrs = fx.server.as_ref().unwrap().addrs();
-    let (status, _) = control(
-        addrs.control,
-        http::Method::POST,
-        "/config",
-        r#"{"scheduler": "sequential"}"#,
-    )
-    .await;
+    let (status, _) = configure(addrs.control, r#"{"scheduler": "sequential"}"#).await;
     assert_eq!(status, 200);
-    let got = h3get::fetch(&h3get::Options {
-        url: format!("https://{HOST}:{}/img/big.jpg", addrs.quic_udp.port())
-            .parse()
-            .unwrap(),
-        connect: Some(addrs.quic_udp),
-        cacert: fx.dir.join("ca.pem"),
-        repeat: 3,
-        parallel: 3,
-        timeout: Duration::from_secs(20),
-    })
+    let got = h3get::fetch(&h3_options(
+        addrs.quic_udp,
+        &fx.dir.join("ca.pem"),
+        "/img/big.jpg",
+        3,
+        3,
+    ))
     .await
     .unwrap();
     assert_eq!((got.first.status, got.requests), (200, 3));
@@ -748,13 +725,7 @@ async fn http2_data_frames_go_out_in_the_schedulers_order() {
     assert!(runs.len() > 30, "round-robin did not interleave: {runs:?}");
 
     // sequential: one response after the other, in stream order.
-    let (status, _) = control(
-        addrs.control,
-        http::Method::POST,
-        "/config",
-        r#"{"scheduler": "sequential"}"#,
-    )
-    .await;
+    let (status, _) = configure(addrs.control, r#"{"scheduler": "sequential"}"#).await;
     assert_eq!(status, 200);
     let (runs, done) = h2_three_at_once(addrs.tls_tcp, &ca, addrs.control).await;
     assert_eq!(
