@@ -9,7 +9,7 @@
 
 use crate::dir_config::CodelConfig;
 use crate::drop_cause::DropCause;
-use crate::queue::{Bound, Dropped, Fifo, Packet, Queue};
+use crate::queue::{one_fifo_views, Bound, Dropped, Fifo, Packet, Queue};
 use crate::Nanos;
 
 /// The fixed parameters of one CoDel instance, in ns and bytes.
@@ -178,42 +178,14 @@ impl<T> Codel<T> {
 
 impl<T: Send> Queue<T> for Codel<T> {
     fn enqueue(&mut self, _now: Nanos, p: Packet<T>, drops: &mut Vec<Dropped<T>>) {
-        if self
-            .bound
-            .exceeded(self.q.bytes().saturating_add(p.len), self.q.len() + 1)
-        {
-            drops.push(Dropped {
-                packet: p,
-                cause: DropCause::QueueFull,
-            });
-        } else {
-            self.q.push(p);
-        }
+        self.q.push_within(self.bound, p, drops);
     }
 
     fn dequeue(&mut self, now: Nanos, drops: &mut Vec<Dropped<T>>) -> Option<Packet<T>> {
         self.state.dequeue(now, &self.params, &mut self.q, drops)
     }
 
-    fn oldest_arrival(&self) -> Option<Nanos> {
-        self.q.front().map(|p| p.arrival)
-    }
-
-    fn peek(&self) -> Option<&Packet<T>> {
-        self.q.front()
-    }
-
-    fn bytes(&self) -> usize {
-        self.q.bytes()
-    }
-
-    fn len(&self) -> usize {
-        self.q.len()
-    }
-
-    fn set_bound(&mut self, bound: Bound) {
-        self.bound = bound;
-    }
+    one_fifo_views!();
 
     fn take_all(&mut self) -> Vec<Packet<T>> {
         self.state = CodelState::default();

@@ -1,6 +1,7 @@
 //! Jitter on a simulated clock: each frame's due time is its own draw on top of the
 //! delay, exactly, and frames never overtake each other.
 
+use super::tests::drain;
 use super::*;
 use crate::dir_config::{LossConfig, QueueLimit};
 use crate::jitter::{Exponential, JitterConfig, JitterState, Uniform};
@@ -18,18 +19,6 @@ fn jittery(jitter: JitterConfig, loss: Option<LossConfig>, seed: u64) -> Directi
         seed,
         ..DirConfig::unshaped()
     })
-}
-
-/// Every frame handed over, stepping the simulated clock to each deadline: (id, due).
-fn drain(d: &mut Direction<u32>) -> Vec<(u32, Nanos)> {
-    let mut out = vec![];
-    while let Some(t) = d.next_deadline() {
-        while let Some(dep) = d.pop_due(t) {
-            assert!(dep.release <= t);
-            out.push((dep.payload, dep.release));
-        }
-    }
-    out
 }
 
 #[test]

@@ -16,7 +16,7 @@ fn dir(rate_bps: u64, queue: QueueLimit, delay_ms: f64) -> Direction<u32> {
 }
 
 /// Drain everything, stepping the simulated clock to each deadline; (id, release).
-fn drain(d: &mut Direction<u32>) -> Vec<(u32, Nanos)> {
+pub(super) fn drain(d: &mut Direction<u32>) -> Vec<(u32, Nanos)> {
     let mut out = vec![];
     while let Some(t) = d.next_deadline() {
         while let Some(dep) = d.pop_due(t) {

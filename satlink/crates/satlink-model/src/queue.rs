@@ -134,7 +134,48 @@ impl<T> Fifo<T> {
         self.bytes = 0;
         self.q.drain(..).collect()
     }
+
+    /// Tail drop: queue `p` unless that would take the FIFO above `bound`, in which case
+    /// `p` goes to `drops` (queue full).
+    pub fn push_within(&mut self, bound: Bound, p: Packet<T>, drops: &mut Vec<Dropped<T>>) {
+        if bound.exceeded(self.bytes.saturating_add(p.len), self.q.len() + 1) {
+            drops.push(Dropped {
+                packet: p,
+                cause: DropCause::QueueFull,
+            });
+        } else {
+            self.push(p);
+        }
+    }
 }
+
+/// The [`Queue`] methods of a discipline that keeps its packets in one FIFO `q` in
+/// arrival order under one `bound`: what waits, what comes next and the bound are read
+/// from the FIFO alike in every such discipline.
+macro_rules! one_fifo_views {
+    () => {
+        fn oldest_arrival(&self) -> Option<Nanos> {
+            self.q.front().map(|p| p.arrival)
+        }
+
+        fn peek(&self) -> Option<&Packet<T>> {
+            self.q.front()
+        }
+
+        fn bytes(&self) -> usize {
+            self.q.bytes()
+        }
+
+        fn len(&self) -> usize {
+            self.q.len()
+        }
+
+        fn set_bound(&mut self, bound: Bound) {
+            self.bound = bound;
+        }
+    };
+}
+pub(crate) use one_fifo_views;
 
 /// Drop-tail: refuse a packet that would take the queue above its bound.
 #[derive(Debug)]
@@ -154,42 +195,14 @@ impl<T> DropTail<T> {
 
 impl<T: Send> Queue<T> for DropTail<T> {
     fn enqueue(&mut self, _now: Nanos, p: Packet<T>, drops: &mut Vec<Dropped<T>>) {
-        if self
-            .bound
-            .exceeded(self.q.bytes().saturating_add(p.len), self.q.len() + 1)
-        {
-            drops.push(Dropped {
-                packet: p,
-                cause: DropCause::QueueFull,
-            });
-        } else {
-            self.q.push(p);
-        }
+        self.q.push_within(self.bound, p, drops);
     }
 
     fn dequeue(&mut self, _now: Nanos, _drops: &mut Vec<Dropped<T>>) -> Option<Packet<T>> {
         self.q.pop()
     }
 
-    fn oldest_arrival(&self) -> Option<Nanos> {
-        self.q.front().map(|p| p.arrival)
-    }
-
-    fn peek(&self) -> Option<&Packet<T>> {
-        self.q.front()
-    }
-
-    fn bytes(&self) -> usize {
-        self.q.bytes()
-    }
-
-    fn len(&self) -> usize {
-        self.q.len()
-    }
-
-    fn set_bound(&mut self, bound: Bound) {
-        self.bound = bound;
-    }
+    one_fifo_views!();
 
     fn take_all(&mut self) -> Vec<Packet<T>> {
         self.q.take_all()
@@ -237,25 +250,7 @@ impl<T: Send> Queue<T> for DropHead<T> {
         self.q.pop()
     }
 
-    fn oldest_arrival(&self) -> Option<Nanos> {
-        self.q.front().map(|p| p.arrival)
-    }
-
-    fn peek(&self) -> Option<&Packet<T>> {
-        self.q.front()
-    }
-
-    fn bytes(&self) -> usize {
-        self.q.bytes()
-    }
-
-    fn len(&self) -> usize {
-        self.q.len()
-    }
-
-    fn set_bound(&mut self, bound: Bound) {
-        self.bound = bound;
-    }
+    one_fifo_views!();
 
     fn take_all(&mut self) -> Vec<Packet<T>> {
         self.q.take_all()
