@@ -4,6 +4,7 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
 
 use anyhow::{Context, Result};
 use satlink_model::{Event, LinkConfig};
@@ -112,5 +113,29 @@ impl EventLog {
 
     pub fn flush(&mut self) {
         let _ = self.out.flush();
+    }
+}
+
+/// The event log of a role whose threads all write to it, or none (no `--events`).
+/// A thread that panicked holding the lock leaves the log as it was: the others go on
+/// writing to it rather than lose their events.
+pub struct SharedEventLog(Option<Mutex<EventLog>>);
+
+impl SharedEventLog {
+    pub fn new(log: Option<EventLog>) -> Self {
+        SharedEventLog(log.map(Mutex::new))
+    }
+
+    /// The log, held until the guard is dropped; None without `--events`.
+    pub fn lock(&self) -> Option<MutexGuard<'_, EventLog>> {
+        self.0
+            .as_ref()
+            .map(|log| log.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    pub fn flush(&self) {
+        if let Some(mut log) = self.lock() {
+            log.flush();
+        }
     }
 }

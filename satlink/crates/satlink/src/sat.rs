@@ -6,7 +6,6 @@
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use anyhow::{Context, Result};
 use serde_json::{json, Value};
@@ -14,9 +13,9 @@ use serde_json::{json, Value};
 use satlink_model::LinkConfig;
 
 use crate::control::Controlled;
-use crate::events::EventLog;
+use crate::events::{EventLog, SharedEventLog};
 use crate::station::Counters;
-use crate::{sys, warn};
+use crate::sys;
 
 pub struct Sat {
     emu_bind: SocketAddr,
@@ -27,7 +26,7 @@ pub struct Sat {
     forward: Counters,
     return_: Counters,
     unknown_source: AtomicU64,
-    events: Option<Mutex<EventLog>>,
+    events: SharedEventLog,
     started: u64,
     reset_at: AtomicU64,
     rt_priority: i32,
@@ -55,7 +54,7 @@ impl Sat {
             forward: Counters::default(),
             return_: Counters::default(),
             unknown_source: AtomicU64::new(0),
-            events: events.map(Mutex::new),
+            events: SharedEventLog::new(events),
             started: now,
             reset_at: AtomicU64::new(now),
             rt_priority,
@@ -63,50 +62,27 @@ impl Sat {
     }
 
     pub fn spawn(self: &Arc<Self>) -> Result<()> {
-        let s = self.clone();
-        std::thread::Builder::new()
-            .name("relay".into())
-            .spawn(move || s.relay())?;
+        sys::spawn_named(self, "relay", Self::relay)?;
         Ok(())
     }
 
     pub fn flush_events(&self) {
-        if let Some(ev) = &self.events {
-            if let Ok(mut ev) = ev.lock() {
-                ev.flush();
-            }
-        }
+        self.events.flush();
     }
 
     fn relay(&self) {
-        if !sys::set_realtime(self.rt_priority) {
-            warn!(
-                "SCHED_FIFO refused priority={} (runs at normal priority)",
-                self.rt_priority
-            );
-        }
+        sys::realtime_or_warn("relay", self.rt_priority);
         let mut m = sys::MmsgBuffers::new();
         let mut fwd: Vec<(usize, SocketAddr)> = Vec::with_capacity(sys::BATCH);
         let mut ret: Vec<(usize, SocketAddr)> = Vec::with_capacity(sys::BATCH);
         loop {
-            let n = match m.recv(&self.udp) {
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => continue,
-                Err(e) => {
-                    warn!("udp receive failed bind={} error={e}", self.emu_bind);
-                    std::thread::sleep(Duration::from_millis(10));
-                    continue;
-                }
-            };
+            let n = m.recv_batch(&self.udp, self.emu_bind);
             let t = sys::now();
             let (max_f, max_r) = {
                 let c = self.config.lock().unwrap_or_else(|e| e.into_inner());
                 (c.forward.max_frame_bytes, c.return_.max_frame_bytes)
             };
-            let mut ev = self
-                .events
-                .as_ref()
-                .map(|e| e.lock().unwrap_or_else(|e| e.into_inner()));
+            let mut ev = self.events.lock();
             fwd.clear();
             ret.clear();
             for i in 0..n {
@@ -173,10 +149,8 @@ impl Controlled for Sat {
     }
 
     fn set(&self, cfg: LinkConfig) -> Value {
-        if let Some(ev) = &self.events {
-            ev.lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .config(sys::now(), &cfg);
+        if let Some(mut ev) = self.events.lock() {
+            ev.config(sys::now(), &cfg);
         }
         let mut c = self.config.lock().unwrap_or_else(|e| e.into_inner());
         *c = cfg;

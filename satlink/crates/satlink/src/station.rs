@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 use satlink_model::{DirConfig, Direction, Histogram, LinkConfig, Way};
 
 use crate::control::Controlled;
-use crate::events::{Dir, EventLog};
+use crate::events::{Dir, EventLog, SharedEventLog};
 use crate::{sys, warn};
 
 /// Which ground station.
@@ -127,7 +127,7 @@ pub struct Station {
     hold: Mutex<Hold>,
     hold_cv: Condvar,
     config: Mutex<LinkConfig>,
-    events: Option<Mutex<EventLog>>,
+    events: SharedEventLog,
     started: u64,
     reset_at: AtomicU64,
     udp: UdpSocket,
@@ -192,7 +192,7 @@ impl Station {
             hold: Mutex::new(Hold::default()),
             hold_cv: Condvar::new(),
             config: Mutex::new(o.config),
-            events: events.map(Mutex::new),
+            events: SharedEventLog::new(events),
             started: now,
             reset_at: AtomicU64::new(now),
             udp,
@@ -201,31 +201,15 @@ impl Station {
     }
 
     pub fn spawn(self: &Arc<Self>) -> Result<()> {
-        let s = self.clone();
-        std::thread::Builder::new()
-            .name("ingress".into())
-            .spawn(move || s.ingress())?;
-        let s = self.clone();
-        std::thread::Builder::new()
-            .name("timer".into())
-            .spawn(move || s.timer())?;
-        let s = self.clone();
-        std::thread::Builder::new()
-            .name("rx".into())
-            .spawn(move || s.receive())?;
-        let s = self.clone();
-        std::thread::Builder::new()
-            .name("deliver".into())
-            .spawn(move || s.deliver())?;
+        sys::spawn_named(self, "ingress", Self::ingress)?;
+        sys::spawn_named(self, "timer", Self::timer)?;
+        sys::spawn_named(self, "rx", Self::receive)?;
+        sys::spawn_named(self, "deliver", Self::deliver)?;
         Ok(())
     }
 
     pub fn flush_events(&self) {
-        if let Some(ev) = &self.events {
-            if let Ok(mut ev) = ev.lock() {
-                ev.flush();
-            }
-        }
+        self.events.flush();
     }
 
     fn lock(&self) -> MutexGuard<'_, Shaper> {
@@ -233,12 +217,7 @@ impl Station {
     }
 
     fn realtime(&self, thread: &str) {
-        if !sys::set_realtime(self.rt_priority) {
-            warn!(
-                "SCHED_FIFO refused thread={thread} priority={} (runs at normal priority)",
-                self.rt_priority
-            );
-        }
+        sys::realtime_or_warn(thread, self.rt_priority);
     }
 
     fn ingress(&self) {
@@ -290,16 +269,14 @@ impl Station {
             if self.udp.send(&dep.payload).is_err() {
                 g.io_errors += 1;
             }
-            if let Some(ev) = &self.events {
-                let mut ev = ev.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(mut ev) = self.events.lock() {
                 ev.sent(shaped.1, t, dep.len, late);
             }
             if g.free.len() < 8192 {
                 g.free.push(dep.payload);
             }
         }
-        if let Some(ev) = &self.events {
-            let mut ev = ev.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(mut ev) = self.events.lock() {
             for e in g.dir.take_events() {
                 ev.model(shaped.1, &e);
             }
@@ -343,16 +320,7 @@ impl Station {
         self.realtime("rx");
         let mut m = sys::MmsgBuffers::new();
         loop {
-            let n = match m.recv(&self.udp) {
-                Ok(n) => n,
-                // ICMP port unreachable from a satellite not up yet.
-                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => continue,
-                Err(e) => {
-                    warn!("udp receive failed bind={} error={e}", self.emu_bind);
-                    std::thread::sleep(Duration::from_millis(10));
-                    continue;
-                }
-            };
+            let n = m.recv_batch(&self.udp, self.emu_bind);
             let t = sys::now();
             let mut h = self.hold.lock().unwrap_or_else(|e| e.into_inner());
             let mut wake = false;
@@ -388,9 +356,8 @@ impl Station {
     }
 
     fn log_rx(&self, kind: char, t: u64, len: usize, cause: Option<&str>) {
-        if let Some(ev) = &self.events {
+        if let Some(mut ev) = self.events.lock() {
             let recv = self.kind.dirs().1 .1;
-            let mut ev = ev.lock().unwrap_or_else(|e| e.into_inner());
             match cause {
                 Some(c) => ev.drop_io(recv, t, len, c),
                 None => ev.simple(recv, t, kind, len),
@@ -547,8 +514,7 @@ impl Controlled for Station {
         g.dir.apply(now, shaped, schedule);
         self.cv.notify_one();
         drop(g);
-        if let Some(ev) = &self.events {
-            let mut ev = ev.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(mut ev) = self.events.lock() {
             ev.config(now, &cfg);
             if let Some(s) = &cfg.schedule {
                 ev.schedule_epoch(now, s.id.as_deref(), start);

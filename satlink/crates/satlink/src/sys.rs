@@ -245,6 +245,22 @@ impl MmsgBuffers {
         }
     }
 
+    /// [`MmsgBuffers::recv`] until a batch arrives: an ICMP port unreachable (a peer
+    /// not up yet) is passed over, any other error logged (naming `bind`, the socket's
+    /// address) and tried again 10 ms later.
+    pub fn recv_batch(&mut self, sock: &UdpSocket, bind: SocketAddr) -> usize {
+        loop {
+            match self.recv(sock) {
+                Ok(n) => return n,
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => continue,
+                Err(e) => {
+                    crate::warn!("udp receive failed bind={bind} error={e}");
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+            }
+        }
+    }
+
     /// Datagram `i` of the last recv: (payload, source, truncated).
     pub fn get(&self, i: usize) -> (&[u8], SocketAddr, bool) {
         let len = (self.hdrs[i].msg_len as usize).min(DGRAM_MAX);
@@ -329,4 +345,27 @@ pub fn set_realtime(prio: i32) -> bool {
     };
     // SAFETY: pid 0 is the calling thread.
     unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0 }
+}
+
+/// [`set_realtime`] for the calling thread, named `thread` in the warning logged when
+/// the host refuses it (the thread then runs at normal priority).
+pub fn realtime_or_warn(thread: &str, prio: i32) {
+    if !set_realtime(prio) {
+        crate::warn!(
+            "SCHED_FIFO refused thread={thread} priority={prio} (runs at normal priority)"
+        );
+    }
+}
+
+/// Start a thread named `name` running `body` on a shared role.
+pub fn spawn_named<R: Send + Sync + 'static>(
+    role: &std::sync::Arc<R>,
+    name: &str,
+    body: fn(&R),
+) -> std::io::Result<()> {
+    let role = role.clone();
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || body(&role))?;
+    Ok(())
 }
