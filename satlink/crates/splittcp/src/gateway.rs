@@ -6,18 +6,16 @@
 //! LAN and relays.
 
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, SocketAddrV4, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::Arc;
-use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::accept_loop;
 use crate::frame::{self, Frame, Open};
-use crate::guard::{Guard, Limit, Permit, Prefix};
+use crate::guard::{Guard, Permit, Prefix};
 use crate::relay;
 use crate::stats::{ConnInfo, HopUse, Refusal, Stats};
 use crate::sys::{self, HopOptions};
+use crate::Serve;
 
 /// How long a new hop connection has to prove the key.
 pub const AUTH_TIMEOUT: Duration = Duration::from_secs(10);
@@ -36,24 +34,15 @@ pub struct Gateway {
     pub hop: HopOptions,
 }
 
-impl Gateway {
-    /// Accept hop connections until the listener fails; at most `limit` at once.
-    pub fn serve(
-        self: Arc<Self>,
-        listener: TcpListener,
-        stats: Arc<Stats>,
-        limit: Arc<Limit>,
-    ) -> io::Result<()> {
-        accept_loop(&listener, &stats, &limit, |hop, peer, permit| {
-            let gateway = Arc::clone(&self);
-            let stats = Arc::clone(&stats);
-            thread::Builder::new()
-                .name("hop".into())
-                .spawn(move || gateway.hop(hop, peer, &stats, permit))
-                .map(|_| ())
-        })
-    }
+impl Serve for Gateway {
+    const THREAD: &'static str = "hop";
 
+    fn handle(&self, hop: TcpStream, peer: SocketAddr, stats: &Stats, permit: Permit) {
+        self.hop(hop, peer, stats, permit)
+    }
+}
+
+impl Gateway {
     fn authenticate(&self, hop: &TcpStream) -> io::Result<u64> {
         hop.set_read_timeout(Some(AUTH_TIMEOUT))?;
         let nonce = sys::random_bytes()?;
@@ -143,10 +132,7 @@ impl Gateway {
         let server = match sys::connect(SocketAddr::V4(open.destination), None) {
             Ok(s) => s,
             Err(e) => {
-                stats.failed();
-                info.error = Some(e.to_string());
-                info.open = false;
-                stats.open(info);
+                stats.failed_before_relay(info, e.to_string());
                 frame::write_end(&mut &*hop, false)?;
                 return relay::drain_hop(hop);
             }
@@ -159,26 +145,6 @@ impl Gateway {
             .unwrap_or_default();
         info.hop_cc = sys::congestion(hop.as_raw_fd()).unwrap_or_default();
         let slot = stats.open(info);
-        let (down, up) = thread::scope(|s| {
-            let down = s.spawn(|| relay::into_hop(&server, hop, stats, slot, false));
-            let up = relay::from_hop(hop, &server, stats, slot, true);
-            if up.is_err() {
-                let _ = hop.shutdown(Shutdown::Both);
-                let _ = server.shutdown(Shutdown::Both);
-            }
-            (down.join(), up)
-        });
-        stats.update(slot, |c| c.open = false);
-        match (down, up) {
-            (Ok(Ok(_)), Ok(_)) => Ok(()),
-            (_, Err(e)) | (Ok(Err(e)), _) => {
-                stats.update(slot, |c| {
-                    c.error
-                        .get_or_insert_with(|| format!("hop connection: {e}"));
-                });
-                Err(e)
-            }
-            (Err(_), _) => Err(io::Error::other("the relay panicked")),
-        }
+        relay::with_hop(&server, hop, stats, slot, false)
     }
 }

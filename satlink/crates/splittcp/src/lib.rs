@@ -98,31 +98,52 @@ fn is_transient(e: &io::Error) -> bool {
     )
 }
 
-/// Accept until the listener fails; each connection within the limit goes to `spawn`
-/// with its permit, the others are closed at once (refused: limit). Out of file
-/// descriptors, the loop waits a little instead of spinning.
-pub(crate) fn accept_loop(
-    listener: &TcpListener,
-    stats: &Stats,
-    limit: &Arc<Limit>,
-    mut spawn: impl FnMut(TcpStream, SocketAddr, guard::Permit) -> io::Result<()>,
-) -> io::Result<()> {
-    loop {
-        let (conn, peer) = match listener.accept() {
-            Ok(x) => x,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) if is_transient(&e) => {
-                std::thread::sleep(Duration::from_millis(10));
-                continue;
+/// A listening side of the proxy (the split proxy, the accelerated terminal, the
+/// gateway's hop listener): each accepted connection handled in a thread of its own.
+pub trait Serve: Send + Sync + Sized + 'static {
+    /// The name of each connection's thread.
+    const THREAD: &'static str;
+
+    /// One accepted connection from `peer`, holding its permit until it ends.
+    fn handle(&self, conn: TcpStream, peer: SocketAddr, stats: &Stats, permit: guard::Permit);
+
+    /// What runs beside the connections from the start (the terminal's pool refill).
+    fn start_beside(self: &Arc<Self>, _stats: &Arc<Stats>) -> io::Result<()> {
+        Ok(())
+    }
+
+    /// Accept until the listener fails; each connection within the limit is handled in
+    /// a thread of its own, holding its permit; the others are closed at once
+    /// (refused: limit). Out of file descriptors, the loop waits a little instead of
+    /// spinning.
+    fn serve(
+        self: Arc<Self>,
+        listener: TcpListener,
+        stats: Arc<Stats>,
+        limit: Arc<Limit>,
+    ) -> io::Result<()> {
+        self.start_beside(&stats)?;
+        loop {
+            let (conn, peer) = match listener.accept() {
+                Ok(x) => x,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if is_transient(&e) => {
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let Some(permit) = limit.try_acquire() else {
+                stats.refused(Refusal::Limit);
+                continue; // dropped: closed
+            };
+            let (role, stats_of_thread) = (Arc::clone(&self), Arc::clone(&stats));
+            let spawned = std::thread::Builder::new()
+                .name(Self::THREAD.into())
+                .spawn(move || role.handle(conn, peer, &stats_of_thread, permit));
+            if spawned.is_err() {
+                stats.refused(Refusal::Limit); // no thread to be had
             }
-            Err(e) => return Err(e),
-        };
-        let Some(permit) = limit.try_acquire() else {
-            stats.refused(Refusal::Limit);
-            continue; // dropped: closed
-        };
-        if spawn(conn, peer, permit).is_err() {
-            stats.refused(Refusal::Limit); // no thread to be had
         }
     }
 }

@@ -18,7 +18,9 @@ use splittcp::gateway::Gateway;
 use splittcp::pool::PoolSettings;
 use splittcp::terminal::{Dialer, SharedPool, Terminal};
 use splittcp::{control, frame, sys};
-use splittcp::{Destination, Guard, HopOptions, HopSide, Limit, Prefix, Proxy, Reporter, Stats};
+use splittcp::{
+    Destination, Guard, HopOptions, HopSide, Limit, Prefix, Proxy, Reporter, Serve, Stats,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ValueEnum)]
 #[serde(rename_all = "lowercase")]

@@ -160,6 +160,43 @@ pub fn from_hop(
     }
 }
 
+/// Both directions of a stream between `local` and a hop connection, until each has
+/// ended: `local` to the hop in a thread of its own, the hop to `local` in this one. When
+/// the hop connection breaks, both sockets are shut so that the other direction ends
+/// too. `local_is_client`: the bytes read from `local` go up (client to server). The
+/// connection is then listed closed, with the hop's error if any. Err: the hop
+/// connection is broken (the error reading it first).
+pub fn with_hop(
+    local: &TcpStream,
+    hop: &TcpStream,
+    stats: &Stats,
+    slot: Slot,
+    local_is_client: bool,
+) -> io::Result<()> {
+    let (to_hop, from) = std::thread::scope(|s| {
+        let to_hop = s.spawn(|| into_hop(local, hop, stats, slot, local_is_client));
+        let from = from_hop(hop, local, stats, slot, !local_is_client);
+        if from.is_err() {
+            let _ = hop.shutdown(Shutdown::Both);
+            let _ = local.shutdown(Shutdown::Both);
+        }
+        (to_hop.join(), from)
+    });
+    let result = match (to_hop, from) {
+        (Ok(Ok(_)), Ok(_)) => Ok(()),
+        (_, Err(e)) | (Ok(Err(e)), _) => Err(e),
+        (Err(_), _) => Err(io::Error::other("the relay panicked")),
+    };
+    stats.update(slot, |c| {
+        c.open = false;
+        if let Err(e) = &result {
+            c.error
+                .get_or_insert_with(|| format!("hop connection: {e}"));
+        }
+    });
+    result
+}
+
 /// Read and drop the rest of a stream's direction (until its FIN or RESET): a stream
 /// the gateway refused or could not connect still ends in step.
 pub fn drain_hop(mut hop: &TcpStream) -> io::Result<()> {

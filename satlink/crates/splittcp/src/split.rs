@@ -3,17 +3,15 @@
 //! terminal and at the gateway, the satellite hop carries the terminal's own
 //! connection; nothing else changes (its handshake and slow start still cross the hop).
 
-use std::io;
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::Arc;
 use std::thread;
 
-use crate::guard::{Guard, Limit, Permit};
+use crate::guard::{Guard, Permit};
 use crate::relay;
 use crate::stats::{ConnInfo, Stats};
 use crate::sys::{self, HopOptions};
-use crate::{accept_loop, Destination, HopSide};
+use crate::{Destination, HopSide, Serve};
 
 /// The pure split's settings.
 #[derive(Clone, Debug)]
@@ -24,24 +22,8 @@ pub struct Proxy {
     pub guard: Guard,
 }
 
-impl Proxy {
-    /// Accept and relay until the listener fails; one thread per direction of each
-    /// connection, at most `limit` connections at once.
-    pub fn serve(
-        self: Arc<Self>,
-        listener: TcpListener,
-        stats: Arc<Stats>,
-        limit: Arc<Limit>,
-    ) -> io::Result<()> {
-        accept_loop(&listener, &stats, &limit, |inbound, peer, permit| {
-            let proxy = Arc::clone(&self);
-            let stats = Arc::clone(&stats);
-            thread::Builder::new()
-                .name("conn".into())
-                .spawn(move || proxy.handle(inbound, peer, &stats, permit))
-                .map(|_| ())
-        })
-    }
+impl Serve for Proxy {
+    const THREAD: &'static str = "conn";
 
     fn handle(&self, inbound: TcpStream, peer: SocketAddr, stats: &Stats, _permit: Permit) {
         let Some(to) = self.destination.of(&inbound, peer, &self.guard, stats) else {
@@ -70,10 +52,7 @@ impl Proxy {
         let outbound = match sys::connect(SocketAddr::V4(to), hop) {
             Ok(s) => s,
             Err(e) => {
-                stats.failed();
-                info.error = Some(e.to_string());
-                info.open = false;
-                stats.open(info);
+                stats.failed_before_relay(info, e.to_string());
                 let _ = inbound.shutdown(Shutdown::Both);
                 return;
             }

@@ -225,6 +225,15 @@ impl Stats {
         }
     }
 
+    /// A connection that failed before anything was relayed: counted as failed and
+    /// listed, closed, with `error`.
+    pub fn failed_before_relay(&self, mut info: ConnInfo, error: String) {
+        self.failed();
+        info.error = Some(error);
+        info.open = false;
+        self.open(info);
+    }
+
     /// List a new connection; its slot for later updates.
     pub fn open(&self, info: ConnInfo) -> Slot {
         let generation = self.generation.load(Ordering::Relaxed);

@@ -6,7 +6,7 @@
 //! goes back to the pool, warm, for the next client.
 
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -16,12 +16,12 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::frame::{self, Open};
-use crate::guard::{Guard, Limit, Permit};
+use crate::guard::{Guard, Permit};
 use crate::pool::{Pool, PoolSettings};
 use crate::relay;
 use crate::stats::{ConnInfo, HopUse, Stats};
 use crate::sys::{self, HopOptions};
-use crate::{accept_loop, Destination};
+use crate::{Destination, Serve};
 
 /// How long a hop connection may take to be accepted (handshake and key proof).
 pub const HOP_OPEN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -211,30 +211,22 @@ impl Terminal {
             next_stream: AtomicU64::new(1),
         }
     }
+}
 
-    /// Start the refill, then accept clients until the listener fails.
-    pub fn serve(
-        self: Arc<Self>,
-        listener: TcpListener,
-        stats: Arc<Stats>,
-        limit: Arc<Limit>,
-    ) -> io::Result<()> {
-        let (pool, dialer, s) = (
+impl Serve for Terminal {
+    const THREAD: &'static str = "client";
+
+    /// The pool's refill, for as long as the terminal serves.
+    fn start_beside(self: &Arc<Self>, stats: &Arc<Stats>) -> io::Result<()> {
+        let (pool, dialer, stats) = (
             Arc::clone(&self.pool),
             Arc::clone(&self.dialer),
-            Arc::clone(&stats),
+            Arc::clone(stats),
         );
         thread::Builder::new()
             .name("refill".into())
-            .spawn(move || pool.refill_forever(dialer, s))?;
-        accept_loop(&listener, &stats, &limit, |client, peer, permit| {
-            let terminal = Arc::clone(&self);
-            let stats = Arc::clone(&stats);
-            thread::Builder::new()
-                .name("client".into())
-                .spawn(move || terminal.handle(client, peer, &stats, permit))
-                .map(|_| ())
-        })
+            .spawn(move || pool.refill_forever(dialer, stats))?;
+        Ok(())
     }
 
     fn handle(&self, client: TcpStream, peer: SocketAddr, stats: &Stats, _permit: Permit) {
@@ -257,10 +249,7 @@ impl Terminal {
                     (hop, false)
                 }
                 Err(e) => {
-                    stats.failed();
-                    info.error = Some(format!("no hop connection: {e}"));
-                    info.open = false;
-                    stats.open(info);
+                    stats.failed_before_relay(info, format!("no hop connection: {e}"));
                     let _ = client.shutdown(Shutdown::Both);
                     return;
                 }
@@ -287,39 +276,14 @@ impl Terminal {
             pre_opened,
         };
         if let Err(e) = frame::write_open(&mut &hop.stream, &open) {
-            stats.failed();
-            info.error = Some(format!("hop connection {}: {e}", hop.id));
-            info.open = false;
-            stats.open(info);
+            stats.failed_before_relay(info, format!("hop connection {}: {e}", hop.id));
             let _ = client.shutdown(Shutdown::Both);
             return;
         }
         stats.relayed();
         let slot = stats.open(info);
-        let hop_stream = &hop.stream;
-        let (up, down) = thread::scope(|s| {
-            let up = s.spawn(|| relay::into_hop(&client, hop_stream, stats, slot, true));
-            let down = relay::from_hop(hop_stream, &client, stats, slot, false);
-            if down.is_err() {
-                // The hop connection broke: end this client's connection too.
-                let _ = hop_stream.shutdown(Shutdown::Both);
-                let _ = client.shutdown(Shutdown::Both);
-            }
-            (up.join(), down)
-        });
-        let hop_error = match (&up, &down) {
-            (Ok(Ok(_)), Ok(_)) => None,
-            (_, Err(e)) | (Ok(Err(e)), _) => Some(e.to_string()),
-            (Err(_), _) => Some("the relay panicked".to_string()),
-        };
-        stats.update(slot, |c| {
-            c.open = false;
-            if let Some(e) = &hop_error {
-                c.error
-                    .get_or_insert_with(|| format!("hop connection: {e}"));
-            }
-        });
-        if hop_error.is_none() {
+        let relayed = relay::with_hop(&client, &hop.stream, stats, slot, true);
+        if relayed.is_ok() {
             hop.streams += 1;
             self.pool.give_back(hop);
         }
