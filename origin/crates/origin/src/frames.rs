@@ -63,6 +63,34 @@ const FLAG_PRIORITY: u8 = 0x20;
 /// The most payload bytes kept of a frame whose payload is read (a field value, settings).
 const KEEP_MAX: usize = 1024;
 
+/// The payload of the frame being read: how much of it is left, and its first bytes
+/// kept (as many as the frame's kind needs, at most [`KEEP_MAX`]).
+#[derive(Debug, Default)]
+struct Payload {
+    left: usize,
+    kept: Vec<u8>,
+    keep_want: usize,
+}
+
+impl Payload {
+    /// A frame of `len` payload bytes, of which the first `keep` are kept.
+    fn start(&mut self, len: usize, keep: usize) {
+        self.left = len;
+        self.kept.clear();
+        self.keep_want = keep.min(len);
+    }
+
+    /// Takes what of `bytes` belongs to the payload; true once the payload is complete.
+    fn take(&mut self, bytes: &mut &[u8]) -> bool {
+        let n = self.left.min(bytes.len());
+        let keep = (self.keep_want - self.kept.len()).min(n);
+        self.kept.extend_from_slice(&bytes[..keep]);
+        self.left -= n;
+        *bytes = &bytes[n..];
+        self.left == 0
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct H2Header {
     len: usize,
@@ -77,9 +105,7 @@ pub struct H2Parser {
     preface_left: usize,
     head: Vec<u8>,
     frame: Option<H2Header>,
-    payload_left: usize,
-    keep: Vec<u8>,
-    keep_want: usize,
+    payload: Payload,
     /// The stream is not HTTP/2 as expected (a bad preface): nothing more is read.
     lost: bool,
 }
@@ -100,9 +126,7 @@ impl H2Parser {
             preface_left,
             head: Vec::with_capacity(9),
             frame: None,
-            payload_left: 0,
-            keep: Vec::new(),
-            keep_want: 0,
+            payload: Payload::default(),
             lost: false,
         }
     }
@@ -127,18 +151,13 @@ impl H2Parser {
                 bytes = &bytes[n..];
                 if self.head.len() == 9 {
                     self.start_frame();
-                    if self.payload_left == 0 {
+                    if self.payload.left == 0 {
                         self.end_frame(out);
                     }
                 }
                 continue;
             }
-            let n = self.payload_left.min(bytes.len());
-            let keep = (self.keep_want - self.keep.len()).min(n);
-            self.keep.extend_from_slice(&bytes[..keep]);
-            self.payload_left -= n;
-            bytes = &bytes[n..];
-            if self.payload_left == 0 {
+            if self.payload.take(&mut bytes) {
                 self.end_frame(out);
             }
         }
@@ -153,21 +172,19 @@ impl H2Parser {
             stream: u32::from_be_bytes([h[5] & 0x7f, h[6], h[7], h[8]]),
         };
         self.head.clear();
-        self.keep.clear();
-        self.keep_want = match frame.kind {
+        let keep = match frame.kind {
             H2_HEADERS => 6, // pad length and the priority fields
             H2_PRIORITY => 5,
             H2_SETTINGS | H2_PRIORITY_UPDATE => KEEP_MAX,
             _ => 0,
-        }
-        .min(frame.len);
-        self.payload_left = frame.len;
+        };
+        self.payload.start(frame.len, keep);
         self.frame = Some(frame);
     }
 
     fn end_frame(&mut self, out: &mut Vec<H2Event>) {
         let Some(f) = self.frame.take() else { return };
-        let k = &self.keep;
+        let k = &self.payload.kept;
         let event = match f.kind {
             H2_DATA => Some(H2Event::Data {
                 stream: f.stream,
@@ -208,7 +225,7 @@ impl H2Parser {
             _ => None,
         };
         out.extend(event);
-        self.keep.clear();
+        self.payload.kept.clear();
     }
 }
 
@@ -247,9 +264,7 @@ pub struct H3ControlParser {
     pending: Vec<u8>,
     kind: Option<u64>,
     frame: Option<(u64, usize)>,
-    payload_left: usize,
-    keep: Vec<u8>,
-    keep_want: usize,
+    payload: Payload,
 }
 
 impl H3ControlParser {
@@ -276,23 +291,17 @@ impl H3ControlParser {
                 };
                 let len = usize::try_from(v[1]).unwrap_or(usize::MAX);
                 self.frame = Some((v[0], len));
-                self.payload_left = len;
-                self.keep.clear();
-                self.keep_want = match v[0] {
-                    H3_SETTINGS | H3_PRIORITY_UPDATE_REQUEST => KEEP_MAX.min(len),
+                let keep = match v[0] {
+                    H3_SETTINGS | H3_PRIORITY_UPDATE_REQUEST => KEEP_MAX,
                     _ => 0,
                 };
+                self.payload.start(len, keep);
                 if len == 0 {
                     self.end_frame(out);
                 }
                 continue;
             }
-            let n = self.payload_left.min(bytes.len());
-            let keep = (self.keep_want - self.keep.len()).min(n);
-            self.keep.extend_from_slice(&bytes[..keep]);
-            self.payload_left -= n;
-            bytes = &bytes[n..];
-            if self.payload_left == 0 {
+            if self.payload.take(&mut bytes) {
                 self.end_frame(out);
             }
         }
@@ -331,7 +340,7 @@ impl H3ControlParser {
         let Some((kind, _)) = self.frame.take() else {
             return;
         };
-        let k = &self.keep;
+        let k = &self.payload.kept;
         match kind {
             H3_SETTINGS => {
                 let mut pairs = Vec::new();
@@ -355,7 +364,7 @@ impl H3ControlParser {
             }
             _ => {}
         }
-        self.keep.clear();
+        self.payload.kept.clear();
     }
 }
 

@@ -123,14 +123,7 @@ async fn request(
     let alt_svc = served.alt_svc.as_ref();
     let r = match (served.service, &shared.site) {
         (Service::Site, Some(site)) => {
-            let site_req = replay::Request {
-                method: req.method(),
-                authority: replay::authority_of(req.uri(), req.headers()),
-                path_and_query: req.uri().path_and_query().map_or("/", |p| p.as_str()),
-                accept_encoding: req.headers().get(http::header::ACCEPT_ENCODING),
-                protocol: "h3",
-                connection: served.conn,
-            };
+            let site_req = replay::Request::of(&req, "h3", served.conn);
             replay::answer(site, &counters, key, &site_req, alt_svc).await
         }
         _ => delay::serve(&shared.root, &shared.cache, req.method(), req.uri(), alt_svc).await,

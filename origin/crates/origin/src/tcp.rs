@@ -110,14 +110,8 @@ async fn respond(
     let alt_svc = a.alt_svc.as_ref();
     let r = match (a.service, &a.shared.site) {
         (Service::Site, Some(site)) => {
-            let site_req = replay::Request {
-                method: req.method(),
-                authority: replay::authority_of(req.uri(), req.headers()),
-                path_and_query: req.uri().path_and_query().map_or("/", |p| p.as_str()),
-                accept_encoding: req.headers().get(http::header::ACCEPT_ENCODING),
-                protocol: if a.h2.is_some() { "h2" } else { "h1" },
-                connection: a.conn,
-            };
+            let protocol = if a.h2.is_some() { "h2" } else { "h1" };
+            let site_req = replay::Request::of(&req, protocol, a.conn);
             replay::answer(site, &a.counters, key, &site_req, alt_svc).await
         }
         _ => delay::serve(&a.shared.root, &a.shared.cache, req.method(), req.uri(), alt_svc).await,

@@ -442,6 +442,20 @@ pub struct Request<'a> {
     pub connection: u64,
 }
 
+impl<'a> Request<'a> {
+    /// `req` as the replay matches it, received over `protocol` on `connection`.
+    pub fn of<B>(req: &'a http::Request<B>, protocol: &'static str, connection: u64) -> Self {
+        Request {
+            method: req.method(),
+            authority: authority_of(req.uri(), req.headers()),
+            path_and_query: req.uri().path_and_query().map_or("/", |p| p.as_str()),
+            accept_encoding: req.headers().get(header::ACCEPT_ENCODING),
+            protocol,
+            connection,
+        }
+    }
+}
+
 /// An IMF-fixdate (RFC 9110 5.6.7): `Sun, 06 Nov 1994 08:49:37 GMT`.
 pub fn http_date(t: SystemTime) -> HeaderValue {
     let secs = t.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
