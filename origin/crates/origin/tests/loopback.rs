@@ -3,7 +3,7 @@
 //! and check protocol, bytes, headers, stats and configuration changes.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,52 +15,19 @@ use origin::sched::Scheduler;
 use origin::{Options, Server};
 use rustls::pki_types::ServerName;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
+
+mod common;
+use common::{cert_files, client_tls, control, make_certs, scratch, sha, Fixture};
 
 const HOST: &str = "www.clarke.test";
-
-struct Fixture {
-    dir: PathBuf,
-    server: Option<Server>,
-    big: Vec<u8>,
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        if let Some(s) = self.server.take() {
-            s.shutdown();
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn make_certs(dir: &Path) {
-    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "origin test CA");
-    let ca_key = KeyPair::generate().unwrap();
-    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = Issuer::new(ca_params, ca_key);
-    let key = KeyPair::generate().unwrap();
-    let cert = CertificateParams::new(vec![HOST.to_string()])
-        .unwrap()
-        .signed_by(&key, &issuer)
-        .unwrap();
-    std::fs::write(dir.join("ca.pem"), ca_cert.pem()).unwrap();
-    std::fs::write(dir.join("cert.pem"), cert.pem()).unwrap();
-    std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
-}
 
 async fn start(name: &str) -> Fixture {
     // As the binary does: quic_fin.rs notes when each HTTP/3 response's end went out.
     origin::quic_fin::init_tracing("warn");
-    let dir = std::env::temp_dir().join(format!("origin-it-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = scratch("origin-it", name);
     std::fs::create_dir_all(dir.join("root/img")).unwrap();
-    make_certs(&dir);
+    make_certs(&dir, &[HOST]);
+    let (cert, key) = cert_files(&dir, HOST);
     let big: Vec<u8> = (0..2_000_000u32)
         .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
         .collect();
@@ -71,8 +38,8 @@ async fn start(name: &str) -> Fixture {
         root: dir.join("root"),
         listen: localhost,
         plain_listen: Some(localhost),
-        cert: dir.join("cert.pem"),
-        key: dir.join("key.pem"),
+        cert,
+        key,
         control: localhost,
         tcp_cc: TcpCc::Bbr,
         quic_cc: QuicCc::Bbr,
@@ -89,7 +56,7 @@ async fn start(name: &str) -> Fixture {
     Fixture {
         dir,
         server: Some(server),
-        big,
+        large_body: big,
     }
 }
 
@@ -105,20 +72,8 @@ async fn tls_connect(
     ca: &Path,
     alpn: &[u8],
 ) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
-    use rustls::pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    for c in rustls::pki_types::CertificateDer::pem_file_iter(ca).unwrap() {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let mut cfg =
-        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-    cfg.alpn_protocols = vec![alpn.to_vec()];
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(cfg))
+    let tls = tokio_rustls::TlsConnector::from(client_tls(ca, alpn))
         .connect(ServerName::try_from(HOST).unwrap(), tcp)
         .await
         .unwrap();
@@ -167,13 +122,6 @@ async fn collect(resp: http::Response<hyper::body::Incoming>) -> Got {
     }
 }
 
-async fn control(addr: SocketAddr, method: http::Method, path: &str, body: &str) -> (u16, Value) {
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let uri: http::Uri = format!("http://{addr}{path}").parse().unwrap();
-    let got = plain_request(TokioIo::new(tcp), method, &uri, Bytes::from(body.to_owned())).await;
-    (got.status, serde_json::from_slice(&got.body).unwrap())
-}
-
 /// POSTs `body` to origin's /config.
 async fn configure(addr: SocketAddr, body: &str) -> (u16, Value) {
     control(addr, http::Method::POST, "/config", body).await
@@ -199,10 +147,6 @@ fn h3_options(
     }
 }
 
-fn sha(b: &[u8]) -> String {
-    format!("{:x}", Sha256::digest(b))
-}
-
 async fn settle_stats(addr: SocketAddr, n: usize) -> Vec<Value> {
     for _ in 0..100 {
         let (_, v) = control(addr, http::Method::GET, "/stats", "").await;
@@ -220,7 +164,7 @@ async fn serves_h1_h2_h3_byte_identical_with_stats() {
     let fx = start("proto").await;
     let addrs = fx.server.as_ref().unwrap().addrs();
     let ca = fx.dir.join("ca.pem");
-    let want = sha(&fx.big);
+    let want = sha(&fx.large_body);
 
     let h1 = tls_get(addrs.tls_tcp, &ca, b"http/1.1", "/img/big.jpg").await;
     assert_eq!(h1.version, http::Version::HTTP_11);
@@ -489,16 +433,16 @@ async fn http3_responses_end_in_the_schedulers_order() {
 
 #[tokio::test]
 async fn refuses_bad_input_without_panicking() {
-    let dir = std::env::temp_dir().join(format!("origin-it-bad-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    make_certs(&dir);
+    let dir = scratch("origin-it", "bad");
+    make_certs(&dir, &[HOST]);
+    let (cert, key) = cert_files(&dir, HOST);
     let localhost: SocketAddr = "127.0.0.1:0".parse().unwrap();
     let base = Options {
         root: dir.clone(),
         listen: localhost,
         plain_listen: None,
-        cert: dir.join("cert.pem"),
-        key: dir.join("key.pem"),
+        cert: cert.clone(),
+        key,
         control: localhost,
         tcp_cc: TcpCc::Cubic,
         quic_cc: QuicCc::Cubic,
@@ -524,7 +468,7 @@ async fn refuses_bad_input_without_panicking() {
     .await;
     assert!(e.contains("certificate chain file"), "{e}");
     let e = err(Options {
-        key: dir.join("cert.pem"),
+        key: cert,
         ..base.clone()
     })
     .await;
@@ -537,22 +481,6 @@ async fn refuses_bad_input_without_panicking() {
     .await;
     assert!(e.contains("failed to bind the TLS listener"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
-}
-
-fn client_tls(ca: &Path, alpn: &[u8]) -> Arc<rustls::ClientConfig> {
-    use rustls::pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    for c in rustls::pki_types::CertificateDer::pem_file_iter(ca).unwrap() {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let mut cfg =
-        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_protocol_versions(&[&rustls::version::TLS13])
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-    cfg.alpn_protocols = vec![alpn.to_vec()];
-    Arc::new(cfg)
 }
 
 /// Every connection's record says how its TLS handshake went: a client with no state

@@ -6,7 +6,6 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -18,55 +17,14 @@ use origin::sched::Scheduler;
 use origin::{Options, Server, SiteOptions};
 use rustls::pki_types::ServerName;
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
+
+mod common;
+use common::{cert_files, client_tls, control, make_certs, scratch, sha, Fixture};
 
 const WWW: &str = "www.a.test";
 const CDN: &str = "cdn.b.test";
 const PAGE_TTFB_MS: u64 = 150;
 const SEED: u64 = 7;
-
-fn sha(b: &[u8]) -> String {
-    format!("{:x}", Sha256::digest(b))
-}
-
-struct Fixture {
-    dir: PathBuf,
-    server: Option<Server>,
-    image: Vec<u8>,
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        if let Some(s) = self.server.take() {
-            s.shutdown();
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// A CA (ca.pem) and, in `certs/`, `<host>.pem` and `<host>.key` for each host.
-fn make_certs(dir: &Path, hosts: &[&str]) {
-    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "origin site test CA");
-    let ca_key = KeyPair::generate().unwrap();
-    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = Issuer::new(ca_params, ca_key);
-    std::fs::create_dir_all(dir.join("certs")).unwrap();
-    for host in hosts {
-        let key = KeyPair::generate().unwrap();
-        let cert = CertificateParams::new(vec![host.to_string()])
-            .unwrap()
-            .signed_by(&key, &issuer)
-            .unwrap();
-        std::fs::write(dir.join(format!("certs/{host}.pem")), cert.pem() + &ca_cert.pem()).unwrap();
-        std::fs::write(dir.join(format!("certs/{host}.key")), key.serialize_pem()).unwrap();
-    }
-    std::fs::write(dir.join("ca.pem"), ca_cert.pem()).unwrap();
-}
 
 const PAGE: &str = "<!doctype html><html lang=en><head><title>two origins</title></head>\
 <body><script src=/app.js?v=1></script><img src=https://cdn.b.test/img/hero-800.jpg></body></html>\n";
@@ -120,8 +78,8 @@ fn options(dir: &Path, archive: PathBuf, scheduler: Scheduler) -> Options {
         root: dir.join("root"),
         listen: localhost,
         plain_listen: None,
-        cert: dir.join(format!("certs/{WWW}.pem")),
-        key: dir.join(format!("certs/{WWW}.key")),
+        cert: cert_files(dir, WWW).0,
+        key: cert_files(dir, WWW).1,
         control: localhost,
         tcp_cc: TcpCc::Cubic,
         quic_cc: QuicCc::Cubic,
@@ -143,15 +101,8 @@ fn options(dir: &Path, archive: PathBuf, scheduler: Scheduler) -> Options {
     }
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("origin-site-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 async fn start(name: &str, scheduler: Scheduler) -> Fixture {
-    let dir = scratch(name);
+    let dir = scratch("origin-site", name);
     make_certs(&dir, &[WWW, CDN]);
     let image: Vec<u8> = (0..300_000u32)
         .map(|i| (i.wrapping_mul(2654435761) >> 11) as u8)
@@ -187,7 +138,7 @@ async fn start(name: &str, scheduler: Scheduler) -> Fixture {
     Fixture {
         dir,
         server: Some(server),
-        image,
+        large_body: image,
     }
 }
 
@@ -195,22 +146,6 @@ struct Got {
     status: u16,
     headers: http::HeaderMap,
     body: Bytes,
-}
-
-fn client_tls(ca: &Path, alpn: &[u8]) -> Arc<rustls::ClientConfig> {
-    use rustls::pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    for c in rustls::pki_types::CertificateDer::pem_file_iter(ca).unwrap() {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let mut cfg =
-        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-    cfg.alpn_protocols = vec![alpn.to_vec()];
-    Arc::new(cfg)
 }
 
 /// GET `url` at `addr` over TLS with ALPN `alpn` (h2 or http/1.1), SNI the URL's host.
@@ -276,21 +211,10 @@ async fn h3_get(addr: SocketAddr, ca: &Path, url: &str) -> (u16, String, Option<
     (r.first.status, r.first.sha256, r.first.alt_svc)
 }
 
-async fn control(addr: SocketAddr, method: http::Method, path: &str) -> Value {
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    let req = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", addr.to_string())
-        .body(Empty::<Bytes>::new())
-        .unwrap();
-    let resp = send.send_request(req).await.unwrap();
-    assert_eq!(resp.status(), 200);
-    serde_json::from_slice(&resp.into_body().collect().await.unwrap().to_bytes()).unwrap()
+async fn control_ok(addr: SocketAddr, method: http::Method, path: &str) -> Value {
+    let (status, answer) = control(addr, method, path, "").await;
+    assert_eq!(status, 200);
+    answer
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -339,7 +263,7 @@ async fn replays_two_origins_over_h1_h2_h3_on_identical_bytes_and_records_misses
                 assert_eq!(text, want, "the deterministic script after <head>");
             }
             if url.ends_with("/hero-800.jpg") || url.ends_with("/hero-8000.jpg") {
-                assert_eq!(&got.body[..], &fx.image[..]);
+                assert_eq!(&got.body[..], &fx.large_body[..]);
             }
             shas[i].push(sha(&got.body));
         }
@@ -386,7 +310,7 @@ async fn replays_two_origins_over_h1_h2_h3_on_identical_bytes_and_records_misses
     let pages = tcp_get(addrs.tls_tcp, &ca, b"h2", &format!("https://{WWW}/")).await;
     assert_eq!(&pages.body[..], b"<p>generated page</p>\n");
 
-    let stats = control(addrs.control, http::Method::GET, "/stats").await;
+    let stats = control_ok(addrs.control, http::Method::GET, "/stats").await;
     let site = &stats["site"];
     let n = |k: &str| site[k].as_u64().unwrap();
     assert_eq!(site["name"], "two-origins");
@@ -442,18 +366,18 @@ async fn replays_two_origins_over_h1_h2_h3_on_identical_bytes_and_records_misses
         .filter(|c| c["site"] == true && c["protocol"] != "h1")
         .all(|c| c["scheduler"] == "sequential"));
 
-    let health = control(addrs.control, http::Method::GET, "/health").await;
+    let health = control_ok(addrs.control, http::Method::GET, "/health").await;
     assert_eq!(health["site"]["exchanges"], 3);
     assert_eq!(health["site"]["origins"], json!([WWW, CDN]));
-    control(addrs.control, http::Method::POST, "/stats/reset").await;
-    let stats = control(addrs.control, http::Method::GET, "/stats").await;
+    control_ok(addrs.control, http::Method::POST, "/stats/reset").await;
+    let stats = control_ok(addrs.control, http::Method::GET, "/stats").await;
     assert_eq!(stats["site"]["requests"], 0);
     assert!(stats["site"]["misses"].as_array().unwrap().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zero_ttfb_serves_at_once() {
-    let dir = scratch("zero");
+    let dir = scratch("origin-site", "zero");
     make_certs(&dir, &[WWW, CDN]);
     let url = format!("https://{WWW}/");
     let archive = write_archive(&dir, &[("GET", &url, 200, "text/html", b"<p>x</p>", Some(5_000))]);
@@ -489,7 +413,7 @@ async fn start_error(dir: &Path, archive: PathBuf) -> String {
 
 #[tokio::test]
 async fn a_broken_archive_or_a_missing_certificate_is_refused_naming_the_entry() {
-    let dir = scratch("broken");
+    let dir = scratch("origin-site", "broken");
     make_certs(&dir, &[WWW]);
     let page = format!("https://{WWW}/");
     let good = |dir: &Path| write_archive(dir, &[("GET", &page, 200, "text/html", b"<p>x</p>", None)]);
