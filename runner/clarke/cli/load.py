@@ -28,7 +28,7 @@ from clarke.campaign.dimensions import (
     Cell,
 )
 from clarke.cli.dimensions import OptionSpec, every_dimension
-from clarke.cli.options import options_into
+from clarke.cli.options import capture_max_mb_option, implementation_option, options_into
 from clarke.errors import InputError
 from clarke.json_value import JsonObject
 from clarke.pages.models import Registry
@@ -178,18 +178,8 @@ def _implementations(o: LoadOptions) -> tuple[Implementation, Implementation]:
     help="Override a Firefox preference (network.http.* or network.tcp.*; true, false or an "
     "integer), applied last. Repeatable.",
 )
-@click.option(
-    "--link",
-    type=click.Choice(registry.names("link")),
-    help="The link's implementation (default satlink; with --testbed: the testbed's). "
-    + registry.help_text("link"),
-)
-@click.option(
-    "--server",
-    type=click.Choice(registry.names("server")),
-    help="The server's implementation (default origin; with --testbed: the testbed's). "
-    + registry.help_text("server"),
-)
+@implementation_option("link", default_said="default satlink; with --testbed: the testbed's")
+@implementation_option("server", default_said="default origin; with --testbed: the testbed's")
 @click.option(
     "--capture",
     "capture_dir",
@@ -198,13 +188,7 @@ def _implementations(o: LoadOptions) -> tuple[Implementation, Implementation]:
     "empty): the satellite hop's packets (link.pcap), the browser's TLS key log (keys.log) "
     "and, for HTTP/3, qlog files, each 0600. docs/captures.md says how to open them.",
 )
-@click.option(
-    "--capture-max-mb",
-    type=click.IntRange(1, 512),
-    default=100,
-    show_default=True,
-    help="The most MB of pcap, and of key log and qlog files together.",
-)
+@capture_max_mb_option("The most MB of pcap, and of key log and qlog files together.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @options_into(LoadOptions)
 def load(o: LoadOptions) -> None:

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import click
 
 from clarke import registry
+from clarke.vocab import SUBSTRATES
 
 Options = TypeVar("Options")
 
@@ -48,13 +49,51 @@ def options_into(
     return wrap
 
 
-def link_option() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+def implementation_option(
+    kind: str, *, defaults_here: bool = False, default_said: str = "", help: str | None = None
+) -> Decorator:
+    """`--<kind>`: which implementation runs the roles of that kind (link, server).
+    `defaults_here`: the option's default is the registry's; otherwise absent means
+    "decided elsewhere", which `default_said` tells the reader."""
+    if help is None:
+        said = f" ({default_said})" if default_said else ""
+        help = f"The {kind}'s implementation{said}. " + registry.help_text(kind)
+    return click.option(
+        f"--{kind}",
+        type=click.Choice(registry.names(kind)),
+        default=registry.DEFAULTS[kind] if defaults_here else None,
+        show_default=defaults_here,
+        help=help,
+    )
+
+
+def link_option() -> Decorator:
     """`--link` of a command that builds a testbed of its own: which implementation runs
     the link roles."""
+    return implementation_option("link", defaults_here=True)
+
+
+def substrate_option(help: str) -> Decorator:
+    """`--substrate` (env CLARKE_SUBSTRATE): where the roles run, netns by default."""
     return click.option(
-        "--link",
-        type=click.Choice(registry.names("link")),
-        default=registry.DEFAULTS["link"],
+        "--substrate",
+        type=click.Choice(SUBSTRATES),
+        envvar="CLARKE_SUBSTRATE",
+        default="netns",
         show_default=True,
-        help="The link's implementation. " + registry.help_text("link"),
+        help=help + " Env: CLARKE_SUBSTRATE.",
+    )
+
+
+def capture_max_mb_option(help: str) -> Decorator:
+    """`--capture-max-mb`: the bound on one load's capture files."""
+    return click.option(
+        "--capture-max-mb",
+        type=click.IntRange(1, 512),
+        default=100,
+        show_default=True,
+        help=help,
     )

@@ -13,12 +13,11 @@ from typing import TYPE_CHECKING, Any
 import click
 from rich.console import Console
 
-from clarke import registry
 from clarke.campaign.plan import CampaignPlan, ShardBy
+from clarke.cli.options import capture_max_mb_option, implementation_option, substrate_option
 from clarke.errors import InputError
 from clarke.ids import IdParam
 from clarke.results import store
-from clarke.vocab import SUBSTRATES
 
 if TYPE_CHECKING:
     from clarke.run.loop.options import RunOptions
@@ -75,15 +74,9 @@ if TYPE_CHECKING:
     type=int,
     help="netns: use this running testbed instead of a new one.",
 )
-@click.option(
-    "--substrate",
-    type=click.Choice(SUBSTRATES),
-    envvar="CLARKE_SUBSTRATE",
-    default="netns",
-    show_default=True,
-    help="netns: build the five roles as network namespaces on this host (root); compose: "
-    "drive the roles of the running compose stack, from its client container. "
-    "Env: CLARKE_SUBSTRATE.",
+@substrate_option(
+    "netns: build the five roles as network namespaces on this host (root); compose: "
+    "drive the roles of the running compose stack, from its client container."
 )
 @click.option(
     "--link-check",
@@ -93,18 +86,10 @@ if TYPE_CHECKING:
     help="How long the link is measured before each profile's first run and after the last: "
     "full (20 pings, 10 s of iperf3 each way) or quick (10 pings, 5 s each way).",
 )
-@click.option(
-    "--link",
-    type=click.Choice(registry.names("link")),
-    help="The link's implementation (default: the campaign's `implementations: link`, else "
-    "satlink). " + registry.help_text("link"),
+@implementation_option(
+    "link", default_said="default: the campaign's `implementations: link`, else satlink"
 )
-@click.option(
-    "--server",
-    type=click.Choice(registry.names("server")),
-    help="The server's implementation (default: the campaign's, else origin). "
-    + registry.help_text("server"),
-)
+@implementation_option("server", default_said="default: the campaign's, else origin")
 @click.option(
     "--capture",
     type=click.Choice(["none", "failed", "all"]),
@@ -114,13 +99,7 @@ if TYPE_CHECKING:
     "satellite hop's packets (pcap), the browser's TLS key log and HTTP/3 qlog files. "
     "failed: only for loads that failed. docs/captures.md says how to open them.",
 )
-@click.option(
-    "--capture-max-mb",
-    type=click.IntRange(1, 512),
-    default=100,
-    show_default=True,
-    help="Per load: the most MB of pcap, and of key log and qlog files together.",
-)
+@capture_max_mb_option("Per load: the most MB of pcap, and of key log and qlog files together.")
 def run(campaign_file: Path, **given: Any) -> None:
     """Run CAMPAIGN_FILE on a testbed: every run of its plan (or of one shard), each
     verified and recorded in the journal and InfluxDB, then a summary per matrix cell.

@@ -26,6 +26,13 @@ FORMATS = ("har", "warc")
 MB_RANGE = click.IntRange(1, 1 << 20)
 
 
+def _out_dir(help: str, *, dir_only: bool = False) -> Callable[..., Any]:
+    """`-o/--out`: the directory a command writes (`dir_only`: an existing file is
+    refused before the command starts)."""
+    path = click.Path(path_type=Path, file_okay=not dir_only)
+    return click.option("-o", "--out", type=path, required=True, help=help)
+
+
 def archive_limits(command: Callable[..., Any]) -> Callable[..., Any]:
     """`--max-body-mb` and `--max-site-mb` of a command that reads or writes archives."""
     command = click.option(
@@ -134,13 +141,7 @@ def site() -> None:
 
 @site.command("import")
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False, exists=True))
-@click.option(
-    "-o",
-    "--out",
-    type=click.Path(path_type=Path),
-    required=True,
-    help="The archive directory to write (new or empty).",
-)
+@_out_dir("The archive directory to write (new or empty).")
 @click.option(
     "--format", "fmt", type=click.Choice(FORMATS), help="har or warc (default: by the file's name)."
 )
@@ -194,13 +195,7 @@ def check_cmd(
 
 @site.command("record")
 @click.argument("url")
-@click.option(
-    "-o",
-    "--out",
-    type=click.Path(path_type=Path),
-    required=True,
-    help="The archive directory to write (new or empty).",
-)
+@_out_dir("The archive directory to write (new or empty).")
 @click.option(
     "--resolve",
     "resolves",
@@ -265,12 +260,8 @@ def record_cmd(o: RecordCommand) -> None:
 
 
 @site.command("corpus")
-@click.option(
-    "-o",
-    "--out",
-    type=click.Path(path_type=Path, file_okay=False),
-    required=True,
-    help="The corpus directory to write (new or empty): one archive per page, and tree/.",
+@_out_dir(
+    "The corpus directory to write (new or empty): one archive per page, and tree/.", dir_only=True
 )
 @click.option(
     "--firefox", help="The Firefox binary (default: firefox-nightly, firefox, firefox-esr)."
@@ -306,13 +297,7 @@ def corpus_cmd(
 
 
 @site.command("generate")
-@click.option(
-    "-o",
-    "--out",
-    type=click.Path(path_type=Path, file_okay=False),
-    required=True,
-    help="The archive directory to write (new or empty).",
-)
+@_out_dir("The archive directory to write (new or empty).", dir_only=True)
 @click.option(
     "--seed",
     type=click.IntRange(min=0, max=2**32 - 1),

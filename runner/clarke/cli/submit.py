@@ -13,8 +13,8 @@ from typing import Any
 
 import click
 
-from clarke import registry
 from clarke.campaign.plan import ShardBy
+from clarke.cli.options import Decorator, implementation_option
 from clarke.errors import ClarkeError, InputError
 from clarke.results import store
 from clarke.submit import k8s, slurm, slurm_jobs
@@ -23,7 +23,7 @@ from clarke.submit.model import ShardRunArgs, Submission, SubmitOptions, prepare
 
 def _common(f: Callable[..., Any]) -> Callable[..., Any]:
     """The options every engine takes: the campaign, its shards, what `clarke run` gets."""
-    options = [
+    options: list[Decorator] = [
         click.argument("campaign_file", type=click.Path(path_type=Path, dir_okay=False)),
         click.option(
             "--shards",
@@ -49,16 +49,8 @@ def _common(f: Callable[..., Any]) -> Callable[..., Any]:
             show_default=True,
             help="Each shard's link checks (clarke run --link-check).",
         ),
-        click.option(
-            "--link",
-            type=click.Choice(registry.names("link")),
-            help="Pin the link's implementation.",
-        ),
-        click.option(
-            "--server",
-            type=click.Choice(registry.names("server")),
-            help="Pin the server's implementation.",
-        ),
+        implementation_option("link", help="Pin the link's implementation."),
+        implementation_option("server", help="Pin the server's implementation."),
         click.option(
             "--influx",
             help="InfluxDB every shard streams to (CLARKE_INFLUX in the jobs); the journals "

@@ -8,8 +8,14 @@ from pathlib import Path
 
 import click
 
-from clarke import profiles, registry
-from clarke.cli.options import FiniteFloat, link_option, options_into
+from clarke import profiles
+from clarke.cli.options import (
+    FiniteFloat,
+    implementation_option,
+    link_option,
+    options_into,
+    substrate_option,
+)
 from clarke.compose.substrate import ComposeSubstrate
 from clarke.errors import InputError
 from clarke.link import netem
@@ -20,7 +26,7 @@ from clarke.run.session.session import Session
 from clarke.run.session.settings import ROLES_ONLY
 from clarke.testbed import lifecycle
 from clarke.testbed.substrate import NetnsSubstrate
-from clarke.vocab import ROLES, SUBSTRATES
+from clarke.vocab import ROLES
 
 MAX_CHECK_S = 3600.0  # an hour of echoes or of bulk transfer each way
 MIN_ECHO_INTERVAL_S = 0.001  # the echo tool's own timing is no finer
@@ -42,13 +48,7 @@ def testbed() -> None:
     help="Testbed id (addresses and names derive from it); default: the lowest free one.",
 )
 @link_option()
-@click.option(
-    "--server",
-    type=click.Choice(registry.names("server")),
-    default=registry.DEFAULTS["server"],
-    show_default=True,
-    help="The server's implementation. " + registry.help_text("server"),
-)
+@implementation_option("server", defaults_here=True)
 @click.option(
     "--firefox",
     help="The client's Firefox binary, a name on PATH or a path, for the testbed's life "
@@ -202,14 +202,8 @@ class CheckOptions:
 )  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--out", type=click.Path(path_type=Path), help="Also write the JSON report here.")
-@click.option(
-    "--substrate",
-    type=click.Choice(SUBSTRATES),
-    envvar="CLARKE_SUBSTRATE",
-    default="netns",
-    show_default=True,
-    help="compose: the running compose stack, from its client container "
-    "(docs/compose.md). Env: CLARKE_SUBSTRATE.",
+@substrate_option(
+    "compose: the running compose stack, from its client container (docs/compose.md)."
 )
 @click.option(
     "--profile",
