@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, ClassVar, Final, Protocol
 
 from pydantic import ValidationError
@@ -179,3 +180,44 @@ def health_of(role: str, implementation: str, **own: object) -> JsonObject:
 def link_state(name: str | None, digest: str | None, running: bool) -> JsonObject:
     """A link role's state: the profile in force (None before the first configure)."""
     return {"profile": name, "profile_sha256": digest, "running": running}
+
+
+class ProfileInForce:
+    """The link profile a link role has in force, and the lock every change of it takes
+    (held also while the role puts a profile in force, so that `locked` tells a role
+    starting up from one that died)."""
+
+    def __init__(self) -> None:
+        self.name: str | None = None
+        self.digest: str | None = None
+        self.lock = threading.RLock()
+
+    def state(self, running: bool) -> JsonObject:
+        return link_state(self.name, self.digest, running)
+
+    def configure(
+        self,
+        body: JsonObject,
+        running: Callable[[], bool],
+        put_in_force: Callable[[str, LinkProfile], None],
+    ) -> JsonObject:
+        """A link role's POST /config: the profile `body` names, put in force by
+        `put_in_force` unless it is in force already (and the role `running`)."""
+        name, profile = parse_link_config(body)
+        digest = profile_digest(profile)
+        with self.lock:
+            if running() and (name, digest) == (self.name, self.digest):
+                return {"applied": False, "state": self.state(running())}
+            put_in_force(name, profile)
+            self.name, self.digest = name, digest
+            return {"applied": True, "state": self.state(running())}
+
+    def when_idle(self, look: Callable[[], str | None]) -> str | None:
+        """`look()` with the lock held when no change is under way; None while one is
+        (what a role starting up does is that change's answer)."""
+        if not self.lock.acquire(blocking=False):
+            return None
+        try:
+            return look()
+        finally:
+            self.lock.release()

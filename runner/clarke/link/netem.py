@@ -9,7 +9,6 @@ import contextlib
 import json
 import os
 import shutil
-import threading
 from functools import cache
 
 from clarke import sh
@@ -19,11 +18,9 @@ from clarke.place import Place, netns
 from clarke.profiles import BitErrors, Direction, LinkProfile, PacketLoss
 from clarke.roles import (
     Implementation,
+    ProfileInForce,
     RoleProcess,
     health_of,
-    link_state,
-    parse_link_config,
-    profile_digest,
 )
 from clarke.vocab import QueueDiscipline, sends
 
@@ -96,40 +93,35 @@ class NetemStation:
     def __init__(self, place: Place) -> None:
         self.place, self.role = place, place.role
         self.direction = sends(self.role)
-        self.profile: str | None = None
-        self.digest: str | None = None
+        self.in_force = ProfileInForce()
         self.wired = False
-        self._lock = threading.Lock()
 
     def _tc(self, verb: str, d: Direction) -> None:
         dev = self.place.iface("emu")
         sh.run(self.place.argv(["tc", "qdisc", verb, "dev", dev, "root", "netem", *netem_args(d)]))
 
     def state(self) -> JsonObject:
-        return link_state(self.profile, self.digest, True)
+        return self.in_force.state(True)
 
     def configure(self, body: JsonObject) -> JsonObject:
-        name, profile = parse_link_config(body)
-        digest = profile_digest(profile)
-        with self._lock:
-            if (name, digest) == (self.profile, self.digest):
-                return {"applied": False, "state": self.state()}
-            if self.direction is not None:
-                d = direction_of(profile, self.direction)
-                if not self.wired:
-                    plan = self.place.plan
-                    peer = "gateway" if self.role == "terminal" else "terminal"
-                    via = plan.emu.address(peer)
-                    netns.batch(
-                        self.place.ns,
-                        [f"route replace {p} via {via}" for p in plan.remote_prefixes(self.role)],
-                    )
-                    self._tc("replace", d)
-                    self.wired = True
-                else:
-                    self._tc("change", d)
-            self.profile, self.digest = name, digest
-            return {"applied": True, "state": self.state()}
+        return self.in_force.configure(body, lambda: True, self._put_in_force)
+
+    def _put_in_force(self, name: str, profile: LinkProfile) -> None:
+        if self.direction is None:
+            return
+        d = direction_of(profile, self.direction)
+        if self.wired:
+            self._tc("change", d)
+            return
+        plan = self.place.plan
+        peer = "gateway" if self.role == "terminal" else "terminal"
+        via = plan.emu.address(peer)
+        netns.batch(
+            self.place.ns,
+            [f"route replace {p} via {via}" for p in plan.remote_prefixes(self.role)],
+        )
+        self._tc("replace", d)
+        self.wired = True
 
     def health(self) -> JsonObject:
         return health_of(

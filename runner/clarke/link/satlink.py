@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 from pathlib import Path
 
 from clarke import paths
@@ -20,13 +19,12 @@ from clarke.errors import EnvironmentProblem
 from clarke.json_value import JsonObject, object_at
 from clarke.place import Place, netns, procs
 from clarke.place.plan import EMU_PORT, IF_SAT
+from clarke.profiles import LinkProfile
 from clarke.roles import (
     Implementation,
+    ProfileInForce,
     RoleProcess,
     health_of,
-    link_state,
-    parse_link_config,
-    profile_digest,
 )
 from clarke.vocab import sends
 
@@ -67,9 +65,7 @@ class SatlinkStation:
         self.control = place.run_dir / "satlink.sock"
         self.config = place.run_dir / "link.json"
         self.children = procs.Children()
-        self.profile: str | None = None
-        self.digest: str | None = None
-        self._lock = threading.RLock()
+        self.in_force = ProfileInForce()
 
     def _running(self) -> bool:
         return "satlink" in self.children.procs and self.children.exited() is None
@@ -110,22 +106,18 @@ class SatlinkStation:
 
     # --- the contract --------------------------------------------------------------------
     def state(self) -> JsonObject:
-        return link_state(self.profile, self.digest, self._running())
+        return self.in_force.state(self._running())
 
     def configure(self, body: JsonObject) -> JsonObject:
-        name, profile = parse_link_config(body)
-        digest = profile_digest(profile)
+        return self.in_force.configure(body, self._running, self._put_in_force)
+
+    def _put_in_force(self, name: str, profile: LinkProfile) -> None:
         config = profile.to_satlink_config(name=name)
-        with self._lock:
-            if self._running() and (name, digest) == (self.profile, self.digest):
-                return {"applied": False, "state": self.state()}
-            if self._running():
-                ask(self.control, {"cmd": "set", "config": config}, SPEAKER)
-                self.config.write_text(json.dumps(config, indent=2))
-            else:
-                self._start(config)
-            self.profile, self.digest = name, digest
-            return {"applied": True, "state": self.state()}
+        if self._running():
+            ask(self.control, {"cmd": "set", "config": config}, SPEAKER)
+            self.config.write_text(json.dumps(config, indent=2))
+        else:
+            self._start(config)
 
     def health(self) -> JsonObject:
         return health_of(
@@ -155,12 +147,7 @@ class SatlinkStation:
         """satlink died (not while a configure starts it: a satlink that exits during
         start-up is that configure's answer, and the agent, which stops on a problem,
         would otherwise stop before giving it)."""
-        if not self._lock.acquire(blocking=False):
-            return None
-        try:
-            return self.children.exited()
-        finally:
-            self._lock.release()
+        return self.in_force.when_idle(self.children.exited)
 
     def stop(self) -> None:
         self.children.stop()
