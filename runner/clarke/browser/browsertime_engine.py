@@ -19,7 +19,7 @@ from typing import Any
 from clarke import paths, sh
 from clarke.browser import chromium, firefox
 from clarke.browser import prefs as firefox_prefs
-from clarke.browser.capture import BrowserCapture
+from clarke.browser.capture import BrowserCapture, with_captured
 from clarke.browser.load import BrowserSetup, LoadRequest, LoadResult, judged, with_netlog
 from clarke.errors import EnvironmentProblem
 from clarke.timing import Phases
@@ -176,15 +176,7 @@ def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> 
     if req.browser is Browser.chromium:
         return _load_chromium(req, setup, workdir)
     binary = firefox.find_firefox(setup.firefox)
-    prefs = firefox_prefs.layered(
-        req.http,
-        req.hosts(setup),
-        setup.server_port,
-        req.connections,
-        req.prefs,
-        capture=req.capture_max_bytes > 0,
-        signals=req.priority_signals,
-    )
+    prefs = firefox_prefs.for_load(req, setup, capture=req.capture_max_bytes > 0)
     phases = Phases()
     template, made_from = firefox.profile_for_load(binary, setup.ca_cert, prefs, workdir, phases)
     result = _browsertime(
@@ -216,10 +208,7 @@ def _browsertime(
                 result = with_netlog(
                     result, chromium.netlog_summary(netlog), req.url, site=bool(req.site_hosts)
                 )
-        if capture is not None:
-            with phases.phase("capture"):
-                files = capture.collect(req.capture_max_bytes)
-            result = result.model_copy(update={"captured": files})
+        result = with_captured(result, capture, req.capture_max_bytes, phases)
     finally:
         with phases.phase("cleanup"):
             shutil.rmtree(profile, ignore_errors=True)

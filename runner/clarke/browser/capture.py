@@ -14,8 +14,11 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import BaseModel, Field
+
+from clarke.timing import Phases
 
 KEYLOG = "keys.log"
 QLOG_DIR = "qlog"
@@ -70,3 +73,18 @@ class BrowserCapture:
 
     def remove(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+Result = TypeVar("Result", bound=BaseModel)
+
+
+def with_captured(
+    result: Result, capture: BrowserCapture | None, max_bytes: int, phases: Phases
+) -> Result:
+    """`result` with the files `capture` collected (at most `max_bytes`), timed as the
+    load's capture phase; `result` as it is without a capture."""
+    if capture is None:
+        return result
+    with phases.phase("capture"):
+        files = capture.collect(max_bytes)
+    return result.model_copy(update={"captured": files})

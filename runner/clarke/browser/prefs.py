@@ -11,6 +11,10 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from clarke.browser.load import BrowserSettings, BrowserSetup
 
 PrefValue = bool | int | str
 
@@ -236,6 +240,19 @@ def layered(
         prefs.update({p.name: p.value for p in layer})
     prefs.update(overrides or {})
     return prefs
+
+
+def for_load(settings: BrowserSettings, setup: BrowserSetup, capture: bool) -> dict[str, PrefValue]:
+    """The preferences of a Firefox that loads with `settings` on `setup`'s testbed."""
+    return layered(
+        settings.http,
+        settings.hosts(setup),
+        setup.server_port,
+        settings.connections,
+        settings.prefs,
+        capture=capture,
+        signals=settings.priority_signals,
+    )
 
 
 def user_js(prefs: dict[str, PrefValue]) -> str:

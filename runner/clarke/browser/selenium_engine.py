@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from clarke.browser import chromium, contexts, firefox, prestart
 from clarke.browser import prefs as firefox_prefs
-from clarke.browser.capture import BrowserCapture
+from clarke.browser.capture import BrowserCapture, with_captured
 from clarke.browser.load import (
     MAX_NAVIGATION_WAIT_S,
     BrowserSettings,
@@ -78,10 +78,7 @@ def load(req: LoadRequest, setup: BrowserSetup, workdir: Path | None = None) -> 
                 browser.driver.quit()
             with phases.phase("cleanup"):
                 shutil.rmtree(browser.profile, ignore_errors=True)
-        if capture is not None:
-            with phases.phase("capture"):
-                files = capture.collect(req.capture_max_bytes)
-            result = result.model_copy(update={"captured": files})
+        result = with_captured(result, capture, req.capture_max_bytes, phases)
     finally:
         if capture is not None:
             capture.remove()
@@ -126,15 +123,7 @@ def _start_firefox(
     from selenium.webdriver.firefox.service import Service
 
     binary = firefox.find_firefox(setup.firefox)
-    prefs = firefox_prefs.layered(
-        settings.http,
-        settings.hosts(setup),
-        setup.server_port,
-        settings.connections,
-        settings.prefs,
-        capture=capture is not None,
-        signals=settings.priority_signals,
-    )
+    prefs = firefox_prefs.for_load(settings, setup, capture=capture is not None)
     profile, made_from = firefox.profile_for_load(binary, setup.ca_cert, prefs, workdir, phases)
     opts = Options()
     opts.binary_location = binary
@@ -263,10 +252,7 @@ def _load_chromium(req: LoadRequest, setup: BrowserSetup, workdir: Path | None) 
         with phases.phase("netlog"):
             summary = chromium.netlog_summary(browser.profile / chromium.NETLOG)
             result = with_netlog(result, summary, req.url, site=bool(req.site_hosts))
-        if capture is not None:
-            with phases.phase("capture"):
-                files = capture.collect(req.capture_max_bytes)
-            result = result.model_copy(update={"captured": files})
+        result = with_captured(result, capture, req.capture_max_bytes, phases)
     finally:
         with phases.phase("cleanup"):
             if browser is not None:
