@@ -15,9 +15,22 @@ from pathlib import Path
 
 import pytest
 
+from clarke.campaign.dimensions import HTTP
+from clarke.campaign.plan import plan_file
+from clarke.results.journal import Journal
+from clarke.results.record import RunRecord, Status
 from conftest import need
 
 ROOT = Path(__file__).resolve().parents[1]
+# The marks of every test that brings the compose stack up.
+COMPOSE_MARKS = [
+    pytest.mark.root,
+    pytest.mark.docker,
+    pytest.mark.slow,
+    pytest.mark.browser,
+    # One compose project (`clarke`), its ports and subnets: one stack at a time.
+    pytest.mark.xdist_group("compose"),
+]
 DEMO = ROOT / "campaigns/demo.yaml"
 SHARD = (1, 4)  # 3 of the demo's 12 runs: HTTP/1.1, /2 and /3 on the GEO link
 
@@ -84,3 +97,18 @@ def demo_shard_with(
             ["docker", "ps", "-aq", "--filter", label], capture_output=True, text=True
         ).stdout.split()
         assert left == [], left
+
+
+def every_planned_run_ok(stack: tuple[Path, int, str]) -> tuple[Path, list[RunRecord]]:
+    """What [`demo_shard_with`] yielded, judged: the client exited 0 and every run of
+    the shard (HTTP/1.1, /2 and /3) was recorded ok; the results directory and the
+    records."""
+    results, exit_code, log = stack
+    assert exit_code == 0, log[-6000:]
+    (d,) = [p for p in results.iterdir() if (p / "journal.jsonl").is_file()]
+    records = list(Journal.in_dir(d).records())
+    ok = {r.run_id for r in records if r.status is Status.ok}
+    planned = plan_file(DEMO).shard(*SHARD)
+    assert {r.cell[HTTP] for r in planned} == {"1.1", "2", "3"}
+    assert ok == {r.run_id for r in planned}, [(r.run_id, r.reason) for r in records]
+    return d, records

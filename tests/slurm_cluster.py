@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from conftest import free_port
+from processes import tree as process_tree
 
 SUBNET = "198.19.200"  # .1 the controller (on the bridge), .11.. the nodes
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "sinfo")
@@ -96,7 +97,7 @@ class Cluster:
         roots = _netns_pids(self.nodes[name].netns)
         frozen: set[int] = set()
         while True:
-            tree = _descendants(roots) - frozen
+            tree = process_tree(roots) - frozen
             if not tree:
                 break
             for pid in tree:
@@ -115,31 +116,6 @@ def _signal(pid: int, sig: int) -> None:
 def _netns_pids(netns: str) -> set[int]:
     out = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True).stdout
     return {int(p) for p in out.split()}
-
-
-def _children() -> dict[int, list[int]]:
-    kids: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        kids.setdefault(ppid, []).append(int(entry.name))
-    return kids
-
-
-def _descendants(roots: set[int]) -> set[int]:
-    kids, seen, todo = _children(), set(), list(roots)
-    while todo:
-        pid = todo.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
-        todo += kids.get(pid, [])
-    return seen
 
 
 def _spawn(netns: str, hostname: str, argv: list[str], log: Path) -> subprocess.Popen[bytes]:
@@ -283,7 +259,7 @@ def _stop(c: Cluster, namespaces: list[str]) -> None:
             proc.kill()
             proc.wait()
     for ns in namespaces:
-        for pid in _descendants(_netns_pids(ns)):
+        for pid in process_tree(_netns_pids(ns)):
             _signal(pid, signal.SIGKILL)
     for ns in namespaces:
         subprocess.run(["ip", "netns", "delete", ns], capture_output=True)

@@ -10,7 +10,6 @@ import ipaddress
 import re
 import threading
 from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -19,13 +18,13 @@ import pytest
 from clarke import profiles
 from clarke.agent import auth
 from clarke.agent.client import AgentClient
-from clarke.agent.server import make_handler
 from clarke.contract import LinkConfig
 from clarke.link.satlink import SatlinkStation, satlink_binary
 from clarke.place import Place
 from clarke.place.plan import Addresses, Network
 from clarke.roles import profile_digest
 from conftest import need
+from testbeds import agent_serving
 
 TOKEN = "test-token-" + "0" * 32
 
@@ -49,13 +48,10 @@ def satellite(tmp_path: Path) -> Iterator[str]:
     assert binary is not None
     place = Place("netns", "satellite", LoopbackPlan(), tmp_path, tmp_path, tmp_path)
     station = SatlinkStation(place, binary)
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(station, TOKEN))
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+        with agent_serving(station, TOKEN) as url:
+            yield url
     finally:
-        httpd.shutdown()
-        httpd.server_close()
         station.stop()
 
 

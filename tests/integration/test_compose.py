@@ -34,17 +34,11 @@ from clarke.results.journal import Journal
 from clarke.results.record import RunRecord, Status
 from clarke.testbed import lifecycle
 from clarke.vocab import DnsCache
+from compose_part import COMPOSE_MARKS
 from conftest import need
 from site_archive import HOSTS, write_three_origins
 
-pytestmark = [
-    pytest.mark.root,
-    pytest.mark.docker,
-    pytest.mark.slow,
-    pytest.mark.browser,
-    # One compose project (`clarke`), its ports and subnets: one stack at a time.
-    pytest.mark.xdist_group("compose"),
-]
+pytestmark = COMPOSE_MARKS
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = ["-f", "docker-compose.yml", "-f", "docker-compose.offline.yml"]

@@ -19,20 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from clarke.campaign.dimensions import HTTP
-from clarke.campaign.plan import plan_file
-from clarke.results.journal import Journal
-from clarke.results.record import Status
-from compose_part import DEMO, SHARD, demo_shard_with
+from compose_part import COMPOSE_MARKS, demo_shard_with, every_planned_run_ok
 
-pytestmark = [
-    pytest.mark.root,
-    pytest.mark.docker,
-    pytest.mark.slow,
-    pytest.mark.browser,
-    # One compose project (`clarke`), its ports and subnets: one stack at a time.
-    pytest.mark.xdist_group("compose"),
-]
+pytestmark = COMPOSE_MARKS
 
 IMAGE = "clarke-opensand:local"
 
@@ -51,14 +40,7 @@ def opensand_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[P
 
 
 def test_demo_shard_on_opensand_link_containers(opensand_stack: tuple[Path, int, str]) -> None:
-    results, exit_code, log = opensand_stack
-    assert exit_code == 0, log[-6000:]
-    (d,) = [p for p in results.iterdir() if (p / "journal.jsonl").is_file()]
-    records = list(Journal.in_dir(d).records())
-    ok = {r.run_id for r in records if r.status is Status.ok}
-    planned = {r.run_id for r in plan_file(DEMO).shard(*SHARD)}
-    assert {r.cell[HTTP] for r in plan_file(DEMO).shard(*SHARD)} == {"1.1", "2", "3"}
-    assert ok == planned, [(r.run_id, r.reason) for r in records]
+    d, records = every_planned_run_ok(opensand_stack)
     for r in records:
         assert r.implementations == {"link": "opensand", "server": "origin", "client": "firefox"}
         assert r.details.substrate == "compose"

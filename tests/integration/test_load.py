@@ -19,6 +19,7 @@ from clarke.run.session.settings import PageLoad
 from clarke.testbed.substrate import NetnsSubstrate
 from clarke.vocab import Isolation
 from conftest import need
+from testbeds import lan_session
 
 pytestmark = [pytest.mark.root, pytest.mark.browser, pytest.mark.slow]
 PAGE = "triangular-100k"
@@ -29,13 +30,8 @@ TRIANGLE = "triangular-1m"
 @pytest.fixture(scope="module")
 def session() -> Iterator[Session]:
     need(os.geteuid() == 0, "root (network namespaces)")
-    s = Session(NetnsSubstrate(), [PAGE, TRIANGLE])
-    s.start("lan")
-    try:
-        s.ensure_cc("bbr")
+    with lan_session(NetnsSubstrate(), [PAGE, TRIANGLE], "bbr") as s:
         yield s
-    finally:
-        s.close()
 
 
 @pytest.mark.parametrize("engine", ["selenium", "browsertime"])

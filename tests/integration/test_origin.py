@@ -76,6 +76,12 @@ def binaries() -> tuple[Path, Path]:
     return origin, h3get
 
 
+def _h3get(bed: Bed, path: str) -> subprocess.CompletedProcess[str]:
+    """h3get of `path` from the client's namespace, trusting the testbed's CA."""
+    return _ns(bed.client_ns, str(bed.h3get), "--cacert", str(bed.pki_ca),
+               "--connect", f"{SERVER_IP}:443", f"https://{DEFAULT_HOST}{path}")  # fmt: skip
+
+
 @dataclass
 class Bed:
     server_ns: str
@@ -270,15 +276,7 @@ def test_origin_across_namespaces(bed: Bed) -> None:
     assert "clarke" in plain
 
     # h3 with h3get.
-    out = _ns(
-        bed.client_ns,
-        str(bed.h3get),
-        "--cacert",
-        str(bed.pki_ca),
-        "--connect",
-        f"{SERVER_IP}:443",
-        f"https://{DEFAULT_HOST}/img/big.jpg",
-    ).stdout
+    out = _h3get(bed, "/img/big.jpg").stdout
     h3 = json.loads(out)
     assert h3["protocol"] == "h3"
     assert (h3["first"]["status"], h3["first"]["bytes"], h3["first"]["sha256"]) == (
@@ -320,15 +318,7 @@ def test_origin_across_namespaces(bed: Bed) -> None:
         assert " reno " in f" {_ss_cc(bed)} ".replace("\t", " ")
     finally:
         holder.communicate("")
-    _ns(
-        bed.client_ns,
-        str(bed.h3get),
-        "--cacert",
-        str(bed.pki_ca),
-        "--connect",
-        f"{SERVER_IP}:443",
-        f"https://{DEFAULT_HOST}/index.html",
-    )
+    _h3get(bed, "/index.html")
     time.sleep(0.2)
     conns = bed.control("GET", "/stats")[1]["connections"]
     assert conns[-1]["protocol"] == "h3" and conns[-1]["cc"] == "newreno", conns[-1]

@@ -29,6 +29,7 @@ from clarke.run.session.session import Session
 from clarke.run.session.settings import PageLoad
 from clarke.testbed.substrate import NetnsSubstrate
 from conftest import need
+from testbeds import lan_session
 
 pytestmark = [pytest.mark.root, pytest.mark.browser, pytest.mark.slow]
 PAGE = "triangular-100k"
@@ -41,13 +42,8 @@ CC = "cubic"
 def session() -> Iterator[Session]:
     need(os.geteuid() == 0, "root (network namespaces)")
     need(registry.names("pep") != (), "the pep registry")
-    s = Session(NetnsSubstrate(), [PAGE])
-    s.start("lan")
-    try:
-        s.ensure_cc(CC)
+    with lan_session(NetnsSubstrate(), [PAGE], CC) as s:
         yield s
-    finally:
-        s.close()
 
 
 def _load(session: Session, pep: str, http: str) -> tuple[Status, str, dict]:  # type: ignore[type-arg]

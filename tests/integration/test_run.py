@@ -49,6 +49,12 @@ def _campaign(tmp_path: Path, **changes: object) -> Path:
     return f
 
 
+def _quick_run_argv(campaign: Path, results: Path, *more: str) -> list[str]:
+    """`clarke run` of `campaign` into `results` with quick link checks."""
+    return [sys.executable, "-m", "clarke", "run", str(campaign), "--results", str(results),
+            "--link-check", "quick", *more]  # fmt: skip
+
+
 def _clarke(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "clarke", *args],
@@ -142,17 +148,7 @@ def test_kill9_then_resume_repeats_nothing_and_misses_nothing(tmp_path: Path) ->
     campaign = _campaign(tmp_path)
     results = tmp_path / "results"
     runner = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "clarke",
-            "run",
-            str(campaign),
-            "--results",
-            str(results),
-            "--link-check",
-            "quick",
-        ],
+        _quick_run_argv(campaign, results),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -208,21 +204,7 @@ def test_influx_outage_loses_nothing(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{port}/outage"
     results = tmp_path / "results"
     runner = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "clarke",
-            "run",
-            str(_campaign(tmp_path)),
-            "--influx",
-            url,
-            "--results",
-            str(results),
-            "--link-check",
-            "quick",
-            "--campaign-id",
-            "outage",
-        ],
+        _quick_run_argv(_campaign(tmp_path), results, "--influx", url, "--campaign-id", "outage"),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

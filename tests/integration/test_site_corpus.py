@@ -28,6 +28,7 @@ from clarke.browser import chromium
 from clarke.errors import EnvironmentProblem
 from clarke.sites import archive, corpus
 from conftest import need
+from processes import descendants
 
 pytestmark = [pytest.mark.root, pytest.mark.browser, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
@@ -192,22 +193,6 @@ def test_a_page_whose_server_is_down_exits_2_naming_the_connection(tmp_path: Pat
     assert "Traceback" not in done.stderr and not (tmp_path / "o").exists()
 
 
-def _descendants(pid: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    found, todo = set(), [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.add(child)
-            todo.append(child)
-    return found
-
-
 # A server that accepts one connection and never answers: its PID in argv[1].pid at once,
 # then argv[1] once a connection came; it gives up after 5 minutes whatever happens.
 STALL = """
@@ -279,7 +264,7 @@ def test_ctrl_c_ends_the_browser_and_mitmdump_and_writes_nothing(
             assert proc.poll() is None and time.monotonic() < deadline, "the load never started"
             time.sleep(0.2)
         time.sleep(1)
-        started = _descendants(proc.pid) - {int(pid_file.read_text())}
+        started = descendants(proc.pid) - {int(pid_file.read_text())}
         assert len(started) >= 3, "no browser, its driver and mitmdump under clarke"
         proc.send_signal(signal.SIGINT)
         try:

@@ -23,6 +23,7 @@ from clarke.sites.placement import place
 from clarke.testbed.substrate import NetnsSubstrate
 from clarke.vocab import Browser, Engine, HttpVersion
 from conftest import need
+from testbeds import lan_session
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -32,12 +33,8 @@ def lan() -> Iterator[tuple[Session, NetnsSubstrate]]:
     need(os.geteuid() == 0, "root (network namespaces)")
     need(shutil.which("geckodriver") is not None, "geckodriver (ci/setup.sh)")
     substrate = NetnsSubstrate(server="origin")
-    session = Session(substrate, [])
-    try:
-        session.start("lan")
+    with lan_session(substrate, []) as session:
         yield session, substrate
-    finally:
-        session.close()
 
 
 def test_firefox_requests_every_resource_of_a_generated_site(

@@ -18,18 +18,19 @@ from pathlib import Path
 import pytest
 
 from clarke import profiles
+from clarke.agent.agents import Agents
 from clarke.browser import browsertime_engine
 from clarke.browser.load import SITE_DNS_STUB, LoadRequest
 from clarke.campaign.sites import planned
 from clarke.errors import InputError
 from clarke.place.plan import NetnsPlan
 from clarke.results.record import Status
-from clarke.run.session.names import SiteNames
+from clarke.run.session.names import Mark, SiteNames
 from clarke.run.session.session import Session
 from clarke.run.session.settings import PageLoad
 from clarke.run.session.site import LOOKUP_TIME_SLACK_MS, SiteReplay
 from clarke.sites import archive, staging
-from clarke.sites.placement import place
+from clarke.sites.placement import Placement, place
 from clarke.testbed.substrate import NetnsSubstrate
 from clarke.vocab import Browser, Engine, HttpVersion
 from conftest import need
@@ -205,6 +206,19 @@ def test_the_terminals_cache_saves_the_lookups_of_the_next_load(
 NEXT_HOP = {"1.1": "http/1.1", "2": "h2", "3": "h3"}
 
 
+def _site_up(bed: Bed, names: SiteNames, tmp_path: Path) -> tuple[Agents, Placement, Mark]:
+    """The three-origin site written, staged and in force on the server, its names
+    served across the link, the server's counters reset: the agents, where the site's
+    origins were placed, and the names' mark before the load."""
+    agents = bed.session._agents()
+    name = staging.stage(_write_site(tmp_path / "site"), bed.substrate.pages_dir)
+    agents.ensure_site(name)
+    placed = place(archive.read(tmp_path / "site").archive, bed.plan.gw_lan.prefix)
+    names.start(placed.zone_names())
+    agents["server"].reset_stats()
+    return agents, placed, names.mark()
+
+
 @pytest.mark.parametrize("browser", ["firefox", "chromium"])
 @pytest.mark.parametrize("http", ["1.1", "2", "3"])
 def test_each_browser_loads_the_site_over_each_protocol(
@@ -216,13 +230,7 @@ def test_each_browser_loads_the_site_over_each_protocol(
 ) -> None:
     """Every resource from every origin over the protocol asked (h3 from each origin's
     first request), no miss, and the names looked up across the link."""
-    agents = bed.session._agents()
-    name = staging.stage(_write_site(tmp_path / "site"), bed.substrate.pages_dir)
-    agents.ensure_site(name)
-    placed = place(archive.read(tmp_path / "site").archive, bed.plan.gw_lan.prefix)
-    names.start(placed.zone_names())
-    agents["server"].reset_stats()
-    before = names.mark()
+    agents, placed, before = _site_up(bed, names, tmp_path)
     result = _load(bed, http, browser)
     assert result["status"] == "ok", (result["reason"], result["protocols"])
     protocols = result["protocols"]
@@ -260,13 +268,7 @@ def test_browsertime_loads_the_site_in_each_browser(
     protocol asked, no miss, and the site's names looked up across the link from the
     client's address."""
     _need_browsertime()
-    agents = bed.session._agents()
-    name = staging.stage(_write_site(tmp_path / "site"), bed.substrate.pages_dir)
-    agents.ensure_site(name)
-    placed = place(archive.read(tmp_path / "site").archive, bed.plan.gw_lan.prefix)
-    names.start(placed.zone_names())
-    agents["server"].reset_stats()
-    before = names.mark()
+    agents, placed, before = _site_up(bed, names, tmp_path)
     result = _load(bed, http, browser, Engine.browsertime)
     assert result["status"] == "ok", (result["reason"], result["protocols"])
     assert result["engine"] == "browsertime" and result["browser"] == browser, result

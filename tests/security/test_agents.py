@@ -52,6 +52,7 @@ from clarke.testbed.substrate import NetnsSubstrate
 from clarke.tls import DEFAULT_HOST as HOST
 from clarke.vocab import LINK_ROLES, LINK_START_ORDER, ROLES, CongestionControl
 from conftest import need
+from testbeds import lan_session, state_dir
 
 pytestmark = [pytest.mark.root, pytest.mark.browser, pytest.mark.slow]
 PAGE = "triangular-100k"
@@ -85,27 +86,16 @@ def bed() -> Iterator[Bed]:
     scratch = Path(tempfile.mkdtemp(prefix="clarke-nobody-"))
     scratch.chmod(0o755)
     os.chown(scratch, 65534, 65534)
-    previous = os.environ.get("CLARKE_STATE_DIR")
-    os.environ["CLARKE_STATE_DIR"] = str(state)
     substrate = NetnsSubstrate()
-    session = Session(substrate, [PAGE])
     try:
-        session.start("lan")
-        session.ensure_profile("lan")
-        session.ensure_cc("bbr")
-        assert isinstance(session.plan, NetnsPlan)
-        run_dir = substrate.run_dir
-        token_file = run_dir / auth.TOKEN_FILE
-        token = auth.read_token(token_file)
-        with httpx.Client(trust_env=False, timeout=30) as http:
-            yield Bed(session, session.plan, token, token_file, run_dir, scratch, http)
+        with state_dir(state), lan_session(substrate, [PAGE], "bbr") as session:
+            assert isinstance(session.plan, NetnsPlan)
+            run_dir = substrate.run_dir
+            token_file = run_dir / auth.TOKEN_FILE
+            token = auth.read_token(token_file)
+            with httpx.Client(trust_env=False, timeout=30) as http:
+                yield Bed(session, session.plan, token, token_file, run_dir, scratch, http)
     finally:
-        session.close()
-        if previous is None:
-            os.environ.pop("CLARKE_STATE_DIR", None)
-        else:
-            os.environ["CLARKE_STATE_DIR"] = previous
-        shutil.rmtree(state, ignore_errors=True)
         shutil.rmtree(scratch, ignore_errors=True)
 
 

@@ -36,6 +36,7 @@ from clarke.errors import ClarkeError
 from clarke.results.details import CaptureKept
 from clarke.run.session.captures import PCAP, CaptureMode, CapturePolicy, write
 from conftest import need
+from testbeds import down_each_testbed_in
 
 NOBODY = ["setpriv", "--reuid", "nobody", "--regid", "nogroup", "--clear-groups"]
 PAGE = "triangular-100k"
@@ -166,12 +167,7 @@ def testbed() -> Iterator[tuple[int, dict[str, str]]]:
         assert up.returncode == 0, up.stderr
         yield json.loads(up.stdout)["id"], env
     finally:
-        for state_file in state.glob("*.json"):
-            subprocess.run(
-                [sys.executable, "-m", "clarke", "testbed", "down", "--id", state_file.stem],
-                env=env, capture_output=True, timeout=300,
-            )  # fmt: skip
-        shutil.rmtree(state, ignore_errors=True)
+        down_each_testbed_in(state, env)
 
 
 def _load(testbed_id: int, env: dict[str, str], capture_dir: Path) -> subprocess.Popen[str]:

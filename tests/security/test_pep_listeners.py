@@ -38,6 +38,7 @@ from clarke.run.session.session import Session
 from clarke.run.session.settings import PageLoad
 from clarke.testbed.substrate import NetnsSubstrate
 from conftest import need
+from testbeds import lan_session
 
 pytestmark = [pytest.mark.root, pytest.mark.browser, pytest.mark.slow]
 PAGE = "triangular-100k"
@@ -121,13 +122,8 @@ def as_nobody(ns: str | None, cfg: dict[str, Any], timeout: float = 120) -> list
 def session() -> Iterator[Session]:
     need(os.geteuid() == 0, "root (network namespaces)")
     need(shutil.which("setpriv") is not None, "setpriv (util-linux), to act as nobody")
-    s = Session(NetnsSubstrate(), [PAGE])
-    s.start("lan")
-    try:
-        s.ensure_cc(CC)
+    with lan_session(NetnsSubstrate(), [PAGE], CC) as s:
         yield s
-    finally:
-        s.close()
 
 
 def _plan(session: Session) -> NetnsPlan:

@@ -30,6 +30,7 @@ import pytest
 from clarke.browser import chromium, firefox
 from clarke.errors import EnvironmentProblem
 from conftest import need
+from processes import descendants
 
 pytestmark = [pytest.mark.root, pytest.mark.browser, pytest.mark.slow]
 SCRIPT = Path(__file__).resolve().parents[1] / "record_intrusion.py"
@@ -50,22 +51,6 @@ def _needs(browser: str) -> None:
         need(False, str(e))
 
 
-def _descendants(pid: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    found, todo = set(), [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.add(child)
-            todo.append(child)
-    return found
-
-
 def _record_with_an_intruder(browser: str, work: Path) -> dict[str, Any]:
     """tests/record_intrusion.py in a new network namespace; its JSON. Whatever it
     started is ended by PID if it does not finish in time."""
@@ -77,7 +62,7 @@ def _record_with_an_intruder(browser: str, work: Path) -> dict[str, Any]:
     try:
         out, err = proc.communicate(timeout=300)
     except subprocess.TimeoutExpired:
-        for pid in _descendants(proc.pid) | {proc.pid}:
+        for pid in descendants(proc.pid) | {proc.pid}:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         out, err = proc.communicate()

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -41,6 +40,7 @@ from clarke.testbed import lifecycle
 from clarke.testbed.build import NO_DNS_SERVER, Builder
 from clarke.testbed.substrate import NetnsSubstrate
 from conftest import need
+from testbeds import lan_session, state_dir
 
 GONE_WITHIN_S = 5.0
 
@@ -122,21 +122,10 @@ def testbed() -> Iterator[tuple[Session, NetnsSubstrate]]:
     """A netns testbed of its own (a private state dir: its own id), removed afterwards
     whatever happened, with every process it ran."""
     need(os.geteuid() == 0, "root (network namespaces)")
-    state = Path(tempfile.mkdtemp(prefix="clarke-resolvers-"))
-    previous = os.environ.get("CLARKE_STATE_DIR")
-    os.environ["CLARKE_STATE_DIR"] = str(state)
-    substrate = NetnsSubstrate()
-    session = Session(substrate, [])
-    try:
-        session.start("lan")
-        yield session, substrate
-    finally:
-        session.close()
-        if previous is None:
-            os.environ.pop("CLARKE_STATE_DIR", None)
-        else:
-            os.environ["CLARKE_STATE_DIR"] = previous
-        shutil.rmtree(state, ignore_errors=True)
+    with state_dir(Path(tempfile.mkdtemp(prefix="clarke-resolvers-"))):
+        substrate = NetnsSubstrate()
+        with lan_session(substrate, []) as session:
+            yield session, substrate
 
 
 def _start_agent_again(substrate: NetnsSubstrate, plan: NetnsPlan, role: str) -> procs.Proc:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import resource
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,7 @@ import pytest
 import yaml
 
 from conftest import need
+from testbeds import down_each_testbed_in
 
 LIMIT_ENV = "CLARKE_MAX_SCHEDULE_STEPS"
 DEFAULT_LIMIT = 10_000
@@ -193,9 +193,4 @@ def test_what_validates_is_what_testbed_up_takes(tmp_path: Path) -> None:
         up = json.loads(proc.stdout)
         assert up["profile"] == str(path) and up["profile_sha256"], up
     finally:
-        for state_file in state.glob("*.json"):
-            subprocess.run(
-                [sys.executable, "-m", "clarke", "testbed", "down", "--id", state_file.stem],
-                env=env, capture_output=True, timeout=300,
-            )  # fmt: skip
-        shutil.rmtree(state, ignore_errors=True)
+        down_each_testbed_in(state, env)

@@ -101,15 +101,23 @@ def test_a_state_dir_below_a_directory_of_nobodys_is_refused(state_parent: Path)
     assert str(theirs) in proc.stderr
 
 
-def test_run_dirs_and_tokens_planted_by_nobody_are_refused(state_parent: Path) -> None:
-    """A run directory of nobody's with nobody's token, for whichever id `up` picks."""
+def _planted(state_parent: Path, nobodys_run_dirs: bool) -> Path:
+    """A state directory whose every testbed id has a run directory holding nobody's
+    token (`nobodys_run_dirs`: the directories are nobody's too, else root's)."""
     state = state_parent / "testbeds"
     state.mkdir(mode=0o755)
     for i in range(MAX_ID + 1):
         run_dir = state / str(i)
         run_dir.mkdir(mode=0o700)
         _plant_token(run_dir, NOBODY_UID)
-        os.chown(run_dir, NOBODY_UID, NOBODY_UID)
+        if nobodys_run_dirs:
+            os.chown(run_dir, NOBODY_UID, NOBODY_UID)
+    return state
+
+
+def test_run_dirs_and_tokens_planted_by_nobody_are_refused(state_parent: Path) -> None:
+    """A run directory of nobody's with nobody's token, for whichever id `up` picks."""
+    state = _planted(state_parent, nobodys_run_dirs=True)
     proc = _up(state)
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "belongs to uid 65534" in proc.stderr and "Traceback" not in proc.stderr
@@ -118,12 +126,7 @@ def test_run_dirs_and_tokens_planted_by_nobody_are_refused(state_parent: Path) -
 
 
 def test_a_token_of_nobodys_in_roots_run_dir_is_refused(state_parent: Path) -> None:
-    state = state_parent / "testbeds"
-    state.mkdir(mode=0o755)
-    for i in range(MAX_ID + 1):
-        run_dir = state / str(i)
-        run_dir.mkdir(mode=0o700)
-        _plant_token(run_dir, NOBODY_UID)
+    state = _planted(state_parent, nobodys_run_dirs=False)
     proc = _up(state)
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "agent-token" in proc.stderr and "belongs to uid 65534" in proc.stderr

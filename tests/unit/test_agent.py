@@ -11,7 +11,6 @@ import stat
 import threading
 import time
 from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from clarke.place import Place
 from clarke.place.plan import plan
 from clarke.server.origin import OriginServer
 from conftest import free_port
+from testbeds import agent_serving
 
 TOKEN = "t" * 43
 GOOD_LOAD = {"url": "https://www.clarke.test/uniform-100k/", "http": "2"}
@@ -39,15 +39,8 @@ def _place(tmp_path: Path, role: str) -> Place:
     return Place("netns", role, plan(41), tmp_path / role, tmp_path / "pages", tmp_path / "pki")
 
 
-@contextlib.contextmanager
-def _serve(role: Any) -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(role, TOKEN))
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+def _serve(role: Any) -> contextlib.AbstractContextManager[str]:
+    return agent_serving(role, TOKEN)
 
 
 @pytest.fixture
@@ -512,10 +505,8 @@ class NoPep:
 def test_a_stations_pep_routes_answer_within_the_contract() -> None:
     role = Slow()
     pep = NoPep()
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(role, TOKEN, pep=pep))
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        agent = AgentClient("terminal", f"http://127.0.0.1:{httpd.server_address[1]}", TOKEN)
+    with agent_serving(role, TOKEN, pep=pep) as url:
+        agent = AgentClient("terminal", url, TOKEN)
         assert agent.pep_configure(PepConfig(name="none")).applied is False
         # The configure request is the contract's PepConfig, checked before the slot
         # sees it: a field out of range, of the wrong type or unknown is a 400 naming it.
@@ -532,9 +523,6 @@ def test_a_stations_pep_routes_answer_within_the_contract() -> None:
         assert [c.name for c in pep.configured] == ["none"]
         assert agent.pep_state() == {"pep": "none"} == agent.pep_stats()
         assert agent.pep_reset_stats() == {"pep": "none"}
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
 
 
 class DriverGone(Slow):

@@ -7,9 +7,7 @@ compose test (the client's container)."""
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +17,10 @@ import pytest
 from clarke.agent import auth
 from clarke.agent.client import AgentClient
 from clarke.agent.names_slot import NamesSlot, resolv_conf
-from clarke.agent.server import make_handler
 from clarke.errors import ClarkeError, InputError
 from clarke.place import Place
 from clarke.place.plan import compose_plan, plan
+from testbeds import agent_serving
 
 TOKEN = "n" * 43
 TESTBED = 42
@@ -58,15 +56,12 @@ def _place(tmp_path: Path, role: str) -> Place:
 
 @contextlib.contextmanager
 def _agent(role: str, names: NamesSlot | None) -> Iterator[AgentClient]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(Role(role), TOKEN, names=names))
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    agent = AgentClient(role, f"http://127.0.0.1:{httpd.server_address[1]}", TOKEN)
-    try:
-        yield agent
-    finally:
-        agent.close()
-        httpd.shutdown()
-        httpd.server_close()
+    with agent_serving(Role(role), TOKEN, names=names) as url:
+        agent = AgentClient(role, url, TOKEN)
+        try:
+            yield agent
+        finally:
+            agent.close()
 
 
 def test_names_routes_are_behind_the_token_and_check_what_they_are_given(tmp_path: Path) -> None:

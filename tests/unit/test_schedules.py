@@ -18,6 +18,10 @@ BASE = {
     "forward": {"rate_mbps": 100, "uplink_delay_ms": 3, "downlink_delay_ms": 3},
     "return": {"rate_mbps": 15, "uplink_delay_ms": 3, "downlink_delay_ms": 3},
 }
+# A step's Gilbert-Elliott loss, given and written out alike.
+BURSTS = {
+    "gilbert_elliott": {"p_good_bad": 0.01, "p_bad_good": 0.3, "loss_good": 0.0, "loss_bad": 0.5}
+}
 # The contract's example (schedule-contract), with a return step added to clear the loss.
 SCHEDULE = {
     "version": 1,
@@ -36,14 +40,7 @@ SCHEDULE = {
             "forward": {
                 "outage": False,
                 "uplink_delay_ms": 4.0,
-                "loss": {
-                    "gilbert_elliott": {
-                        "p_good_bad": 0.01,
-                        "p_bad_good": 0.3,
-                        "loss_good": 0.0,
-                        "loss_bad": 0.5,
-                    }
-                },
+                "loss": BURSTS,
             },
             "return": {"outage": False, "loss": None},
         },
@@ -175,14 +172,7 @@ def test_scheduled_profile_maps_to_satlink_schedule(tmp_path: Path) -> None:
             "forward": {
                 "outage": False,
                 "uplink_delay_ms": 4.0,
-                "loss": {
-                    "gilbert_elliott": {
-                        "p_good_bad": 0.01,
-                        "p_bad_good": 0.3,
-                        "loss_good": 0.0,
-                        "loss_bad": 0.5,
-                    }
-                },
+                "loss": BURSTS,
             },
             "return": {"outage": False, "loss": None},  # loss: null is named, not left out
         },
