@@ -86,15 +86,17 @@ def bed() -> Iterator[Bed]:
     scratch = Path(tempfile.mkdtemp(prefix="clarke-nobody-"))
     scratch.chmod(0o755)
     os.chown(scratch, 65534, 65534)
-    substrate = NetnsSubstrate()
     try:
-        with state_dir(state), lan_session(substrate, [PAGE], "bbr") as session:
-            assert isinstance(session.plan, NetnsPlan)
-            run_dir = substrate.run_dir
-            token_file = run_dir / auth.TOKEN_FILE
-            token = auth.read_token(token_file)
-            with httpx.Client(trust_env=False, timeout=30) as http:
-                yield Bed(session, session.plan, token, token_file, run_dir, scratch, http)
+        with state_dir(state):
+            # Made after CLARKE_STATE_DIR is set: the substrate takes its state from it.
+            substrate = NetnsSubstrate()
+            with lan_session(substrate, [PAGE], "bbr") as session:
+                assert isinstance(session.plan, NetnsPlan)
+                run_dir = substrate.run_dir
+                token_file = run_dir / auth.TOKEN_FILE
+                token = auth.read_token(token_file)
+                with httpx.Client(trust_env=False, timeout=30) as http:
+                    yield Bed(session, session.plan, token, token_file, run_dir, scratch, http)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
