@@ -184,7 +184,7 @@ def link_state(name: str | None, digest: str | None, running: bool) -> JsonObjec
 
 class ProfileInForce:
     """The link profile a link role has in force, and the lock every change of it takes
-    (held also while the role puts a profile in force, so that `locked` tells a role
+    (held also while the role puts a profile in force, so that `when_idle` tells a role
     starting up from one that died)."""
 
     def __init__(self) -> None:
