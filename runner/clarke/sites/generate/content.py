@@ -77,60 +77,62 @@ def _words(rng: random.Random, n: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(n))
 
 
-def html_filler(rng: random.Random, n: int) -> str:
+def _filled(rng: random.Random, n: int, line: Callable[[random.Random], str]) -> str:
+    """Lines drawn from `rng` until they hold at least n characters."""
     out: list[str] = []
     size = 0
     while size < n:
-        line = f'<p class="t{rng.randrange(40)}">{_words(rng, rng.randrange(8, 30))}.</p>\n'
-        out.append(line)
-        size += len(line)
+        drawn = line(rng)
+        out.append(drawn)
+        size += len(drawn)
     return "".join(out)
+
+
+def _html_line(rng: random.Random) -> str:
+    return f'<p class="t{rng.randrange(40)}">{_words(rng, rng.randrange(8, 30))}.</p>\n'
+
+
+def _css_line(rng: random.Random) -> str:
+    k = rng.getrandbits(24)
+    return (
+        f".u{k:06x}{{margin:{rng.randrange(40)}px {rng.randrange(40)}px;"
+        f"color:#{rng.getrandbits(24):06x};padding:{rng.randrange(24)}px;"
+        f"border-radius:{rng.randrange(12)}px}}\n"
+    )
+
+
+def _js_line(rng: random.Random) -> str:
+    k = rng.getrandbits(24)
+    if rng.random() < 0.5:
+        return (
+            f"function f{k:06x}(a,b){{var t=a*{rng.randrange(1, 999)}+b;"
+            f"return t^{rng.randrange(1, 65535)};}}\n"
+        )
+    data = ",".join(str(rng.randrange(10000)) for _ in range(rng.randrange(4, 16)))
+    return f"var d{k:06x}=[{data}];\n"
+
+
+def _json_line(rng: random.Random) -> str:
+    return (
+        f'{{"id":{rng.getrandbits(20)},"name":"{_words(rng, 3)}",'
+        f'"value":{rng.randrange(100000) / 100}}},\n'
+    )
+
+
+def html_filler(rng: random.Random, n: int) -> str:
+    return _filled(rng, n, _html_line)
 
 
 def css_filler(rng: random.Random, n: int) -> str:
-    out: list[str] = []
-    size = 0
-    while size < n:
-        k = rng.getrandbits(24)
-        line = (
-            f".u{k:06x}{{margin:{rng.randrange(40)}px {rng.randrange(40)}px;"
-            f"color:#{rng.getrandbits(24):06x};padding:{rng.randrange(24)}px;"
-            f"border-radius:{rng.randrange(12)}px}}\n"
-        )
-        out.append(line)
-        size += len(line)
-    return "".join(out)
+    return _filled(rng, n, _css_line)
 
 
 def js_filler(rng: random.Random, n: int) -> str:
-    out: list[str] = []
-    size = 0
-    while size < n:
-        k = rng.getrandbits(24)
-        if rng.random() < 0.5:
-            line = (
-                f"function f{k:06x}(a,b){{var t=a*{rng.randrange(1, 999)}+b;"
-                f"return t^{rng.randrange(1, 65535)};}}\n"
-            )
-        else:
-            data = ",".join(str(rng.randrange(10000)) for _ in range(rng.randrange(4, 16)))
-            line = f"var d{k:06x}=[{data}];\n"
-        out.append(line)
-        size += len(line)
-    return "".join(out)
+    return _filled(rng, n, _js_line)
 
 
 def json_filler(rng: random.Random, n: int) -> str:
-    out: list[str] = []
-    size = 0
-    while size < n:
-        item = (
-            f'{{"id":{rng.getrandbits(20)},"name":"{_words(rng, 3)}",'
-            f'"value":{rng.randrange(100000) / 100}}},\n'
-        )
-        out.append(item)
-        size += len(item)
-    return "".join(out)
+    return _filled(rng, n, _json_line)
 
 
 def _pad_chars(rng: random.Random, n: int) -> str:
