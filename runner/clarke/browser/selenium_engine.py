@@ -10,10 +10,10 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from importlib.resources import files
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from clarke.browser import chromium, contexts, firefox, prestart
 from clarke.browser import prefs as firefox_prefs
@@ -30,6 +30,10 @@ from clarke.browser.load import (
 from clarke.results.record import Status
 from clarke.timing import Phases
 from clarke.vocab import Browser, Engine, Isolation
+
+if TYPE_CHECKING:
+    from selenium.webdriver.chrome.options import Options as ChromeOptions
+    from selenium.webdriver.firefox.options import Options as FirefoxOptions
 
 NAME = Engine.selenium.value
 BIDI_REPLY_POLL_S = 0.005
@@ -125,24 +129,20 @@ def _start_firefox(
     binary = firefox.find_firefox(setup.firefox)
     prefs = firefox_prefs.for_load(settings, setup, capture=capture is not None)
     profile, made_from = firefox.profile_for_load(binary, setup.ca_cert, prefs, workdir, phases)
-    opts = Options()
-    opts.binary_location = binary
-    for arg in (
-        "-headless",
-        "-no-remote",
-        "-profile",
-        str(profile),
-        f"--width={settings.window[0]}",
-        f"--height={settings.window[1]}",
-    ):
-        opts.add_argument(arg)
-    # Context isolation opens each load's context with WebDriver BiDi.
-    opts.enable_bidi = settings.isolation is Isolation.context
-    service = Service(
-        executable_path=firefox.find_geckodriver(),
-        log_output=str(profile / "geckodriver.log"),
-        env=capture.env() if capture else None,
+    opts = _options(
+        Options(),
+        binary,
+        settings,
+        (
+            "-headless",
+            "-no-remote",
+            "-profile",
+            str(profile),
+            f"--width={settings.window[0]}",
+            f"--height={settings.window[1]}",
+        ),
     )
+    service = Service(**_service(firefox.find_geckodriver(), profile / "geckodriver.log", capture))
     driver = _driver_started(
         phases, profile, lambda: webdriver.Firefox(options=opts, service=service)
     )
@@ -161,6 +161,28 @@ def _start_firefox(
             started.quiet_since = prestart.QuietMark.now(pid)
     started.phases_ms = dict(phases.ms)
     return started
+
+
+Opts = TypeVar("Opts", "FirefoxOptions", "ChromeOptions")
+
+
+def _options(opts: Opts, binary: str, settings: BrowserSettings, args: Iterable[str]) -> Opts:
+    opts.binary_location = binary
+    for arg in args:
+        opts.add_argument(arg)
+    # Context isolation opens each load's context with WebDriver BiDi.
+    opts.enable_bidi = settings.isolation is Isolation.context
+    return opts
+
+
+def _service(driver: str, log: Path, capture: BrowserCapture | None) -> dict[str, Any]:
+    """A WebDriver service's arguments: its log, and the capture's environment (the
+    browser inherits it)."""
+    return {
+        "executable_path": driver,
+        "log_output": str(log),
+        "env": capture.env() if capture else None,
+    }
 
 
 D = TypeVar("D")  # a WebDriver, Firefox's or Chromium's
@@ -211,17 +233,14 @@ def _start_chromium(
     with phases.phase("profile"):
         profile = chromium.make_profile(workdir)
     netlog = profile / chromium.NETLOG
-    opts = Options()
-    opts.binary_location = binary
-    for arg in chromium.switches_in(
-        setup, settings.http, settings.window, profile, settings.site_hosts
-    ):
-        opts.add_argument(arg)
-    opts.enable_bidi = settings.isolation is Isolation.context
+    opts = _options(
+        Options(),
+        binary,
+        settings,
+        chromium.switches_in(setup, settings.http, settings.window, profile, settings.site_hosts),
+    )
     service = Service(
-        executable_path=chromium.find_chromedriver(),
-        log_output=str(profile / "chromedriver.log"),
-        env=capture.env() if capture else None,
+        **_service(chromium.find_chromedriver(), profile / "chromedriver.log", capture)
     )
     driver = _driver_started(
         phases, profile, lambda: webdriver.Chrome(options=opts, service=service)
