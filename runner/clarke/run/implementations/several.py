@@ -36,7 +36,7 @@ from clarke.results.record import Status
 from clarke.run.loop.loop import Outcome
 from clarke.run.loop.options import RunOptions
 from clarke.run.loop.preflight import check_browser
-from clarke.run.loop.resume import campaign_difference
+from clarke.run.loop.resume import require_same_campaign
 from clarke.run.loop.run import print_outcome, run_campaign
 
 INDEX = "implementations.json"
@@ -123,12 +123,7 @@ def run_implementations(
         index = read_index(top)
         if index.campaign != c.name:
             raise InputError(f"{top} holds campaign {index.campaign!r}, not {c.name!r}")
-        difference = campaign_difference(top / store.CAMPAIGN_COPY, plan)
-        if difference:
-            raise InputError(
-                f"{plan.source} is not the campaign {top} was started with; a resume "
-                f"runs the same campaign:\n{difference}"
-            )
+        require_same_campaign(top, plan)
         lock.enter_context(store.sole_writer(top))
         for lk, sv in combos:
             if index.find(lk, sv) is None:

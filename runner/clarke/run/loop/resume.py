@@ -12,6 +12,19 @@ from clarke import schema
 from clarke.campaign.model import Campaign
 from clarke.campaign.plan import CampaignPlan
 from clarke.errors import ClarkeError, InputError
+from clarke.results import store
+
+
+def require_same_campaign(directory: Path, given: CampaignPlan) -> None:
+    """Refuse a resume of `directory` with another campaign than it was started with,
+    showing where they differ."""
+    difference = campaign_difference(directory / store.CAMPAIGN_COPY, given)
+    if difference:
+        raise InputError(
+            f"{given.source} is not the campaign {directory} was started with; a resume "
+            f"runs the same campaign (start a new results directory for another):\n"
+            f"{difference}"
+        )
 
 
 def campaign_difference(stored: Path, given: CampaignPlan) -> str:

@@ -40,7 +40,7 @@ from clarke.run.loop.loop import (
 from clarke.run.loop.meta import Both, CampaignMeta
 from clarke.run.loop.options import RunOptions
 from clarke.run.loop.preflight import preflight, substrate_for
-from clarke.run.loop.resume import campaign_difference
+from clarke.run.loop.resume import require_same_campaign
 from clarke.run.loop.stopping import Stopping
 from clarke.run.session import captures
 from clarke.run.session.captures import CapturePolicy
@@ -124,13 +124,7 @@ def _open(
         by = meta.shard_by if meta.has("shard_by") else ShardBy.run_index.value
         if shard and by != shard.by.value:
             raise InputError(f"{resume} was sharded by {by}, not by {shard.by.value} (--shard-by)")
-        difference = campaign_difference(resume / store.CAMPAIGN_COPY, plan)
-        if difference:
-            raise InputError(
-                f"{plan.source} is not the campaign {resume} was started with; a resume "
-                f"runs the same campaign (start a new results directory for another):\n"
-                f"{difference}"
-            )
+        require_same_campaign(resume, plan)
         assert recorded is not None
         store.check_plan(resume, recorded, c.name, len(plan.runs), [r.to_dict() for r in runs])
         _check_sites(resume, recorded, plan)

@@ -56,7 +56,7 @@ from clarke.run.compare.cells import MIN_SAMPLES
 from clarke.run.loop.console import print_summary
 from clarke.run.loop.options import RunOptions, Shard
 from clarke.run.loop.preflight import preflight
-from clarke.run.loop.resume import campaign_difference
+from clarke.run.loop.resume import require_same_campaign
 from clarke.run.parallel.check import TestbedCheck, check_testbeds, warnings
 from clarke.testbed import lifecycle
 from clarke.testbed.state import Store
@@ -203,11 +203,7 @@ def run_parallel(
                 f"--parallel {count}: {parts} was run with --parallel {state.testbeds}; "
                 f"resume it with --parallel {state.testbeds}"
             )
-        difference = campaign_difference(parts / store.CAMPAIGN_COPY, plan)
-        if difference:
-            raise InputError(
-                f"{campaign_file} is not the campaign {parts} was started with:\n{difference}"
-            )
+        require_same_campaign(parts, plan)
         cid = state.campaign_id
     else:
         cid = options.campaign_id or store.campaign_id(c.name)
