@@ -28,6 +28,23 @@ def select_pages(
     return [m.page(s, units) for m in chosen for s in m.sizes if sizes is None or s in sizes]
 
 
+# Both commands read the same models in the same units.
+_models_file = click.option(
+    "--models-file",
+    "model_files",
+    multiple=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Extra page models from a YAML file (same shape as pages/alshagri2023.yaml). Repeatable.",
+)
+_units = click.option(
+    "--units",
+    type=click.Choice([u.value for u in Units]),
+    default="si",
+    show_default=True,
+    help="si: 1 K = 1000 bytes (the study's unit); binary: 1 K = 1024 bytes.",
+)
+
+
 @click.group()
 def pages() -> None:
     """Generated test pages (the GEO study's page models, and your own)."""
@@ -47,20 +64,8 @@ def pages() -> None:
 @click.option(
     "--sizes", help="Comma-separated sizes, e.g. 100k,1m (default: every size of each model)."
 )
-@click.option(
-    "--models-file",
-    "model_files",
-    multiple=True,
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="Extra page models from a YAML file (same shape as pages/alshagri2023.yaml). Repeatable.",
-)
-@click.option(
-    "--units",
-    type=click.Choice([u.value for u in Units]),
-    default="si",
-    show_default=True,
-    help="si: 1 K = 1000 bytes (the study's unit); binary: 1 K = 1024 bytes.",
-)
+@_models_file
+@_units
 def build_cmd(
     out: Path, models: str | None, sizes: str | None, model_files: tuple[Path, ...], units: str
 ) -> None:
@@ -79,16 +84,8 @@ def build_cmd(
 
 
 @pages.command("list")
-@click.option(
-    "--models-file",
-    "model_files",
-    multiple=True,
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="Extra page models file.",
-)
-@click.option(
-    "--units", type=click.Choice([u.value for u in Units]), default="si", show_default=True
-)
+@_models_file
+@_units
 def list_cmd(model_files: tuple[Path, ...], units: str) -> None:
     """List page models, their sizes and object sizes in bytes."""
     reg = Registry.default(model_files)
