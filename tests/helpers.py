@@ -15,7 +15,7 @@ from clarke.campaign import dimensions
 from clarke.campaign.cross import CrossTraffic
 from clarke.campaign.dimensions import CC, PROFILE, SITE_NONE, Cell
 from clarke.campaign.model import Campaign
-from clarke.campaign.plan import Run, ShardBy, expand, shard_numbers
+from clarke.campaign.plan import CampaignPlan, Run, ShardBy, expand, plan_file, shard_numbers
 from clarke.contract import PepConfig
 from clarke.errors import ClarkeError
 from clarke.place.plan import Addresses
@@ -252,3 +252,20 @@ class FakeSession:
         plt = self.plt(run) if self.plt else 100.0
         ok = LoadResult(status=Status.ok, engine="selenium", metrics={"plt_ms": plt})
         return ok, LoadDetails(link=LinkInForce(profile=run.cell[PROFILE], profile_sha256="f" * 64))
+
+
+def plan_of(tmp_path: Path, after: str = "", **axes: str) -> CampaignPlan:
+    """A one-matrix campaign planned: lan, HTTP/2, BBR, the uniform 100k page, once, with
+    `axes` (each a YAML value) added or in place, and `after` (YAML) below the matrix."""
+    matrix = {
+        "profiles": "[lan]",
+        "http": "[2]",
+        "cc": "[bbr]",
+        "models": "[uniform]",
+        "sizes": "[100k]",
+        **axes,
+    }
+    lines = "".join(f"  {key}: {value}\n" for key, value in matrix.items())
+    path = tmp_path / "c.yaml"
+    path.write_text(f"name: t\nrepetitions: 1\nmatrix:\n{lines}{after}")
+    return plan_file(path)

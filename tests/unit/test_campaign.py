@@ -21,7 +21,7 @@ from clarke.campaign.dimensions import (
     PROFILE,
     SIZE,
 )
-from clarke.campaign.plan import Run, plan_file
+from clarke.campaign.plan import CampaignPlan, Run, plan_file
 
 GOOD = {
     "name": "t",
@@ -50,6 +50,14 @@ def _with(path: str, value: object) -> dict:
     else:
         node[last] = value
     return doc
+
+
+def _plan_with_axis(f: Path, axis: str, values: list[object], http: object) -> CampaignPlan:
+    """GOOD with one HTTP version and an axis of `values`, written to f and planned."""
+    doc = _with(f"matrix.{axis}", values)
+    doc["matrix"]["http"] = [http]
+    f.write_text(yaml.safe_dump(doc))
+    return plan_file(f)
 
 
 MALFORMED: list[tuple[str, object, list[str]]] = [
@@ -337,15 +345,9 @@ def test_a_key_given_twice_is_refused(tmp_path: Path, run_cli) -> None:  # type:
 
 def test_connections_per_server_as_a_dimension(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
     f = tmp_path / "c.yaml"
-    doc = _with("matrix.connections", [1, 4])
-    doc["matrix"]["http"] = [1.1]
-    f.write_text(yaml.safe_dump(doc))
-    plan = plan_file(f)
+    plan = _plan_with_axis(f, "connections", [1, 4], http=1.1)
     assert [r.run_id for r in plan.runs] == [
-        "lan-h1-bbr-uniform-100k-c1-r1",
-        "lan-h1-bbr-uniform-100k-c4-r1",
-        "lan-h1-bbr-uniform-100k-c1-r2",
-        "lan-h1-bbr-uniform-100k-c4-r2",
+        f"lan-h1-bbr-uniform-100k-c{c}-r{rep}" for rep in (1, 2) for c in (1, 4)
     ]
     assert [r.cell[CONNECTIONS] for r in plan.runs] == [1, 4, 1, 4]
     assert len({r.cell for r in plan.runs}) == 2
@@ -470,15 +472,9 @@ def test_cross_traffic_errors_name_the_field(
 
 def test_the_browser_as_a_dimension(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
     f = tmp_path / "c.yaml"
-    doc = _with("matrix.browser", ["firefox", "chromium"])
-    doc["matrix"]["http"] = [2]
-    f.write_text(yaml.safe_dump(doc))
-    plan = plan_file(f)
+    plan = _plan_with_axis(f, "browser", ["firefox", "chromium"], http=2)
     assert [r.run_id for r in plan.runs] == [
-        "lan-h2-bbr-uniform-100k-firefox-r1",
-        "lan-h2-bbr-uniform-100k-chromium-r1",
-        "lan-h2-bbr-uniform-100k-firefox-r2",
-        "lan-h2-bbr-uniform-100k-chromium-r2",
+        f"lan-h2-bbr-uniform-100k-{b}-r{rep}" for rep in (1, 2) for b in ("firefox", "chromium")
     ]
     assert [r.cell[BROWSER] for r in plan.runs] == ["firefox", "chromium"] * 2
     assert {r.cell.texts()["browser"] for r in plan.runs} == {"firefox", "chromium"}

@@ -6,36 +6,22 @@ agent contract's field, and how a load's connections are judged against it
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from clarke import registry
 from clarke.campaign.dimensions import INITIAL_WINDOW
 from clarke.campaign.initial_window import in_force
-from clarke.campaign.plan import plan_file
+from clarke.campaign.plan import CampaignPlan
 from clarke.contract import ServerConfig
 from clarke.errors import ClarkeError, ValidationFailed
+from helpers import plan_of
 
-CAMPAIGN = """\
-name: iw
-repetitions: 1
-scenarios:
-  - name: main
-    matrix:
-      profiles: [geo]
-      http: [2, 3]
-      cc: [cubic]
-      models: [uniform]
-      sizes: [100k]
-      initial_window: {windows}
-"""
+GEO = {"profiles": "[geo]", "http": "[2, 3]", "cc": "[cubic]"}
 
 
-def _plan(tmp_path: Path, windows: str) -> Any:
-    path = tmp_path / "c.yaml"
-    path.write_text(CAMPAIGN.format(windows=windows))
-    return plan_file(path)
+def _plan(tmp_path: Path, windows: str) -> CampaignPlan:
+    return plan_of(tmp_path, **GEO, initial_window=windows)
 
 
 def test_a_window_axis_gives_a_cell_each_and_says_so_in_run_ids(tmp_path: Path) -> None:
@@ -51,9 +37,7 @@ def test_a_window_axis_gives_a_cell_each_and_says_so_in_run_ids(tmp_path: Path) 
     ], ids
     assert [r.cell[INITIAL_WINDOW] for r in plan.runs[:3]] == ["default", "3", "32"]
     # A campaign without the axis keeps its run ids as they were, at the default.
-    path = tmp_path / "without.yaml"
-    path.write_text(CAMPAIGN.replace("      initial_window: {windows}\n", ""))
-    run = plan_file(path).runs[0]
+    run = plan_of(tmp_path, **GEO).runs[0]
     assert run.run_id == "geo-h2-cubic-uniform-100k-r1" and run.cell[INITIAL_WINDOW] == "default"
 
 

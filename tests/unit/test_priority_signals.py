@@ -11,31 +11,21 @@ from pydantic import ValidationError
 
 from clarke.browser import prefs
 from clarke.browser.load import BrowserSettings
-from clarke.campaign.plan import plan_file
+from clarke.campaign.plan import CampaignPlan
 from clarke.errors import ClarkeError
 from clarke.results.objects import signals_received, signals_verdict
 from clarke.vocab import Browser, HttpVersion
-from helpers import server_connections
-
-CAMPAIGN = """\
-name: signals
-repetitions: 1
-matrix:
-  profiles: [lan]
-  http: {http}
-  cc: [bbr]
-  models: [triangular]
-  sizes: [100k]
-  browser: {browsers}
-browser:
-  priority_signals: {signals}
-"""
+from helpers import plan_of, server_connections
 
 
-def _plan(tmp_path: Path, http: str, browsers: str, signals: str) -> object:
-    path = tmp_path / "c.yaml"
-    path.write_text(CAMPAIGN.format(http=http, browsers=browsers, signals=signals))
-    return plan_file(path)
+def _plan(tmp_path: Path, http: str, browsers: str, signals: str) -> CampaignPlan:
+    return plan_of(
+        tmp_path,
+        f"browser:\n  priority_signals: {signals}\n",
+        http=http,
+        models="[triangular]",
+        browser=browsers,
+    )
 
 
 def test_each_setting_sets_firefoxs_preferences() -> None:

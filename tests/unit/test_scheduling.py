@@ -13,34 +13,18 @@ from pydantic import ValidationError
 
 from clarke.agent.agents import Agents
 from clarke.campaign.dimensions import SCHEDULER
-from clarke.campaign.plan import plan_file
+from clarke.campaign.plan import CampaignPlan
 from clarke.contract import BaseServerConfig, Configured, ServerConfig
 from clarke.errors import ClarkeError
 from clarke.report.order import completion_order
 from clarke.results.details import LoadDetails
 from clarke.results.objects import kendall_tau_b, object_rows, signals_received
 from clarke.vocab import Scheduler
-from helpers import moved, record, server_connections
-
-CAMPAIGN = """\
-name: sched
-repetitions: 1
-scenarios:
-  - name: main
-    matrix:
-      profiles: [lan]
-      http: [2]
-      cc: [bbr]
-      models: [triangular]
-      sizes: [100k]
-      scheduler: {schedulers}
-"""
+from helpers import moved, plan_of, record, server_connections
 
 
-def _plan(tmp_path: Path, schedulers: str) -> Any:
-    path = tmp_path / "c.yaml"
-    path.write_text(CAMPAIGN.format(schedulers=schedulers))
-    return plan_file(path)
+def _plan(tmp_path: Path, schedulers: str) -> CampaignPlan:
+    return plan_of(tmp_path, models="[triangular]", scheduler=schedulers)
 
 
 def test_a_scheduler_axis_gives_one_cell_each_and_says_so_in_run_ids(tmp_path: Path) -> None:
@@ -58,9 +42,7 @@ def test_a_scheduler_axis_gives_one_cell_each_and_says_so_in_run_ids(tmp_path: P
 
 
 def test_a_campaign_without_the_axis_keeps_the_servers_own(tmp_path: Path) -> None:
-    path = tmp_path / "c.yaml"
-    path.write_text(CAMPAIGN.replace("      scheduler: {schedulers}\n", ""))
-    (run,) = plan_file(path).runs
+    (run,) = plan_of(tmp_path, models="[triangular]").runs
     assert run.cell[SCHEDULER] is Scheduler.own
     assert run.run_id == "lan-h2-bbr-triangular-100k-r1"  # run ids as before
 
