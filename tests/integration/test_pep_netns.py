@@ -15,6 +15,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,13 +55,25 @@ def _load(session: Session, pep: str, http: str) -> tuple[Status, str, dict]:  #
     return result.status, result.reason, details.written() | {"metrics": details.metrics}
 
 
-def test_splittcp_splits_h2_the_server_sees_the_gateway(session: Session) -> None:
-    status, reason, details = _load(session, "splittcp", "2")
+def _loaded(session: Session, pep: str, http: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """A load that must succeed: its details (as _load gives them) and the testbed's
+    addresses."""
+    status, reason, details = _load(session, pep, http)
     assert status is Status.ok, reason
     assert session.plan is not None
-    client, gateway = session.plan.addresses["client"], session.plan.addresses["gateway"]
+    return details, session.plan.addresses
+
+
+def _hosts(rows: list[dict[str, Any]], key: str = "peer") -> set[str]:
+    """The addresses, without ports, a field of connection rows holds."""
+    return {c[key].rsplit(":", 1)[0] for c in rows}
+
+
+def test_splittcp_splits_h2_the_server_sees_the_gateway(session: Session) -> None:
+    details, addresses = _loaded(session, "splittcp", "2")
+    client, gateway = addresses["client"], addresses["gateway"]
     conns = details["server_connections"]
-    assert conns and {c["peer"].rsplit(":", 1)[0] for c in conns} == {gateway}
+    assert conns and _hosts(conns) == {gateway}
     terminal, gw = details["pep"]["stations"]["terminal"], details["pep"]["stations"]["gateway"]
     assert terminal["pep"] == gw["pep"] == "splittcp"
     # Per hop: the terminal took the client's connections and relayed each across the
@@ -69,7 +82,7 @@ def test_splittcp_splits_h2_the_server_sees_the_gateway(session: Session) -> Non
     assert terminal["accepted"] >= len(conns)
     # The kernel's own count of what the interception handed the proxies agrees.
     assert terminal["intercepted_syns"] == gw["intercepted_syns"] == terminal["accepted"]
-    assert {c["accepted_from"].rsplit(":", 1)[0] for c in terminal["connections"]} == {client}
+    assert _hosts(terminal["connections"], "accepted_from") == {client}
     assert {c["accepted_from"] for c in gw["connections"]} == {
         c["relayed_from"] for c in terminal["connections"]
     }
@@ -84,11 +97,8 @@ def test_splittcp_splits_h2_the_server_sees_the_gateway(session: Session) -> Non
 
 
 def test_splittcp_leaves_quic_untouched(session: Session) -> None:
-    status, reason, details = _load(session, "splittcp", "3")
-    assert status is Status.ok, reason
-    assert session.plan is not None
-    client = session.plan.addresses["client"]
-    assert {c["peer"].rsplit(":", 1)[0] for c in details["server_connections"]} == {client}
+    details, addresses = _loaded(session, "splittcp", "3")
+    assert _hosts(details["server_connections"]) == {addresses["client"]}
     for station in details["pep"]["stations"].values():
         assert station["pep"] == "splittcp" and station["accepted"] == 0
 
@@ -113,11 +123,8 @@ def test_a_pep_that_did_not_split_fails_the_load(session: Session) -> None:
 
 
 def test_without_a_pep_the_server_sees_the_client(session: Session) -> None:
-    status, reason, details = _load(session, "none", "2")
-    assert status is Status.ok, reason
-    assert session.plan is not None
-    client = session.plan.addresses["client"]
-    assert {c["peer"].rsplit(":", 1)[0] for c in details["server_connections"]} == {client}
+    details, addresses = _loaded(session, "none", "2")
+    assert _hosts(details["server_connections"]) == {addresses["client"]}
     assert details["pep"]["stations"]["terminal"] == {"pep": "none"}
 
 
@@ -128,16 +135,14 @@ def _station(session: Session, role: str, run_dir: Path) -> Place:
 
 
 def test_accelerated_carries_h2_over_pre_opened_hop_connections(session: Session) -> None:
-    status, reason, details = _load(session, "accelerated", "2")
-    assert status is Status.ok, reason
-    assert session.plan is not None
-    client, gateway = session.plan.addresses["client"], session.plan.addresses["gateway"]
-    assert {c["peer"].rsplit(":", 1)[0] for c in details["server_connections"]} == {gateway}
+    details, addresses = _loaded(session, "accelerated", "2")
+    client, gateway = addresses["client"], addresses["gateway"]
+    assert _hosts(details["server_connections"]) == {gateway}
     terminal, gw = details["pep"]["stations"]["terminal"], details["pep"]["stations"]["gateway"]
     assert terminal["mode"] == gw["mode"] == "accelerated"
     assert terminal["preset"] == gw["preset"] == "accelerated"
     rows = terminal["connections"]
-    assert rows and {c["accepted_from"].rsplit(":", 1)[0] for c in rows} == {client}
+    assert rows and _hosts(rows, "accepted_from") == {client}
     assert all(c["hop"]["pre_opened"] for c in rows), rows
     # The gateway carried every stream the terminal sent, over the hop it came on.
     assert {(c["stream"], c["hop"]["id"]) for c in gw["connections"]} == {
@@ -146,8 +151,9 @@ def test_accelerated_carries_h2_over_pre_opened_hop_connections(session: Session
     # Nothing was intercepted at the gateway: the hop is the proxies' own connection,
     # to the gateway's hop listener on its link-side address.
     assert "intercepted_syns" not in gw
+    assert session.plan is not None
     sat = session.plan.sat
-    assert {c["relayed_from"].rsplit(":", 1)[0] for c in rows} == {sat.address("terminal")}
+    assert _hosts(rows, "relayed_from") == {sat.address("terminal")}
     assert {c["accepted_from"] for c in gw["connections"]} == {c["relayed_from"] for c in rows}
     assert details["metrics"]["pep_hops_pre_opened"] == len(rows)
     assert details["metrics"]["pep_hops_opened_on_demand"] == 0
@@ -157,11 +163,8 @@ def test_accelerated_carries_h2_over_pre_opened_hop_connections(session: Session
 
 
 def test_accelerated_leaves_quic_untouched(session: Session) -> None:
-    status, reason, details = _load(session, "accelerated", "3")
-    assert status is Status.ok, reason
-    assert session.plan is not None
-    client = session.plan.addresses["client"]
-    assert {c["peer"].rsplit(":", 1)[0] for c in details["server_connections"]} == {client}
+    details, addresses = _loaded(session, "accelerated", "3")
+    assert _hosts(details["server_connections"]) == {addresses["client"]}
 
 
 def _hop_packets(pcap: Path, port: int) -> list[tuple[float, int, bool, int]]:

@@ -21,9 +21,11 @@ from conftest import free_port
 LOOPBACK = "127.0.0.1"
 
 
-def _start(args: list[str]) -> subprocess.Popen[str]:
+def _start(kind: str, port: int, log: Path, *args: str) -> subprocess.Popen[str]:
+    """`python -m clarke.dns KIND ARGS` on loopback at `port`, logging to `log`, ready."""
+    listen = ["--listen", LOOPBACK, "--port", str(port), "--log", str(log)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "clarke.dns", *args],
+        [sys.executable, "-m", "clarke.dns", kind, *args, *listen],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -32,8 +34,12 @@ def _start(args: list[str]) -> subprocess.Popen[str]:
     line = proc.stdout.readline()
     if not line.startswith("ready "):
         _, err = proc.communicate(timeout=10)
-        raise AssertionError(f"{args[0]} did not start: {err}")
+        raise AssertionError(f"{kind} did not start: {err}")
     return proc
+
+
+def _upstream(port: int) -> tuple[str, ...]:
+    return ("--upstream", LOOPBACK, "--upstream-port", str(port))
 
 
 def _stop(proc: subprocess.Popen[str]) -> None:
@@ -47,19 +53,7 @@ def authoritative(tmp_path: Path) -> Iterator[tuple[int, Path]]:
     zone = tmp_path / "zone.json"
     zone.write_text(json.dumps({"ttl": 60, "names": {"www.Example.org.": "198.18.2.10"}}))
     port, log = free_port(), tmp_path / "authoritative.jsonl"
-    proc = _start(
-        [
-            "authoritative",
-            "--zone",
-            str(zone),
-            "--listen",
-            LOOPBACK,
-            "--port",
-            str(port),
-            "--log",
-            str(log),
-        ]
-    )
+    proc = _start("authoritative", port, log, "--zone", str(zone))
     try:
         yield port, log
     finally:
@@ -105,23 +99,7 @@ def test_the_zone_and_only_the_zone(authoritative: tuple[int, Path]) -> None:
 def test_the_cache_forwards_a_name_once(authoritative: tuple[int, Path], tmp_path: Path) -> None:
     upstream_port, upstream_log = authoritative
     port, log = free_port(), tmp_path / "cache.jsonl"
-    proc = _start(
-        [
-            "cache",
-            "--upstream",
-            LOOPBACK,
-            "--upstream-port",
-            str(upstream_port),
-            "--source",
-            LOOPBACK,
-            "--listen",
-            LOOPBACK,
-            "--port",
-            str(port),
-            "--log",
-            str(log),
-        ]
-    )
+    proc = _start("cache", port, log, *_upstream(upstream_port), "--source", LOOPBACK)
     try:
         for _ in range(3):
             assert _ask("www.example.org", port).answer[0][0].to_text() == "198.18.2.10"
@@ -157,12 +135,8 @@ def test_the_stub_forwards_the_zones_names_only(
     zone.write_text(json.dumps({"names": {"www.example.org": "198.18.2.10"}}))
     port, log = free_port(), tmp_path / "stub.jsonl"
     proc = _start(
-        [
-            "stub", "--zone", str(zone), "--upstream", LOOPBACK,
-            "--upstream-port", str(upstream_port), "--source", LOOPBACK,
-            "--listen", LOOPBACK, "--port", str(port), "--log", str(log),
-        ]
-    )  # fmt: skip
+        "stub", port, log, "--zone", str(zone), *_upstream(upstream_port), "--source", LOOPBACK
+    )
     try:
         for _ in range(2):
             assert _ask("www.example.org", port).answer[0][0].to_text() == "198.18.2.10"
@@ -188,21 +162,7 @@ def test_the_stub_forwards_the_zones_names_only(
 
 def test_a_silent_upstream_is_a_server_failure(tmp_path: Path) -> None:
     port = free_port()
-    proc = _start(
-        [
-            "cache",
-            "--upstream",
-            LOOPBACK,
-            "--upstream-port",
-            str(free_port()),
-            "--listen",
-            LOOPBACK,
-            "--port",
-            str(port),
-            "--log",
-            str(tmp_path / "c"),
-        ]
-    )
+    proc = _start("cache", port, tmp_path / "c", *_upstream(free_port()))
     try:
         # Nothing listens upstream: loopback answers with ICMP port unreachable at once.
         assert _ask("www.example.org", port).rcode() == dns.rcode.SERVFAIL
