@@ -169,6 +169,16 @@ def dockerfile_instructions(path: Path) -> list[tuple[str, str]]:
     return out
 
 
+def dockerfile_args(instructions: list[tuple[str, str]]) -> dict[str, str | None]:
+    """A Dockerfile's build arguments and their defaults (None: it has none)."""
+    args: dict[str, str | None] = {}
+    for kind, text in instructions:
+        if kind == "ARG":
+            name, equals, default = text.partition("=")
+            args[name] = default if equals else None
+    return args
+
+
 def moved(r: RunRecord, **values: object) -> RunRecord:
     """`r` in another cell: the dimensions named (by record field) take these values."""
     return r.model_copy(update={"cell": Cell.parse({**r.cell.record(), **values})})

@@ -17,7 +17,7 @@ import yaml
 
 from clarke.place.plan import COMPOSE_NETWORKS, ROLES, compose_plan
 from conftest import need
-from helpers import dockerfile_instructions
+from helpers import dockerfile_args, dockerfile_instructions
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / "docker-compose.yml"
@@ -150,12 +150,8 @@ def _compose_default(value: str | None) -> str | None:
 
 
 def _dockerfile_args(dockerfile: Path) -> dict[str, str]:
-    args = {}
-    for kind, text in dockerfile_instructions(dockerfile):
-        if kind == "ARG":
-            name, _, default = text.partition("=")
-            args[name] = default
-    return args
+    """Build arguments and their defaults, "" where there is none."""
+    return {k: v or "" for k, v in dockerfile_args(dockerfile_instructions(dockerfile)).items()}
 
 
 # Build arguments that may be empty, and why.

@@ -37,7 +37,7 @@ from clarke.server.openlitespeed import DOCUMENTED_KEYS, OlsSettings, OlsSite, s
 from clarke.server.openlitespeed import config as conf
 from clarke.vocab import Scheduler
 from conftest import free_port, need
-from helpers import dockerfile_instructions
+from helpers import dockerfile_args, dockerfile_instructions
 
 REPO = Path(__file__).resolve().parents[2]
 SITE = OlsSite(
@@ -907,11 +907,7 @@ def test_lifecycle_with_a_stand_in(fake_ols: ols.OpenLiteSpeedRole, tmp_path: Pa
 def test_dockerfile() -> None:
     ins = dockerfile_instructions(REPO / "images" / "openlitespeed" / "Dockerfile")
     assert ins[0] == ("FROM", "debian:bookworm-slim")
-    args = dict(
-        (a.split("=", 1)[0], a.split("=", 1)[1] if "=" in a else None)
-        for kind, a in ins
-        if kind == "ARG"
-    )
+    args = dockerfile_args(ins)
     # The repository is LiteSpeed's Debian repository by default, changeable at build.
     assert re.fullmatch(r"https?://\S+/debian", args["OLS_REPO_URL"] or "")
     # A release line (LiteSpeed's repository may carry only its latest release); the

@@ -17,7 +17,7 @@ from clarke import profiles
 from clarke.errors import InputError, ValidationFailed
 from clarke.link import opensand
 from clarke.profiles import LinkProfile
-from helpers import dockerfile_instructions
+from helpers import dockerfile_args, dockerfile_instructions
 
 ENT = opensand.Entities(gw_emu="198.19.232.3", st_emu="198.19.232.1", sat_emu="198.19.232.2")
 REPO = Path(__file__).resolve().parents[2]
@@ -294,11 +294,7 @@ def test_cli_writes_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 def test_dockerfile_from_args_healthcheck_and_cmd() -> None:
     ins = dockerfile_instructions(REPO / "images" / "opensand" / "Dockerfile")
     assert ins[0] == ("FROM", "debian:bookworm-slim")
-    args = dict(
-        (a.split("=", 1)[0], a.split("=", 1)[1] if "=" in a else None)
-        for kind, a in ins
-        if kind == "ARG"
-    )
+    args = dockerfile_args(ins)
     # OpenSAND's own repository by default (test_compose_files checks the script agrees).
     assert args["OPENSAND_REPO_URL"].endswith("/CNES/net4sat-packages/master")
     assert args["OPENSAND_VERSION"] == "8.2.0"
