@@ -28,6 +28,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from processes import ended
+
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
@@ -200,12 +202,7 @@ def influxd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             time.sleep(0.2)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        ended(proc)
         log.close()
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -34,3 +35,13 @@ def tree(roots: Iterable[int]) -> set[int]:
 def descendants(pid: int) -> set[int]:
     """Every process descending from `pid`, not `pid` itself."""
     return tree([pid]) - {pid}
+
+
+def ended(proc: subprocess.Popen[bytes] | subprocess.Popen[str], timeout_s: float = 10) -> None:
+    """`proc` asked to end (SIGTERM), killed if it has not within `timeout_s`, and reaped."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

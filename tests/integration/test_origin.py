@@ -25,6 +25,7 @@ import pytest
 
 from clarke.tls import DEFAULT_HOST, issue_testbed_pki
 from conftest import need
+from processes import ended
 
 pytestmark = pytest.mark.root
 
@@ -213,12 +214,7 @@ def bed(tmp_path: Path, binaries: tuple[Path, Path]) -> Iterator[Bed]:
         )
     finally:
         if origin_proc is not None:
-            origin_proc.terminate()
-            try:
-                origin_proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                origin_proc.kill()
-                origin_proc.wait()
+            ended(origin_proc)
             if origin_proc.stdout is not None:
                 origin_proc.stdout.close()
         for ns in (server_ns, client_ns):
