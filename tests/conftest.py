@@ -148,6 +148,21 @@ def _worker_state_dir(worker_id: str) -> Iterator[None]:
                 shutil.rmtree(parent, ignore_errors=True)
 
 
+@pytest.fixture
+def netns_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Root, and a testbed state directory of the test's own, which the runners it starts
+    inherit: other testbeds on this host are never read or removed. Afterwards, what a
+    runner killed with SIGKILL could not tear down is removed, from this directory only."""
+    need(os.geteuid() == 0, "root (network namespaces)")
+    state = tmp_path / "testbeds"
+    monkeypatch.setenv("CLARKE_STATE_DIR", str(state))
+    yield state
+    from clarke.testbed import lifecycle
+    from clarke.testbed.state import Store
+
+    lifecycle.down_all(Store(state))
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

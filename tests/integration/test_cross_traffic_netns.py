@@ -7,7 +7,6 @@ of the traffic or the testbed is left afterwards."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +25,6 @@ from clarke.run.session.cross import CrossTrafficDriver
 from clarke.testbed import lifecycle
 from clarke.testbed.cross import NetnsCrossEndpoints
 from clarke.testbed.state import Store
-from conftest import need
 
 pytestmark = [pytest.mark.root, pytest.mark.browser, pytest.mark.slow]
 
@@ -34,11 +32,8 @@ PROFILE = "wired-10m-50ms"  # a rate limit a single flow fills within a second o
 LINK_MBPS = 10  # its rate each way
 
 
-def test_cross_traffic_shares_the_link_with_verified_loads(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    need(os.geteuid() == 0, "root (network namespaces)")
-    monkeypatch.setenv("CLARKE_STATE_DIR", str(tmp_path / "testbeds"))
+@pytest.mark.usefixtures("netns_state")
+def test_cross_traffic_shares_the_link_with_verified_loads(tmp_path: Path) -> None:
     campaign = tmp_path / "cross.yaml"
     campaign.write_text(
         yaml.safe_dump(
@@ -129,13 +124,10 @@ def test_cross_traffic_shares_the_link_with_verified_loads(
     assert f" {crossing.server} " not in f"{iperf} ".replace("\n", " "), iperf
 
 
-def test_down_stops_cross_traffic_a_dead_runner_left(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.mark.usefixtures("netns_state")
+def test_down_stops_cross_traffic_a_dead_runner_left(tmp_path: Path) -> None:
     """The runner starts the generators and dies without stopping them: they are in the
     state file, and `down` stops them with the testbed."""
-    need(os.geteuid() == 0, "root (network namespaces)")
-    monkeypatch.setenv("CLARKE_STATE_DIR", str(tmp_path / "testbeds"))
     store = Store()
     try:
         up = lifecycle.up(PROFILE, store=store)

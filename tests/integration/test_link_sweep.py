@@ -8,7 +8,6 @@ stack runs a sweep point in tests/integration/test_compose.py."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,23 +19,20 @@ import yaml
 from clarke import profiles
 from clarke.results.journal import Journal
 from clarke.results.record import Status
-from clarke.testbed import lifecycle
-from conftest import SMALL_LAN_CAMPAIGN, need
+from conftest import SMALL_LAN_CAMPAIGN
 
-pytestmark = [pytest.mark.root, pytest.mark.browser, pytest.mark.slow, pytest.mark.timing]
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.browser,
+    pytest.mark.slow,
+    pytest.mark.timing,
+    pytest.mark.usefixtures("netns_state"),
+]
 
 BASE = "wired-10m-50ms"
 # The campaign's base: lan's rates are unlimited, so its quick link checks are the round
 # trip alone (rates are measured on a point in the second test).
 FAST_BASE = "lan"
-
-
-@pytest.fixture(autouse=True)
-def _own_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    need(os.geteuid() == 0, "root (network namespaces)")
-    monkeypatch.setenv("CLARKE_STATE_DIR", str(tmp_path / "testbeds"))
-    yield
-    lifecycle.down_all()
 
 
 def _clarke(*args: str) -> subprocess.CompletedProcess[str]:

@@ -22,23 +22,17 @@ from clarke.place import netns
 from clarke.results import store
 from clarke.results.journal import Journal
 from clarke.results.record import Status
-from clarke.testbed import lifecycle
 from clarke.testbed.state import Store
-from conftest import SMALL_LAN_CAMPAIGN, need
+from conftest import SMALL_LAN_CAMPAIGN
 
-pytestmark = [pytest.mark.root, pytest.mark.browser, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.browser,
+    pytest.mark.slow,
+    pytest.mark.usefixtures("netns_state"),
+]
 
 CAMPAIGN = {"name": "par", **SMALL_LAN_CAMPAIGN}
-
-
-@pytest.fixture(autouse=True)
-def _root_and_cleanup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    """A state dir of the test's own (the runner and its children inherit it): other
-    testbeds on this host are never read or removed here."""
-    need(os.geteuid() == 0, "root (network namespaces)")
-    monkeypatch.setenv("CLARKE_STATE_DIR", str(tmp_path / "testbeds"))
-    yield
-    lifecycle.down_all()
 
 
 def _ours() -> list[str]:

@@ -24,23 +24,17 @@ from clarke.results.influx import InfluxSink
 from clarke.results.journal import Journal
 from clarke.results.record import Status
 from clarke.run.loop.loop import finished
-from clarke.testbed import lifecycle
 from conftest import SMALL_LAN_CAMPAIGN, _influx_config, free_port, need
 
-pytestmark = [pytest.mark.root, pytest.mark.browser, pytest.mark.slow, pytest.mark.influx]
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.browser,
+    pytest.mark.slow,
+    pytest.mark.influx,
+    pytest.mark.usefixtures("netns_state"),
+]
 
 CAMPAIGN = {"name": "e2e", **SMALL_LAN_CAMPAIGN}
-
-
-@pytest.fixture(autouse=True)
-def _root_and_cleanup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    """A state dir of the test's own (the runners it starts inherit it), so that what
-    other people's testbeds on this host do is never read or removed here."""
-    need(os.geteuid() == 0, "root (network namespaces)")
-    monkeypatch.setenv("CLARKE_STATE_DIR", str(tmp_path / "testbeds"))
-    yield
-    # A runner killed with SIGKILL cannot tear its testbed down: remove what it left.
-    lifecycle.down_all()
 
 
 def _campaign(tmp_path: Path, **changes: object) -> Path:

@@ -5,7 +5,6 @@ send time, and every change of RTT seen within the echoes' own spacing."""
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -15,7 +14,6 @@ import pytest
 
 from clarke import profiles
 from clarke.testbed import lifecycle
-from conftest import need
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -27,9 +25,8 @@ def _clarke(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.timing
-def test_the_link_follows_the_square_wave(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    need(os.geteuid() == 0, "root (network namespaces)")
-    monkeypatch.setenv("CLARKE_STATE_DIR", str(tmp_path / "testbeds"))
+@pytest.mark.usefixtures("netns_state")
+def test_the_link_follows_the_square_wave(tmp_path: Path) -> None:
     try:
         up = _clarke("testbed", "up", "--profile", "schedule-check")
         assert up.returncode == 0, up.stderr[-2000:]

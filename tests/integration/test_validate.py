@@ -6,7 +6,6 @@ the profile's published figures; nothing left behind."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,17 +13,13 @@ from pathlib import Path
 import pytest
 
 from clarke.testbed import lifecycle
-from conftest import need
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 
 @pytest.mark.timing
-def test_validate_measures_the_starlink_profile(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    need(os.geteuid() == 0, "root (network namespaces)")
-    monkeypatch.setenv("CLARKE_STATE_DIR", str(tmp_path / "testbeds"))
+@pytest.mark.usefixtures("netns_state")
+def test_validate_measures_the_starlink_profile(tmp_path: Path) -> None:
     out = tmp_path / "v.json"
     try:
         proc = subprocess.run(
