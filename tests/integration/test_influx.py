@@ -4,6 +4,7 @@ and a clear error when InfluxDB is down."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,6 +40,12 @@ def _count(sink: InfluxSink, campaign_id: str) -> dict[str, int]:
     return {s["tags"]["status"]: s["values"][0][1] for s in series}
 
 
+def _rows(sink: InfluxSink, query: str) -> list[dict[str, Any]]:
+    """The rows of a query's one series, each by column name."""
+    series = sink.query(query)["results"][0]["series"][0]
+    return [dict(zip(series["columns"], values, strict=True)) for values in series["values"]]
+
+
 def test_push_query_and_push_again(influxd: str, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
     cid = "t-push"
     d = _results_dir(tmp_path, 7, cid)
@@ -48,11 +55,11 @@ def test_push_query_and_push_again(influxd: str, tmp_path: Path, run_cli) -> Non
     assert "7 records and 3 summary points written" in out
     with InfluxSink.from_url(url) as sink:
         assert _count(sink, cid) == {"ok": 6, "failed": 1}
-        rows = sink.query(
+        (row,) = _rows(
+            sink,
             f"SELECT plt_ms, fcp_ms, lcp_ms, http, cc, page, impl_link, reason FROM page_load "
-            f"WHERE campaign_id = '{cid}' AND status = 'ok' ORDER BY time LIMIT 1"
-        )["results"][0]["series"][0]
-        row = dict(zip(rows["columns"], rows["values"][0], strict=True))
+            f"WHERE campaign_id = '{cid}' AND status = 'ok' ORDER BY time LIMIT 1",
+        )
         assert row["time"] == "2026-11-22T12:00:00Z"
         assert (row["plt_ms"], row["fcp_ms"], row["lcp_ms"]) == (100.0, 50.5, 80.25)
         assert (row["http"], row["cc"], row["page"], row["impl_link"]) == (
@@ -61,21 +68,22 @@ def test_push_query_and_push_again(influxd: str, tmp_path: Path, run_cli) -> Non
             "uniform-100k",
             "satlink",
         )
-        failed = sink.query(
-            f"SELECT reason FROM page_load WHERE campaign_id = '{cid}' AND status = 'failed'"
-        )["results"][0]["series"][0]["values"]
-        assert failed[0][1] == "fell back to h2: 3 of 9 resources"
+        failed = _rows(
+            sink, f"SELECT reason FROM page_load WHERE campaign_id = '{cid}' AND status = 'failed'"
+        )
+        assert [f["reason"] for f in failed] == ["fell back to h2: 3 of 9 resources"]
 
     code, _, err = run_cli("results", "push", str(d), "--influx", url)
     assert code == 0, err
     with InfluxSink.from_url(url) as sink:
         assert _count(sink, cid) == {"ok": 6, "failed": 1}
-        summary = sink.query(
+        summary = _rows(
+            sink,
             f"SELECT n, mean, ci_low, ci_high, ok, failed FROM cell_summary "
-            f"WHERE campaign_id = '{cid}' AND metric = 'plt_ms'"
-        )["results"][0]["series"][0]
-        assert len(summary["values"]) == 1  # pushed twice, stored once
-        row = dict(zip(summary["columns"], summary["values"][0], strict=True))
+            f"WHERE campaign_id = '{cid}' AND metric = 'plt_ms'",
+        )
+        assert len(summary) == 1  # pushed twice, stored once
+        row = summary[0]
         assert (row["n"], row["ok"], row["failed"]) == (6, 6, 1)
         assert row["ci_low"] < row["mean"] < row["ci_high"]
 

@@ -3,6 +3,7 @@ both engines, over HTTP/1.1, /2 and /3 (issue: measurement)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from clarke import sh
+from clarke.browser.load import LoadResult
 from clarke.results.record import Status
 from clarke.run.session.session import Session
 from clarke.run.session.settings import PageLoad
@@ -95,16 +97,28 @@ def test_every_metric_and_the_protocol_verified(session: Session, engine: str, h
     assert result.engine == engine
 
 
-def test_server_without_http3_is_a_failed_load_with_reason(session: Session) -> None:
+@contextlib.contextmanager
+def _quic_dropped(session: Session, role: str, chain: str) -> Iterator[None]:
+    """UDP to port 443 dropped by iptables in a role's namespace, for the block's time."""
     assert session.plan is not None
-    ns = session.plan.ns("server")  # type: ignore[attr-defined]
-    rule = ["INPUT", "-p", "udp", "--dport", "443", "-j", "DROP"]
+    ns = session.plan.ns(role)  # type: ignore[attr-defined]
+    rule = [chain, "-p", "udp", "--dport", "443", "-j", "DROP"]
     sh.run(["ip", "netns", "exec", ns, "iptables", "-A", *rule])
     try:
-        session.settings = replace(session.settings, engine="selenium")
-        result, _ = session.load_page(PageLoad(PAGE, "3", "bbr", 6))
+        yield
     finally:
         sh.run(["ip", "netns", "exec", ns, "iptables", "-D", *rule])
+
+
+def _selenium_load(session: Session, load: PageLoad) -> LoadResult:
+    session.settings = replace(session.settings, engine="selenium")
+    result, _ = session.load_page(load)
+    return result
+
+
+def test_server_without_http3_is_a_failed_load_with_reason(session: Session) -> None:
+    with _quic_dropped(session, "server", "INPUT"):
+        result = _selenium_load(session, PageLoad(PAGE, "3", "bbr", 6))
     assert result.status is Status.failed
     assert result.reason.startswith("asked for h3, fell back to h2"), result.reason
 
@@ -222,15 +236,8 @@ def test_chromium_with_quic_broken_is_a_failed_load_with_reason(session: Session
     """UDP to the server's port 443 dropped in the client's namespace: Chromium, with QUIC
     forced on for the origin, does not fall back to TCP; it shows its error page, and the
     load fails naming the net error."""
-    assert session.plan is not None
-    ns = session.plan.ns("client")  # type: ignore[attr-defined]
-    rule = ["OUTPUT", "-p", "udp", "--dport", "443", "-j", "DROP"]
-    sh.run(["ip", "netns", "exec", ns, "iptables", "-A", *rule])
-    try:
-        session.settings = replace(session.settings, engine="selenium")
-        result, _ = session.load_page(PageLoad(PAGE, "3", "bbr", 6, browser="chromium"))
-    finally:
-        sh.run(["ip", "netns", "exec", ns, "iptables", "-D", *rule])
+    with _quic_dropped(session, "client", "OUTPUT"):
+        result = _selenium_load(session, PageLoad(PAGE, "3", "bbr", 6, browser="chromium"))
     assert result.status is Status.failed and result.browser == "chromium"
     assert result.reason.startswith("the browser showed its error page: ERR_QUIC"), result.reason
 
