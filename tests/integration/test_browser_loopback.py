@@ -12,6 +12,7 @@ import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -94,14 +95,20 @@ def _setup(port: int) -> BrowserSetup:
 ENGINES = [selenium_engine, browsertime_engine]
 
 
-@pytest.mark.parametrize("engine", ENGINES, ids=[e.NAME for e in ENGINES])
-def test_load_over_http11_is_verified_with_every_metric(engine, site, http11: int) -> None:  # type: ignore[no-untyped-def]
+def _loaded(engine: Any, page: dict[str, Any], port: int) -> LoadResult:
+    """`page` loaded by `engine` from the loopback server at `port` (Browsertime's tests
+    skip where it is not installed, and fail in CI)."""
     if engine is browsertime_engine:
         try:
             browsertime_engine.find_browsertime()
         except Exception as e:
             need(False, str(e))
-    result = engine.load(_request(site[1], http11), _setup(http11))
+    return engine.load(_request(page, port), _setup(port))
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=[e.NAME for e in ENGINES])
+def test_load_over_http11_is_verified_with_every_metric(engine, site, http11: int) -> None:  # type: ignore[no-untyped-def]
+    result = _loaded(engine, site[1], http11)
     assert result.status is Status.ok, result.reason
     m = result.metrics
     for key in ("plt_ms", "fcp_ms", "lcp_ms", "ttfb_ms"):
@@ -131,12 +138,7 @@ def test_loads_never_write_into_the_profile_template(site, http11: int) -> None:
 
 @pytest.mark.parametrize("engine", ENGINES, ids=[e.NAME for e in ENGINES])
 def test_protocol_mismatch_is_a_failed_load_with_reason(engine, site, http10: int) -> None:  # type: ignore[no-untyped-def]
-    if engine is browsertime_engine:
-        try:
-            browsertime_engine.find_browsertime()
-        except Exception as e:
-            need(False, str(e))
-    result = engine.load(_request(site[1], http10), _setup(http10))
+    result = _loaded(engine, site[1], http10)
     assert result.status is Status.failed
     assert result.reason == "asked for http/1.1, fell back to http/1.0: 9 of 9 resources"
 

@@ -144,13 +144,18 @@ def _reset(session: Session) -> None:
         _agent(session, role).pep_reset_stats()
 
 
+def _fresh(session: Session, preset: str) -> NetnsPlan:
+    """The testbed with `preset` in force at both stations, their counters at zero."""
+    session.ensure_pep(preset, CC)
+    _reset(session)
+    return _plan(session)
+
+
 @pytest.mark.parametrize("preset", ["splittcp", "accelerated"])
 def test_nobody_on_the_host_finds_no_pep_port_and_nothing_is_relayed(
     session: Session, preset: str
 ) -> None:
-    session.ensure_pep(preset, CC)
-    _reset(session)
-    plan = _plan(session)
+    plan = _fresh(session, preset)
     targets = [
         (plan.mgmt.address(role), port)
         for role in ("terminal", "gateway")
@@ -169,9 +174,7 @@ def test_nobody_on_the_host_finds_no_pep_port_and_nothing_is_relayed(
 def test_nobody_in_a_station_gets_nothing_relayed_by_the_transparent_listener(
     session: Session,
 ) -> None:
-    session.ensure_pep("splittcp", CC)
-    _reset(session)
-    plan = _plan(session)
+    plan = _fresh(session, "splittcp")
     own = plan.gw_lan.address("gateway")
     for role, targets in (
         ("terminal", [("127.0.0.1", PEP_PORT)]),
@@ -194,9 +197,7 @@ def test_nobody_in_a_station_gets_nothing_relayed_by_the_transparent_listener(
 def test_the_hop_listener_takes_only_the_terminal_with_the_testbeds_key(
     session: Session,
 ) -> None:
-    session.ensure_pep("accelerated", CC)
-    _reset(session)
-    plan = _plan(session)
+    plan = _fresh(session, "accelerated")
     hop = (plan.sat.address("gateway"), HOP_PORT)
     # From the gateway itself: not the terminal's address. Closed without a word.
     tried = as_nobody(plan.ns("gateway"), {"what": "connect", "targets": [hop], "send": ""})
@@ -224,9 +225,7 @@ def test_the_hop_listener_takes_only_the_terminal_with_the_testbeds_key(
 def test_a_flood_is_bounded_and_the_pep_serves_the_next_load(session: Session, preset: str) -> None:
     """`nobody` in the client's LAN opens more connections towards the server than the
     PEP may hold: it relays at most its maximum and closes the rest at once."""
-    session.ensure_pep(preset, CC)
-    _reset(session)
-    plan = _plan(session)
+    plan = _fresh(session, preset)
     n = MAX_CONNECTIONS + 100
     flood = as_nobody(
         plan.ns("client"),

@@ -568,23 +568,31 @@ def test_sampler_keeps_the_last_sample_until_cleared() -> None:
 SERVER_IP, CLIENT_IP, CLIENT_LAN_IP = "198.19.250.1", "198.19.250.2", "198.19.250.130"
 CLIENT_LAN, SIZE = "198.19.250.128/25", 300_000
 
-SERVER_PY = """
-import socket, sys, threading, time
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(8)
-print("ready", flush=True)
+# Both stand-in servers: each connection sent `size` bytes and kept open, for 60 s.
+SERVE_FOR_A_MINUTE = """
 kept = []
 def serve(c):
-    c.sendall(b"x" * int(sys.argv[3])); kept.append(c)
+    c.sendall(b"x" * size); kept.append(c)
 deadline = time.monotonic() + 60
-s.settimeout(1)
+tcp.settimeout(1)
 while time.monotonic() < deadline:
     try:
-        c, _ = s.accept()
+        c, _ = tcp.accept()
     except TimeoutError:
         continue
     threading.Thread(target=serve, args=(c,), daemon=True).start()
 """
+
+SERVER_PY = (
+    """
+import socket, sys, threading, time
+size = int(sys.argv[3])
+tcp = socket.socket(); tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+tcp.bind((sys.argv[1], int(sys.argv[2]))); tcp.listen(8)
+print("ready", flush=True)
+"""
+    + SERVE_FOR_A_MINUTE
+)
 
 CLIENT_PY = """
 import socket, sys, time
@@ -725,25 +733,17 @@ def test_ss_and_route_congctl_for_real(pair: Pair) -> None:
 
 # --- the lifecycle, against a stand-in lswsctrl on loopback --------------------------------
 
-FAKE_SERVER = """
+FAKE_SERVER = (
+    """
 import os, socket, sys, threading, time
 addr, port, pid_file, size = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 tcp = socket.socket(); tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 tcp.bind((addr, port)); tcp.listen(8)
 udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); udp.bind((addr, port))
 open(pid_file + ".tmp", "w").write(str(os.getpid())); os.replace(pid_file + ".tmp", pid_file)
-kept = []
-def serve(c):
-    c.sendall(b"x" * size); kept.append(c)
-deadline = time.monotonic() + 60
-tcp.settimeout(1)
-while time.monotonic() < deadline:
-    try:
-        c, _ = tcp.accept()
-    except TimeoutError:
-        continue
-    threading.Thread(target=serve, args=(c,), daemon=True).start()
 """
+    + SERVE_FOR_A_MINUTE
+)
 
 FAKE_LSWSCTRL = """#!/bin/sh
 # Stands in for OpenLiteSpeed's lswsctrl: start, stop and restart a small server.
