@@ -148,6 +148,11 @@ def _worker_state_dir(worker_id: str) -> Iterator[None]:
                 shutil.rmtree(parent, ignore_errors=True)
 
 
+# The marks of a test that runs on netns testbeds in a state directory of its own.
+OWN_STATE = pytest.mark.usefixtures("netns_state")
+ON_OWN_TESTBEDS = [pytest.mark.root, pytest.mark.browser, pytest.mark.slow, OWN_STATE]
+
+
 @pytest.fixture
 def netns_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Root, and a testbed state directory of the test's own, which the runners it starts

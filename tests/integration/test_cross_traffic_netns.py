@@ -11,7 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
 
 from clarke import profiles
@@ -25,14 +24,14 @@ from clarke.run.session.cross import CrossTrafficDriver
 from clarke.testbed import lifecycle
 from clarke.testbed.cross import NetnsCrossEndpoints
 from clarke.testbed.state import Store
+from conftest import ON_OWN_TESTBEDS
 
-pytestmark = [pytest.mark.root, pytest.mark.browser, pytest.mark.slow]
+pytestmark = ON_OWN_TESTBEDS
 
 PROFILE = "wired-10m-50ms"  # a rate limit a single flow fills within a second or two
 LINK_MBPS = 10  # its rate each way
 
 
-@pytest.mark.usefixtures("netns_state")
 def test_cross_traffic_shares_the_link_with_verified_loads(tmp_path: Path) -> None:
     campaign = tmp_path / "cross.yaml"
     campaign.write_text(
@@ -124,7 +123,6 @@ def test_cross_traffic_shares_the_link_with_verified_loads(tmp_path: Path) -> No
     assert f" {crossing.server} " not in f"{iperf} ".replace("\n", " "), iperf
 
 
-@pytest.mark.usefixtures("netns_state")
 def test_down_stops_cross_traffic_a_dead_runner_left(tmp_path: Path) -> None:
     """The runner starts the generators and dies without stopping them: they are in the
     state file, and `down` stops them with the testbed."""

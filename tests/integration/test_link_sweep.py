@@ -19,15 +19,9 @@ import yaml
 from clarke import profiles
 from clarke.results.journal import Journal
 from clarke.results.record import Status
-from conftest import SMALL_LAN_CAMPAIGN
+from conftest import ON_OWN_TESTBEDS, SMALL_LAN_CAMPAIGN
 
-pytestmark = [
-    pytest.mark.root,
-    pytest.mark.browser,
-    pytest.mark.slow,
-    pytest.mark.timing,
-    pytest.mark.usefixtures("netns_state"),
-]
+pytestmark = [*ON_OWN_TESTBEDS, pytest.mark.timing]
 
 BASE = "wired-10m-50ms"
 # The campaign's base: lan's rates are unlimited, so its quick link checks are the round

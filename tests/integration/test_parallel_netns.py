@@ -14,7 +14,6 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import pytest
 import yaml
 
 from clarke.campaign.plan import plan_file
@@ -23,14 +22,9 @@ from clarke.results import store
 from clarke.results.journal import Journal
 from clarke.results.record import Status
 from clarke.testbed.state import Store
-from conftest import SMALL_LAN_CAMPAIGN
+from conftest import ON_OWN_TESTBEDS, SMALL_LAN_CAMPAIGN
 
-pytestmark = [
-    pytest.mark.root,
-    pytest.mark.browser,
-    pytest.mark.slow,
-    pytest.mark.usefixtures("netns_state"),
-]
+pytestmark = ON_OWN_TESTBEDS
 
 CAMPAIGN = {"name": "par", **SMALL_LAN_CAMPAIGN}
 

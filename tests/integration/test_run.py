@@ -24,15 +24,9 @@ from clarke.results.influx import InfluxSink
 from clarke.results.journal import Journal
 from clarke.results.record import Status
 from clarke.run.loop.loop import finished
-from conftest import SMALL_LAN_CAMPAIGN, _influx_config, free_port, need
+from conftest import ON_OWN_TESTBEDS, SMALL_LAN_CAMPAIGN, _influx_config, free_port, need
 
-pytestmark = [
-    pytest.mark.root,
-    pytest.mark.browser,
-    pytest.mark.slow,
-    pytest.mark.influx,
-    pytest.mark.usefixtures("netns_state"),
-]
+pytestmark = [*ON_OWN_TESTBEDS, pytest.mark.influx]
 
 CAMPAIGN = {"name": "e2e", **SMALL_LAN_CAMPAIGN}
 
