@@ -6,13 +6,7 @@ cd "$(dirname "$0")/.."
 source ci/say.sh
 source ci/bytecode.sh
 
-say "ruff"
-uv run ruff check runner tests dashboards ci
-uv run ruff format --check runner tests dashboards ci
-say "layer contract (import-linter; pyproject.toml [tool.importlinter])"
-uv run lint-imports --no-logo
-say "types (mypy; pyproject.toml [tool.mypy])"
-uv run mypy
+ci/lint-python.sh
 say "rustfmt (satlink, origin)"
 for crate_dir in satlink origin; do
   [[ -f $crate_dir/Cargo.toml ]] || continue

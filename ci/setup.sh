@@ -62,46 +62,47 @@ fi
 # system ones do not matter either way.
 
 # uv, pinned, in a virtual environment of its own, linked into the PATH.
-uv_ok() { command -v uv >/dev/null 2>&1 && [[ "$(uv --version | cut -d' ' -f2)" == "$UV_VERSION" ]]; }
-if ! uv_ok; then
+# A pinned tool's virtual environment (tool_venv) and where it is linked into the PATH
+# (bin_dir): system-wide as root, the user's own otherwise.
+tool_dirs() {
   if [[ $(id -u) -eq 0 ]]; then
-    uv_venv=/opt/clarke-uv bin_dir=/usr/local/bin
+    tool_venv=/opt/clarke-$1 bin_dir=/usr/local/bin
   else
-    uv_venv=${XDG_DATA_HOME:-$HOME/.local/share}/clarke-uv bin_dir=$HOME/.local/bin
+    tool_venv=${XDG_DATA_HOME:-$HOME/.local/share}/clarke-$1 bin_dir=$HOME/.local/bin
   fi
-  say "uv $UV_VERSION: pip install into the virtual environment $uv_venv"
-  rm -rf "$uv_venv"
-  python3 -m venv "$uv_venv"
-  "$uv_venv/bin/python" -m pip install -q --disable-pip-version-check "uv==$UV_VERSION"
+}
+# link_tool COMMAND CHECK WHAT: the tool's COMMAND linked into bin_dir, then CHECK must
+# find the pinned version first in the PATH.
+link_tool() {
   mkdir -p "$bin_dir"
-  ln -sf "$uv_venv/bin/uv" "$bin_dir/uv"
+  ln -sf "$tool_venv/bin/$1" "$bin_dir/$1"
   hash -r
-  if ! uv_ok; then
-    say "uv $UV_VERSION is in $bin_dir, but the PATH finds $(command -v uv || echo nothing) first: put $bin_dir first in PATH"
+  if ! "$2"; then
+    say "$3 is in $bin_dir, but the PATH finds $(command -v "$1" || echo nothing) first: put $bin_dir first in PATH"
     exit 3
   fi
+}
+
+uv_ok() { command -v uv >/dev/null 2>&1 && [[ "$(uv --version | cut -d' ' -f2)" == "$UV_VERSION" ]]; }
+if ! uv_ok; then
+  tool_dirs uv
+  say "uv $UV_VERSION: pip install into the virtual environment $tool_venv"
+  rm -rf "$tool_venv"
+  python3 -m venv "$tool_venv"
+  "$tool_venv/bin/python" -m pip install -q --disable-pip-version-check "uv==$UV_VERSION"
+  link_tool uv uv_ok "uv $UV_VERSION"
 fi
 say "uv sync --frozen"
 uv sync --frozen --quiet
 
 mitm_ok() { mitmdump --version 2>/dev/null | grep -q "^Mitmproxy: $MITMPROXY_VERSION\$"; }
 if [[ $WHAT == all ]] && ! mitm_ok; then
-  if [[ $(id -u) -eq 0 ]]; then
-    mitm_venv=/opt/clarke-mitmproxy bin_dir=/usr/local/bin
-  else
-    mitm_venv=${XDG_DATA_HOME:-$HOME/.local/share}/clarke-mitmproxy bin_dir=$HOME/.local/bin
-  fi
-  say "mitmproxy $MITMPROXY_VERSION: uv pip install into the virtual environment $mitm_venv"
-  rm -rf "$mitm_venv"
-  uv venv --quiet --python /usr/bin/python3 "$mitm_venv"
-  VIRTUAL_ENV=$mitm_venv uv pip install --quiet "mitmproxy==$MITMPROXY_VERSION"
-  mkdir -p "$bin_dir"
-  ln -sf "$mitm_venv/bin/mitmdump" "$bin_dir/mitmdump"
-  hash -r
-  if ! mitm_ok; then
-    say "mitmproxy $MITMPROXY_VERSION is in $bin_dir, but the PATH finds $(command -v mitmdump || echo nothing) first: put $bin_dir first in PATH"
-    exit 3
-  fi
+  tool_dirs mitmproxy
+  say "mitmproxy $MITMPROXY_VERSION: uv pip install into the virtual environment $tool_venv"
+  rm -rf "$tool_venv"
+  uv venv --quiet --python /usr/bin/python3 "$tool_venv"
+  VIRTUAL_ENV=$tool_venv uv pip install --quiet "mitmproxy==$MITMPROXY_VERSION"
+  link_tool mitmdump mitm_ok "mitmproxy $MITMPROXY_VERSION"
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then

@@ -8,13 +8,7 @@ source ci/bytecode.sh
 
 ci/setup.sh
 
-say "ruff"
-uv run ruff check runner tests dashboards ci
-uv run ruff format --check runner tests dashboards ci
-say "layer contract (import-linter)"
-uv run lint-imports --no-logo
-say "types (mypy; pyproject.toml [tool.mypy])"
-uv run mypy
+ci/lint-python.sh
 
 source ci/cargo-target.sh
 for crate_dir in satlink origin; do
