@@ -87,6 +87,14 @@ impl LinkConfig {
     }
 }
 
+/// Asserts that `json` is refused with an error containing `expected` (tests).
+#[cfg(test)]
+#[track_caller]
+pub(crate) fn assert_refused(json: &str, expected: &str) {
+    let e = LinkConfig::from_json(json).unwrap_err().to_string();
+    assert!(e.contains(expected), "{json}: {e}");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,25 +128,30 @@ mod tests {
 
     #[test]
     fn unknown_field_is_named() {
-        let e = LinkConfig::from_json(r#"{"forward": {"rate": 1}, "return": {}}"#).unwrap_err();
-        assert!(e.to_string().contains("unknown field `rate`"), "{e}");
-        let e = LinkConfig::from_json(r#"{"forward": {}, "return": {}, "x": 1}"#).unwrap_err();
-        assert!(e.to_string().contains("unknown field `x`"), "{e}");
-        let e = LinkConfig::from_json(r#"{"forward": {"queue": {"frames": 3}}, "return": {}}"#)
-            .unwrap_err();
-        assert!(e.to_string().contains("unknown variant `frames`"), "{e}");
-        let e = LinkConfig::from_json(
-            r#"{"forward": {"discipline": {"codel": {"target": 3}}}, "return": {}}"#,
-        )
-        .unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("forward.discipline.codel.target: unknown field `target`"),
-            "{e}"
-        );
-        let e = LinkConfig::from_json(r#"{"forward": {"discipline": "red"}, "return": {}}"#)
-            .unwrap_err();
-        assert!(e.to_string().contains("unknown variant `red`"), "{e}");
+        for (json, expected) in [
+            (
+                r#"{"forward": {"rate": 1}, "return": {}}"#,
+                "unknown field `rate`",
+            ),
+            (
+                r#"{"forward": {}, "return": {}, "x": 1}"#,
+                "unknown field `x`",
+            ),
+            (
+                r#"{"forward": {"queue": {"frames": 3}}, "return": {}}"#,
+                "unknown variant `frames`",
+            ),
+            (
+                r#"{"forward": {"discipline": {"codel": {"target": 3}}}, "return": {}}"#,
+                "forward.discipline.codel.target: unknown field `target`",
+            ),
+            (
+                r#"{"forward": {"discipline": "red"}, "return": {}}"#,
+                "unknown variant `red`",
+            ),
+        ] {
+            assert_refused(json, expected);
+        }
     }
 
     #[test]
