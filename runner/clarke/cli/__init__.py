@@ -19,22 +19,24 @@ import click
 from clarke import __version__
 from clarke.errors import ClarkeError, InputError
 
-# Command name -> the module that defines it, and the click command's name there.
-COMMANDS: dict[str, tuple[str, str]] = {
-    "bench": ("clarke.cli.bench", "bench"),
-    "campaign": ("clarke.cli.campaign", "campaign"),
-    "compare": ("clarke.cli.compare", "compare"),
-    "link": ("clarke.cli.link", "link"),
-    "load": ("clarke.cli.load", "load"),
-    "pages": ("clarke.cli.pages", "pages"),
-    "report": ("clarke.cli.report", "report"),
-    "results": ("clarke.cli.results", "results"),
-    "run": ("clarke.cli.run", "run"),
-    "serve": ("clarke.cli.serve", "serve"),
-    "site": ("clarke.cli.site", "site"),
-    "submit": ("clarke.cli.submit", "submit"),
-    "testbed": ("clarke.cli.testbed", "testbed"),
-}
+# The commands: each is defined in clarke.cli.<name>, as a click command of that name.
+COMMANDS = frozenset(
+    [
+        "bench",
+        "campaign",
+        "compare",
+        "link",
+        "load",
+        "pages",
+        "report",
+        "results",
+        "run",
+        "serve",
+        "site",
+        "submit",
+        "testbed",
+    ]
+)
 
 
 class _Commands(click.Group):
@@ -44,11 +46,10 @@ class _Commands(click.Group):
         return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        where = COMMANDS.get(cmd_name)
-        if where is None:
+        if cmd_name not in COMMANDS:
             return None
-        command = getattr(importlib.import_module(where[0]), where[1])
-        assert isinstance(command, click.Command), where
+        command = getattr(importlib.import_module(f"clarke.cli.{cmd_name}"), cmd_name)
+        assert isinstance(command, click.Command), cmd_name
         return command
 
 

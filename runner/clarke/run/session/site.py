@@ -69,17 +69,7 @@ class InForce:
 
     def describe(self) -> SiteInForce:
         """The site and its DNS cache as a record keeps them."""
-        s = self.site
-        return SiteInForce(
-            path=s.given,
-            name=s.name,
-            digest=s.digest,
-            content_digest=s.content_digest,
-            start_url=s.start_url,
-            origins=len(s.hosts),
-            exchanges=s.exchanges,
-            dns_cache=self.cache.value,
-        )
+        return SiteInForce.model_validate({**self.site.describe(), "dns_cache": self.cache.value})
 
 
 class SiteReplay:
