@@ -49,27 +49,28 @@ class Proc(BaseModel):
     log: str
 
 
-def start_time(pid: int) -> int | None:
-    """Field 22 of /proc/PID/stat (clock ticks after boot), None if gone or a zombie."""
+def _stat(pid: int) -> list[str] | None:
+    """/proc/PID/stat's fields from the third (the state) on, None if the process is gone."""
     try:
         raw = Path(f"/proc/{pid}/stat").read_text()
     except (FileNotFoundError, ProcessLookupError):
         return None
     # The command name (field 2) may contain spaces and parentheses: split after it.
-    fields = raw[raw.rindex(")") + 2 :].split()
-    if fields[0] in ("Z", "X"):
+    return raw[raw.rindex(")") + 2 :].split()
+
+
+def start_time(pid: int) -> int | None:
+    """Field 22 of /proc/PID/stat (clock ticks after boot), None if gone or a zombie."""
+    fields = _stat(pid)
+    if fields is None or fields[0] in ("Z", "X"):
         return None
     return int(fields[19])
 
 
 def cpu_ticks(pid: int) -> int | None:
     """utime + stime of a process, in clock ticks."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    fields = raw[raw.rindex(")") + 2 :].split()
-    return int(fields[11]) + int(fields[12])
+    fields = _stat(pid)
+    return None if fields is None else int(fields[11]) + int(fields[12])
 
 
 def alive(proc: Proc) -> bool:
