@@ -159,21 +159,38 @@ class Checkout(Emulation):
         return "docker-compose.yml = canonical stack + docker-compose.offline.yml (--offline-stack)"
 
 
-class SetupGo(Emulation):
-    action = "actions/setup-go"
+class HostToolSetup(Emulation):
+    """A setup action whose tool is this host's own, of the version the workflow pins,
+    mounted read-only at `mount` under the tool cache, with `bin_dir` put on the PATH."""
+
+    label = ""  # the tool's name in the step's note
+    version_input = ""  # the action's input that pins the version
+    mount = ""
+    bin_dir = ""
+
+    @staticmethod
+    def host() -> tuple[str, str]:
+        """This host's version of the tool and the path to mount."""
+        raise NotImplementedError
 
     def mounts(self, inputs: dict[str, Any]) -> list[Mount]:
-        version, root = host_go()
-        _same(self.action, "go-version", inputs.get("go-version"), version)
-        return [Mount(root, f"{TOOLCACHE}/go/{version}/x64")]
+        version, source = self.host()
+        _same(self.action, self.version_input, inputs.get(self.version_input), version)
+        return [Mount(source, f"{TOOLCACHE}/{self.mount.format(version=version)}")]
 
     def run(self, io: StepIO) -> Outcome:
-        version, _ = host_go()
+        version, _ = self.host()
         return Outcome(
             "emulated",
-            f"this host's Go {version}, mounted read-only",
-            path=[f"{TOOLCACHE}/go/{version}/x64/bin"],
+            f"this host's {self.label} {version}, mounted read-only",
+            path=[f"{TOOLCACHE}/{self.bin_dir.format(version=version)}"],
         )
+
+
+class SetupGo(HostToolSetup):
+    action = "actions/setup-go"
+    label, version_input, host = "Go", "go-version", staticmethod(host_go)
+    mount, bin_dir = "go/{version}/x64", "go/{version}/x64/bin"
 
 
 class SetupNode(Emulation):
@@ -222,21 +239,10 @@ class SetupRust(Emulation):
         )
 
 
-class SetupUv(Emulation):
+class SetupUv(HostToolSetup):
     action = "astral-sh/setup-uv"
-
-    def mounts(self, inputs: dict[str, Any]) -> list[Mount]:
-        version, uv = host_uv()
-        _same(self.action, "version", inputs.get("version"), version)
-        return [Mount(uv, f"{TOOLCACHE}/uv/{version}/x86_64/uv")]
-
-    def run(self, io: StepIO) -> Outcome:
-        version, _ = host_uv()
-        return Outcome(
-            "emulated",
-            f"this host's uv {version}, mounted read-only",
-            path=[f"{TOOLCACHE}/uv/{version}/x86_64"],
-        )
+    label, version_input, host = "uv", "version", staticmethod(host_uv)
+    mount, bin_dir = "uv/{version}/x86_64/uv", "uv/{version}/x86_64"
 
 
 class Skip(Emulation):
