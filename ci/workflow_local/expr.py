@@ -15,6 +15,7 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 STATUS_FUNCTIONS = ("always", "success", "failure", "cancelled")
@@ -108,6 +109,19 @@ def to_text(value: Any) -> str:
     return str(value)
 
 
+_COMPARISONS = ("<", "<=", ">", ">=")
+
+
+def _compare(op: str, a: Any, b: Any) -> bool:
+    """GitHub's ordering: strings case-insensitively, anything else as numbers."""
+    if isinstance(a, str) and isinstance(b, str):
+        x: Any = a.casefold()
+        y: Any = b.casefold()
+    else:
+        x, y = _num(a), _num(b)
+    return bool({"<": x < y, "<=": x <= y, ">": x > y, ">=": x >= y}[op])
+
+
 class _Parser:
     def __init__(self, text: str, ctx: Context) -> None:
         self.text = text
@@ -127,46 +141,33 @@ class _Parser:
 
     def parse(self) -> Any:
         value = self.or_()
-        if self.peek() is not None:
-            raise ExprError(f"unexpected {self.peek()[1]!r} in {self.text!r}")  # type: ignore[index]
+        rest = self.peek()
+        if rest is not None:
+            raise ExprError(f"unexpected {rest[1]!r} in {self.text!r}")
+        return value
+
+    def _operators(
+        self, operand: Callable[[], Any], ops: Mapping[str, Callable[[Any, Any], Any]]
+    ) -> Any:
+        """Operands joined by any of `ops`, left to right (every operand is parsed: the
+        operators choose between values, they do not skip parsing)."""
+        value = operand()
+        while (tok := self.peek()) is not None and tok[0] == "op" and tok[1] in ops:
+            self.take()
+            value = ops[tok[1]](value, operand())
         return value
 
     def or_(self) -> Any:
-        value = self.and_()
-        while self.peek() == ("op", "||"):
-            self.take()
-            right = self.and_()
-            value = value if truthy(value) else right
-        return value
+        return self._operators(self.and_, {"||": lambda a, b: a if truthy(a) else b})
 
     def and_(self) -> Any:
-        value = self.eq()
-        while self.peek() == ("op", "&&"):
-            self.take()
-            right = self.eq()
-            value = right if truthy(value) else value
-        return value
+        return self._operators(self.eq, {"&&": lambda a, b: b if truthy(a) else a})
 
     def eq(self) -> Any:
-        value = self.cmp()
-        while self.peek() in (("op", "=="), ("op", "!=")):
-            op = self.take()[1]
-            right = self.cmp()
-            value = _equal(value, right) if op == "==" else not _equal(value, right)
-        return value
+        return self._operators(self.cmp, {"==": _equal, "!=": lambda a, b: not _equal(a, b)})
 
     def cmp(self) -> Any:
-        value = self.unary()
-        while self.peek() in (("op", "<"), ("op", "<="), ("op", ">"), ("op", ">=")):
-            op = self.take()[1]
-            a, b = value, self.unary()
-            if isinstance(a, str) and isinstance(b, str):
-                x: Any = a.casefold()
-                y: Any = b.casefold()
-            else:
-                x, y = _num(a), _num(b)
-            value = {"<": x < y, "<=": x <= y, ">": x > y, ">=": x >= y}[op]
-        return value
+        return self._operators(self.unary, {op: partial(_compare, op) for op in _COMPARISONS})
 
     def unary(self) -> Any:
         if self.peek() == ("op", "!"):

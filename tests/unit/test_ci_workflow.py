@@ -86,10 +86,10 @@ def test_every_action_is_pinned_to_a_version() -> None:
 
 def test_no_system_python() -> None:
     # uv goes into a virtual environment of its own; nothing is pip-installed elsewhere.
-    assert 'python3 -m venv "$uv_venv"' in SETUP
-    assert '"$uv_venv/bin/python" -m pip install' in SETUP
+    assert 'python3 -m venv "$tool_venv"' in SETUP
+    assert '"$tool_venv/bin/python" -m pip install' in SETUP
     pip_runs = re.findall(r"^\s*(\S+)\s+(?:-m\s+)?pip3?\s+install", SETUP, re.MULTILINE)
-    assert pip_runs == ['"$uv_venv/bin/python"'], pip_runs
+    assert pip_runs == ['"$tool_venv/bin/python"'], pip_runs
     # The tests' environment is a venv uv makes, outside the mounted checkout.
     assert "UV_PROJECT_ENVIRONMENT=/opt/clarke-venv" in CONTAINER
 
