@@ -30,6 +30,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import chain as ch
 
+from clarke.place import procs
+
 UDPPING = str(Path(__file__).resolve().parent / "udpping.py")
 # The echo tools run under SCHED_FIFO too (below satlink's 10), so that the scheduler's
 # delays of a Python process on a busy 2-core host are not charged to the link.
@@ -124,37 +126,22 @@ def lateness(c: ch.Chain) -> str:
 def iperf(c: ch.Chain, seconds: int, reverse: bool, omit: int = 0, udp: str = "") -> float:
     """Goodput in Mb/s, client -> server (reverse: server -> client); TCP unless `udp`
     gives a UDP rate to offer."""
-    srv = subprocess.Popen(
-        ["ip", "netns", "exec", c.ns["server"], "iperf3", "-s", "-1", "-B", c.addr(26)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        time.sleep(0.5)
-        argv = ["iperf3", "-c", c.addr(26), "-t", str(seconds), "-J"]
-        if omit:
-            argv += ["-O", str(omit)]
-        if reverse:
-            argv.append("-R")
-        if udp:
-            argv += ["-u", "-b", udp, "-l", "1400"]
+    argv = ["iperf3", "-c", c.addr(26), "-t", str(seconds), "-J"]
+    if omit:
+        argv += ["-O", str(omit)]
+    if reverse:
+        argv.append("-R")
+    if udp:
+        argv += ["-u", "-b", udp, "-l", "1400"]
+    with c.iperf_server(wait_s=5):
         out = json.loads(c.sh("client", *argv).stdout)
-        end = out["end"]
-        return (end.get("sum_received") or end["sum"])["bits_per_second"] / 1e6
-    finally:
-        try:
-            srv.wait(5)
-        except subprocess.TimeoutExpired:
-            srv.terminate()
-            srv.wait(5)
+    end = out["end"]
+    return (end.get("sum_received") or end["sum"])["bits_per_second"] / 1e6
 
 
 def cpu_ticks(pids: dict[str, int]) -> dict[str, int]:
-    out = {}
-    for role, pid in pids.items():
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        out[role] = int(fields[11]) + int(fields[12])  # utime + stime
-    return out
+    """utime + stime of each role's process."""
+    return {role: procs.cpu_ticks(pid) or 0 for role, pid in pids.items()}
 
 
 def ip_rate(c: ch.Chain, role: str, d: str, seconds: float) -> float:

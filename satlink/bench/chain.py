@@ -11,14 +11,18 @@ and process it created, whatever happened before.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+from clarke import control_socket
 
 HERE = Path(__file__).resolve().parent
 BINARY = Path(os.environ.get("SATLINK", HERE.parent / "target" / "release" / "satlink"))
@@ -180,18 +184,28 @@ class Chain:
             self.ip(role, "addr", "add", f"{self.addr(host)}/30", "dev", "sat0")
             self.ip(role, "route", "add", f"{self.addr(remote)}/29", "dev", "sat0")
 
-    def ask(self, role: str, request: dict) -> dict:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(10)
-            s.connect(str(self.control(role)))
-            s.sendall(json.dumps(request).encode() + b"\n")
-            buf = b""
-            while not buf.endswith(b"\n"):
-                chunk = s.recv(1 << 16)
-                if not chunk:
-                    break
-                buf += chunk
-        return json.loads(buf)
+    def ask(self, role: str, request: dict) -> Any:
+        """The role's reply as satlink sent it, an error reply included."""
+        return control_socket.reply(self.control(role), request)
+
+    @contextlib.contextmanager
+    def iperf_server(self, wait_s: float) -> Iterator[None]:
+        """iperf3 serving one test at the server's address (.26) for the block; afterwards
+        given `wait_s` to finish it, then ended."""
+        srv = subprocess.Popen(
+            ["ip", "netns", "exec", self.ns["server"], "iperf3", "-s", "-1", "-B", self.addr(26)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            time.sleep(0.5)
+            yield
+        finally:
+            try:
+                srv.wait(wait_s)
+            except subprocess.TimeoutExpired:
+                srv.terminate()
+                srv.wait(5)
 
     def pids(self) -> dict[str, int]:
         """The satlink processes' own pids (children of `ip netns exec`, which execs)."""

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import threading
 import time
@@ -39,11 +38,6 @@ def run_profile(name: str, index: int, seconds: int) -> None:
     )
     with ch.Chain(index, "q", cfg) as c:
         ch.wait_link(c)
-        srv = subprocess.Popen(
-            ["ip", "netns", "exec", c.ns["server"], "iperf3", "-s", "-1", "-B", c.addr(26)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
         result: dict[str, float] = {}
 
         def bulk() -> None:
@@ -54,8 +48,7 @@ def run_profile(name: str, index: int, seconds: int) -> None:
             result["mbps"] = end["sum_received"]["bits_per_second"] / 1e6
             result["retransmits"] = end["sum_sent"].get("retransmits", 0)
 
-        try:
-            time.sleep(0.5)
+        with c.iperf_server(wait_s=10):
             c.ask("terminal", {"cmd": "reset_stats"})
             t = threading.Thread(target=bulk)
             t.start()
@@ -66,12 +59,6 @@ def run_profile(name: str, index: int, seconds: int) -> None:
             rtts = ch.ping(c, count, 0.5)
             t.join(seconds + 60)
             st = c.ask("terminal", {"cmd": "stats"})["return"]
-        finally:
-            try:
-                srv.wait(10)
-            except subprocess.TimeoutExpired:
-                srv.terminate()
-                srv.wait(5)
         if rtts:
             print(f"  ping RTT from {warm} s into the flow: {fmt(stats(rtts))}")
         else:
