@@ -279,3 +279,16 @@ def plan_of(tmp_path: Path, after: str = "", **axes: str) -> CampaignPlan:
     path = tmp_path / "c.yaml"
     path.write_text(f"name: t\nrepetitions: 1\nmatrix:\n{lines}{after}")
     return plan_file(path)
+
+
+def looped_minute(**fields: object) -> dict[str, Any]:
+    """A schedule that loops every minute in 15 s slots, one step (2 ms up), with `fields`
+    added or in place."""
+    return {
+        "version": 1,
+        "end": "loop",
+        "length_s": 60,
+        "slot_s": 15,
+        "steps": [{"at_s": 0, "forward": {"uplink_delay_ms": 2.0}}],
+        **fields,
+    }

@@ -14,17 +14,9 @@ from clarke.results.station_records import LinkRoleStats, ScheduleState
 from clarke.run.session.timeline import at_navigation, navigate_at
 from clarke.schedules import Schedule
 from clarke.schema import problems_of
-from helpers import link_stats
+from helpers import link_stats, looped_minute
 
-MINUTE = {
-    "version": 1,
-    "end": "loop",
-    "length_s": 60,
-    "clock": "utc",
-    "slot_s": 15,
-    "slot_offset_s": 12,
-    "steps": [{"at_s": 0, "forward": {"uplink_delay_ms": 2.0}}],
-}
+MINUTE = looped_minute(clock="utc", slot_offset_s=12)
 
 
 def _gateway(link_time_ms: float) -> dict[str, LinkRoleStats]:

@@ -13,17 +13,9 @@ from clarke.campaign.plan import plan_file, positions_per_profile
 from clarke.results.station_records import LinkRoleStats
 from clarke.run.session.timeline import at_navigation, crossed_metrics
 from clarke.schedules import Schedule
-from helpers import link_stats
+from helpers import link_stats, looped_minute
 
-SCHEDULE = Schedule.model_validate(
-    {
-        "version": 1,
-        "end": "loop",
-        "length_s": 60,
-        "slot_s": 15,
-        "steps": [{"at_s": 0, "forward": {"uplink_delay_ms": 2.0}}],
-    }
-)
+SCHEDULE = Schedule.model_validate(looped_minute())
 
 
 def _stats(link_time_ms: float) -> dict[str, LinkRoleStats]:
