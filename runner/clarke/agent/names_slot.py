@@ -143,25 +143,20 @@ class NamesSlot:
         # it is ready, not the line of one stopped before it.
         before = self.out.stat().st_size if self.out.is_file() else 0
         argv = [sys.executable, "-m", "clarke.dns", *args, "--log", str(self.log)]
-        popen = self.children.spawn(
+        self.children.spawn(
             self.resolver, self.place.argv(argv), log=self.out, die_with_parent=True
         )
         try:
-            procs.wait_until(
-                lambda: popen.poll() is not None or said_ready(self.out, before),
+            self.children.started(
+                self.resolver,
+                lambda: said_ready(self.out, before),
                 f"the {self.place.role}'s resolver",
                 START_TIMEOUT_S,
+                lambda: self.out.read_text(errors="replace")[before:].strip()[-2000:],
             )
         except EnvironmentProblem:
-            self._stop()
+            self._stop()  # and the client's resolv.conf as it was
             raise
-        if popen.poll() is not None:
-            said = self.out.read_text(errors="replace")[before:].strip()[-2000:]
-            self.children.stop()
-            raise EnvironmentProblem(
-                f"the {self.place.role}'s resolver exited during start-up "
-                f"({popen.returncode}): {said}"
-            )
 
     def _point_resolv_conf(self) -> None:
         path = resolv_conf(self.place)

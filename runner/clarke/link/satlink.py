@@ -76,22 +76,14 @@ class SatlinkStation:
         self.control.unlink(missing_ok=True)
         cmd = self.place.argv(argv(self.binary, self.place, self.config, self.control))
         log = self.place.run_dir / "satlink.log"
-        popen = self.children.spawn("satlink", cmd, log=log)
-        try:
-            procs.wait_until(
-                lambda: popen.poll() is not None or answers(self.control, SPEAKER),
-                f"satlink {self.role}",
-                START_TIMEOUT_S,
-            )
-        except EnvironmentProblem:
-            self.children.stop()
-            raise
-        if popen.poll() is not None:
-            self.children.procs.pop("satlink", None)
-            raise EnvironmentProblem(
-                f"satlink {self.role} exited during start-up ({popen.returncode}); its log "
-                f"{log} ends:\n{procs.tail(log)}"
-            )
+        self.children.spawn("satlink", cmd, log=log)
+        self.children.started(
+            "satlink",
+            lambda: answers(self.control, SPEAKER),
+            f"satlink {self.role}",
+            START_TIMEOUT_S,
+            lambda: f"its log {log} ends:\n{procs.tail(log)}",
+        )
         if self.role != "satellite":
             # The TUN device gets the link end's address; the remote LANs go into it.
             plan = self.place.plan

@@ -127,17 +127,15 @@ class SplitTcpProcess(TproxyPepProcess):
         if accelerated:
             self._check_link_end()
         argv = place.argv(self._argv(settings))
-        popen = self.children.spawn("splittcp", argv, log=place.run_dir / "splittcp.log")
-        procs.wait_until(
-            lambda: answers(self.control, SPEAKER) or popen.poll() is not None,
+        log = place.run_dir / "splittcp.log"
+        popen = self.children.spawn("splittcp", argv, log=log)
+        self.children.started(
+            "splittcp",
+            lambda: answers(self.control, SPEAKER),
             "splittcp",
             START_TIMEOUT_S,
+            lambda: procs.tail(log),
         )
-        if popen.poll() is not None:
-            tail = procs.tail(place.run_dir / "splittcp.log")
-            raise EnvironmentProblem(
-                f"splittcp exited during start-up ({popen.returncode}): {tail}"
-            )
         direction = sends(self.role) or "forward"
         window = settings.hop_initial_window.of(direction)
         if accelerated and window > 0:

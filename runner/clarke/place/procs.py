@@ -247,6 +247,31 @@ class Children:
         self.procs[name] = popen
         return popen
 
+    def started(
+        self,
+        name: str,
+        ready: Callable[[], bool],
+        what: str,
+        timeout: float,
+        said: Callable[[], str],
+    ) -> None:
+        """Wait for the child `name`, just spawned, to be `ready`. If it exits first or is
+        not ready within `timeout` s, it is stopped and EnvironmentProblem names `what`
+        (and, where it exited, what it `said`: its log's end)."""
+        popen = self.procs[name]
+        try:
+            wait_until(lambda: popen.poll() is not None or ready(), what, timeout)
+        except EnvironmentProblem:
+            self.stop(name)
+            raise
+        if popen.poll() is not None:
+            self.stop(name)
+            words = said()
+            raise EnvironmentProblem(
+                f"{what} exited during start-up ({popen.returncode})"
+                + (f": {words}" if words else "")
+            )
+
     def exited(self) -> str | None:
         """Which child has exited, and how, if any."""
         for name, popen in self.procs.items():

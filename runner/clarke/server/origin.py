@@ -79,18 +79,16 @@ class OriginServer:
             argv += site.limit_options()
             for listen in site.listen():
                 argv += ["--site-listen", listen]
-        popen = self.children.spawn("origin", place.argv(argv))
+        self.children.spawn("origin", place.argv(argv))
 
         def answering() -> bool:
             try:
                 self._http.get("/health", timeout=1)
             except httpx.TransportError:
-                return popen.poll() is not None
+                return False
             return True
 
-        procs.wait_until(answering, "origin", START_TIMEOUT_S)
-        if popen.poll() is not None:
-            raise EnvironmentProblem(f"origin exited during start-up ({popen.returncode})")
+        self.children.started("origin", answering, "origin", START_TIMEOUT_S, lambda: "")
         self.site = site
         if "iperf3" not in self.children.procs:
             serve_link_checks(place, self.children)
