@@ -98,13 +98,12 @@ def _password(path: Path) -> str:
     return path.read_text().strip()
 
 
-def _config(d: Path, port: int, private: bool) -> Path:
-    """influxd's configuration: HTTP on 127.0.0.1:port with authentication; `private`:
-    the start inside a namespace of its own, for making the users."""
-    path = d / ("influxdb-bootstrap.conf" if private else "influxdb.conf")
-    path.write_text(f"""{AUTH_MARK}
+def influxd_conf(d: Path, http_port: int, rpc_port: int, auth: bool) -> str:
+    """influxd 1.x's configuration: its files under d, HTTP and RPC on loopback only;
+    `auth`: every request needs a user's password. The tests' InfluxDB uses it too."""
+    return f"""{AUTH_MARK if auth else ""}
 reporting-disabled = true
-bind-address = "127.0.0.1:{port + 2}"
+bind-address = "127.0.0.1:{rpc_port}"
 [meta]
   dir = "{d}/meta"
 [data]
@@ -114,10 +113,17 @@ bind-address = "127.0.0.1:{port + 2}"
 [monitor]
   store-enabled = false
 [http]
-  bind-address = "127.0.0.1:{port}"
-  auth-enabled = true
+  bind-address = "127.0.0.1:{http_port}"
+  auth-enabled = {"true" if auth else "false"}
   log-enabled = false
-""")
+"""
+
+
+def _config(d: Path, port: int, private: bool) -> Path:
+    """The demo's configuration, with authentication; `private`: the start inside a
+    namespace of its own, for making the users."""
+    path = d / ("influxdb-bootstrap.conf" if private else "influxdb.conf")
+    path.write_text(influxd_conf(d, port, port + 2, auth=True))
     path.chmod(0o600)
     return path
 

@@ -20,6 +20,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -29,6 +30,10 @@ import httpx
 import pytest
 
 from processes import ended
+
+# ci/ holds scripts, not a package: the demo's InfluxDB configuration is shared from there.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ci"))
+from demo_influxdb import influxd_conf
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
@@ -175,23 +180,9 @@ def free_port() -> int:
 
 
 def _influx_config(root: Path, http_port: int, rpc_port: int) -> Path:
+    """The demo's influxd configuration without authentication (ci/demo_influxdb.py)."""
     conf = root / "influxdb.conf"
-    conf.write_text(f"""
-reporting-disabled = true
-bind-address = "127.0.0.1:{rpc_port}"
-[meta]
-  dir = "{root}/meta"
-[data]
-  dir = "{root}/data"
-  wal-dir = "{root}/wal"
-  query-log-enabled = false
-[monitor]
-  store-enabled = false
-[http]
-  enabled = true
-  bind-address = "127.0.0.1:{http_port}"
-  log-enabled = false
-""")
+    conf.write_text(influxd_conf(root, http_port, rpc_port, auth=False))
     return conf
 
 
