@@ -28,7 +28,7 @@ pub enum CcError {
     Unknown {
         protocol: &'static str,
         name: String,
-        expected: &'static str,
+        expected: String,
     },
     /// The kernel does not offer the algorithm (module not loaded or not built).
     #[error(
@@ -44,6 +44,40 @@ pub enum CcError {
     ReadAvailable(io::Error),
 }
 
+/// An algorithm's name (as the kernel or quinn, and a campaign, spell it), its Display,
+/// and its parsing from that name, refused naming the protocol and the names it knows.
+macro_rules! named_algorithms {
+    ($algorithm:ident, $protocol:literal, $($variant:ident => $name:literal),+) => {
+        impl $algorithm {
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $name,)+
+                }
+            }
+        }
+
+        impl fmt::Display for $algorithm {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
+        impl FromStr for $algorithm {
+            type Err = CcError;
+            fn from_str(s: &str) -> Result<Self, CcError> {
+                match s {
+                    $($name => Ok(Self::$variant),)+
+                    _ => Err(CcError::Unknown {
+                        protocol: $protocol,
+                        name: s.into(),
+                        expected: [$($name),+].join(", "),
+                    }),
+                }
+            }
+        }
+    };
+}
+
 /// A TCP congestion control algorithm of the Linux kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -53,15 +87,9 @@ pub enum TcpCc {
     Reno,
 }
 
-impl TcpCc {
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Cubic => "cubic",
-            Self::Bbr => "bbr",
-            Self::Reno => "reno",
-        }
-    }
+named_algorithms!(TcpCc, "TCP", Cubic => "cubic", Bbr => "bbr", Reno => "reno");
 
+impl TcpCc {
     /// Checks that the kernel offers this algorithm and lets this process use it, by
     /// setting it on a fresh socket.
     pub fn check_available(self) -> Result<(), CcError> {
@@ -83,28 +111,6 @@ impl TcpCc {
     }
 }
 
-impl fmt::Display for TcpCc {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for TcpCc {
-    type Err = CcError;
-    fn from_str(s: &str) -> Result<Self, CcError> {
-        match s {
-            "cubic" => Ok(Self::Cubic),
-            "bbr" => Ok(Self::Bbr),
-            "reno" => Ok(Self::Reno),
-            _ => Err(CcError::Unknown {
-                protocol: "TCP",
-                name: s.into(),
-                expected: "cubic, bbr, reno",
-            }),
-        }
-    }
-}
-
 /// A QUIC congestion controller of quinn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -114,15 +120,9 @@ pub enum QuicCc {
     NewReno,
 }
 
-impl QuicCc {
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Cubic => "cubic",
-            Self::Bbr => "bbr",
-            Self::NewReno => "newreno",
-        }
-    }
+named_algorithms!(QuicCc, "QUIC", Cubic => "cubic", Bbr => "bbr", NewReno => "newreno");
 
+impl QuicCc {
     /// The quinn controller factory, with the initial window if one is given (bytes).
     pub fn factory(self, initial_window: Option<u64>) -> Arc<dyn ControllerFactory + Send + Sync> {
         match self {
@@ -147,28 +147,6 @@ impl QuicCc {
                 }
                 Arc::new(c)
             }
-        }
-    }
-}
-
-impl fmt::Display for QuicCc {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for QuicCc {
-    type Err = CcError;
-    fn from_str(s: &str) -> Result<Self, CcError> {
-        match s {
-            "cubic" => Ok(Self::Cubic),
-            "bbr" => Ok(Self::Bbr),
-            "newreno" => Ok(Self::NewReno),
-            _ => Err(CcError::Unknown {
-                protocol: "QUIC",
-                name: s.into(),
-                expected: "cubic, bbr, newreno",
-            }),
         }
     }
 }
