@@ -289,30 +289,9 @@ impl Station {
         let mut g = self.lock();
         loop {
             self.release_due(&mut g, sys::now());
-            match g.dir.next_deadline() {
-                None => {
-                    g.timer_deadline = None;
-                    g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner());
-                }
-                Some(t) => {
-                    g.timer_deadline = Some(t);
-                    let now = sys::now();
-                    if t > now + self.spin_ns {
-                        let d = Duration::from_nanos(t - now - self.spin_ns);
-                        g = self
-                            .cv
-                            .wait_timeout(g, d)
-                            .unwrap_or_else(|e| e.into_inner())
-                            .0;
-                    } else if t > now {
-                        drop(g);
-                        while sys::now() < t {
-                            std::hint::spin_loop();
-                        }
-                        g = self.lock();
-                    }
-                }
-            }
+            let deadline = g.dir.next_deadline();
+            g.timer_deadline = deadline;
+            g = wait_until_due(&self.shaper, &self.cv, g, deadline, self.spin_ns);
         }
     }
 
@@ -398,31 +377,40 @@ impl Station {
                     h.free.push(buf);
                 }
             }
-            match h.q.front().map(|(due, _)| *due) {
-                None => {
-                    h.waiting_until = None;
-                    h = self.hold_cv.wait(h).unwrap_or_else(|e| e.into_inner());
-                }
-                Some(due) => {
-                    h.waiting_until = Some(due);
-                    let now = sys::now();
-                    if due > now + self.spin_ns {
-                        let d = Duration::from_nanos(due - now - self.spin_ns);
-                        h = self
-                            .hold_cv
-                            .wait_timeout(h, d)
-                            .unwrap_or_else(|e| e.into_inner())
-                            .0;
-                    } else if due > now {
-                        drop(h);
-                        while sys::now() < due {
-                            std::hint::spin_loop();
-                        }
-                        h = self.hold.lock().unwrap_or_else(|e| e.into_inner());
-                    }
-                }
-            }
+            let due = h.q.front().map(|(due, _)| *due);
+            h.waiting_until = due;
+            h = wait_until_due(&self.hold, &self.hold_cv, h, due, self.spin_ns);
         }
+    }
+}
+
+/// Waits on `cv` with `guard` until `due` (None: until notified), or until notified
+/// before it: asleep until `spin_ns` before `due` (timers wake late), then spinning with
+/// the lock released. Returns the guard, locked again.
+fn wait_until_due<'a, T>(
+    mutex: &'a Mutex<T>,
+    cv: &Condvar,
+    guard: MutexGuard<'a, T>,
+    due: Option<u64>,
+    spin_ns: u64,
+) -> MutexGuard<'a, T> {
+    let Some(due) = due else {
+        return cv.wait(guard).unwrap_or_else(|e| e.into_inner());
+    };
+    let now = sys::now();
+    if due > now + spin_ns {
+        let d = Duration::from_nanos(due - now - spin_ns);
+        cv.wait_timeout(guard, d)
+            .unwrap_or_else(|e| e.into_inner())
+            .0
+    } else if due > now {
+        drop(guard);
+        while sys::now() < due {
+            std::hint::spin_loop();
+        }
+        mutex.lock().unwrap_or_else(|e| e.into_inner())
+    } else {
+        guard
     }
 }
 
