@@ -177,6 +177,22 @@ macro_rules! one_fifo_views {
 }
 pub(crate) use one_fifo_views;
 
+/// The way out of a discipline that keeps no state beyond its FIFO (DropTail, DropHead):
+/// the oldest packet first, and its views of the FIFO.
+macro_rules! stateless_fifo_out {
+    () => {
+        fn dequeue(&mut self, _now: Nanos, _drops: &mut Vec<Dropped<T>>) -> Option<Packet<T>> {
+            self.q.pop()
+        }
+
+        one_fifo_views!();
+
+        fn take_all(&mut self) -> Vec<Packet<T>> {
+            self.q.take_all()
+        }
+    };
+}
+
 /// Drop-tail: refuse a packet that would take the queue above its bound.
 #[derive(Debug)]
 pub struct DropTail<T> {
@@ -198,15 +214,7 @@ impl<T: Send> Queue<T> for DropTail<T> {
         self.q.push_within(self.bound, p, drops);
     }
 
-    fn dequeue(&mut self, _now: Nanos, _drops: &mut Vec<Dropped<T>>) -> Option<Packet<T>> {
-        self.q.pop()
-    }
-
-    one_fifo_views!();
-
-    fn take_all(&mut self) -> Vec<Packet<T>> {
-        self.q.take_all()
-    }
+    stateless_fifo_out!();
 }
 
 /// Drop-head (drop-front): take every arriving packet and drop the oldest ones until
@@ -246,15 +254,7 @@ impl<T: Send> Queue<T> for DropHead<T> {
         }
     }
 
-    fn dequeue(&mut self, _now: Nanos, _drops: &mut Vec<Dropped<T>>) -> Option<Packet<T>> {
-        self.q.pop()
-    }
-
-    one_fifo_views!();
-
-    fn take_all(&mut self) -> Vec<Packet<T>> {
-        self.q.take_all()
-    }
+    stateless_fifo_out!();
 }
 
 #[cfg(test)]

@@ -132,40 +132,35 @@ pub fn apply_hop(fd: RawFd, hop: &HopOptions) -> io::Result<()> {
     Ok(())
 }
 
-/// The congestion control in force on a socket.
-pub fn congestion(fd: RawFd) -> io::Result<String> {
-    let mut buf = [0u8; 32];
-    let mut len = buf.len() as libc::socklen_t;
+/// A TCP-level socket option read into N bytes, and how many of them the kernel wrote.
+fn tcp_option<const N: usize>(fd: RawFd, option: libc::c_int) -> io::Result<([u8; N], usize)> {
+    let mut buf = [0u8; N];
+    let mut len = N as libc::socklen_t;
     // SAFETY: buf is writable for len bytes; len is updated by the kernel.
     check(unsafe {
         libc::getsockopt(
             fd,
             libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
+            option,
             buf.as_mut_ptr().cast(),
             &mut len,
         )
     })?;
-    let name = &buf[..len as usize];
+    Ok((buf, (len as usize).min(N)))
+}
+
+/// The congestion control in force on a socket.
+pub fn congestion(fd: RawFd) -> io::Result<String> {
+    let (buf, len) = tcp_option::<32>(fd, libc::TCP_CONGESTION)?;
+    let name = &buf[..len];
     let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
     Ok(String::from_utf8_lossy(&name[..end]).into_owned())
 }
 
 /// The socket's TCP_INFO, as far as this kernel reports it.
 pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
-    let mut buf = [0u8; 512];
-    let mut len = buf.len() as libc::socklen_t;
-    // SAFETY: buf is writable for len bytes; len is updated by the kernel.
-    check(unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            buf.as_mut_ptr().cast(),
-            &mut len,
-        )
-    })?;
-    TcpInfo::parse(&buf[..(len as usize).min(buf.len())])
+    let (buf, len) = tcp_option::<512>(fd, libc::TCP_INFO)?;
+    TcpInfo::parse(&buf[..len])
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "TCP_INFO too short"))
 }
 
