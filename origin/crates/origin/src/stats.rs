@@ -508,14 +508,41 @@ impl Drop for ConnHandle {
 mod tests {
     use super::*;
 
+    fn registry() -> Arc<Registry> {
+        Arc::new(Registry::new(None, &[]).unwrap())
+    }
+
+    /// A TCP connection on loopback, kept open while this lives.
+    struct LoopbackTcp {
+        _listener: std::net::TcpListener,
+        stream: std::net::TcpStream,
+        addr: std::net::SocketAddr,
+    }
+
+    impl LoopbackTcp {
+        /// A descriptor of the connection's client end, as a registry takes one.
+        fn fd(&self) -> std::os::fd::OwnedFd {
+            std::os::fd::AsFd::as_fd(&self.stream)
+                .try_clone_to_owned()
+                .unwrap()
+        }
+    }
+
+    fn loopback_tcp() -> LoopbackTcp {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stream = std::net::TcpStream::connect(addr).unwrap();
+        LoopbackTcp {
+            _listener: listener,
+            stream,
+            addr,
+        }
+    }
+
     #[test]
     fn keeps_closed_connections_until_reset() {
-        let reg = Arc::new(Registry::new(None, &[]).unwrap());
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = l.local_addr().unwrap();
-        let s = std::net::TcpStream::connect(addr).unwrap();
-        let fd = std::os::fd::AsFd::as_fd(&s).try_clone_to_owned().unwrap();
-        let h = reg.open_tcp(fd, "h1", false, addr, addr, "cubic".into());
+        let (reg, conn) = (registry(), loopback_tcp());
+        let h = reg.open_tcp(conn.fd(), "h1", false, conn.addr, conn.addr, "cubic".into());
         h.counters().app_bytes.fetch_add(10, Ordering::Relaxed);
         assert!(reg.snapshot()[0].open);
         drop(h);
@@ -530,12 +557,8 @@ mod tests {
 
     #[test]
     fn a_connection_open_across_a_reset_shows_again_only_when_it_serves_a_request() {
-        let reg = Arc::new(Registry::new(None, &[]).unwrap());
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = l.local_addr().unwrap();
-        let s = std::net::TcpStream::connect(addr).unwrap();
-        let fd = std::os::fd::AsFd::as_fd(&s).try_clone_to_owned().unwrap();
-        let h = reg.open_tcp(fd, "h2", true, addr, addr, "bbr".into());
+        let (reg, conn) = (registry(), loopback_tcp());
+        let h = reg.open_tcp(conn.fd(), "h2", true, conn.addr, conn.addr, "bbr".into());
         for _ in 0..9 {
             h.counters().request("/old.jpg");
         }
