@@ -44,6 +44,14 @@ pub enum ConfigError {
     Scheduler(#[from] UnknownScheduler),
 }
 
+/// A setting's value that must be a string.
+fn string<'a>(v: &'a Value, key: &'static str) -> Result<&'a str, ConfigError> {
+    v.as_str().ok_or(ConfigError::Type {
+        key,
+        expected: "a string",
+    })
+}
+
 impl Settings {
     /// These settings with a `POST /config` body applied; checks TCP availability.
     pub fn with_update(mut self, body: &[u8]) -> Result<Self, ConfigError> {
@@ -52,19 +60,13 @@ impl Settings {
         for (k, v) in &map {
             match k.as_str() {
                 "tcp_cc" => {
-                    let s = v.as_str().ok_or(ConfigError::Type {
-                        key: "tcp_cc",
-                        expected: "a string",
-                    })?;
+                    let s = string(v, "tcp_cc")?;
                     let cc: TcpCc = s.parse()?;
                     cc.check_available()?;
                     self.tcp_cc = cc;
                 }
                 "quic_cc" => {
-                    let s = v.as_str().ok_or(ConfigError::Type {
-                        key: "quic_cc",
-                        expected: "a string",
-                    })?;
+                    let s = string(v, "quic_cc")?;
                     self.quic_cc = s.parse()?;
                 }
                 "quic_initial_window" => {
@@ -77,10 +79,7 @@ impl Settings {
                     }
                 }
                 "scheduler" => {
-                    let s = v.as_str().ok_or(ConfigError::Type {
-                        key: "scheduler",
-                        expected: "a string",
-                    })?;
+                    let s = string(v, "scheduler")?;
                     self.scheduler = s.parse()?;
                 }
                 other => return Err(ConfigError::UnknownKey(other.into())),

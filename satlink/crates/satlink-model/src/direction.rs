@@ -466,19 +466,19 @@ impl<T: Send + 'static> Direction<T> {
     /// Count and trace (at `t`) what the queue dropped; the payloads go.
     fn count_dropped(&mut self, t: Nanos) {
         for d in std::mem::take(&mut self.dropped) {
-            self.stats.drops.count(d.cause);
-            self.trace(Event::Drop {
-                t,
-                len: d.packet.len,
-                cause: d.cause,
-            });
+            self.count_drop(t, d.packet.len, d.cause);
         }
     }
 
     fn dropped(&mut self, t: Nanos, len: usize, payload: T, cause: DropCause) -> (T, DropCause) {
+        self.count_drop(t, len, cause);
+        (payload, cause)
+    }
+
+    /// A frame of `len` bytes dropped at `t`: counted by cause, and traced.
+    fn count_drop(&mut self, t: Nanos, len: usize, cause: DropCause) {
         self.stats.drops.count(cause);
         self.trace(Event::Drop { t, len, cause });
-        (payload, cause)
     }
 
     /// Serve the frames waiting for capacity (capacity on demand) and start the
@@ -519,12 +519,7 @@ impl<T: Send + 'static> Direction<T> {
             let at_start = self.params_at(start);
             if at_start.outage {
                 // Never on the air: the link stays free for the next frame.
-                self.stats.drops.count(DropCause::Outage);
-                self.trace(Event::Drop {
-                    t: start,
-                    len: p.len,
-                    cause: DropCause::Outage,
-                });
+                self.count_drop(start, p.len, DropCause::Outage);
                 continue;
             }
             let end = start + Self::serialization(p.len, at_start.rate_bps);
@@ -534,12 +529,7 @@ impl<T: Send + 'static> Direction<T> {
             let at_end = self.params_at(end);
             if self.loss.is_lost(at_end.loss, p.len) {
                 // Lost on the air: it used its share of the link all the same.
-                self.stats.drops.count(DropCause::Loss);
-                self.trace(Event::Drop {
-                    t: end,
-                    len: p.len,
-                    cause: DropCause::Loss,
-                });
+                self.count_drop(end, p.len, DropCause::Loss);
                 continue;
             }
             // A delay that dropped, or a smaller jitter draw than the frame ahead's, may

@@ -139,11 +139,7 @@ impl Gateway {
         };
         let _ = server.set_nodelay(true);
         stats.relayed();
-        info.relayed_from = server
-            .local_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_default();
-        info.hop_cc = sys::congestion(hop.as_raw_fd()).unwrap_or_default();
+        relay::note_relay(&mut info, &server, hop.as_raw_fd());
         let slot = stats.open(info);
         relay::with_hop(&server, hop, stats, slot, false)
     }

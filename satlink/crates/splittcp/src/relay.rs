@@ -5,10 +5,10 @@
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 
 use crate::frame::{self, Frame, HEADER, MAX_DATA};
-use crate::stats::{Slot, Stats};
+use crate::stats::{ConnInfo, Slot, Stats};
 use crate::sys;
 
 /// How a direction ended.
@@ -36,6 +36,13 @@ fn read_some(mut from: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
             other => return other,
         }
     }
+}
+
+/// Notes on `info` the local end of the connection it is relayed from (`from`) and
+/// the congestion control of its hop's socket.
+pub fn note_relay(info: &mut ConnInfo, from: &TcpStream, hop_fd: RawFd) {
+    info.relayed_from = from.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    info.hop_cc = sys::congestion(hop_fd).unwrap_or_default();
 }
 
 /// Socket to socket until the end of `from` (a half-close of `to`) or an error (both

@@ -59,15 +59,11 @@ impl Serve for Proxy {
         };
         let _ = outbound.set_nodelay(true);
         stats.relayed();
-        info.relayed_from = outbound
-            .local_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_default();
         let hop_fd = match self.hop_side {
             HopSide::Outbound => outbound.as_raw_fd(),
             HopSide::Inbound => inbound.as_raw_fd(),
         };
-        info.hop_cc = sys::congestion(hop_fd).unwrap_or_default();
+        relay::note_relay(&mut info, &outbound, hop_fd);
         let slot = stats.open(info);
         let outbound_is_hop = self.hop_side == HopSide::Outbound;
         thread::scope(|s| {

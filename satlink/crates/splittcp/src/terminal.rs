@@ -257,12 +257,7 @@ impl Serve for Terminal {
         };
         let stream = self.next_stream.fetch_add(1, Ordering::Relaxed);
         info.stream = Some(stream);
-        info.relayed_from = hop
-            .stream
-            .local_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_default();
-        info.hop_cc = sys::congestion(hop.stream.as_raw_fd()).unwrap_or_default();
+        relay::note_relay(&mut info, &hop.stream, hop.stream.as_raw_fd());
         info.hop = Some(HopUse {
             id: hop.id,
             pre_opened,
