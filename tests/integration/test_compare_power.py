@@ -27,21 +27,12 @@ def test_five_loads_per_cell_cannot_pass_holm_over_twelve_cells() -> None:
     assert pts[0].detected == 0.0
 
 
+# Both command lines: 8 loads per cell, 60 trials.
+POWER = ("bench", "compare-power", "-n", "8", "--trials", "60")
+
+
 def test_cli_prints_the_table(run_cli) -> None:  # type: ignore[no-untyped-def]
-    code, out, _ = run_cli(
-        "bench",
-        "compare-power",
-        "-n",
-        "8",
-        "--cells",
-        "2",
-        "--trials",
-        "60",
-        "--at",
-        "1.05",
-        "--max-slowdown",
-        "1.6",
-    )
+    code, out, _ = run_cli(*POWER, "--cells", "2", "--at", "1.05", "--max-slowdown", "1.6")
     assert code == 0, out
     assert "n per cell" in out and "C=2" in out
     assert "detection rate, n=8, C=2: +5%:" in out
@@ -49,20 +40,7 @@ def test_cli_prints_the_table(run_cli) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_cli_prints_the_recorded_family(run_cli) -> None:  # type: ignore[no-untyped-def]
-    code, out, _ = run_cli(
-        "bench",
-        "compare-power",
-        "--family",
-        "recorded",
-        "-n",
-        "8",
-        "--trials",
-        "60",
-        "--at",
-        "1.1",
-        "--step",
-        "0.05",
-    )
+    code, out, _ = run_cli(*POWER, "--family", "recorded", "--at", "1.1", "--step", "0.05")
     assert code == 0, out
     assert "family: the 2 recorded cells" in out
     assert "false alarms per night (C=2)" in out and "n=8   +10.0%:" in out

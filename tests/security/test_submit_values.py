@@ -23,6 +23,8 @@ SLURM = [
     ("--influx", "http://127.0.0.1:8086/clarke\necho pwned", "an InfluxDB URL"),
     ("--influx", "http://127.0.0.1:8086/clarke\u2028x", "an InfluxDB URL"),
 ]
+
+
 K8S = [
     ("--image", "clarke-client:1\nkind: Pod", "an image reference"),
     ("--image", "clarke-client:1\u2028x", "an image reference"),
@@ -33,16 +35,18 @@ K8S = [
 ]
 
 
+def _submit(scheduler: str) -> tuple[str, ...]:
+    """`clarke submit` of the smoke campaign in 3 shards, manifests written only."""
+    return ("submit", scheduler, SMOKE, "--shards", "3", "--campaign-id", "smoke-v", "--emit")
+
+
 @pytest.mark.parametrize(("option", "value", "allowed"), SLURM)
 def test_slurm_refuses_control_characters(  # type: ignore[no-untyped-def]
     run_cli, tmp_path: Path, option: str, value: str, allowed: str
 ) -> None:
     value = value.replace("{tmp}", str(tmp_path))
     results = ["--results", str(tmp_path / "results")] if option != "--results" else []
-    code, _, err = run_cli(
-        "submit", "slurm", SMOKE, "--shards", "3", "--campaign-id", "smoke-v", "--emit",
-        *results, option, value,
-    )  # fmt: skip
+    code, _, err = run_cli(*_submit("slurm"), *results, option, value)
     assert code == 2, err
     assert f"Invalid input: {option} " in err and allowed in err and "Traceback" not in err, err
     assert list(tmp_path.iterdir()) == []
@@ -52,10 +56,7 @@ def test_slurm_refuses_control_characters(  # type: ignore[no-untyped-def]
 def test_k8s_refuses_control_characters(  # type: ignore[no-untyped-def]
     run_cli, tmp_path: Path, option: str, value: str, allowed: str
 ) -> None:
-    code, _, err = run_cli(
-        "submit", "k8s", SMOKE, "--shards", "3", "--campaign-id", "smoke-v", "--emit",
-        "--out", str(tmp_path / "k8s"), option, value,
-    )  # fmt: skip
+    code, _, err = run_cli(*_submit("k8s"), "--out", str(tmp_path / "k8s"), option, value)
     assert code == 2, err
     assert f"Invalid input: {option} " in err and allowed in err and "Traceback" not in err, err
     assert list(tmp_path.iterdir()) == []
@@ -72,10 +73,7 @@ def test_k8s_refuses_control_characters(  # type: ignore[no-untyped-def]
     ],
 )
 def test_slurm_takes_plain_values(run_cli, tmp_path: Path, extra: list[str]) -> None:  # type: ignore[no-untyped-def]
-    code, _, err = run_cli(
-        "submit", "slurm", SMOKE, "--shards", "3", "--campaign-id", "smoke-v", "--emit",
-        "--results", str(tmp_path / "results"), *extra,
-    )  # fmt: skip
+    code, _, err = run_cli(*_submit("slurm"), "--results", str(tmp_path / "results"), *extra)
     assert code == 0, err
 
 
@@ -89,9 +87,6 @@ def test_slurm_takes_plain_values(run_cli, tmp_path: Path, extra: list[str]) -> 
     ],
 )
 def test_k8s_takes_plain_values(run_cli, tmp_path: Path, extra: list[str]) -> None:  # type: ignore[no-untyped-def]
-    code, _, err = run_cli(
-        "submit", "k8s", SMOKE, "--shards", "3", "--campaign-id", "smoke-v", "--emit",
-        "--out", str(tmp_path / "k8s"), *extra,
-    )  # fmt: skip
+    code, _, err = run_cli(*_submit("k8s"), "--out", str(tmp_path / "k8s"), *extra)
     assert code == 0, err
     assert extra[1] in (tmp_path / "k8s" / "clarke-campaign.yaml").read_text()
