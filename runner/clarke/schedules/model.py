@@ -187,6 +187,26 @@ class Schedule(StrictModel):
     slot_offset_s: float = Field(default=0.0, ge=0, le=MAX_AT_S, allow_inf_nan=False)
     steps: Annotated[list[Step], BeforeValidator(_not_too_many)] = Field(min_length=1)
 
+    @classmethod
+    def made(
+        cls,
+        steps: list[Step],
+        end: End,
+        length_s: float | None,
+        schedule_id: str | None,
+        slot_s: float | None = None,
+    ) -> Schedule:
+        """A schedule Clarke made from a series (a trace, a rain fade): with the period
+        `length_s` only where it loops."""
+        return cls(
+            version=1,
+            id=schedule_id,
+            end=end,
+            length_s=length_s if end is End.loop else None,
+            slot_s=slot_s,
+            steps=steps,
+        )
+
     @model_validator(mode="after")
     def _steps_in_order(self) -> Schedule:
         if self.steps[0].at_s != 0:

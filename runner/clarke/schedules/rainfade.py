@@ -174,14 +174,7 @@ def schedule(
                 change["outage"] = False
         steps.append(Step.model_validate({"at_s": t, direction: change}))
         last = modcod
-    return Schedule(
-        version=1,
-        id=schedule_id,
-        end=end,
-        length_s=length_s if end is End.loop else None,
-        slot_s=slot_s,
-        steps=steps,
-    )
+    return Schedule.made(steps, end, length_s, schedule_id, slot_s=slot_s)
 
 
 def modcods_used(series: list[tuple[float, float]], link: Link) -> list[str]:

@@ -155,10 +155,4 @@ def schedule(
             if change:
                 by_time.setdefault(t, {})[direction] = change
     steps = [Step.model_validate({"at_s": t, **dirs}) for t, dirs in sorted(by_time.items())]
-    return Schedule(
-        version=1,
-        id=schedule_id,
-        end=end,
-        length_s=length_s if end is End.loop else None,
-        steps=steps,
-    )
+    return Schedule.made(steps, end, length_s, schedule_id)
