@@ -97,9 +97,7 @@ mod tests {
 
     #[tokio::test]
     async fn holds_the_response_and_answers_400_at_once_for_a_bad_delay() {
-        let dir = std::env::temp_dir().join(format!("origin-delay-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("a.txt"), b"held").unwrap();
+        let dir = crate::scratch::scratch_with("delay", "a.txt", b"held");
         let cache = FileCache::new(1 << 20);
         let uri: Uri = "/a.txt?delay_ms=120".parse().unwrap();
         let t = std::time::Instant::now();

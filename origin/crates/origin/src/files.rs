@@ -276,9 +276,7 @@ mod tests {
 
     #[tokio::test]
     async fn serves_files_with_length_and_no_cache() {
-        let dir = std::env::temp_dir().join(format!("origin-files-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("index.html"), b"<p>hi</p>").unwrap();
+        let dir = crate::scratch::scratch_with("files", "index.html", b"<p>hi</p>");
         let cache = FileCache::new(1 << 20);
         let r = serve(&dir, &cache, &Method::GET, "/", None).await;
         assert_eq!(r.status, StatusCode::OK);
@@ -305,7 +303,7 @@ mod tests {
 
     #[tokio::test]
     async fn follows_no_link_out_of_the_root() {
-        let base = std::env::temp_dir().join(format!("origin-links-{}", std::process::id()));
+        let base = crate::scratch::scratch("links");
         let root = base.join("root");
         std::fs::create_dir_all(root.join("sub")).unwrap();
         std::fs::write(base.join("secret.txt"), b"outside").unwrap();

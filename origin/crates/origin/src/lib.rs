@@ -21,6 +21,8 @@ pub mod quic;
 pub mod quic_fin;
 pub mod replay;
 pub mod sched;
+#[cfg(test)]
+mod scratch;
 pub mod server;
 pub mod settings;
 pub mod shared;

@@ -60,6 +60,25 @@ impl<S: AsyncRead + Unpin> AsyncRead for Observed<S> {
     }
 }
 
+/// An AsyncWrite wrapper's flush, shutdown and vectored-write support: those of the
+/// stream in `$field`, untouched (the wrappers observe writes only).
+macro_rules! write_rest_to {
+    ($field:ident) => {
+        fn is_write_vectored(&self) -> bool {
+            self.$field.is_write_vectored()
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.get_mut().$field).poll_flush(cx)
+        }
+
+        fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.get_mut().$field).poll_shutdown(cx)
+        }
+    };
+}
+pub(crate) use write_rest_to;
+
 impl<S: AsyncWrite + Unpin> AsyncWrite for Observed<S> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
@@ -73,17 +92,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Observed<S> {
         Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
     }
 
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
-    }
+    write_rest_to!(inner);
 }
 
 /// A finished TCP handshake: what the ClientHello offered, and what rustls did.

@@ -10,6 +10,7 @@ use std::task::{ready, Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::frames::{H2Event, H2Parser};
+use crate::observe::write_rest_to;
 use crate::priorities::Conn;
 
 pub struct H2Tap<T> {
@@ -80,15 +81,5 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for H2Tap<T> {
         Poll::Ready(Ok(n))
     }
 
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
-    }
+    write_rest_to!(io);
 }

@@ -197,10 +197,7 @@ mod tests {
     use std::os::unix::fs::symlink;
 
     fn scratch(name: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("origin-files-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+        crate::scratch::scratch(&format!("files-{name}"))
     }
 
     #[test]
