@@ -4,7 +4,7 @@
 
 use std::fs::File;
 use std::io::Read;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpListener};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -12,7 +12,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use clap::{Parser, ValueEnum};
 use serde::Serialize;
-use serde_json::json;
+use serde_json::{json, Value};
 
 use splittcp::gateway::Gateway;
 use splittcp::pool::PoolSettings;
@@ -137,6 +137,35 @@ fn read_key(path: &Path) -> Result<Vec<u8>> {
     Ok(key)
 }
 
+/// The listener at --listen, its address noted in `health`.
+fn listening(
+    args: &Args,
+    transparent: bool,
+    hop: Option<&HopOptions>,
+    health: &mut Value,
+) -> Result<TcpListener> {
+    let listener = sys::listen(args.listen, transparent, hop)
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    health["listen"] = json!(listener.local_addr()?.to_string());
+    Ok(listener)
+}
+
+/// The control socket, reporting `stats`, `limit` and the terminal's pool if any.
+fn serve_control(
+    args: &Args,
+    stats: &Arc<Stats>,
+    limit: &Arc<Limit>,
+    pool: Option<Arc<SharedPool>>,
+    health: Value,
+) -> Result<()> {
+    let reporter = Reporter {
+        stats: Arc::clone(stats),
+        limit: Arc::clone(limit),
+        pool,
+    };
+    control::serve(&args.control, Arc::new(reporter), health)
+}
+
 fn main() -> Result<()> {
     let args = Args::parse();
     let open_files = sys::raise_open_files();
@@ -188,15 +217,8 @@ fn main() -> Result<()> {
             // The listener carries the inbound hop's options so that accepted
             // connections have them from their SYN on (buffers fix the window scale).
             let listen_hop = (hop_side == HopSide::Inbound).then_some(&hop);
-            let listener = sys::listen(args.listen, args.transparent, listen_hop)
-                .with_context(|| format!("cannot listen on {}", args.listen))?;
-            health["listen"] = json!(listener.local_addr()?.to_string());
-            let reporter = Reporter {
-                stats: Arc::clone(&stats),
-                limit: Arc::clone(&limit),
-                pool: None,
-            };
-            control::serve(&args.control, Arc::new(reporter), health)?;
+            let listener = listening(&args, args.transparent, listen_hop, &mut health)?;
+            serve_control(&args, &stats, &limit, None, health)?;
             let proxy = Arc::new(Proxy {
                 destination,
                 hop_side,
@@ -211,23 +233,16 @@ fn main() -> Result<()> {
             let Some(gateway) = args.gateway else {
                 bail!("the accelerated terminal needs --gateway (the gateway's hop listener)");
             };
-            let key_file = args
-                .hop_key_file
-                .as_deref()
-                .context("give --hop-key-file")?;
-            let key = read_key(key_file)?;
-            let listener = sys::listen(args.listen, args.transparent, None)
-                .with_context(|| format!("cannot listen on {}", args.listen))?;
-            health["listen"] = json!(listener.local_addr()?.to_string());
+            let key = read_key(
+                args.hop_key_file
+                    .as_deref()
+                    .context("give --hop-key-file")?,
+            )?;
+            let listener = listening(&args, args.transparent, None, &mut health)?;
             health["gateway"] = json!(gateway.to_string());
             health["pool"] = json!(pool_settings);
             let pool = SharedPool::new(pool_settings);
-            let reporter = Reporter {
-                stats: Arc::clone(&stats),
-                limit: Arc::clone(&limit),
-                pool: Some(Arc::clone(&pool)),
-            };
-            control::serve(&args.control, Arc::new(reporter), health)?;
+            serve_control(&args, &stats, &limit, Some(Arc::clone(&pool)), health)?;
             let dialer = Arc::new(Dialer::new(gateway, key, hop));
             Arc::new(Terminal::new(destination, guard, dialer, pool))
                 .serve(listener, stats, limit)
@@ -237,21 +252,14 @@ fn main() -> Result<()> {
             let Some(peer) = args.hop_peer else {
                 bail!("the accelerated gateway needs --hop-peer (the terminal's link address)");
             };
-            let key_file = args
-                .hop_key_file
-                .as_deref()
-                .context("give --hop-key-file")?;
-            let key = read_key(key_file)?;
-            let listener = sys::listen(args.listen, false, Some(&hop))
-                .with_context(|| format!("cannot listen on {}", args.listen))?;
-            health["listen"] = json!(listener.local_addr()?.to_string());
+            let key = read_key(
+                args.hop_key_file
+                    .as_deref()
+                    .context("give --hop-key-file")?,
+            )?;
+            let listener = listening(&args, false, Some(&hop), &mut health)?;
             health["hop_peer"] = json!(peer.to_string());
-            let reporter = Reporter {
-                stats: Arc::clone(&stats),
-                limit: Arc::clone(&limit),
-                pool: None,
-            };
-            control::serve(&args.control, Arc::new(reporter), health)?;
+            serve_control(&args, &stats, &limit, None, health)?;
             Arc::new(Gateway {
                 peer,
                 key,
