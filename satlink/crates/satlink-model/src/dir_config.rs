@@ -357,10 +357,7 @@ impl DirConfig {
     /// The queue's bound at `rate_bps`, in bytes and packets.
     pub fn queue_bound_at(&self, rate_bps: u64) -> Bound {
         match self.queue {
-            QueueLimit::Packets(n) => Bound {
-                bytes: usize::MAX,
-                packets: n as usize,
-            },
+            QueueLimit::Packets(n) => Bound::packets(n as usize),
             _ => Bound::bytes(self.queue_limit_bytes_at(rate_bps)),
         }
     }

@@ -280,10 +280,7 @@ mod tests {
 
     #[test]
     fn fq_codel_overlimit_drops_from_the_fattest_flow() {
-        let mut q = fq(Bound {
-            bytes: usize::MAX,
-            packets: 10,
-        });
+        let mut q = fq(Bound::packets(10));
         let mut drops = vec![];
         for s in 0..7 {
             q.enqueue(0, pkt(1, s, 1500, 0), &mut drops);

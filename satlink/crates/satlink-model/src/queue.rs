@@ -54,6 +54,13 @@ impl Bound {
         }
     }
 
+    pub const fn packets(packets: usize) -> Self {
+        Bound {
+            bytes: usize::MAX,
+            packets,
+        }
+    }
+
     /// True when `bytes` in `packets` packets are above the bound.
     pub fn exceeded(&self, bytes: usize, packets: usize) -> bool {
         bytes > self.bytes || packets > self.packets
@@ -293,10 +300,7 @@ pub(crate) mod tests {
 
     #[test]
     fn drop_tail_bounds_packets() {
-        let mut q: DropTail<u32> = DropTail::new(Bound {
-            bytes: usize::MAX,
-            packets: 2,
-        });
+        let mut q: DropTail<u32> = DropTail::new(Bound::packets(2));
         let mut drops = vec![];
         for i in 0..3 {
             q.enqueue(0, pkt(100, 0, i), &mut drops);
@@ -307,10 +311,7 @@ pub(crate) mod tests {
 
     #[test]
     fn drop_head_drops_the_oldest_packet() {
-        let mut q: DropHead<u32> = DropHead::new(Bound {
-            bytes: usize::MAX,
-            packets: 3,
-        });
+        let mut q: DropHead<u32> = DropHead::new(Bound::packets(3));
         let mut drops = vec![];
         for i in 0..5 {
             q.enqueue(i as Nanos, pkt(100, i as Nanos, i), &mut drops);
