@@ -87,11 +87,18 @@ impl LinkConfig {
     }
 }
 
+/// Why `json` is refused (tests).
+#[cfg(test)]
+#[track_caller]
+pub(crate) fn refusal(json: &str) -> String {
+    LinkConfig::from_json(json).unwrap_err().to_string()
+}
+
 /// Asserts that `json` is refused with an error containing `expected` (tests).
 #[cfg(test)]
 #[track_caller]
 pub(crate) fn assert_refused(json: &str, expected: &str) {
-    let e = LinkConfig::from_json(json).unwrap_err().to_string();
+    let e = refusal(json);
     assert!(e.contains(expected), "{json}: {e}");
 }
 
@@ -186,12 +193,8 @@ mod tests {
         )
         .unwrap()
         .contains("discipline"));
-        let e = LinkConfig::from_json(
-            r#"{"forward": {"discipline": {"codel": {"target_ms": 200}}}, "return": {}}"#,
-        )
-        .unwrap_err();
         assert_eq!(
-            e.to_string(),
+            refusal(r#"{"forward": {"discipline": {"codel": {"target_ms": 200}}}, "return": {}}"#),
             "forward.discipline.target_ms must not exceed interval_ms"
         );
         assert!(
@@ -202,17 +205,12 @@ mod tests {
 
     #[test]
     fn bad_values_are_rejected() {
-        let e = LinkConfig::from_json(r#"{"forward": {"uplink_delay_ms": -1}, "return": {}}"#)
-            .unwrap_err();
         assert_eq!(
-            e.to_string(),
+            refusal(r#"{"forward": {"uplink_delay_ms": -1}, "return": {}}"#),
             "forward.uplink_delay_ms must be between 0 and 100000 ms, got -1"
         );
-        let e =
-            LinkConfig::from_json(r#"{"forward": {}, "return": {"loss": {"packet_rate": 1.5}}}"#)
-                .unwrap_err();
         assert_eq!(
-            e.to_string(),
+            refusal(r#"{"forward": {}, "return": {"loss": {"packet_rate": 1.5}}}"#),
             "return.loss.packet_rate must be in [0, 1), got 1.5"
         );
         assert!(
