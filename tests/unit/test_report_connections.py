@@ -1,6 +1,7 @@
 """The report's Connections section, from two recorded campaigns: one whose loads carry
 per-connection rows (its medians, recomputed here from the journal) and one recorded
-before them (only the server's connection count)."""
+before them (only the server's connection count); and its figures of the connection
+studies, from recorded loads."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import statistics
 from pathlib import Path
 
 from clarke.campaign.dimensions import CONNECTIONS, HTTP
+from clarke.report.connections import in_use_over_the_load
 from clarke.report.html import CONNECTION_METRICS, build
 from clarke.results.journal import Journal
 from clarke.results.record import Status
@@ -44,3 +46,36 @@ def test_results_recorded_before_the_rows_show_only_what_they_have() -> None:
     for row in rows:
         cells = re.findall(r'<td class="n">([^<]*)</td>', row)
         assert cells[2] != "-" and cells[3:] == ["-", "-", "-"], row
+
+
+SITES = Path("tests/data/recorded-sites")  # recorded site loads: up to 10 connections at once
+
+
+def test_the_connections_over_a_load_peak_at_its_recorded_concurrency() -> None:
+    """The step curve of every recorded load with timed rows rises to the load's own
+    max_concurrent_connections (computed when it was recorded, by another function), and
+    never falls below zero or ends with a connection still counted."""
+    checked = 0
+    for d in (WITH_ROWS, SITES, Path("tests/data/recorded-dimensions")):
+        for r in Journal.in_dir(d).records():
+            if r.status is not Status.ok or "max_concurrent_connections" not in r.metrics:
+                continue
+            times, counts = in_use_over_the_load(r)
+            assert times == sorted(times) and min(counts) >= 0 and counts[-1] == 0, r.run_id
+            assert max(counts) == r.metrics["max_concurrent_connections"], r.run_id
+            checked += 1
+    assert checked >= 30
+
+
+def test_the_figures_count_every_timed_connection_and_need_timed_rows() -> None:
+    page = build(SITES)
+    for key in ("connections-idle-cdf", "connections-over-the-load"):
+        assert f'id="fig-{key}"' in page, key
+    ok = [r for r in Journal.in_dir(SITES).records() if r.status is Status.ok]
+    labels = [int(n) for n in re.findall(r"\((\d+) conn\.\)", page)]
+    timed = sum(c.first_request_ms is not None for r in ok for c in r.details.per_connection)
+    assert sum(labels) == timed > 100, (labels, timed)
+    # Loads without the browser-joined rows: neither figure.
+    before = build(BEFORE_ROWS)
+    assert "fig-connections-idle-cdf" not in before
+    assert "fig-connections-over-the-load" not in before

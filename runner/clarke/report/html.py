@@ -16,6 +16,7 @@ from clarke.campaign.dimensions import (
     Dimension,
     table_columns,
 )
+from clarke.report.connections import connections_over_the_load, idle_time_cdf
 from clarke.report.figures import HTTP_LABEL, Figure, _size_key, study_figures
 from clarke.report.link import link_table
 from clarke.report.order import completion_order
@@ -213,7 +214,16 @@ def build(results_dir: Path, family: str = DEFAULT_FAMILY) -> str:
     final = list(final_attempts(records).values())
     sequential = sequential_of(results_dir)
     cells = summarise(records, metrics, sequential)
-    extra = [f for f in (site_figure(cells, final, family), completion_order(final)) if f]
+    extra = [
+        f
+        for f in (
+            site_figure(cells, final, family),
+            completion_order(final),
+            idle_time_cdf(final),
+            connections_over_the_load(final),
+        )
+        if f
+    ]
     figures = study_figures(cells, family) + timeline_figures(final) + extra
     campaign_text = (
         (results_dir / store.CAMPAIGN_COPY).read_text()

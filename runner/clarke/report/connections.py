@@ -1,0 +1,135 @@
+"""The report's figures of how a load used its connections (the connection studies [K]
+and [C]): each connection's idle time, as a CDF per cell, and the connections carrying
+the page over one load of each cell. Both read a record's per-connection rows
+(results/connections.py); drawn only where records carry them with timings."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import matplotlib.pyplot as plt
+
+from clarke.campaign import dimensions
+from clarke.campaign.dimensions import CC, CONNECTIONS
+from clarke.report.figures import Figure, _legend_below, _svg
+from clarke.results.details import ConnectionRow
+from clarke.results.record import RunRecord, Status
+
+Panel = tuple[str, str]  # profile, page
+
+
+def _timed(r: RunRecord) -> list[ConnectionRow]:
+    """The load's connections whose requests the browser timed."""
+    return [
+        c
+        for c in r.details.per_connection
+        if c.first_request_ms is not None and c.last_response_end_ms is not None
+    ]
+
+
+def _panels(records: list[RunRecord]) -> dict[Panel, dict[str, list[RunRecord]]]:
+    """The successful loads with timed connections, by profile and page, then by series:
+    the cell's legend among all these loads' cells, with its connections per server and
+    congestion control where those vary."""
+    ok = [r for r in records if r.status is Status.ok and _timed(r)]
+    every = [r.cell for r in ok]
+    connections_vary = len({c[CONNECTIONS] for c in every}) > 1
+    cc_varies = len({c[CC] for c in every}) > 1
+
+    def series(r: RunRecord) -> str:
+        label = dimensions.legend(r.cell, every)
+        if connections_vary:
+            label += f", {r.cell[CONNECTIONS]} conn."
+        return label + (f", {r.cell[CC]}" if cc_varies else "")
+
+    panels: dict[Panel, dict[str, list[RunRecord]]] = {}
+    for r in ok:
+        panels.setdefault((r.cell.link, r.page), {}).setdefault(series(r), []).append(r)
+    return panels
+
+
+def in_use_over_the_load(r: RunRecord) -> tuple[list[float], list[int]]:
+    """The connections carrying the load over time (from the first request each carried
+    to the end of its last response), as steps: (times in ms from navigation start, how
+    many from each time on). A connection ending as another starts is not counted twice,
+    as in the load's `max_concurrent_connections`."""
+    events = sorted(
+        [(c.first_request_ms, 1) for c in _timed(r)]
+        + [(c.last_response_end_ms, -1) for c in _timed(r)],
+        key=lambda ev: (ev[0], ev[1]),
+    )
+    times, counts, now = [0.0], [0], 0
+    for t, step in events:
+        assert t is not None  # _timed kept only timed rows
+        now += step
+        if times[-1] == t:
+            counts[-1] = now
+        else:
+            times.append(t)
+            counts.append(now)
+    return times, counts
+
+
+def _median_load(rs: list[RunRecord]) -> RunRecord:
+    """The load whose PLT is the cell's median (the lower of the two middle ones)."""
+    ordered = sorted(rs, key=lambda r: r.metrics.get("plt_ms", 0.0))
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def _figure(
+    panels: dict[Panel, dict[str, list[RunRecord]]],
+    draw: Callable[[plt.Axes, str, list[RunRecord]], None],
+    labels: tuple[str, str],
+) -> str:
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 3.8), squeeze=False)
+    for ax, ((profile, page), by_series) in zip(axes[0], sorted(panels.items()), strict=True):
+        for label, rs in sorted(by_series.items()):
+            draw(ax, label, rs)
+        ax.set_title(f"{profile}, {page}")
+        ax.set_xlabel(labels[0])
+        ax.set_ylabel(labels[1])
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        _legend_below(ax, below_labels=True)
+    return _svg(fig)
+
+
+def idle_time_cdf(records: list[RunRecord]) -> Figure | None:
+    """Per cell, the CDF of its connections' idle time over all its successful loads."""
+    panels = _panels(records)
+    if not panels:
+        return None
+
+    def draw(ax: plt.Axes, label: str, rs: list[RunRecord]) -> None:
+        idle = [c.idle_ms or 0.0 for r in rs for c in _timed(r)]
+        ax.ecdf(idle, label=f"{label} ({len(idle)} conn.)")
+
+    title = "Idle time of each connection"
+    caption = (
+        "Per cell, the CDF of its connections' idle time over every successful load: the "
+        "time between a connection's first request and the end of its last response with "
+        "no request outstanding on it (docs/metrics.md, 'Connections'; [K]'s idle time)."
+    )
+    svg = _figure(panels, draw, ("idle time (ms)", "fraction of connections"))
+    return Figure("connections-idle-cdf", title, caption, svg)
+
+
+def connections_over_the_load(records: list[RunRecord]) -> Figure | None:
+    """Per cell, the connections carrying its median load over that load."""
+    panels = _panels(records)
+    if not panels:
+        return None
+
+    def draw(ax: plt.Axes, label: str, rs: list[RunRecord]) -> None:
+        times, counts = in_use_over_the_load(_median_load(rs))
+        ax.step([t / 1000 for t in times], counts, where="post", label=label)
+
+    title = "Connections carrying the page over the load"
+    caption = (
+        "Per cell, its median-PLT load: how many connections were between their first "
+        "request and the end of their last response, from navigation start on (the "
+        "connection studies' concurrency, [C] and [K]; its peak is the load's "
+        "max_concurrent_connections)."
+    )
+    svg = _figure(panels, draw, ("time from navigation start (s)", "connections in use"))
+    return Figure("connections-over-the-load", title, caption, svg)
