@@ -479,11 +479,12 @@ class OpenLiteSpeedRole:
 
     def stats(self) -> JsonObject:
         # OpenLiteSpeed writes its access log once a second: wait for the lines of every
-        # request that ended before this call, then take a last sample. Sampling runs
-        # from reset_stats() to here (the runner's reset, load, stats).
+        # request that ended before this call, then take a last sample, once the sampling
+        # thread has stopped (its sample would be older). Sampling runs from
+        # reset_stats() to here (the runner's reset, load, stats).
         time.sleep(self.log_flush_wait_s)
-        self.sampler.sample_now()
         self.sampler.stop()
+        self.sampler.sample_now()
         got = read_log(self.site.access_log, self._log_offset)
         lsquic_lines, _, _ = read_new_lines(self.site.error_log, self._error_log_offset)
         quic_logs, _ = merge_by_peer(parse_lsquic_log(lsquic_lines))

@@ -182,14 +182,18 @@ class TcpSampler:
         )
 
     def sample_now(self) -> None:
+        taken_ms = int(time.time() * 1000)  # what ss shows is as of its start
         try:
             text = sh.run(self.argv(), timeout=5).stdout
         except ClarkeError as e:
             self.last_error = str(e)
             return
-        self.add(parse_ss(text), int(time.time() * 1000))
+        self.add(parse_ss(text), taken_ms)
 
     def add(self, samples: list[TcpSample], now_ms: int) -> None:
+        """The connections as `ss` showed them at `now_ms`. A sample taken before a
+        connection's last one changes nothing of it: a slow `ss` of the sampling thread
+        may end after a later one (stats()'s last), and its counters are older."""
         with self._lock:
             seen = set()
             for s in samples:
@@ -199,10 +203,10 @@ class TcpSampler:
                 conn = self._conns.get(s.peer)
                 if conn is None:
                     self._conns[s.peer] = TcpConn(s, now_ms, now_ms)
-                else:
+                elif now_ms >= conn.last_ms:
                     conn.sample, conn.last_ms, conn.open = s, now_ms, True
             for peer, conn in self._conns.items():
-                if peer not in seen:
+                if peer not in seen and now_ms >= conn.last_ms:
                     conn.open = False
 
     def snapshot(self) -> list[TcpConn]:
