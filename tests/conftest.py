@@ -29,12 +29,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from processes import ended
-
-# ci/ holds scripts, not a package: the demo's InfluxDB configuration is shared from there.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ci"))
-from demo_influxdb import influxd_conf
-
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
@@ -181,6 +175,13 @@ def free_port() -> int:
 
 def _influx_config(root: Path, http_port: int, rpc_port: int) -> Path:
     """The demo's influxd configuration without authentication (ci/demo_influxdb.py)."""
+    # ci/ holds scripts, not a package (imported here, not at the top: test_suite_groups
+    # runs a copy of this file elsewhere).
+    ci = str(Path(__file__).resolve().parents[1] / "ci")
+    if ci not in sys.path:
+        sys.path.insert(0, ci)
+    from demo_influxdb import influxd_conf
+
     conf = root / "influxdb.conf"
     conf.write_text(influxd_conf(root, http_port, rpc_port, auth=False))
     return conf
@@ -213,6 +214,8 @@ def influxd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             time.sleep(0.2)
         yield url
     finally:
+        from processes import ended  # here: test_suite_groups runs a copy of this file alone
+
         ended(proc)
         log.close()
 
