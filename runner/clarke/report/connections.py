@@ -1,6 +1,7 @@
 """The report's figures of how a load used its connections (the connection studies [K]
-and [C]): each connection's idle time, as a CDF per cell, and the connections carrying
-the page over one load of each cell. Both read a record's per-connection rows
+and [C]): each connection's idle time, as a CDF per cell (per connection, not [K]'s idle
+time of the whole load), and the connections carrying the page over one load of each
+cell. Both read a record's per-connection rows
 (results/connections.py); drawn only where records carry them with timings."""
 
 from __future__ import annotations
@@ -108,7 +109,8 @@ def idle_time_cdf(records: list[RunRecord]) -> Figure | None:
     caption = (
         "Per cell, the CDF of its connections' idle time over every successful load: the "
         "time between a connection's first request and the end of its last response with "
-        "no request outstanding on it (docs/metrics.md, 'Connections'; [K]'s idle time)."
+        "no request outstanding on it (docs/metrics.md, 'Connections'). Not [K]'s idle "
+        "time, which is the load's: the time no object is being received on any connection."
     )
     svg = _figure(panels, draw, ("idle time (ms)", "fraction of connections"))
     return Figure("connections-idle-cdf", title, caption, svg)
