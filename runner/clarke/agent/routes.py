@@ -211,50 +211,24 @@ CAPTURE_ROUTES = (
 
 
 # --- a station's PEP --------------------------------------------------------------------
-def _pep_state(ctx: Context, call: Call) -> JsonObject:
-    assert ctx.pep is not None
-    return ctx.pep.state()
-
-
-def _pep_stats(ctx: Context, call: Call) -> JsonObject:
-    assert ctx.pep is not None
-    return ctx.pep.stats()
-
-
-def _pep_configure(ctx: Context, call: Call) -> JsonObject:
-    assert ctx.pep is not None
-    return ctx.pep.configure(call.model_as(PepConfig))
-
-
-def _pep_reset_stats(ctx: Context, call: Call) -> JsonObject:
-    assert ctx.pep is not None
-    return ctx.pep.reset_stats()
-
-
-PEP_ROUTES = (
-    Route("GET", "/pep/state", _pep_state, Reply),
-    Route("GET", "/pep/stats", _pep_stats, Stats),
-    Route("POST", "/pep/config", _pep_configure, Configured, body=PepConfig, change=True),
-    Route("POST", "/pep/stats/reset", _pep_reset_stats, Stats, change=True),
-)
+def pep_routes(pep: PepHost) -> tuple[Route, ...]:
+    """The routes of a station's PEP (an agent has them only where it hosts one)."""
+    return (
+        Route("GET", "/pep/state", lambda ctx, call: pep.state(), Reply),
+        Route("GET", "/pep/stats", lambda ctx, call: pep.stats(), Stats),
+        Route(
+            "POST",
+            "/pep/config",
+            lambda ctx, call: pep.configure(call.model_as(PepConfig)),
+            Configured,
+            body=PepConfig,
+            change=True,
+        ),
+        Route("POST", "/pep/stats/reset", lambda ctx, call: pep.reset_stats(), Stats, change=True),
+    )
 
 
 # --- a recorded site's resolver ---------------------------------------------------------
-def _names_start(ctx: Context, call: Call) -> JsonObject:
-    assert ctx.names is not None
-    return ctx.names.start(call.model_as(NamesStart))
-
-
-def _names_stop(ctx: Context, call: Call) -> JsonObject:
-    assert ctx.names is not None
-    return ctx.names.stop()
-
-
-def _names_queries(ctx: Context, call: Call) -> JsonObject:
-    assert ctx.names is not None
-    return ctx.names.queries(_since(call.query))
-
-
 def _since(query: str) -> int:
     """GET /names/queries' `since`: a count of queries, 0 when not given."""
     given = parse_qs(query, keep_blank_values=True).get("since", ["0"])
@@ -263,11 +237,25 @@ def _since(query: str) -> int:
     return int(given[0])
 
 
-NAMES_ROUTES = (
-    Route("POST", "/names/start", _names_start, NamesStarted, body=NamesStart, change=True),
-    Route("POST", "/names/stop", _names_stop, Reply, change=True),
-    Route("GET", "/names/queries", _names_queries, NamesQueries),
-)
+def names_routes(names: NamesHost) -> tuple[Route, ...]:
+    """The routes of a recorded site's resolver (where the agent hosts one)."""
+    return (
+        Route(
+            "POST",
+            "/names/start",
+            lambda ctx, call: names.start(call.model_as(NamesStart)),
+            NamesStarted,
+            body=NamesStart,
+            change=True,
+        ),
+        Route("POST", "/names/stop", lambda ctx, call: names.stop(), Reply, change=True),
+        Route(
+            "GET",
+            "/names/queries",
+            lambda ctx, call: names.queries(_since(call.query)),
+            NamesQueries,
+        ),
+    )
 
 
 def routes_of(ctx: Context) -> dict[tuple[str, str], Route]:
@@ -286,7 +274,7 @@ def routes_of(ctx: Context) -> dict[tuple[str, str], Route]:
     if ctx.capture is not None:
         table += CAPTURE_ROUTES
     if ctx.pep is not None:
-        table += PEP_ROUTES
+        table += pep_routes(ctx.pep)
     if ctx.names is not None:
-        table += NAMES_ROUTES
+        table += names_routes(ctx.names)
     return {(route.method, route.path): route for route in table}
