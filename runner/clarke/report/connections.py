@@ -7,6 +7,7 @@ cell. Both read a record's per-connection rows
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
 
@@ -77,61 +78,74 @@ def _median_load(rs: list[RunRecord]) -> RunRecord:
     return ordered[(len(ordered) - 1) // 2]
 
 
-def _figure(
-    panels: dict[Panel, dict[str, list[RunRecord]]],
-    draw: Callable[[plt.Axes, str, list[RunRecord]], None],
-    labels: tuple[str, str],
-) -> str:
+@dataclass(frozen=True)
+class _Kind:
+    """One of these figures: what it is called and says, its axes, and how a series is
+    drawn from its cell's loads."""
+
+    key: str
+    title: str
+    caption: str
+    axes: tuple[str, str]
+    draw: Callable[[plt.Axes, str, list[RunRecord]], None]
+
+
+def _figure(records: list[RunRecord], kind: _Kind) -> Figure | None:
+    """`kind` drawn from the loads with timed connections: a panel per profile and page,
+    a series per cell; None where no load has them."""
+    panels = _panels(records)
+    if not panels:
+        return None
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 3.8), squeeze=False)
     for ax, ((profile, page), by_series) in zip(axes[0], sorted(panels.items()), strict=True):
         for label, rs in sorted(by_series.items()):
-            draw(ax, label, rs)
+            kind.draw(ax, label, rs)
         ax.set_title(f"{profile}, {page}")
-        ax.set_xlabel(labels[0])
-        ax.set_ylabel(labels[1])
+        ax.set_xlabel(kind.axes[0])
+        ax.set_ylabel(kind.axes[1])
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
         _legend_below(ax, below_labels=True)
-    return _svg(fig)
+    return Figure(kind.key, kind.title, kind.caption, _svg(fig))
+
+
+def _idle_cdf(ax: plt.Axes, label: str, rs: list[RunRecord]) -> None:
+    idle = [c.idle_ms or 0.0 for r in rs for c in _timed(r)]
+    ax.ecdf(idle, label=f"{label} ({len(idle)} conn.)")
+
+
+def _in_use(ax: plt.Axes, label: str, rs: list[RunRecord]) -> None:
+    times, counts = in_use_over_the_load(_median_load(rs))
+    ax.step([t / 1000 for t in times], counts, where="post", label=label)
+
+
+IDLE_CDF = _Kind(
+    "connections-idle-cdf",
+    "Idle time of each connection",
+    "Per cell, the CDF of its connections' idle time over every successful load: the "
+    "time between a connection's first request and the end of its last response with "
+    "no request outstanding on it (docs/metrics.md, 'Connections'). Not [K]'s idle "
+    "time, which is the load's: the time no object is being received on any connection.",
+    ("idle time (ms)", "fraction of connections"),
+    _idle_cdf,
+)
+IN_USE = _Kind(
+    "connections-over-the-load",
+    "Connections carrying the page over the load",
+    "Per cell, its median-PLT load: how many connections were between their first "
+    "request and the end of their last response, from navigation start on (the "
+    "connection studies' concurrency, [C] and [K]; its peak is the load's "
+    "max_concurrent_connections).",
+    ("time from navigation start (s)", "connections in use"),
+    _in_use,
+)
 
 
 def idle_time_cdf(records: list[RunRecord]) -> Figure | None:
     """Per cell, the CDF of its connections' idle time over all its successful loads."""
-    panels = _panels(records)
-    if not panels:
-        return None
-
-    def draw(ax: plt.Axes, label: str, rs: list[RunRecord]) -> None:
-        idle = [c.idle_ms or 0.0 for r in rs for c in _timed(r)]
-        ax.ecdf(idle, label=f"{label} ({len(idle)} conn.)")
-
-    title = "Idle time of each connection"
-    caption = (
-        "Per cell, the CDF of its connections' idle time over every successful load: the "
-        "time between a connection's first request and the end of its last response with "
-        "no request outstanding on it (docs/metrics.md, 'Connections'). Not [K]'s idle "
-        "time, which is the load's: the time no object is being received on any connection."
-    )
-    svg = _figure(panels, draw, ("idle time (ms)", "fraction of connections"))
-    return Figure("connections-idle-cdf", title, caption, svg)
+    return _figure(records, IDLE_CDF)
 
 
 def connections_over_the_load(records: list[RunRecord]) -> Figure | None:
     """Per cell, the connections carrying its median load over that load."""
-    panels = _panels(records)
-    if not panels:
-        return None
-
-    def draw(ax: plt.Axes, label: str, rs: list[RunRecord]) -> None:
-        times, counts = in_use_over_the_load(_median_load(rs))
-        ax.step([t / 1000 for t in times], counts, where="post", label=label)
-
-    title = "Connections carrying the page over the load"
-    caption = (
-        "Per cell, its median-PLT load: how many connections were between their first "
-        "request and the end of their last response, from navigation start on (the "
-        "connection studies' concurrency, [C] and [K]; its peak is the load's "
-        "max_concurrent_connections)."
-    )
-    svg = _figure(panels, draw, ("time from navigation start (s)", "connections in use"))
-    return Figure("connections-over-the-load", title, caption, svg)
+    return _figure(records, IN_USE)
