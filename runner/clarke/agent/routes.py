@@ -213,17 +213,14 @@ CAPTURE_ROUTES = (
 # --- a station's PEP --------------------------------------------------------------------
 def pep_routes(pep: PepHost) -> tuple[Route, ...]:
     """The routes of a station's PEP (an agent has them only where it hosts one)."""
+
+    def configure(ctx: Context, call: Call) -> JsonObject:
+        return pep.configure(call.model_as(PepConfig))
+
     return (
         Route("GET", "/pep/state", lambda ctx, call: pep.state(), Reply),
         Route("GET", "/pep/stats", lambda ctx, call: pep.stats(), Stats),
-        Route(
-            "POST",
-            "/pep/config",
-            lambda ctx, call: pep.configure(call.model_as(PepConfig)),
-            Configured,
-            body=PepConfig,
-            change=True,
-        ),
+        Route("POST", "/pep/config", configure, Configured, body=PepConfig, change=True),
         Route("POST", "/pep/stats/reset", lambda ctx, call: pep.reset_stats(), Stats, change=True),
     )
 
@@ -239,22 +236,17 @@ def _since(query: str) -> int:
 
 def names_routes(names: NamesHost) -> tuple[Route, ...]:
     """The routes of a recorded site's resolver (where the agent hosts one)."""
+
+    def start(ctx: Context, call: Call) -> JsonObject:
+        return names.start(call.model_as(NamesStart))
+
+    def queries(ctx: Context, call: Call) -> JsonObject:
+        return names.queries(_since(call.query))
+
     return (
-        Route(
-            "POST",
-            "/names/start",
-            lambda ctx, call: names.start(call.model_as(NamesStart)),
-            NamesStarted,
-            body=NamesStart,
-            change=True,
-        ),
+        Route("POST", "/names/start", start, NamesStarted, body=NamesStart, change=True),
         Route("POST", "/names/stop", lambda ctx, call: names.stop(), Reply, change=True),
-        Route(
-            "GET",
-            "/names/queries",
-            lambda ctx, call: names.queries(_since(call.query)),
-            NamesQueries,
-        ),
+        Route("GET", "/names/queries", queries, NamesQueries),
     )
 
 
