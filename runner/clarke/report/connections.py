@@ -41,7 +41,7 @@ def _panels(records: list[RunRecord]) -> dict[Panel, dict[str, list[RunRecord]]]
     def series(r: RunRecord) -> str:
         label = dimensions.legend(r.cell, every)
         if connections_vary:
-            label += f", {r.cell[CONNECTIONS]} conn."
+            label += f", {r.cell[CONNECTIONS]} conn. per server"
         return label + (f", {r.cell[CC]}" if cc_varies else "")
 
     panels: dict[Panel, dict[str, list[RunRecord]]] = {}
