@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt
 from clarke.campaign import dimensions
 from clarke.campaign.dimensions import CC, CONNECTIONS
 from clarke.report.figures import Figure, _legend_below, _svg
+from clarke.results.connections import overlap_steps
 from clarke.results.details import ConnectionRow
 from clarke.results.record import RunRecord, Status
 
@@ -53,23 +54,9 @@ def _panels(records: list[RunRecord]) -> dict[Panel, dict[str, list[RunRecord]]]
 def in_use_over_the_load(r: RunRecord) -> tuple[list[float], list[int]]:
     """The connections carrying the load over time (from the first request each carried
     to the end of its last response), as steps: (times in ms from navigation start, how
-    many from each time on). A connection ending as another starts is not counted twice,
-    as in the load's `max_concurrent_connections`."""
-    events = sorted(
-        [(c.first_request_ms, 1) for c in _timed(r)]
-        + [(c.last_response_end_ms, -1) for c in _timed(r)],
-        key=lambda ev: (ev[0], ev[1]),
-    )
-    times, counts, now = [0.0], [0], 0
-    for t, step in events:
-        assert t is not None  # _timed kept only timed rows
-        now += step
-        if times[-1] == t:
-            counts[-1] = now
-        else:
-            times.append(t)
-            counts.append(now)
-    return times, counts
+    many from each time on); its peak is the load's `max_concurrent_connections`."""
+    spans = [(c.first_request_ms or 0.0, c.last_response_end_ms or 0.0) for c in _timed(r)]
+    return overlap_steps(spans)
 
 
 def _median_load(rs: list[RunRecord]) -> RunRecord:

@@ -44,17 +44,28 @@ def busy_time(intervals: Iterable[Interval]) -> float:
     return total
 
 
-def max_overlap(intervals: Iterable[Interval]) -> int:
-    """The most intervals open at one instant (one ending as another starts: not both)."""
+def overlap_steps(intervals: Iterable[Interval]) -> tuple[list[float], list[int]]:
+    """How many of `intervals` are open over time, as steps: (times, how many from each
+    time on), from 0 (one ending as another starts: not both)."""
+    spans = list(intervals)
     events = sorted(
-        [(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals],
+        [(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans],
         key=lambda ev: (ev[0], ev[1]),  # ends before starts at the same instant
     )
-    most = now = 0
-    for _, step in events:
+    times, counts, now = [0.0], [0], 0
+    for t, step in events:
         now += step
-        most = max(most, now)
-    return most
+        if times[-1] == t:
+            counts[-1] = now
+        else:
+            times.append(t)
+            counts.append(now)
+    return times, counts
+
+
+def max_overlap(intervals: Iterable[Interval]) -> int:
+    """The most intervals open at one instant (one ending as another starts: not both)."""
+    return max(overlap_steps(intervals)[1])
 
 
 def _received(conn: ServerConnection) -> float | None:
