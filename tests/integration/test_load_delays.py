@@ -163,6 +163,17 @@ def test_object_metrics_and_idle_time_follow_the_server_holds(session: Session, 
         assert before - 0.01 <= row["idle_ms"] <= before + spread + 0.01, (row, before)
     assert 0 <= row["idle_ms"] < step, row  # not even the shortest hold
     assert details.metrics["connections_idle_ms"] == pytest.approx(row["idle_ms"])
+    # [K]'s figures of the load, on one connection: the load is idle before its first
+    # request, in the connection's idle time and after its last response until PLT; the
+    # holds are net transfer time; one connection in flight whenever any is.
+    k = details.metrics
+    plt = m["plt_ms"]
+    assert row["last_response_end_ms"] <= plt, (row, plt)
+    outside = row["first_request_ms"] + (plt - row["last_response_end_ms"])
+    assert k["load_idle_ms"] == pytest.approx(row["idle_ms"] + outside, abs=0.01), (k, row)
+    assert k["net_transfer_ms"] == pytest.approx(plt - k["load_idle_ms"]), k
+    assert k["net_transfer_ms"] >= held_busy and k["load_idle_ms"] < plt - held_busy, k
+    assert k["effective_concurrency"] == pytest.approx(1.0), k
     concurrent = details.metrics["max_concurrent_requests"] or 0
     if http == "1.1":
         assert row["max_streams"] == 1 and concurrent == 1
@@ -180,6 +191,8 @@ def test_object_metrics_and_idle_time_follow_the_server_holds(session: Session, 
                 "busy_ms": row["busy_ms"],
                 "idle_ms": row["idle_ms"],
                 "max_streams": row["max_streams"],
+                "load_idle_ms": k["load_idle_ms"],
+                "net_transfer_ms": k["net_transfer_ms"],
             }
         )
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from clarke.results.connections import busy_time, connection_rows, max_overlap
+from clarke.results.connections import busy_time, connection_rows, load_activity, max_overlap
 from helpers import server_connections
 
 HOST = "https://www.clarke.test"
@@ -46,7 +46,7 @@ def test_http1_connections_with_known_gaps() -> None:
         _conn(8, "h1", ["/p/o2.jpg", "/p/o3.jpg"]),
         _conn(9, "h1", [], requests=0),  # a connection that carried nothing
     ]
-    rows, page = connection_rows(server_connections(conns), raw)
+    rows, page = connection_rows(server_connections(conns), raw, 420.0)
     assert [r.id for r in rows] == [7, 8]
     first, second = rows
     assert first.requests_timed == 2
@@ -60,6 +60,10 @@ def test_http1_connections_with_known_gaps() -> None:
         "max_concurrent_connections": 2.0,  # 20-300 and 130-400 overlap
         "max_concurrent_requests": 2.0,
         "connections_idle_ms": pytest.approx(150.0),
+        # nothing outstanding 0-20, 120-130, 300-350 and 400-420 (PLT)
+        "load_idle_ms": pytest.approx(100.0),
+        "net_transfer_ms": pytest.approx(320.0),
+        "effective_concurrency": pytest.approx((230.0 + 170.0) / 320.0),
     }
 
 
@@ -68,20 +72,38 @@ def test_one_multiplexed_connection() -> None:
     raw = {"navigation": _entry("/p/index.html", 10.0, 90.0), "resources": resources}
     paths = ["/p/index.html"] + [f"/p/o{i}.jpg" for i in range(1, 9)]
     quic = _conn(1, "h3", paths, transport={"quic": {"udp_bytes_received": 4000}})
-    (row,), page = connection_rows(server_connections([quic]), raw)
+    (row,), page = connection_rows(server_connections([quic]), raw, None)
     assert row.max_streams == 8 and row.requests_timed == 9
     assert row.idle_ms == pytest.approx(11.0)  # 90 -> 101: nothing outstanding
     assert row.bytes_received == 4000
     assert page["max_concurrent_connections"] == 1.0
     assert page["max_concurrent_requests"] == 8.0
+    assert "load_idle_ms" not in page  # no PLT: no figures over the load
 
 
 def test_an_engine_without_timings_gives_rows_without_them() -> None:
     raw = {"navigation": {"name": f"{HOST}/p/index.html"},
            "resources": [{"name": f"{HOST}/p/o1.jpg", "responseEnd": None}]}  # fmt: skip
     (row,), page = connection_rows(
-        server_connections([_conn(3, "h2", ["/p/index.html", "/p/o1.jpg"])]), raw
+        server_connections([_conn(3, "h2", ["/p/index.html", "/p/o1.jpg"])]), raw, 500.0
     )
     assert row.requests == 2 and row.requests_timed == 0
     assert row.idle_ms is None and row.max_streams is None
     assert page == {}
+
+
+def test_the_load_ends_at_its_plt() -> None:
+    """What is outstanding after PLT is not the load's; one connection alone has an
+    effective concurrency of 1; a load whose requests all start after PLT has no net
+    transfer time, and no concurrency to average."""
+    two = [[(20.0, 120.0), (170.0, 300.0)], [(130.0, 250.0), (350.0, 400.0)]]
+    assert load_activity(two, 380.0) == {
+        "load_idle_ms": pytest.approx(80.0),
+        "net_transfer_ms": pytest.approx(300.0),
+        "effective_concurrency": pytest.approx((230.0 + 150.0) / 300.0),
+    }
+    assert load_activity([[(10.0, 60.0), (40.0, 90.0)]], 100.0)["effective_concurrency"] == 1.0
+    assert load_activity([[(200.0, 300.0)]], 100.0) == {
+        "load_idle_ms": 100.0,
+        "net_transfer_ms": 0.0,
+    }

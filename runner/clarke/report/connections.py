@@ -1,8 +1,8 @@
 """The report's figures of how a load used its connections (the connection studies [K]
-and [C]): each connection's idle time, as a CDF per cell (per connection, not [K]'s idle
-time of the whole load), and the connections carrying the page over one load of each
-cell. Both read a record's per-connection rows
-(results/connections.py); drawn only where records carry them with timings."""
+and [C]): each connection's idle time and each load's ([K]'s), as CDFs per cell, and
+the connections carrying the page over one load of each cell. They read a record's
+per-connection rows and the load's figures derived from them (results/connections.py);
+drawn only where records carry them with timings."""
 
 from __future__ import annotations
 
@@ -75,12 +75,13 @@ class _Kind:
     caption: str
     axes: tuple[str, str]
     draw: Callable[[plt.Axes, str, list[RunRecord]], None]
+    needs: str | None = None  # a metric the loads drawn must carry
 
 
 def _figure(records: list[RunRecord], kind: _Kind) -> Figure | None:
-    """`kind` drawn from the loads with timed connections: a panel per profile and page,
-    a series per cell; None where no load has them."""
-    panels = _panels(records)
+    """`kind` drawn from the loads with timed connections (and its metric): a panel per
+    profile and page, a series per cell; None where no load has them."""
+    panels = _panels([r for r in records if kind.needs is None or kind.needs in r.metrics])
     if not panels:
         return None
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 3.8), squeeze=False)
@@ -101,6 +102,10 @@ def _idle_cdf(ax: plt.Axes, label: str, rs: list[RunRecord]) -> None:
     ax.ecdf(idle, label=f"{label} ({len(idle)} conn.)")
 
 
+def _load_idle_cdf(ax: plt.Axes, label: str, rs: list[RunRecord]) -> None:
+    ax.ecdf([r.metrics[LOAD_IDLE] for r in rs], label=f"{label} ({len(rs)} loads)")
+
+
 def _in_use(ax: plt.Axes, label: str, rs: list[RunRecord]) -> None:
     times, counts = in_use_over_the_load(_median_load(rs))
     ax.step([t / 1000 for t in times], counts, where="post", label=label)
@@ -112,9 +117,21 @@ IDLE_CDF = _Kind(
     "Per cell, the CDF of its connections' idle time over every successful load: the "
     "time between a connection's first request and the end of its last response with "
     "no request outstanding on it (docs/metrics.md, 'Connections'). Not [K]'s idle "
-    "time, which is the load's: the time no object is being received on any connection.",
+    "time, which is the load's (the next figure).",
     ("idle time (ms)", "fraction of connections"),
     _idle_cdf,
+)
+LOAD_IDLE = "load_idle_ms"
+LOAD_IDLE_CDF = _Kind(
+    "load-idle-cdf",
+    "Idle time of each load",
+    "Per cell, the CDF of its successful loads' idle time, the connection-usage study's "
+    "[K]: the time from navigation start to PLT with no request of the page outstanding "
+    "on any connection, handshakes included (load_idle_ms; PLT minus it is the net "
+    "transfer time, net_transfer_ms; docs/metrics.md, 'Connections').",
+    ("idle time of the load (ms)", "fraction of loads"),
+    _load_idle_cdf,
+    needs=LOAD_IDLE,
 )
 IN_USE = _Kind(
     "connections-over-the-load",
@@ -131,6 +148,11 @@ IN_USE = _Kind(
 def idle_time_cdf(records: list[RunRecord]) -> Figure | None:
     """Per cell, the CDF of its connections' idle time over all its successful loads."""
     return _figure(records, IDLE_CDF)
+
+
+def load_idle_time_cdf(records: list[RunRecord]) -> Figure | None:
+    """Per cell, the CDF of its successful loads' idle time ([K]'s)."""
+    return _figure(records, LOAD_IDLE_CDF)
 
 
 def connections_over_the_load(records: list[RunRecord]) -> Figure | None:

@@ -16,7 +16,11 @@ from clarke.campaign.dimensions import (
     Dimension,
     table_columns,
 )
-from clarke.report.connections import connections_over_the_load, idle_time_cdf
+from clarke.report.connections import (
+    connections_over_the_load,
+    idle_time_cdf,
+    load_idle_time_cdf,
+)
 from clarke.report.figures import HTTP_LABEL, Figure, _size_key, study_figures
 from clarke.report.link import link_table
 from clarke.report.order import completion_order
@@ -104,6 +108,9 @@ CONNECTION_METRICS = (
     ("max_concurrent_connections", "most at once", 0),
     ("max_concurrent_requests", "requests at once", 0),
     ("connections_idle_ms", "idle ms", 0),
+    ("load_idle_ms", "load idle ms", 0),
+    ("net_transfer_ms", "net transfer ms", 0),
+    ("effective_concurrency", "eff. concurrency", 2),
 )
 
 
@@ -141,9 +148,13 @@ def _connections(records: list[RunRecord]) -> str:
     head += [f"{label} (median)" for _, label, _ in CONNECTION_METRICS]
     return (
         "<p>Per cell, the medians over successful loads of: the connections that carried "
-        "requests, the most open and the most requests outstanding at once, and the "
-        "connections' summed idle time (open, nothing in flight). One row per connection "
-        "is in the journal (details.per_connection) and InfluxDB (`connection`); "
+        "requests, the most open and the most requests outstanding at once, the "
+        "connections' summed idle time (open, nothing in flight), and the connection-usage "
+        "study's [K] figures of the load: its idle time (nothing in flight on any "
+        "connection before PLT), net transfer time (PLT minus that) and effective "
+        "concurrency (connections in flight, averaged over the net transfer time). One row "
+        "per connection is in the journal (details.per_connection) and InfluxDB "
+        "(`connection`); "
         "docs/metrics.md defines each.</p>" + _table(head, rows, len(_text_heads(columns)))
     )
 
@@ -220,6 +231,7 @@ def build(results_dir: Path, family: str = DEFAULT_FAMILY) -> str:
             site_figure(cells, final, family),
             completion_order(final),
             idle_time_cdf(final),
+            load_idle_time_cdf(final),
             connections_over_the_load(final),
         )
         if f

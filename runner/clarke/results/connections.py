@@ -12,7 +12,14 @@ Per connection, over the span from its first request to the end of its last resp
     max_streams  the most requests outstanding on it at once
 
 and per load, from the same intervals, the most connections carrying the page at once
-and the most requests outstanding at once."""
+and the most requests outstanding at once, and over the load (navigation start to PLT)
+the connection-usage study's [K] figures:
+
+    load_idle_ms           the time no request of the page is outstanding on any
+                           connection (handshakes and the browser's own work included)
+    net_transfer_ms        PLT minus load_idle_ms
+    effective_concurrency  the connections with a request outstanding, averaged over
+                           net_transfer_ms (each connection weighted by its time busy)"""
 
 from __future__ import annotations
 
@@ -68,6 +75,22 @@ def max_overlap(intervals: Iterable[Interval]) -> int:
     return max(overlap_steps(intervals)[1])
 
 
+def load_activity(per_connection: list[list[Interval]], plt_ms: float) -> dict[str, float]:
+    """[K]'s idle time, net transfer time and effective concurrency of one load, from
+    its requests' intervals per connection, over [0, plt_ms]; what a request has in
+    flight after PLT is not the load's."""
+
+    def within(spans: list[Interval]) -> list[Interval]:
+        return [(max(0.0, s), min(e, plt_ms)) for s, e in spans if s < plt_ms and e > 0]
+
+    net = busy_time(within([span for spans in per_connection for span in spans]))
+    figures = {"load_idle_ms": plt_ms - net, "net_transfer_ms": net}
+    if net > 0:
+        busy = sum(busy_time(within(spans)) for spans in per_connection)
+        figures["effective_concurrency"] = busy / net
+    return figures
+
+
 def _received(conn: ServerConnection) -> float | None:
     transport = conn.transport
     tcp = transport.tcp if transport is not None else None
@@ -78,18 +101,20 @@ def _received(conn: ServerConnection) -> float | None:
 
 
 def connection_rows(
-    server_connections: Iterable[ServerConnection], raw: Mapping[str, object]
+    server_connections: Iterable[ServerConnection],
+    raw: Mapping[str, object],
+    plt_ms: float | None,
 ) -> tuple[list[ConnectionRow], dict[str, float]]:
-    """(one row per connection that carried a request, the load's concurrency figures).
-    Timing fields are None for a connection none of whose requests could be timed
-    (an engine without resource timings)."""
+    """(one row per connection that carried a request, the load's concurrency figures;
+    [K]'s only with a PLT). Timing fields are None for a connection none of whose
+    requests could be timed (an engine without resource timings)."""
     by_path: dict[str, Mapping[str, object]] = {}
     for entry in timing_entries(raw):
         if entry.get("name"):
             by_path.setdefault(urlsplit(str(entry["name"])).path, entry)
     rows: list[ConnectionRow] = []
     spans: list[Interval] = []
-    all_requests: list[Interval] = []
+    per_connection: list[list[Interval]] = []
     for conn in server_connections:
         if conn.requests <= 0:
             continue
@@ -124,11 +149,13 @@ def connection_rows(
             row.busy_ms, row.idle_ms = busy, max(0.0, (last - first) - busy)
             row.max_streams = max_overlap(timed)
             spans.append((first, last))
-            all_requests += timed
+            per_connection.append(timed)
         rows.append(row)
     page: dict[str, float] = {}
     if spans:
         page["max_concurrent_connections"] = float(max_overlap(spans))
-        page["max_concurrent_requests"] = float(max_overlap(all_requests))
+        page["max_concurrent_requests"] = float(max_overlap(r for rs in per_connection for r in rs))
         page["connections_idle_ms"] = float(sum(r.idle_ms or 0.0 for r in rows))
+        if plt_ms is not None:
+            page |= load_activity(per_connection, plt_ms)
     return rows, page

@@ -526,7 +526,7 @@ class Session:
         elif pep != PEP_NONE:
             details.failure = details.failure or f"PEP {pep}: the stations host no PEP"
         details.per_connection, concurrency = connection_rows(
-            details.server_connections, result.raw or {}
+            details.server_connections, result.raw or {}, result.metrics.get("plt_ms")
         )
         details.metrics |= concurrency
         details.objects, order = object_rows(
