@@ -16,6 +16,7 @@ from clarke.results.journal import Journal
 from clarke.results.record import Status
 
 WITH_ROWS = Path("tests/data/recorded-connections")
+WITH_LOAD_FIGURES = Path("tests/data/recorded-connection-usage")  # [K]'s, on lte-like
 BEFORE_ROWS = Path("tests/data/recorded-lan")
 
 
@@ -41,6 +42,32 @@ def test_the_connections_table_holds_each_cells_medians() -> None:
         assert cells == want, (http, cells, want)
 
 
+def test_the_connections_table_holds_the_loads_connection_usage_medians() -> None:
+    """recorded-connection-usage: 1 and 6 HTTP/1.1 connections and HTTP/2, each load with
+    [K]'s idle time, net transfer time and effective concurrency."""
+    rows = re.findall(r"<tr><td>(.*?)</tr>", _section(build(WITH_LOAD_FIGURES)))
+    ok = [r for r in Journal.in_dir(WITH_LOAD_FIGURES).records() if r.status is Status.ok]
+    cells = {(r.cell[HTTP], r.cell[CONNECTIONS]) for r in ok}
+    assert len(rows) == len(cells) == 3
+    for http, connections in cells:
+        loads = [r for r in ok if (r.cell[HTTP], r.cell[CONNECTIONS]) == (http, connections)]
+        row = next(
+            r
+            for r in rows
+            if re.search(rf"<td>{re.escape(http)}</td>.*<td class=\"n\">{connections}</td>", r)
+        )
+        got = re.findall(r'<td class="n">([^<]*)</td>', row)[-3:]
+        want = [
+            f"{statistics.median(r.metrics[m] for r in loads):,.{digits}f}"
+            for m, _, digits in CONNECTION_METRICS[-3:]
+        ]
+        assert got == want, (http, connections, got, want)
+        # One connection in flight at a time over HTTP/1.1 with one connection, and on
+        # HTTP/2's one connection; several at once with six.
+        concurrency = float(got[-1])
+        assert concurrency == 1.0 if http == "2" or connections == 1 else concurrency > 1.5
+
+
 def test_results_recorded_before_the_rows_show_only_what_they_have() -> None:
     """recorded-lan has the server's connection count, not the browser-joined rows."""
     rows = re.findall(r"<tr><td>(.*?)</tr>", _section(build(BEFORE_ROWS)))
@@ -58,7 +85,7 @@ def test_the_connections_over_a_load_peak_at_its_recorded_concurrency() -> None:
     max_concurrent_connections (computed when it was recorded, by another function), and
     never falls below zero or ends with a connection still counted."""
     checked = 0
-    for d in (WITH_ROWS, SITES, Path("tests/data/recorded-dimensions")):
+    for d in (WITH_ROWS, WITH_LOAD_FIGURES, SITES, Path("tests/data/recorded-dimensions")):
         for r in Journal.in_dir(d).records():
             if r.status is not Status.ok or "max_concurrent_connections" not in r.metrics:
                 continue
@@ -77,7 +104,16 @@ def test_the_figures_count_every_timed_connection_and_need_timed_rows() -> None:
     labels = [int(n) for n in re.findall(r"\((\d+) conn\.\)", page)]
     timed = sum(c.first_request_ms is not None for r in ok for c in r.details.per_connection)
     assert sum(labels) == timed > 100, (labels, timed)
-    # Loads without the browser-joined rows: neither figure.
+    assert 'id="fig-load-idle-cdf"' not in page  # recorded before the loads' figures
+    # Loads without the browser-joined rows: none of the figures.
     before = build(BEFORE_ROWS)
     assert "fig-connections-idle-cdf" not in before
     assert "fig-connections-over-the-load" not in before
+
+
+def test_the_load_idle_cdf_counts_every_load_with_the_figure() -> None:
+    page = build(WITH_LOAD_FIGURES)
+    assert 'id="fig-load-idle-cdf"' in page
+    labels = [int(n) for n in re.findall(r"\((\d+) loads\)", page)]
+    ok = [r for r in Journal.in_dir(WITH_LOAD_FIGURES).records() if r.status is Status.ok]
+    assert sum(labels) == len(ok) == 9 and all("load_idle_ms" in r.metrics for r in ok)
