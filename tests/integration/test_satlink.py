@@ -116,6 +116,9 @@ def test_geo_rtt_counters_and_runtime_change(geo: ch.Chain) -> None:
         check=True,
     )
     assert json.loads(out.stdout)["role"] == "st"
+    # Only the owner may connect: the socket is made 0600, whatever the umask.
+    for role in ("terminal", "satellite", "gateway"):
+        assert geo.control(role).stat().st_mode & 0o777 == 0o600, role
 
 
 @pytest.mark.timing

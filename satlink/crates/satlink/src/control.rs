@@ -1,8 +1,8 @@
-//! The control socket: a Unix stream socket, newline-delimited JSON, one request per
-//! line, one JSON reply line per request.
+//! satlink's requests on its control socket (the control-socket crate: owner-only, one
+//! JSON request per line, one JSON reply line per request), and `satlink ctl`'s client.
 
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,43 +51,9 @@ pub fn handle(line: &str, role: &dyn Controlled) -> Value {
     }
 }
 
-/// Bind the socket (replacing a stale one) and serve it on a thread.
+/// Serve the control socket (owner-only, a stale one replaced) on a thread.
 pub fn serve(path: &Path, role: Arc<dyn Controlled>) -> Result<()> {
-    if path.exists() {
-        std::fs::remove_file(path)
-            .with_context(|| format!("cannot remove stale socket {}", path.display()))?;
-    }
-    let listener = UnixListener::bind(path)
-        .with_context(|| format!("cannot bind control socket {}", path.display()))?;
-    std::thread::Builder::new()
-        .name("control".into())
-        .spawn(move || {
-            for conn in listener.incoming().flatten() {
-                let role = role.clone();
-                let _ = std::thread::Builder::new()
-                    .name("control-conn".into())
-                    .spawn(move || connection(conn, &*role));
-            }
-        })?;
-    Ok(())
-}
-
-fn connection(conn: UnixStream, role: &dyn Controlled) {
-    let _ = conn.set_read_timeout(Some(Duration::from_secs(60)));
-    let Ok(mut writer) = conn.try_clone() else {
-        return;
-    };
-    for line in BufReader::new(conn).lines() {
-        let Ok(line) = line else { return };
-        if line.trim().is_empty() {
-            continue;
-        }
-        let mut reply = handle(&line, role).to_string();
-        reply.push('\n');
-        if writer.write_all(reply.as_bytes()).is_err() {
-            return;
-        }
-    }
+    control_socket::serve(path, move |line| handle(line, &*role))
 }
 
 /// `satlink ctl SOCKET REQUEST`: send one request, print the reply.

@@ -1,15 +1,11 @@
-//! The control socket, as satlink's: a Unix stream socket, one JSON request per line
-//! ({"cmd": "health" | "stats" | "reset_stats"}), one JSON reply line per request. Only
-//! its owner may connect (mode 0600).
+//! splittcp's requests on its control socket (the control-socket crate, as satlink's:
+//! owner-only, one JSON request per line, one JSON reply line per request):
+//! {"cmd": "health" | "stats" | "reset_stats"}.
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -36,44 +32,7 @@ pub fn handle(line: &str, reporter: &Reporter, health: &Value) -> Value {
     }
 }
 
-/// Bind the socket (replacing a stale one), owner-only, and serve it on a thread.
+/// Serve the control socket (owner-only, a stale one replaced) on a thread.
 pub fn serve(path: &Path, reporter: Arc<Reporter>, health: Value) -> Result<()> {
-    if path.exists() {
-        std::fs::remove_file(path)
-            .with_context(|| format!("cannot remove stale socket {}", path.display()))?;
-    }
-    let listener = UnixListener::bind(path)
-        .with_context(|| format!("cannot bind control socket {}", path.display()))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-        .with_context(|| format!("cannot make {} owner-only", path.display()))?;
-    let health = Arc::new(health);
-    std::thread::Builder::new()
-        .name("control".into())
-        .spawn(move || {
-            for conn in listener.incoming().flatten() {
-                let (reporter, health) = (Arc::clone(&reporter), Arc::clone(&health));
-                let _ = std::thread::Builder::new()
-                    .name("control-conn".into())
-                    .spawn(move || connection(conn, &reporter, &health));
-            }
-        })?;
-    Ok(())
-}
-
-fn connection(conn: UnixStream, reporter: &Reporter, health: &Value) {
-    let _ = conn.set_read_timeout(Some(Duration::from_secs(60)));
-    let Ok(mut writer) = conn.try_clone() else {
-        return;
-    };
-    for line in BufReader::new(conn).lines() {
-        let Ok(line) = line else { return };
-        if line.trim().is_empty() {
-            continue;
-        }
-        let mut reply = handle(&line, reporter, health).to_string();
-        reply.push('\n');
-        if writer.write_all(reply.as_bytes()).is_err() {
-            return;
-        }
-    }
+    control_socket::serve(path, move |line| handle(line, &reporter, &health))
 }
