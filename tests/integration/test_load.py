@@ -98,16 +98,24 @@ def test_every_metric_and_the_protocol_verified(session: Session, engine: str, h
 
 
 @contextlib.contextmanager
-def _quic_dropped(session: Session, role: str, chain: str) -> Iterator[None]:
-    """UDP to port 443 dropped by iptables in a role's namespace, for the block's time."""
+def _dropped(session: Session, role: str, rule: list[str]) -> Iterator[None]:
+    """What an iptables rule (chain first) matches dropped in a role's namespace, for
+    the block's time."""
     assert session.plan is not None
     ns = session.plan.ns(role)  # type: ignore[attr-defined]
-    rule = [chain, "-p", "udp", "--dport", "443", "-j", "DROP"]
-    sh.run(["ip", "netns", "exec", ns, "iptables", "-A", *rule])
+    dropping = [*rule, "-j", "DROP"]
+    sh.run(["ip", "netns", "exec", ns, "iptables", "-A", *dropping])
     try:
         yield
     finally:
-        sh.run(["ip", "netns", "exec", ns, "iptables", "-D", *rule])
+        sh.run(["ip", "netns", "exec", ns, "iptables", "-D", *dropping])
+
+
+def _quic_dropped(
+    session: Session, role: str, chain: str
+) -> contextlib.AbstractContextManager[None]:
+    """UDP to port 443 dropped in a role's namespace."""
+    return _dropped(session, role, [chain, "-p", "udp", "--dport", "443"])
 
 
 def _selenium_load(session: Session, load: PageLoad) -> LoadResult:
@@ -458,6 +466,40 @@ def test_the_servers_initial_window_is_put_in_force_and_each_connection_verified
             assert conn["initial_window_bytes"] == 3 * 1472, conn
         else:
             assert conn["initial_cwnd_segments"] == 3, conn
+
+
+# The server's first two SYN-ACKs of each connection (conntrack counts a connection's
+# replies, the one being sent included).
+FIRST_TWO_SYN_ACKS = [
+    "OUTPUT", "-p", "tcp", "--sport", "443", "--tcp-flags", "SYN,ACK", "SYN,ACK",
+    "-m", "connbytes", "--connbytes", "0:2", "--connbytes-dir", "reply",
+    "--connbytes-mode", "packets",
+]  # fmt: skip
+
+
+def test_a_connection_whose_handshake_was_retransmitted_is_verified_at_one_segment(
+    session: Session,
+) -> None:
+    """Two SYN-ACKs lost: Linux starts the connection with one segment whatever the
+    route's initcwnd (RFC 5681, 3.1). The load stays the IW 32 cell's (a server of the
+    world does the same), and origin's record says why its window was one."""
+    from clarke.run.single import OneLoad, load_once
+
+    session.settings = replace(session.settings, engine="selenium")
+    cell = _cell(
+        model="triangular", size="100k", http="2", cc="bbr", profile="lan", initial_window="32"
+    )
+    try:
+        with _dropped(session, "server", FIRST_TWO_SYN_ACKS):
+            result, details = load_once(session, OneLoad(cell, label="iw32-handshake-lost"))
+    finally:
+        session.ensure_server({"initial_window": "default"})
+    assert result.status is Status.ok, result.reason
+    conns = [c.written() for c in details.server_connections if c.requests]
+    assert conns, details.server_connections
+    for conn in conns:
+        assert conn["initial_cwnd_segments"] == 1, conn
+        assert conn["handshake_retransmits"] >= 2, conn
 
 
 def test_a_window_changed_behind_the_server_fails_the_load_with_the_reason(

@@ -87,6 +87,19 @@ def test_each_connection_is_judged_in_its_own_unit() -> None:
     assert "started with no initial window" in (in_force("3", {"id": 8, "protocol": "h2"}) or "")
 
 
+def test_a_tcp_connection_whose_handshake_was_retransmitted_may_start_with_one_segment() -> None:
+    """After two SYN-ACK retransmissions Linux starts with one segment whatever the
+    route says (RFC 5681, 3.1): the cell's load, not a failed setting. One retransmission
+    leaves the window alone, so one segment then is still a failure."""
+    fell_back = {"id": 9, "protocol": "h1", "initial_cwnd_segments": 1, "handshake_retransmits": 2}
+    assert in_force("32", fell_back) is None
+    once = fell_back | {"handshake_retransmits": 1}
+    assert "started with an initial window of 1 segments, not 32" in (in_force("32", once) or "")
+    unknown = {"id": 9, "protocol": "h1", "initial_cwnd_segments": 1}
+    assert in_force("32", unknown) is not None
+    assert in_force("32", fell_back | {"initial_cwnd_segments": 4}) is not None
+
+
 def test_its_option_tag_journal_field_and_dashboard_variable_come_from_the_declaration(
     run_cli,  # type: ignore[no-untyped-def]
 ) -> None:

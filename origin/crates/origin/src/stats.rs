@@ -139,6 +139,11 @@ pub struct ConnRecord {
     /// it was accepted (the route's initcwnd where it has one, else the kernel's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub initial_cwnd_segments: Option<u32>,
+    /// TCP: the SYN-ACKs it retransmitted before it was accepted (tcpi_total_retrans as
+    /// it was accepted). After two or more, Linux starts the connection with one segment
+    /// whatever the route's initcwnd (RFC 5681, section 3.1, as the kernel applies it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub handshake_retransmits: Option<u32>,
     /// QUIC: the initial congestion window quinn started it with, in bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub initial_window_bytes: Option<u64>,
@@ -331,7 +336,9 @@ impl Registry {
     ) -> ConnHandle {
         let mut rec = ConnRecord::new(protocol, tls, peer, local, cc, Transport::Tcp(None));
         // Before the first byte is sent the window is the one the connection started with.
-        rec.initial_cwnd_segments = tcpinfo::read(&fd).ok().map(|t| t.snd_cwnd);
+        let accepted = tcpinfo::read(&fd).ok();
+        rec.initial_cwnd_segments = accepted.map(|t| t.snd_cwnd);
+        rec.handshake_retransmits = accepted.map(|t| t.total_retrans);
         self.open(rec, Probe::Tcp(fd), peer)
     }
 
@@ -445,6 +452,7 @@ impl ConnRecord {
             lost_packets: 0,
             cwnd_bytes: 0,
             initial_cwnd_segments: None,
+            handshake_retransmits: None,
             initial_window_bytes: None,
             rtt_us: 0,
             start_unix_ms: now_ms(),
@@ -545,6 +553,9 @@ mod tests {
         let h = reg.open_tcp(conn.fd(), "h1", false, conn.addr, conn.addr, "cubic".into());
         h.counters().app_bytes.fetch_add(10, Ordering::Relaxed);
         assert!(reg.snapshot()[0].open);
+        // What it started with, read as it was registered: loopback lost no SYN-ACK.
+        assert!(reg.snapshot()[0].initial_cwnd_segments.is_some_and(|c| c > 0));
+        assert_eq!(reg.snapshot()[0].handshake_retransmits, Some(0));
         drop(h);
         let snap = reg.snapshot();
         assert_eq!(snap.len(), 1);
