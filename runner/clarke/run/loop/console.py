@@ -11,6 +11,8 @@ table, one column per dimension."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from time import monotonic
 
 from rich.console import Console, Group, RenderableType
 from rich.progress import (
@@ -19,7 +21,6 @@ from rich.progress import (
     Progress,
     TextColumn,
     TimeElapsedColumn,
-    TimeRemainingColumn,
 )
 from rich.table import Table
 from rich.text import Text
@@ -30,6 +31,7 @@ from clarke.results.meta import LinkCheckRecord
 from clarke.results.metric_families import LABEL
 from clarke.results.record import RunRecord, Status
 from clarke.results.summary import FEW_LOADS, METRICS, CellSummary, MetricStats
+from clarke.run.loop.eta import TimeLeft
 from clarke.run.loop.link_checks import LinkCheck
 from clarke.sequential import Decision, Stop
 
@@ -132,20 +134,28 @@ def print_summary(cells: list[CellSummary], title: str, console: Console | None 
 
 class ProgressDisplay:
     """The loop's progress: a bar in a terminal, a line per finished run in a log
-    (docker compose logs, CI). A run counts once, when its last attempt is recorded."""
+    (docker compose logs, CI). A run counts once, when its last attempt is recorded. The
+    time left counts the link checks still to come (eta.py)."""
 
-    def __init__(self, console: Console, total: int) -> None:
+    def __init__(
+        self, console: Console, total: int, checks: int = 0, clock: Callable[[], float] = monotonic
+    ) -> None:
         self.console, self.total = console, total
+        self.left = TimeLeft(total, checks, clock)
         columns = (
             TextColumn("{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
+            TextColumn("{task.fields[eta]}"),
         )
         self.progress = Progress(*columns, console=console, transient=False)
-        self.task = self.progress.add_task("runs", total=total)
+        self.task = self.progress.add_task("runs", total=total, eta="")
+
+    def eta(self) -> str:
+        """`ETA 12 min`, or "" before a run has finished."""
+        seconds = self.left.seconds()
+        return "" if seconds is None else f"ETA {seconds / 60:.0f} min"
 
     def __enter__(self) -> ProgressDisplay:
         self.progress.__enter__()
@@ -155,11 +165,13 @@ class ProgressDisplay:
         self.progress.__exit__(None, None, None)
 
     def skipped(self, run: Run) -> None:
+        self.left.passed_over()
         self.progress.advance(self.task)
 
     def dropped(self, run: Run) -> None:
         """A run its cell no longer needs: the campaign is that much shorter."""
         self.total -= 1
+        self.left.passed_over()
         self.progress.update(self.task, total=self.total)
 
     def stopped(self, run: Run, decision: Decision) -> None:
@@ -172,9 +184,12 @@ class ProgressDisplay:
         self.progress.console.print(f"{run.cell.path}: stopped after {i.n} loads, {why}")
 
     def checking(self, check: LinkCheck) -> None:
+        self.left.check_began()
         self.progress.update(self.task, description=f"checking link {check.profile}")
 
     def checked(self, check: LinkCheck, result: LinkCheckRecord) -> None:
+        self.left.check_ended()
+        self.progress.update(self.task, eta=self.eta())
         if result.error:
             self.progress.console.print(f"[yellow]link check failed: {result.error}[/]")
 
@@ -188,13 +203,14 @@ class ProgressDisplay:
             )
         if not final:
             return
-        self.progress.advance(self.task)
+        self.left.run_ended()
+        eta = self.eta()
+        self.progress.update(self.task, advance=1, eta=eta)
         if not self.console.is_terminal:
             t = self.progress.tasks[0]
-            eta = t.time_remaining
             plt = record.metrics.get("plt_ms")
             self.console.print(
                 f"[{int(t.completed)}/{self.total}] {record.run_id} {record.status.value}"
                 + (f" PLT {plt:.0f} ms" if plt is not None else "")
-                + (f", ETA {eta / 60:.0f} min" if eta is not None else "")
+                + (f", {eta}" if eta else "")
             )

@@ -248,7 +248,8 @@ def _run_in(
                     f"the testbed's {kind} is {session.implementations[kind]}, not {name}"
                 )
         keeper = CampaignMeta(d.meta, session, rule)
-        with d.journal, ProgressDisplay(console, len(runs)) as display:
+        checks = sum(isinstance(s, LinkCheck) for s in steps)
+        with d.journal, ProgressDisplay(console, len(runs), checks) as display:
             settings = LoopSettings(
                 c.retries,
                 wanted.link_check,
