@@ -440,6 +440,27 @@ def _cell(**texts: str) -> Any:
     return cell_of(given)
 
 
+@contextlib.contextmanager
+def _window_cell(session: Session, http: str, window: str) -> Iterator[Any]:
+    """A cell of the triangular 100k page with the server's initial window `window`,
+    loaded through Selenium; the server's own window is put back after the block."""
+    session.settings = replace(session.settings, engine="selenium")
+    try:
+        yield _cell(
+            model="triangular", size="100k", http=http, cc="bbr", profile="lan",
+            initial_window=window,
+        )  # fmt: skip
+    finally:
+        session.ensure_server({"initial_window": "default"})
+
+
+def _served_by(details: Any) -> list[dict[str, Any]]:
+    """The server's records of the load's connections that served a request."""
+    conns = [c.written() for c in details.server_connections if c.requests]
+    assert conns, details.server_connections
+    return conns
+
+
 @pytest.mark.parametrize("http", ["2", "3"])
 def test_the_servers_initial_window_is_put_in_force_and_each_connection_verified(
     session: Session, http: str
@@ -450,18 +471,10 @@ def test_the_servers_initial_window_is_put_in_force_and_each_connection_verified
     connection's own figure are both in the load's record."""
     from clarke.run.single import OneLoad, load_once
 
-    session.settings = replace(session.settings, engine="selenium")
-    cell = _cell(
-        model="triangular", size="100k", http=http, cc="bbr", profile="lan", initial_window="3"
-    )
-    try:
+    with _window_cell(session, http, "3") as cell:
         result, details = load_once(session, OneLoad(cell, label="iw3"))
-    finally:
-        session.ensure_server({"initial_window": "default"})
     assert result.status is Status.ok, result.reason
-    conns = [c.written() for c in details.server_connections if c.requests]
-    assert conns, details.server_connections
-    for conn in conns:
+    for conn in _served_by(details):
         if http == "3":
             assert conn["initial_window_bytes"] == 3 * 1472, conn
         else:
@@ -485,19 +498,10 @@ def test_a_connection_whose_handshake_was_retransmitted_is_verified_at_one_segme
     world does the same), and origin's record says why its window was one."""
     from clarke.run.single import OneLoad, load_once
 
-    session.settings = replace(session.settings, engine="selenium")
-    cell = _cell(
-        model="triangular", size="100k", http="2", cc="bbr", profile="lan", initial_window="32"
-    )
-    try:
-        with _dropped(session, "server", FIRST_TWO_SYN_ACKS):
-            result, details = load_once(session, OneLoad(cell, label="iw32-handshake-lost"))
-    finally:
-        session.ensure_server({"initial_window": "default"})
+    with _window_cell(session, "2", "32") as cell, _dropped(session, "server", FIRST_TWO_SYN_ACKS):
+        result, details = load_once(session, OneLoad(cell, label="iw32-handshake-lost"))
     assert result.status is Status.ok, result.reason
-    conns = [c.written() for c in details.server_connections if c.requests]
-    assert conns, details.server_connections
-    for conn in conns:
+    for conn in _served_by(details):
         assert conn["initial_cwnd_segments"] == 1, conn
         assert conn["handshake_retransmits"] >= 2, conn
 
@@ -513,11 +517,7 @@ def test_a_window_changed_behind_the_server_fails_the_load_with_the_reason(
 
     assert session.plan is not None
     plan: Any = session.plan
-    session.settings = replace(session.settings, engine="selenium")
-    cell = _cell(
-        model="triangular", size="100k", http="2", cc="bbr", profile="lan", initial_window="3"
-    )
-    try:
+    with _window_cell(session, "2", "3") as cell:
         load_once(session, OneLoad(cell, label="iw3"))
         set_route_metric(
             "initcwnd",
@@ -527,8 +527,6 @@ def test_a_window_changed_behind_the_server_fails_the_load_with_the_reason(
             plan.ns("server"),
         )
         result, _ = session.load_page(PageLoad.of_cell(cell, "iw3-tampered"))
-    finally:
-        session.ensure_server({"initial_window": "default"})
     assert result.status is Status.failed
     assert result.reason.startswith("initial window: the server's connection"), result.reason
     assert "an initial window of 10 segments, not 3" in result.reason, result.reason
