@@ -481,10 +481,11 @@ def test_the_servers_initial_window_is_put_in_force_and_each_connection_verified
             assert conn["initial_cwnd_segments"] == 3, conn
 
 
-# The server's first two SYN-ACKs of each connection (conntrack counts a connection's
-# replies, the one being sent included).
-FIRST_TWO_SYN_ACKS = [
-    "OUTPUT", "-p", "tcp", "--sport", "443", "--tcp-flags", "SYN,ACK", "SYN,ACK",
+# The server's first SYN-ACKs of each connection, lost on the way to the client (its
+# conntrack counts a connection's replies, the one arriving included). Dropped where they
+# arrive: the kernel does not count a SYN-ACK its own netfilter refused as sent again.
+FIRST_SYN_ACKS_LOST = [
+    "INPUT", "-p", "tcp", "--sport", "443", "--tcp-flags", "SYN,ACK", "SYN,ACK",
     "-m", "connbytes", "--connbytes", "0:2", "--connbytes-dir", "reply",
     "--connbytes-mode", "packets",
 ]  # fmt: skip
@@ -498,7 +499,7 @@ def test_a_connection_whose_handshake_was_retransmitted_is_verified_at_one_segme
     world does the same), and origin's record says why its window was one."""
     from clarke.run.single import OneLoad, load_once
 
-    with _window_cell(session, "2", "32") as cell, _dropped(session, "server", FIRST_TWO_SYN_ACKS):
+    with _window_cell(session, "2", "32") as cell, _dropped(session, "client", FIRST_SYN_ACKS_LOST):
         result, details = load_once(session, OneLoad(cell, label="iw32-handshake-lost"))
     assert result.status is Status.ok, result.reason
     for conn in _served_by(details):
