@@ -174,6 +174,8 @@ def test_object_metrics_and_idle_time_follow_the_server_holds(session: Session, 
     assert k["net_transfer_ms"] == pytest.approx(plt - k["load_idle_ms"]), k
     assert k["net_transfer_ms"] >= held_busy and k["load_idle_ms"] < plt - held_busy, k
     assert k["effective_concurrency"] == pytest.approx(1.0), k
+    # [C]'s set-up wait: the one connection's handshake, with nothing outstanding yet.
+    assert k["setup_wait_ms"] == pytest.approx(row["handshake_ms"], abs=0.01), (k, row)
     concurrent = details.metrics["max_concurrent_requests"] or 0
     if http == "1.1":
         assert row["max_streams"] == 1 and concurrent == 1
@@ -193,6 +195,7 @@ def test_object_metrics_and_idle_time_follow_the_server_holds(session: Session, 
                 "max_streams": row["max_streams"],
                 "load_idle_ms": k["load_idle_ms"],
                 "net_transfer_ms": k["net_transfer_ms"],
+                "setup_wait_ms": k["setup_wait_ms"],
             }
         )
     )

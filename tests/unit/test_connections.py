@@ -64,6 +64,8 @@ def test_http1_connections_with_known_gaps() -> None:
         "load_idle_ms": pytest.approx(100.0),
         "net_transfer_ms": pytest.approx(320.0),
         "effective_concurrency": pytest.approx((230.0 + 170.0) / 320.0),
+        # both handshakes (1-15, 121-129) fall where nothing is outstanding
+        "setup_wait_ms": pytest.approx(14.0 + 8.0),
     }
 
 
@@ -107,3 +109,18 @@ def test_the_load_ends_at_its_plt() -> None:
         "load_idle_ms": 100.0,
         "net_transfer_ms": 0.0,
     }
+
+
+def test_the_set_up_wait_is_the_handshakes_time_with_nothing_outstanding() -> None:
+    """[C]'s share of connection set-up: a handshake while another connection carries
+    the page is not waited for; its part after the requests end is, up to PLT; a load
+    whose handshakes were not timed has no figure."""
+    requests = [[(20.0, 120.0)], [(130.0, 250.0)]]
+    setups = [(0.0, 20.0), (100.0, 130.0), (260.0, 900.0)]
+    figures = load_activity(requests, 300.0, setups)
+    # 0-20 waited; 100-120 covered by the first connection's request, 120-130 waited;
+    # 260-300 waited (up to PLT), the rest after PLT not the load's
+    assert figures["setup_wait_ms"] == pytest.approx(20.0 + 10.0 + 40.0)
+    assert figures["setup_wait_ms"] <= figures["load_idle_ms"]
+    assert "setup_wait_ms" not in load_activity(requests, 300.0, [])
+    assert "setup_wait_ms" not in load_activity(requests, 300.0)

@@ -1,6 +1,7 @@
 """The report's figures of how a load used its connections (the connection studies [K]
-and [C]): each connection's idle time and each load's ([K]'s), as CDFs per cell, and
-the connections carrying the page over one load of each cell. They read a record's
+and [C]): each connection's idle time and each load's ([K]'s), and each load's share
+waiting on connection set-up ([C]'s), as CDFs per cell, and the connections carrying the
+page over one load of each cell. They read a record's
 per-connection rows and the load's figures derived from them (results/connections.py);
 drawn only where records carry them with timings."""
 
@@ -106,6 +107,11 @@ def _load_idle_cdf(ax: plt.Axes, label: str, rs: list[RunRecord]) -> None:
     ax.ecdf([r.metrics[LOAD_IDLE] for r in rs], label=f"{label} ({len(rs)} loads)")
 
 
+def _setup_wait_cdf(ax: plt.Axes, label: str, rs: list[RunRecord]) -> None:
+    shares = [r.metrics[SETUP_WAIT] / r.metrics["plt_ms"] for r in rs]
+    ax.ecdf(shares, label=f"{label} ({len(rs)} loads)")
+
+
 def _in_use(ax: plt.Axes, label: str, rs: list[RunRecord]) -> None:
     times, counts = in_use_over_the_load(_median_load(rs))
     ax.step([t / 1000 for t in times], counts, where="post", label=label)
@@ -133,6 +139,18 @@ LOAD_IDLE_CDF = _Kind(
     _load_idle_cdf,
     needs=LOAD_IDLE,
 )
+SETUP_WAIT = "setup_wait_ms"
+SETUP_WAIT_CDF = _Kind(
+    "setup-wait-cdf",
+    "Share of each load spent waiting on connection set-up",
+    "Per cell, the CDF of its successful loads' share of PLT in which a connection was "
+    "being set up (TCP's and TLS's handshakes) and no request of the page was "
+    "outstanding: the parallel-connections study's [C] share of connection set-up in "
+    "the response time (setup_wait_ms / PLT; docs/metrics.md, 'Connections').",
+    ("share of PLT waiting on set-up", "fraction of loads"),
+    _setup_wait_cdf,
+    needs=SETUP_WAIT,
+)
 IN_USE = _Kind(
     "connections-over-the-load",
     "Connections carrying the page over the load",
@@ -153,6 +171,11 @@ def idle_time_cdf(records: list[RunRecord]) -> Figure | None:
 def load_idle_time_cdf(records: list[RunRecord]) -> Figure | None:
     """Per cell, the CDF of its successful loads' idle time ([K]'s)."""
     return _figure(records, LOAD_IDLE_CDF)
+
+
+def setup_wait_cdf(records: list[RunRecord]) -> Figure | None:
+    """Per cell, the CDF of its successful loads' share of PLT waiting on set-up ([C]'s)."""
+    return _figure(records, SETUP_WAIT_CDF)
 
 
 def connections_over_the_load(records: list[RunRecord]) -> Figure | None:

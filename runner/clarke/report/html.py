@@ -20,6 +20,7 @@ from clarke.report.connections import (
     connections_over_the_load,
     idle_time_cdf,
     load_idle_time_cdf,
+    setup_wait_cdf,
 )
 from clarke.report.figures import HTTP_LABEL, Figure, _size_key, study_figures
 from clarke.report.link import link_table
@@ -111,6 +112,7 @@ CONNECTION_METRICS = (
     ("load_idle_ms", "load idle ms", 0),
     ("net_transfer_ms", "net transfer ms", 0),
     ("effective_concurrency", "eff. concurrency", 2),
+    ("setup_wait_ms", "set-up wait ms", 0),
 )
 
 
@@ -232,6 +234,7 @@ def build(results_dir: Path, family: str = DEFAULT_FAMILY) -> str:
             completion_order(final),
             idle_time_cdf(final),
             load_idle_time_cdf(final),
+            setup_wait_cdf(final),
             connections_over_the_load(final),
         )
         if f

@@ -19,7 +19,12 @@ the connection-usage study's [K] figures:
                            connection (handshakes and the browser's own work included)
     net_transfer_ms        PLT minus load_idle_ms
     effective_concurrency  the connections with a request outstanding, averaged over
-                           net_transfer_ms (each connection weighted by its time busy)"""
+                           net_transfer_ms (each connection weighted by its time busy)
+
+and the parallel-connections study's [C] share of connection set-up in it:
+
+    setup_wait_ms          the part of load_idle_ms in which a connection is being set
+                           up (connectStart to connectEnd: TCP's and TLS's handshakes)"""
 
 from __future__ import annotations
 
@@ -75,19 +80,26 @@ def max_overlap(intervals: Iterable[Interval]) -> int:
     return max(overlap_steps(intervals)[1])
 
 
-def load_activity(per_connection: list[list[Interval]], plt_ms: float) -> dict[str, float]:
+def load_activity(
+    per_connection: list[list[Interval]], plt_ms: float, setups: list[Interval] | None = None
+) -> dict[str, float]:
     """[K]'s idle time, net transfer time and effective concurrency of one load, from
     its requests' intervals per connection, over [0, plt_ms]; what a request has in
-    flight after PLT is not the load's."""
+    flight after PLT is not the load's. With the connections' set-up intervals (none
+    timed: no figure), [C]'s: the idle time in which one was being set up."""
 
     def within(spans: list[Interval]) -> list[Interval]:
         return [(max(0.0, s), min(e, plt_ms)) for s, e in spans if s < plt_ms and e > 0]
 
-    net = busy_time(within([span for spans in per_connection for span in spans]))
+    requests = within([span for spans in per_connection for span in spans])
+    net = busy_time(requests)
     figures = {"load_idle_ms": plt_ms - net, "net_transfer_ms": net}
     if net > 0:
         busy = sum(busy_time(within(spans)) for spans in per_connection)
         figures["effective_concurrency"] = busy / net
+    if setups:
+        # The set-ups' time outside every request's: the union of both less the requests'.
+        figures["setup_wait_ms"] = busy_time(requests + within(setups)) - net
     return figures
 
 
@@ -115,6 +127,7 @@ def connection_rows(
     rows: list[ConnectionRow] = []
     spans: list[Interval] = []
     per_connection: list[list[Interval]] = []
+    setups: list[Interval] = []
     for conn in server_connections:
         if conn.requests <= 0:
             continue
@@ -141,6 +154,7 @@ def connection_rows(
             start, end = number(e.get("connectStart")), number(e.get("connectEnd"))
             if start is not None and end is not None and end > start:
                 row.handshake_ms = end - start
+                setups.append((start, end))
                 break
         if timed:
             first, last = min(s for s, _ in timed), max(e for _, e in timed)
@@ -157,5 +171,5 @@ def connection_rows(
         page["max_concurrent_requests"] = float(max_overlap(r for rs in per_connection for r in rs))
         page["connections_idle_ms"] = float(sum(r.idle_ms or 0.0 for r in rows))
         if plt_ms is not None:
-            page |= load_activity(per_connection, plt_ms)
+            page |= load_activity(per_connection, plt_ms, setups)
     return rows, page
