@@ -30,7 +30,7 @@ from clarke.run.loop.console import print_summary
 DATA = Path(__file__).parent / "data"
 GOLDEN = DATA / "golden"
 JOURNALS = ("recorded-lan", "recorded-connections", "recorded-repeats", "recorded-schedule",
-            "recorded-dimensions", "recorded-connection-usage")  # fmt: skip
+            "recorded-dimensions", "recorded-connection-usage", "recorded-setup-wait")  # fmt: skip
 
 
 def campaign_files() -> list[Path]:

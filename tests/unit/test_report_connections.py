@@ -17,6 +17,7 @@ from clarke.results.record import Status
 
 WITH_ROWS = Path("tests/data/recorded-connections")
 WITH_LOAD_FIGURES = Path("tests/data/recorded-connection-usage")  # [K]'s, on lte-like
+WITH_SETUP_WAIT = Path("tests/data/recorded-setup-wait")  # [C]'s, with and without loss
 BEFORE_ROWS = Path("tests/data/recorded-lan")
 
 
@@ -118,3 +119,37 @@ def test_the_load_idle_cdf_counts_every_load_with_the_figure() -> None:
     labels = [int(n) for n in re.findall(r"\((\d+) loads\)", page)]
     ok = [r for r in Journal.in_dir(WITH_LOAD_FIGURES).records() if r.status is Status.ok]
     assert sum(labels) == len(ok) == 9 and all("load_idle_ms" in r.metrics for r in ok)
+
+
+def _figure(page: str, key: str) -> str:
+    return page.split(f'id="fig-{key}"', 1)[1].split("</figure>", 1)[0]
+
+
+def test_the_set_up_wait_column_and_figure_come_from_each_loads_figure() -> None:
+    """recorded-setup-wait ([C]'s shape: 1 and 5 HTTP/1.1 connections, with and without
+    10 % loss towards the client): each load waited on set-up for part of its idle time
+    only; the table's column is each cell's median; the figure counts every load once;
+    results recorded before the figure have neither."""
+    page = build(WITH_SETUP_WAIT)
+    ok = [r for r in Journal.in_dir(WITH_SETUP_WAIT).records() if r.status is Status.ok]
+    assert len(ok) == 12
+    for r in ok:
+        assert 0 < r.metrics["setup_wait_ms"] <= r.metrics["load_idle_ms"], r.run_id
+    names = [m for m, _, _ in CONNECTION_METRICS]
+    section = _section(page)
+    at_loss = re.findall(r"<th>([^<]*)</th>", section).index("forward loss")
+    for row in re.findall(r"<tr><td>(.*?)</tr>", section):
+        columns = re.findall(r'<td class="n">([^<]*)</td>', row)
+        connections = int(columns[0])
+        loss = re.sub(r"^<td>", "", row.split("</td>")[at_loss])
+        loads = [
+            r
+            for r in ok
+            if (r.cell[CONNECTIONS], r.cell.texts()["forward_loss"]) == (connections, loss)
+        ]
+        assert len(loads) == 3, (row, loss, connections)
+        want = statistics.median(r.metrics["setup_wait_ms"] for r in loads)
+        assert columns[-len(names) :][names.index("setup_wait_ms")] == f"{want:,.0f}", row
+    labels = [int(n) for n in re.findall(r"\((\d+) loads\)", _figure(page, "setup-wait-cdf"))]
+    assert sum(labels) == len(ok), labels
+    assert 'id="fig-setup-wait-cdf"' not in build(WITH_LOAD_FIGURES)

@@ -151,10 +151,12 @@ def _connections(records: list[RunRecord]) -> str:
     return (
         "<p>Per cell, the medians over successful loads of: the connections that carried "
         "requests, the most open and the most requests outstanding at once, the "
-        "connections' summed idle time (open, nothing in flight), and the connection-usage "
+        "connections' summed idle time (open, nothing in flight), the connection-usage "
         "study's [K] figures of the load: its idle time (nothing in flight on any "
         "connection before PLT), net transfer time (PLT minus that) and effective "
-        "concurrency (connections in flight, averaged over the net transfer time). One row "
+        "concurrency (connections in flight, averaged over the net transfer time), and the "
+        "parallel-connections study's [C] set-up wait (the idle time in which a connection "
+        "was being set up; '-': recorded before it). One row "
         "per connection is in the journal (details.per_connection) and InfluxDB "
         "(`connection`); "
         "docs/metrics.md defines each.</p>" + _table(head, rows, len(_text_heads(columns)))
