@@ -3,7 +3,7 @@ plus its link checks still to do at the time a check has taken.
 
 A full link check measures the link for about a minute, before and after each link
 point's runs, so a study that sweeps many points spends a large share of its time in
-them ([C]'s shards: nine points, some 110 s each). A rate of finished runs alone, as a
+them ([C]'s shards: nine points, 110 to 145 s between two). A rate of finished runs alone, as a
 progress bar keeps it, leaves that out and promises a shard in a fraction of its time."""
 
 from __future__ import annotations
