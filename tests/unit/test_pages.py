@@ -9,6 +9,7 @@ import itertools
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from PIL import Image
@@ -213,6 +214,21 @@ def test_too_small_object_is_refused(tmp_path: Path, run_cli) -> None:  # type: 
     )
     assert code == 2
     assert "models.tiny.sizes.1k" in err and "smaller than 1000 bytes" in err
+
+
+def test_objects_too_small_for_their_boxes_are_refused_naming_page_and_box(
+    tmp_path: Path, run_cli: Any
+) -> None:
+    """Ten objects of 1000 bytes each get a 280x210 box, more pixels than any JPEG of
+    1000 bytes holds: the build stops with the page, the object and the box, not a
+    traceback."""
+    spec = tmp_path / "small.yaml"
+    spec.write_text("models:\n  small:\n    sizes:\n      10k: {count: 10, total: 10}\n")
+    code, _, err = run_cli("pages", "build", "--out", str(tmp_path / "o"), "--models-file",
+                           str(spec), "--models", "small")  # fmt: skip
+    assert code == 2, err
+    assert "page small-10k, object 1 of 10: no 280x210 JPEG fits in 1000 bytes" in err
+    assert "Traceback" not in err
 
 
 def test_padding_is_exact_and_refuses_gaps_no_segment_can_fill() -> None:

@@ -66,7 +66,14 @@ def build_page(page: PageSpec, out: Path) -> dict[str, object]:
     boxes = layout.boxes_for(page.object_bytes)
     objects = []
     for pos, (size, box) in enumerate(zip(page.object_bytes, boxes, strict=True), start=1):
-        data, pixels = jpeg.make(size, pos, _seed(page.name, pos, size), box)
+        try:
+            data, pixels = jpeg.make(size, pos, _seed(page.name, pos, size), box)
+        except jpeg.SizeUnreachable as e:
+            raise jpeg.SizeUnreachable(
+                f"page {page.name}, object {pos} of {len(boxes)}: {e} (the pixels of its "
+                f"display box, {box.width}x{box.height}); a size with fewer or larger "
+                "objects gives each one bytes enough for its box"
+            ) from None
         assert len(data) == size
         name = f"o{pos}.jpg"
         objects.append(

@@ -16,6 +16,7 @@ import random
 
 from PIL import Image, ImageDraw, ImageFont
 
+from clarke.errors import InputError
 from clarke.pages.layout import ASPECT, Box
 
 SOI = b"\xff\xd8"
@@ -26,8 +27,9 @@ BYTES_PER_PIXEL_GOAL = 1.2  # noise-textured JPEG at high quality keeps about th
 MAX_SIDE = 4000
 
 
-class SizeUnreachable(Exception):
-    pass
+class SizeUnreachable(InputError):
+    """No JPEG of the object's pixel size fits in its bytes: a page's model asks for
+    objects too small for the boxes its layout gives them."""
 
 
 def _draw(box: Box, number: int, seed: int, noise: float) -> Image.Image:
@@ -96,4 +98,4 @@ def make(size: int, number: int, seed: int, display: Box) -> tuple[bytes, Box]:
                 hi = q - 1
         if best is not None:
             return pad(best, size, filler), box
-    raise SizeUnreachable(f"cannot encode a {box.width}x{box.height} JPEG within {size} bytes")
+    raise SizeUnreachable(f"no {box.width}x{box.height} JPEG fits in {size} bytes")
