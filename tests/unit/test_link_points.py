@@ -177,7 +177,11 @@ def test_each_parameter_is_a_dimension_with_its_own_record_field() -> None:
 
 
 def test_shipped_sweep_campaigns_validate(run_cli: Any) -> None:
-    for shipped in ("campaigns/choffnes2006.yaml", "campaigns/mohideen2019.yaml"):
+    for shipped in (
+        "campaigns/choffnes2006.yaml",
+        "campaigns/choffnes2006-sizes.yaml",
+        "campaigns/mohideen2019.yaml",
+    ):
         code, out, err = run_cli("campaign", "validate", shipped)
         assert code == 0, err
         assert "valid campaign" in out, out
