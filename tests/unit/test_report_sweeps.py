@@ -48,3 +48,34 @@ def test_nothing_swept_draws_no_sweep() -> None:
     assert (
         sweeps([_cell("profile", "2", 1, [1.0, 1.1]), _cell("profile", "3", 1, [0.8, 0.9])]) == []
     )
+
+
+def _sized(size: str, http: str, connections: int, plt_s: list[float]) -> CellSummary:
+    key = Cell.parse(
+        {"profile": "wired-10m-50ms", "forward_loss": "0.1", "http": http, "cc": "cubic",
+         "model": "equal10", "size": size, "connections": connections}
+    )  # fmt: skip
+    return CellSummary(key, len(plt_s), 0, {"plt_ms": MetricStats.of([v * 1000 for v in plt_s])})
+
+
+def test_the_plt_against_page_size_has_a_line_per_connection_count_in_size_order() -> None:
+    """[C]'s figure: sizes named by amount are drawn in the order of that amount (30k
+    before 100k and 300k), one line per connection count."""
+    cells = [
+        _sized(size, "1.1", n, [t * n**0.5, t * n**0.5 * 1.1])
+        for size, t in (("300k", 2.0), ("30k", 0.4), ("1m", 5.0), ("100k", 0.9))
+        for n in (1, 10)
+    ]
+    svg = {f.key: f for f in study_figures(cells)}["plt-size-connections"].svg
+    assert "HTTP/1.1, equal10, 1 conn." in svg and "HTTP/1.1, equal10, 10 conn." in svg
+    ticks = [svg.index(f"<!-- {s} -->") for s in ("30k", "100k", "300k", "1m")]
+    assert ticks == sorted(ticks), ticks
+
+
+def test_no_page_size_figure_where_connections_only_follow_the_http_version() -> None:
+    cells = [
+        _sized(size, http, n, [1.0, 1.1])
+        for size in ("100k", "1m")
+        for http, n in (("1.1", 6), ("2", 1))
+    ]
+    assert "plt-size-connections" not in {f.key for f in study_figures(cells)}

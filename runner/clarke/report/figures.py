@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -14,7 +15,15 @@ import matplotlib.pyplot as plt
 
 from clarke.campaign import dimensions
 from clarke.campaign.dimension import Dimension
-from clarke.campaign.dimensions import CC, CONNECTIONS, LINK_PARAMETERS, MODEL, PROFILE, SIZE
+from clarke.campaign.dimensions import (
+    CC,
+    CONNECTIONS,
+    HTTP,
+    LINK_PARAMETERS,
+    MODEL,
+    PROFILE,
+    SIZE,
+)
 from clarke.link_points import PROFILE_OWN
 from clarke.results.metric_families import DEFAULT_FAMILY, DESCRIPTION, FAMILIES, LABEL
 from clarke.results.summary import CellSummary, MetricStats
@@ -23,7 +32,7 @@ from clarke.vocab import PEP_NONE, CongestionControl, HttpVersion
 BBR = CongestionControl.bbr
 
 HTTP_LABEL = {v.value: v.label for v in HttpVersion}
-SIZE_ORDER = ("100k", "500k", "1m", "2m")
+SIZE_UNIT_K = {"k": 1, "m": 1000, "g": 1_000_000}
 DISCIPLINE = "discipline"  # the one swept link parameter that is not a number
 
 
@@ -35,8 +44,11 @@ class Figure:
     svg: str
 
 
-def _size_key(size: str) -> tuple[int, str]:
-    return (SIZE_ORDER.index(size), size) if size in SIZE_ORDER else (len(SIZE_ORDER), size)
+def _size_key(size: str) -> tuple[float, str]:
+    """Sizes named by their amount (30k, 1m) in the order of that amount, any other name
+    (a model's one `page`) after them."""
+    amount = re.fullmatch(r"(\d+(?:\.\d+)?)([kmg])", size)
+    return (float(amount[1]) * SIZE_UNIT_K[amount[2]], size) if amount else (math.inf, size)
 
 
 def _svg(fig: plt.Figure) -> str:
@@ -261,6 +273,14 @@ def study_figures(cells: list[CellSummary], family: str = DEFAULT_FAMILY) -> lis
         the browser when there are several: clarke.campaign.dimensions.legend)."""
         return dimensions.legend(c.cell, every)
 
+    sizes_of: dict[str, set[str]] = {}
+    for c in cells:
+        sizes_of.setdefault(c.cell[MODEL], set()).add(c.cell[SIZE])
+    swept_models = {m for m, sizes in sizes_of.items() if len(sizes) > 1}
+    # Connections as the study's variable: one HTTP version loaded with several counts.
+    versions = {c.cell[HTTP] for c in cells}
+    connections_swept = len({(c.cell[HTTP], c.cell[CONNECTIONS]) for c in cells}) > len(versions)
+
     # Cross traffic or a PEP: every cell's PLT on one axis, per link (queue) and series.
     bottleneck = any(
         c.cell[dimensions.CROSS_TRAFFIC].active or c.cell[dimensions.PEP] != PEP_NONE for c in cells
@@ -285,6 +305,18 @@ def study_figures(cells: list[CellSummary], family: str = DEFAULT_FAMILY) -> lis
             caption="Effect of parallel streams (the study's first scenario), BBR.",
             select=lambda c: c.cell[MODEL] in ("single", "uniform") and c.cell[CC] is BBR,
             series=lambda c: f"{h(c)}, {c.cell[MODEL]}",
+        ),
+        None
+        if not connections_swept
+        else lines(
+            cells,
+            key="plt-size-connections",
+            metric="plt_ms",
+            title="PLT against total page size, per connections per server",
+            caption="Effect of parallel connections as the page grows ([C]'s response time "
+            "against page size), for every page model loaded at two sizes or more.",
+            select=lambda c: c.cell[MODEL] in swept_models,
+            series=lambda c: f"{h(c)}, {c.cell[MODEL]}, {c.cell[CONNECTIONS]} conn.",
         ),
         None
         if len({c.cell[CC] for c in cells}) < 2  # one congestion control: nothing to compare
