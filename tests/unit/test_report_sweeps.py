@@ -4,7 +4,7 @@ confidence band; none where nothing is swept."""
 
 from __future__ import annotations
 
-from clarke.campaign.dimensions import Cell
+from clarke.campaign.dimensions import Cell, by_name, legend
 from clarke.report.figures import study_figures, sweeps
 from clarke.results.summary import CellSummary, MetricStats
 
@@ -79,3 +79,11 @@ def test_no_page_size_figure_where_connections_only_follow_the_http_version() ->
         for http, n in (("1.1", 6), ("2", 1))
     ]
     assert "plt-size-connections" not in {f.key for f in study_figures(cells)}
+
+
+def test_a_series_label_starts_with_the_version_whatever_is_swept_beside_it() -> None:
+    """A link parameter is declared before the HTTP version; its part (", forward loss
+    0.1") still follows the version's, not run into it."""
+    cells = [_sized("1m", "1.1", 1, [1.0]).cell, _sized("1m", "2", 1, [1.0]).cell]
+    cells.append(cells[0].replace(by_name("forward_loss"), "0"))
+    assert legend(cells[0], cells) == "HTTP/1.1, forward loss 0.1"

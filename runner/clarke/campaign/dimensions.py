@@ -475,6 +475,10 @@ def legend(cell: Cell, cells: list[Cell]) -> str:
         for d, v in cell.items()
         if d.legend is not None and shown(d, d.legend_shown, cells)
     ]
+    # The part that heads a label (HTTP/2) first, then those written to follow one
+    # (", loss 0.01", " + bulk-cubic"), whatever the dimensions' order: a swept link
+    # parameter comes before the HTTP version among the dimensions.
+    parts.sort(key=lambda part: part[:1] in (",", " ", "+"))
     return "".join(parts).strip()
 
 
