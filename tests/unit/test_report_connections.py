@@ -116,7 +116,7 @@ def test_the_figures_count_every_timed_connection_and_need_timed_rows() -> None:
 def test_the_load_idle_cdf_counts_every_load_with_the_figure() -> None:
     page = build(WITH_LOAD_FIGURES)
     assert 'id="fig-load-idle-cdf"' in page
-    labels = [int(n) for n in re.findall(r"\((\d+) loads\)", page)]
+    labels = [int(n) for n in re.findall(r"\((\d+) loads\)", _figure(page, "load-idle-cdf"))]
     ok = [r for r in Journal.in_dir(WITH_LOAD_FIGURES).records() if r.status is Status.ok]
     assert sum(labels) == len(ok) == 9 and all("load_idle_ms" in r.metrics for r in ok)
 
@@ -153,3 +153,14 @@ def test_the_set_up_wait_column_and_figure_come_from_each_loads_figure() -> None
     labels = [int(n) for n in re.findall(r"\((\d+) loads\)", _figure(page, "setup-wait-cdf"))]
     assert sum(labels) == len(ok), labels
     assert 'id="fig-setup-wait-cdf"' not in build(WITH_LOAD_FIGURES)
+
+
+def test_the_plt_ccdf_draws_every_load_where_connections_are_the_variable() -> None:
+    """[C]'s CCDF of response times: one line per cell, every successful load once,
+    labelled by the version before the swept loss; not where the connection count only
+    follows the HTTP version (recorded-connections: 1 for HTTP/1.1, 6 for /2 and /3)."""
+    figure = _figure(build(WITH_SETUP_WAIT), "plt-ccdf")
+    labels = [int(n) for n in re.findall(r"\((\d+) loads\)", figure)]
+    assert sum(labels) == 12 and len(labels) == 4, labels
+    assert "HTTP/1.1, forward loss 0.1, 5 conn. per server (3 loads)" in figure
+    assert 'id="fig-plt-ccdf"' not in build(WITH_ROWS)

@@ -13,13 +13,14 @@ from dataclasses import dataclass
 import matplotlib.pyplot as plt
 
 from clarke.campaign import dimensions
-from clarke.campaign.dimensions import CC, CONNECTIONS
+from clarke.campaign.dimensions import CC, CONNECTIONS, HTTP
 from clarke.report.figures import Figure, _legend_below, _svg
 from clarke.results.connections import overlap_steps
 from clarke.results.details import ConnectionRow
 from clarke.results.record import RunRecord, Status
 
 Panel = tuple[str, str]  # profile, page
+PANELS_PER_ROW = 3
 
 
 def _timed(r: RunRecord) -> list[ConnectionRow]:
@@ -77,6 +78,7 @@ class _Kind:
     axes: tuple[str, str]
     draw: Callable[[plt.Axes, str, list[RunRecord]], None]
     needs: str | None = None  # a metric the loads drawn must carry
+    log_y: bool = False  # a tail drawn on a logarithmic axis (a CCDF)
 
 
 def _figure(records: list[RunRecord], kind: _Kind) -> Figure | None:
@@ -85,16 +87,26 @@ def _figure(records: list[RunRecord], kind: _Kind) -> Figure | None:
     panels = _panels([r for r in records if kind.needs is None or kind.needs in r.metrics])
     if not panels:
         return None
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 3.8), squeeze=False)
-    for ax, ((profile, page), by_series) in zip(axes[0], sorted(panels.items()), strict=True):
+    # A study of many link points and pages ([C]: 9 x 5) wraps its panels into rows
+    # rather than drawing one figure dozens of panels wide.
+    columns = min(PANELS_PER_ROW, len(panels))
+    rows = -(-len(panels) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, 5.4 * rows), squeeze=False)
+    cells = [ax for row in axes for ax in row]
+    for ax, ((profile, page), by_series) in zip(cells, sorted(panels.items()), strict=False):
         for label, rs in sorted(by_series.items()):
             kind.draw(ax, label, rs)
         ax.set_title(f"{profile}, {page}")
         ax.set_xlabel(kind.axes[0])
         ax.set_ylabel(kind.axes[1])
-        ax.set_ylim(bottom=0)
+        if kind.log_y:
+            ax.set_yscale("log")
+        else:
+            ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
         _legend_below(ax, below_labels=True)
+    for ax in cells[len(panels) :]:
+        ax.set_visible(False)
     return Figure(kind.key, kind.title, kind.caption, _svg(fig))
 
 
@@ -110,6 +122,11 @@ def _load_idle_cdf(ax: plt.Axes, label: str, rs: list[RunRecord]) -> None:
 def _setup_wait_cdf(ax: plt.Axes, label: str, rs: list[RunRecord]) -> None:
     shares = [r.metrics[SETUP_WAIT] / r.metrics["plt_ms"] for r in rs]
     ax.ecdf(shares, label=f"{label} ({len(rs)} loads)")
+
+
+def _plt_ccdf(ax: plt.Axes, label: str, rs: list[RunRecord]) -> None:
+    ax.ecdf([r.metrics["plt_ms"] / 1000 for r in rs], complementary=True,
+            label=f"{label} ({len(rs)} loads)")  # fmt: skip
 
 
 def _in_use(ax: plt.Axes, label: str, rs: list[RunRecord]) -> None:
@@ -151,6 +168,18 @@ SETUP_WAIT_CDF = _Kind(
     _setup_wait_cdf,
     needs=SETUP_WAIT,
 )
+PLT_CCDF = _Kind(
+    "plt-ccdf",
+    "Page load time's tail per connection count",
+    "Per cell, the CCDF of its successful loads' PLT on a logarithmic axis: the share "
+    "of loads slower than each time, where a handshake's retransmission timeout (1 s "
+    "today) shows as a step ([C]'s CCDF of response times). Drawn where one HTTP "
+    "version is loaded with several connection counts.",
+    ("PLT (s)", "fraction of loads slower"),
+    _plt_ccdf,
+    needs="plt_ms",
+    log_y=True,
+)
 IN_USE = _Kind(
     "connections-over-the-load",
     "Connections carrying the page over the load",
@@ -176,6 +205,15 @@ def load_idle_time_cdf(records: list[RunRecord]) -> Figure | None:
 def setup_wait_cdf(records: list[RunRecord]) -> Figure | None:
     """Per cell, the CDF of its successful loads' share of PLT waiting on set-up ([C]'s)."""
     return _figure(records, SETUP_WAIT_CDF)
+
+
+def plt_ccdf(records: list[RunRecord]) -> Figure | None:
+    """Per cell, the CCDF of its successful loads' PLT ([C]'s), where one HTTP version
+    is loaded with several connection counts."""
+    counts = {(r.cell[HTTP], r.cell[CONNECTIONS]) for r in records}
+    if len(counts) == len({http for http, _ in counts}):
+        return None
+    return _figure(records, PLT_CCDF)
 
 
 def connections_over_the_load(records: list[RunRecord]) -> Figure | None:

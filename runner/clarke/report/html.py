@@ -20,6 +20,7 @@ from clarke.report.connections import (
     connections_over_the_load,
     idle_time_cdf,
     load_idle_time_cdf,
+    plt_ccdf,
     setup_wait_cdf,
 )
 from clarke.report.figures import HTTP_LABEL, Figure, _size_key, study_figures
@@ -237,6 +238,7 @@ def build(results_dir: Path, family: str = DEFAULT_FAMILY) -> str:
             idle_time_cdf(final),
             load_idle_time_cdf(final),
             setup_wait_cdf(final),
+            plt_ccdf(final),
             connections_over_the_load(final),
         )
         if f
