@@ -91,12 +91,13 @@ def _figure(records: list[RunRecord], kind: _Kind) -> Figure | None:
     # rather than drawing one figure dozens of panels wide.
     columns = min(PANELS_PER_ROW, len(panels))
     rows = -(-len(panels) // columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, 5.4 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, columns, figsize=(6 * columns, 5 * rows), squeeze=False,
+                             layout="constrained")  # fmt: skip
     cells = [ax for row in axes for ax in row]
     for ax, ((profile, page), by_series) in zip(cells, sorted(panels.items()), strict=False):
         for label, rs in sorted(by_series.items()):
             kind.draw(ax, label, rs)
-        ax.set_title(f"{profile}, {page}")
+        ax.set_title(f"{profile}, {page}", fontsize=9)
         ax.set_xlabel(kind.axes[0])
         ax.set_ylabel(kind.axes[1])
         if kind.log_y:
