@@ -50,9 +50,11 @@ def test_nothing_swept_draws_no_sweep() -> None:
     )
 
 
-def _sized(size: str, http: str, connections: int, plt_s: list[float]) -> CellSummary:
+def _sized(
+    size: str, http: str, connections: int, plt_s: list[float], loss: str = "0.1"
+) -> CellSummary:
     key = Cell.parse(
-        {"profile": "wired-10m-50ms", "forward_loss": "0.1", "http": http, "cc": "cubic",
+        {"profile": "wired-10m-50ms", "forward_loss": loss, "http": http, "cc": "cubic",
          "model": "equal10", "size": size, "connections": connections}
     )  # fmt: skip
     return CellSummary(key, len(plt_s), 0, {"plt_ms": MetricStats.of([v * 1000 for v in plt_s])})
@@ -63,13 +65,19 @@ def test_the_plt_against_page_size_has_a_line_per_connection_count_in_size_order
     before 100k and 300k), one line per connection count."""
     cells = [
         _sized(size, "1.1", n, [t * n**0.5, t * n**0.5 * 1.1])
-        for size, t in (("300k", 2.0), ("30k", 0.4), ("1m", 5.0), ("100k", 0.9))
-        for n in (1, 10)
-    ]
-    svg = {f.key: f for f in study_figures(cells)}["plt-size-connections"].svg
-    assert "HTTP/1.1, equal10, 1 conn." in svg and "HTTP/1.1, equal10, 10 conn." in svg
+        for size, t in (("1m", 5.0), ("300k", 2.0), ("30k", 0.4), ("100k", 0.9))
+        for n in (1, 10, 2)
+    ] + [_sized(size, "1.1", 1, [0.5, 0.6], loss="0") for size in ("1m", "30k")]
+    figures = {f.key: f for f in study_figures(cells)}
+    svg = figures["plt-size-connections"].svg
+    # The panel names its link point; the series name no link parameter again.
+    legend = [svg.index(f"<!-- HTTP/1.1, equal10, {n} conn. -->") for n in (1, 2, 10)]
+    assert legend == sorted(legend), legend
     ticks = [svg.index(f"<!-- {s} -->") for s in ("30k", "100k", "300k", "1m")]
     assert ticks == sorted(ticks), ticks
+    # PLT against the swept loss: a panel per page, in the order of their sizes.
+    panels = [figures["sweep-forward_loss"].svg.index(f"equal10-{s}") for s in ("30k", "1m")]
+    assert panels == sorted(panels), panels
 
 
 def test_no_page_size_figure_where_connections_only_follow_the_http_version() -> None:

@@ -51,6 +51,11 @@ def _size_key(size: str) -> tuple[float, str]:
     return (float(amount[1]) * SIZE_UNIT_K[amount[2]], size) if amount else (math.inf, size)
 
 
+def _natural(label: str) -> list[object]:
+    """A series label's sort key that orders its numbers by value: 2 conn. before 10."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", label)]
+
+
 def _svg(fig: plt.Figure) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight")
@@ -111,7 +116,7 @@ def lines(
         for c in chosen:
             if c.cell.link == profile:
                 groups.setdefault(series(c), []).append(c)
-        for label, cs in sorted(groups.items()):
+        for label, cs in sorted(groups.items(), key=lambda kv: _natural(kv[0])):
             cs.sort(key=lambda c: _size_key(c.cell[SIZE]))
             xs = [c.cell[SIZE] for c in cs]
             ys = [c.metrics[metric].mean / 1000 for c in cs]
@@ -224,7 +229,12 @@ def sweeps(cells: list[CellSummary], metric: str = "plt_ms") -> list[Figure]:
         chosen = [c for c in cells if metric in c.metrics and _swept_value(c, d) is not None]
         if len({c.cell[d] for c in chosen}) < 2:
             continue
-        panels = list(dict.fromkeys((c.cell[PROFILE], c.cell.page) for c in chosen))
+        # Pages in the order of their model and size (30k before 100k), not of the plan.
+        page_order = {c.cell.page: (c.cell[MODEL], _size_key(c.cell[SIZE])) for c in chosen}
+        panels = sorted(
+            dict.fromkeys((c.cell[PROFILE], c.cell.page) for c in chosen),
+            key=lambda panel: (panel[0], page_order[panel[1]]),
+        )
         fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 3.8), squeeze=False)
         varied_connections = len({c.cell[CONNECTIONS] for c in chosen}) > 1
         for ax, (profile, page) in zip(axes[0], panels, strict=True):
@@ -236,7 +246,7 @@ def sweeps(cells: list[CellSummary], metric: str = "plt_ms") -> list[Figure]:
                     if varied_connections:
                         label += f", {c.cell[CONNECTIONS]} conn."
                     groups.setdefault(label, []).append(c)
-            for label, cs in sorted(groups.items()):
+            for label, cs in sorted(groups.items(), key=lambda kv: _natural(kv[0])):
                 cs.sort(key=lambda c: _swept_value(c, d) or 0.0)
                 xs = [_swept_value(c, d) or 0.0 for c in cs]
                 stats = [c.metrics[metric] for c in cs]
@@ -272,6 +282,14 @@ def study_figures(cells: list[CellSummary], family: str = DEFAULT_FAMILY) -> lis
         legend part says something here (the cross traffic beside the load, the PEP,
         the browser when there are several: clarke.campaign.dimensions.legend)."""
         return dimensions.legend(c.cell, every)
+
+    def h_in_panel(c: CellSummary) -> str:
+        """h(c) without the link parameters, which a panel of one link point names in
+        its title."""
+        cell = c.cell
+        for d in LINK_PARAMETERS:
+            cell = cell.replace(d, PROFILE_OWN)
+        return dimensions.legend(cell, every)
 
     sizes_of: dict[str, set[str]] = {}
     for c in cells:
@@ -316,7 +334,7 @@ def study_figures(cells: list[CellSummary], family: str = DEFAULT_FAMILY) -> lis
             caption="Effect of parallel connections as the page grows ([C]'s response time "
             "against page size), for every page model loaded at two sizes or more.",
             select=lambda c: c.cell[MODEL] in swept_models,
-            series=lambda c: f"{h(c)}, {c.cell[MODEL]}, {c.cell[CONNECTIONS]} conn.",
+            series=lambda c: f"{h_in_panel(c)}, {c.cell[MODEL]}, {c.cell[CONNECTIONS]} conn.",
         ),
         None
         if len({c.cell[CC] for c in cells}) < 2  # one congestion control: nothing to compare
