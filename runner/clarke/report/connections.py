@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import matplotlib.pyplot as plt
 
 from clarke.campaign import dimensions
-from clarke.campaign.dimensions import CC, CONNECTIONS, HTTP
-from clarke.report.figures import Figure, _legend_below, _svg
+from clarke.campaign.dimensions import CC, CONNECTIONS
+from clarke.report.figures import Figure, _legend_below, _svg, connections_swept
 from clarke.results.connections import overlap_steps
 from clarke.results.details import ConnectionRow
 from clarke.results.record import RunRecord, Status
@@ -211,10 +211,7 @@ def setup_wait_cdf(records: list[RunRecord]) -> Figure | None:
 def plt_ccdf(records: list[RunRecord]) -> Figure | None:
     """Per cell, the CCDF of its successful loads' PLT ([C]'s), where one HTTP version
     is loaded with several connection counts."""
-    counts = {(r.cell[HTTP], r.cell[CONNECTIONS]) for r in records}
-    if len(counts) == len({http for http, _ in counts}):
-        return None
-    return _figure(records, PLT_CCDF)
+    return _figure(records, PLT_CCDF) if connections_swept(r.cell for r in records) else None
 
 
 def connections_over_the_load(records: list[RunRecord]) -> Figure | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import matplotlib
@@ -23,6 +23,7 @@ from clarke.campaign.dimensions import (
     MODEL,
     PROFILE,
     SIZE,
+    Cell,
 )
 from clarke.link_points import PROFILE_OWN
 from clarke.results.metric_families import DEFAULT_FAMILY, DESCRIPTION, FAMILIES, LABEL
@@ -54,6 +55,13 @@ def _size_key(size: str) -> tuple[float, str]:
 def _natural(label: str) -> list[object]:
     """A series label's sort key that orders its numbers by value: 2 conn. before 10."""
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", label)]
+
+
+def connections_swept(cells: Iterable[Cell]) -> bool:
+    """Whether the connection count is a variable of these cells ([C], [K]): one HTTP
+    version loaded with several counts, not only each version with its own."""
+    pairs = {(c[HTTP], c[CONNECTIONS]) for c in cells}
+    return len(pairs) > len({http for http, _ in pairs})
 
 
 def _svg(fig: plt.Figure) -> str:
@@ -295,9 +303,6 @@ def study_figures(cells: list[CellSummary], family: str = DEFAULT_FAMILY) -> lis
     for c in cells:
         sizes_of.setdefault(c.cell[MODEL], set()).add(c.cell[SIZE])
     swept_models = {m for m, sizes in sizes_of.items() if len(sizes) > 1}
-    # Connections as the study's variable: one HTTP version loaded with several counts.
-    versions = {c.cell[HTTP] for c in cells}
-    connections_swept = len({(c.cell[HTTP], c.cell[CONNECTIONS]) for c in cells}) > len(versions)
 
     # Cross traffic or a PEP: every cell's PLT on one axis, per link (queue) and series.
     bottleneck = any(
@@ -325,7 +330,7 @@ def study_figures(cells: list[CellSummary], family: str = DEFAULT_FAMILY) -> lis
             series=lambda c: f"{h(c)}, {c.cell[MODEL]}",
         ),
         None
-        if not connections_swept
+        if not connections_swept(every)
         else lines(
             cells,
             key="plt-size-connections",
