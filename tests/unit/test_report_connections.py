@@ -157,10 +157,14 @@ def test_the_set_up_wait_column_and_figure_come_from_each_loads_figure() -> None
 
 def test_the_plt_ccdf_draws_every_load_where_connections_are_the_variable() -> None:
     """[C]'s CCDF of response times: one line per cell, every successful load once,
-    labelled by the version before the swept loss; not where the connection count only
-    follows the HTTP version (recorded-connections: 1 for HTTP/1.1, 6 for /2 and /3)."""
+    labelled by the version and the connection count, the swept loss left to the panel's
+    title (repeated in each of [C]'s 45 labels it squeezed the panels to nothing); not
+    where the connection count only follows the HTTP version (recorded-connections: 1
+    for HTTP/1.1, 6 for /2 and /3)."""
     figure = _figure(build(WITH_SETUP_WAIT), "plt-ccdf")
     labels = [int(n) for n in re.findall(r"\((\d+) loads\)", figure)]
     assert sum(labels) == 12 and len(labels) == 4, labels
-    assert "HTTP/1.1, forward loss 0.1, 5 conn. per server (3 loads)" in figure
+    assert "HTTP/1.1, 5 conn. per server (3 loads)" in figure
+    assert "wired-10m-50ms+forward_loss=0.1, equal5-1m" in figure
+    assert "forward loss" not in figure
     assert 'id="fig-plt-ccdf"' not in build(WITH_ROWS)

@@ -12,9 +12,8 @@ from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
 
-from clarke.campaign import dimensions
 from clarke.campaign.dimensions import CC, CONNECTIONS
-from clarke.report.figures import Figure, _legend_below, _svg, connections_swept
+from clarke.report.figures import Figure, _legend_below, _svg, connections_swept, legend_in_panel
 from clarke.results.connections import overlap_steps
 from clarke.results.details import ConnectionRow
 from clarke.results.record import RunRecord, Status
@@ -33,16 +32,18 @@ def _timed(r: RunRecord) -> list[ConnectionRow]:
 
 
 def _panels(records: list[RunRecord]) -> dict[Panel, dict[str, list[RunRecord]]]:
-    """The successful loads with timed connections, by profile and page, then by series:
-    the cell's legend among all these loads' cells, with its connections per server and
-    congestion control where those vary."""
+    """The successful loads with timed connections, by link point and page, then by
+    series: the cell's legend among all these loads' cells but for the link parameters
+    the panel's title names, with its connections per server and congestion control
+    where those vary."""
     ok = [r for r in records if r.status is Status.ok and _timed(r)]
     every = [r.cell for r in ok]
     connections_vary = len({c[CONNECTIONS] for c in every}) > 1
     cc_varies = len({c[CC] for c in every}) > 1
 
     def series(r: RunRecord) -> str:
-        label = dimensions.legend(r.cell, every)
+        # A panel is one link point, which its title names.
+        label = legend_in_panel(r.cell, every)
         if connections_vary:
             label += f", {r.cell[CONNECTIONS]} conn. per server"
         return label + (f", {r.cell[CC]}" if cc_varies else "")

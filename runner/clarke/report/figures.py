@@ -64,6 +64,14 @@ def connections_swept(cells: Iterable[Cell]) -> bool:
     return len(pairs) > len({http for http, _ in pairs})
 
 
+def legend_in_panel(cell: Cell, cells: list[Cell]) -> str:
+    """`cell`'s series label among `cells` without its link parameters, for a panel of
+    one link point, whose title names them."""
+    for d in LINK_PARAMETERS:
+        cell = cell.replace(d, PROFILE_OWN)
+    return dimensions.legend(cell, cells)
+
+
 def _svg(fig: plt.Figure) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight")
@@ -292,12 +300,7 @@ def study_figures(cells: list[CellSummary], family: str = DEFAULT_FAMILY) -> lis
         return dimensions.legend(c.cell, every)
 
     def h_in_panel(c: CellSummary) -> str:
-        """h(c) without the link parameters, which a panel of one link point names in
-        its title."""
-        cell = c.cell
-        for d in LINK_PARAMETERS:
-            cell = cell.replace(d, PROFILE_OWN)
-        return dimensions.legend(cell, every)
+        return legend_in_panel(c.cell, every)
 
     sizes_of: dict[str, set[str]] = {}
     for c in cells:
