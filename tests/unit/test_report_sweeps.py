@@ -1,5 +1,6 @@
 """The report's sweep figures (issue 51): the PLT against a link parameter swept over a
-profile ([M], [C]), one panel per profile and page, one line per series with its 95 %
+profile ([M], [C]), one panel per page and link point but for the swept parameter,
+one line per series with its 95 %
 confidence band; none where nothing is swept."""
 
 from __future__ import annotations
@@ -33,15 +34,24 @@ def test_the_plt_against_a_swept_rtt_has_a_line_per_series() -> None:
     assert svg.count("<svg") == 1
 
 
-def test_a_second_swept_parameter_is_part_of_the_series_and_has_its_own_figure() -> None:
+def test_a_second_swept_parameter_has_a_panel_per_value_and_its_own_figure() -> None:
+    """[C]'s RTT against each loss rate: the other swept parameter makes the panels (in
+    the order of its values), not the series, which the panel's title leaves to the
+    protocol and connections (15 series a panel were unreadable in [C]'s sweep)."""
     cells = [
         _cell(rtt, "2", 1, [t, t * 1.1], loss=loss)
         for rtt in ("20", "200")
-        for loss, t in (("0", 1.0), ("0.015", 1.8))
+        for loss, t in (("0.1", 2.4), ("0", 1.0), ("0.015", 1.8))
     ]
     figures = {f.key: f for f in sweeps(cells)}
     assert set(figures) == {"sweep-rtt_ms", "sweep-loss"}
-    assert "loss 0.015" in figures["sweep-rtt_ms"].svg and "RTT 200 ms" in figures["sweep-loss"].svg
+    rtt_svg, loss_svg = figures["sweep-rtt_ms"].svg, figures["sweep-loss"].svg
+    panels = [rtt_svg.index(f"wired-10m-50ms+loss={v}, equal5-1m") for v in ("0", "0.015", "0.1")]
+    assert panels == sorted(panels), panels
+    assert "wired-10m-50ms+rtt_ms=20, equal5-1m" in loss_svg
+    assert "wired-10m-50ms+rtt_ms=200, equal5-1m" in loss_svg
+    assert "loss 0.015" not in rtt_svg and "RTT 200 ms" not in loss_svg
+    assert rtt_svg.count("<!-- HTTP/2 -->") == 3
 
 
 def test_nothing_swept_draws_no_sweep() -> None:

@@ -21,7 +21,6 @@ from clarke.campaign.dimensions import (
     HTTP,
     LINK_PARAMETERS,
     MODEL,
-    PROFILE,
     SIZE,
     Cell,
 )
@@ -234,56 +233,85 @@ def _swept_value(c: CellSummary, d: Dimension[str]) -> float | None:
     return None if text == PROFILE_OWN or d.name == DISCIPLINE else float(text)
 
 
+SWEEP_PANELS_PER_ROW = 5
+
+
 def sweeps(cells: list[CellSummary], metric: str = "plt_ms") -> list[Figure]:
     """For each link parameter the cells sweep over two values or more ([M], [C]: PLT
     against the RTT, the loss, the rate or the buffer): `metric` against the parameter,
-    one panel per profile and page, one line per series (HTTP version, connections, the
-    other swept parameters ...) with its 95 % confidence band."""
+    one panel per page and link point but for the parameter (the profile with the other
+    swept parameters: [C]'s RTT against each loss rate), one line per series (HTTP
+    version, connections ...) with its 95 % confidence band."""
     every = [c.cell for c in cells]
     out = []
     for d in LINK_PARAMETERS:
         chosen = [c for c in cells if metric in c.metrics and _swept_value(c, d) is not None]
         if len({c.cell[d] for c in chosen}) < 2:
             continue
-        # Pages in the order of their model and size (30k before 100k), not of the plan.
-        page_order = {c.cell.page: (c.cell[MODEL], _size_key(c.cell[SIZE])) for c in chosen}
-        panels = sorted(
-            dict.fromkeys((c.cell[PROFILE], c.cell.page) for c in chosen),
-            key=lambda panel: (panel[0], page_order[panel[1]]),
-        )
-        fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 3.8), squeeze=False)
-        varied_connections = len({c.cell[CONNECTIONS] for c in chosen}) > 1
-        for ax, (profile, page) in zip(axes[0], panels, strict=True):
+        panels: dict[tuple[str, str], list[CellSummary]] = {}
+        for c in chosen:
+            panels.setdefault((c.cell.replace(d, PROFILE_OWN).link, c.cell.page), []).append(c)
+        # Link points by the values of the other swept parameters (0.01 before 0.1), pages
+        # by model and size (equal2 before equal10, 30k before 100k), not by their names.
+        order = {
+            key: (
+                [_value_key(c, other) for other in LINK_PARAMETERS if other is not d],
+                _natural(c.cell[MODEL]),
+                _size_key(c.cell[SIZE]),
+            )
+            for key, (c, *_) in panels.items()
+        }
+        columns = min(SWEEP_PANELS_PER_ROW, len(panels))
+        rows = -(-len(panels) // columns)
+        fig, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, 4.6 * rows),
+                                 squeeze=False, layout="constrained")  # fmt: skip
+        slots = [ax for row in axes for ax in row]
+        connections_vary = len({c.cell[CONNECTIONS] for c in chosen}) > 1
+        for ax, key in zip(slots, sorted(panels, key=order.__getitem__), strict=False):
             groups: dict[str, list[CellSummary]] = {}
-            for c in chosen:
-                if (c.cell[PROFILE], c.cell.page) == (profile, page):
-                    # The series: the cell's legend without the swept parameter itself.
-                    label = dimensions.legend(c.cell.replace(d, PROFILE_OWN), every)
-                    if varied_connections:
-                        label += f", {c.cell[CONNECTIONS]} conn."
-                    groups.setdefault(label, []).append(c)
+            for c in panels[key]:
+                label = legend_in_panel(c.cell, every)
+                if connections_vary:
+                    label += f", {c.cell[CONNECTIONS]} conn."
+                groups.setdefault(label, []).append(c)
             for label, cs in sorted(groups.items(), key=lambda kv: _natural(kv[0])):
-                cs.sort(key=lambda c: _swept_value(c, d) or 0.0)
-                xs = [_swept_value(c, d) or 0.0 for c in cs]
-                stats = [c.metrics[metric] for c in cs]
-                ys = [s.mean / 1000 for s in stats]
-                low, high = _errbars(stats)
-                (line,) = ax.plot(xs, ys, marker="o", label=label)
-                ax.fill_between(xs, [y - e for y, e in zip(ys, low, strict=True)],
-                                [y + e for y, e in zip(ys, high, strict=True)],
-                                color=line.get_color(), alpha=0.2)  # fmt: skip
-            ax.set_title(f"{profile}, {page}")
+                _sweep_line(ax, label, sorted(cs, key=lambda c: _swept_value(c, d) or 0.0),
+                            d, metric)  # fmt: skip
+            ax.set_title(", ".join(key), fontsize=9)
             ax.set_xlabel(f"{d.name} (swept over the profile)")
             ax.set_ylabel(f"{LABEL.get(metric, metric)} (s), mean and 95 % CI")
             ax.set_ylim(bottom=0)
             ax.grid(alpha=0.3)
             _legend_below(ax, below_labels=True)
+        for ax in slots[len(panels) :]:
+            ax.set_visible(False)
         title = f"{LABEL.get(metric, metric)} against {d.name}"
         fig.suptitle(title)
         caption = (f"The link parameter {d.name} swept over the profile (docs/campaigns.md); "
                    "bands: 95 % confidence intervals of the mean.")  # fmt: skip
         out.append(Figure(f"sweep-{d.name}", title, caption, _svg(fig)))
     return out
+
+
+def _value_key(c: CellSummary, d: Dimension[str]) -> float:
+    """d's value as a sort key, the profile's own before any swept value."""
+    value = _swept_value(c, d)
+    return -math.inf if value is None else value
+
+
+def _sweep_line(
+    ax: plt.Axes, label: str, cs: list[CellSummary], d: Dimension[str], metric: str
+) -> None:
+    """One series of a sweep: its cells' mean `metric` (s) against d's value, with the
+    95 % confidence band."""
+    xs = [_swept_value(c, d) or 0.0 for c in cs]
+    stats = [c.metrics[metric] for c in cs]
+    ys = [s.mean / 1000 for s in stats]
+    low, high = _errbars(stats)
+    (line,) = ax.plot(xs, ys, marker="o", label=label)
+    ax.fill_between(xs, [y - e for y, e in zip(ys, low, strict=True)],
+                    [y + e for y, e in zip(ys, high, strict=True)],
+                    color=line.get_color(), alpha=0.2)  # fmt: skip
 
 
 def study_figures(cells: list[CellSummary], family: str = DEFAULT_FAMILY) -> list[Figure]:
