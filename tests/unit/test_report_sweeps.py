@@ -1,7 +1,6 @@
 """The report's sweep figures (issue 51): the PLT against a link parameter swept over a
 profile ([M], [C]), one panel per page and link point but for the swept parameter,
-one line per series with its 95 %
-confidence band; none where nothing is swept."""
+one line per series with its 95 % confidence band; none where nothing is swept."""
 
 from __future__ import annotations
 

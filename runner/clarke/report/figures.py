@@ -327,9 +327,6 @@ def study_figures(cells: list[CellSummary], family: str = DEFAULT_FAMILY) -> lis
         the browser when there are several: clarke.campaign.dimensions.legend)."""
         return dimensions.legend(c.cell, every)
 
-    def h_in_panel(c: CellSummary) -> str:
-        return legend_in_panel(c.cell, every)
-
     sizes_of: dict[str, set[str]] = {}
     for c in cells:
         sizes_of.setdefault(c.cell[MODEL], set()).add(c.cell[SIZE])
@@ -370,7 +367,9 @@ def study_figures(cells: list[CellSummary], family: str = DEFAULT_FAMILY) -> lis
             caption="Effect of parallel connections as the page grows ([C]'s response time "
             "against page size), for every page model loaded at two sizes or more.",
             select=lambda c: c.cell[MODEL] in swept_models,
-            series=lambda c: f"{h_in_panel(c)}, {c.cell[MODEL]}, {c.cell[CONNECTIONS]} conn.",
+            series=lambda c: (
+                f"{legend_in_panel(c.cell, every)}, {c.cell[MODEL]}, {c.cell[CONNECTIONS]} conn."
+            ),
         ),
         None
         if len({c.cell[CC] for c in cells}) < 2  # one congestion control: nothing to compare
