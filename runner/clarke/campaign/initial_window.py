@@ -49,10 +49,12 @@ def in_force(value: str, conn: Mapping[str, object]) -> str | None:
 
 
 def _fell_back(conn: Mapping[str, object]) -> bool:
-    """Whether the kernel started a TCP connection with one segment because its handshake
-    was retransmitted (two SYN-ACKs or more, tcpi_total_retrans as origin accepted it):
-    RFC 5681, section 3.1, as Linux applies it. The route's initcwnd was in force; a
-    server of the world would have done the same, so the load is one of the cell's and
-    not a failed setting (which would bias the cell towards loads that lost nothing)."""
+    """Whether the kernel may have started a TCP connection with one segment because its
+    handshake was retransmitted (two SYN-ACKs or more, tcpi_total_retrans as origin
+    accepted it): RFC 5681, section 3.1, as Linux applies it, which also needs the
+    SYN-ACK's own timer to have expired (TCP_INFO does not say whether it did). The
+    route's initcwnd was in force; a server of the world would have done the same, so the
+    load is one of the cell's and not a failed setting (which would bias the cell towards
+    loads that lost nothing)."""
     retransmits = conn.get("handshake_retransmits")
     return isinstance(retransmits, int) and retransmits > 1
