@@ -193,6 +193,17 @@ MAX_LOADS_PER_BROWSER: Final = 1000
 # RFC 7540 HTTP/2 dependency tree instead of RFC 9218's Priority header (`rfc7540-tree`).
 PrioritySignals = Literal["default", "none", "rfc7540-tree"]
 
+
+def signals_refused(signals: PrioritySignals, http: HttpVersion, browser: Browser) -> str | None:
+    """Why `browser` cannot send `signals` over `http`, or None: the one rule a campaign's
+    plan and a load request (at the client's agent) both apply."""
+    if signals == "rfc7540-tree" and http is not HttpVersion.h2:
+        return f"rfc7540-tree is an HTTP/2 dependency tree, not for HTTP/{http.value}"
+    if browser is Browser.chromium and signals != "default":
+        return f"{signals}: Chromium has no switch for the priority signals it sends (only default)"
+    return None
+
+
 # An HTTP version by its tag (HttpVersion.tag), as files write it where they name the
 # protocols something offered (a site archive's origins: docs/sites.md).
 HttpTag = Literal["h1", "h2", "h3"]

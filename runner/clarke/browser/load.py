@@ -45,6 +45,7 @@ from clarke.vocab import (
     Isolation,
     PrioritySignals,
     StartAhead,
+    signals_refused,
 )
 
 # A host name of a recorded site (sites/archive.py's HostName).
@@ -166,17 +167,10 @@ class BrowserSettings(BaseModel):
 
     @model_validator(mode="after")
     def _what_chromium_honours(self) -> BrowserSettings:
-        if self.priority_signals == "rfc7540-tree" and self.http is not HttpVersion.h2:
-            raise ValueError(
-                f"priority_signals: rfc7540-tree is an HTTP/2 dependency tree, not for "
-                f"HTTP/{self.http.value}"
-            )
+        refused = signals_refused(self.priority_signals, self.http, self.browser)
+        if refused:
+            raise ValueError(f"priority_signals: {refused}")
         if self.browser is Browser.chromium:
-            if self.priority_signals != "default":
-                raise ValueError(
-                    f"priority_signals: {self.priority_signals}: Chromium has no switch for "
-                    "the priority signals it sends (only default)"
-                )
             if self.connections != CHROMIUM_CONNECTIONS:
                 raise ValueError(
                     f"connections: Chromium opens {CHROMIUM_CONNECTIONS} connections per "

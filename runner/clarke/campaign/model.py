@@ -44,6 +44,7 @@ from clarke.vocab import (
     Isolation,
     PrioritySignals,
     StartAhead,
+    signals_refused,
 )
 from clarke.vocab import Browser as BrowserName
 
@@ -426,28 +427,22 @@ class Campaign(StrictModel):
 
     @model_validator(mode="after")
     def _what_the_signals_need(self) -> Campaign:
-        if self.browser.priority_signals != "rfc7540-tree":
-            return self
-        others = sorted(
-            {h.value for _, _, m in self.matrices() for h in m.axis(HTTP) or []} - {"2"}
-        )
-        if others:
-            raise ValueError(
-                f"browser.priority_signals: rfc7540-tree is an HTTP/2 dependency tree; the "
-                f"matrix also asks HTTP/{', HTTP/'.join(others)}"
-            )
+        signals = self.browser.priority_signals
+        problems = {
+            f"browser.priority_signals: {why} (in {prefix})"
+            for _, prefix, m in self.matrices()
+            for http in m.axis(HTTP) or []
+            for browser in m.axis(BROWSER) or [BrowserName.firefox]
+            if (why := signals_refused(signals, http, browser))
+        }
+        if problems:
+            raise ValueError("; ".join(sorted(problems)))
         return self
 
     def _chromium(self, prefix: str, m: Matrix) -> list[str]:
         """What Chromium, in a matrix's browser axis, cannot do as asked."""
         if BrowserName.chromium not in (m.axis(BROWSER) or []):
             return []
-        if self.browser.priority_signals != "default":
-            return [
-                f"browser.priority_signals: {self.browser.priority_signals} with "
-                f"{prefix}.{BROWSER.key} chromium: Chromium has no switch for the priority "
-                "signals it sends (only default)"
-            ]
         fixed = CHROMIUM_CONNECTIONS_PER_SERVER
         why = f"Chromium opens {fixed} connections per server and has no setting for it"
         connections = m.axis(CONNECTIONS)
