@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from clarke.campaign import dimensions
-from clarke.results.influx import CONNECTION_FIELDS
+from clarke.results.influx import BROWSER_SETTINGS, CONNECTION_FIELDS
 
 DATASOURCE = {"type": "influxdb", "uid": "clarke-influxdb"}
 SCHEMA_VERSION = 39
@@ -24,6 +24,8 @@ CELL_TAGS = [
     if d is not dimensions.SIZE
 ]
 CELL = ", ".join(f'"{tag}"' for tag in CELL_TAGS)
+# The browser's settings, the same for every load of a campaign: shown beside each load.
+SETTINGS = ", ".join(f'"{tag}"' for tag in BROWSER_SETTINGS)
 ONE_CAMPAIGN = '"campaign_id" =~ /^$campaign$/'
 # A recorded site's loads (docs/sites.md): a site tag other than none (the generated
 # pages); records from before sites have no such tag and are left out.
@@ -252,7 +254,7 @@ def drilldown() -> dict[str, Any]:
                 "table",
                 "Every attempt",
                 f'SELECT {fields} FROM "page_load" WHERE {CAMPAIGN} '
-                f'AND "run_id" =~ /^$run$/ GROUP BY "run_id", "status", "engine", {CELL}',
+                f'AND "run_id" =~ /^$run$/ GROUP BY "run_id", "status", {SETTINGS}, {CELL}',
                 h=14,
             ),
             panel(

@@ -116,7 +116,21 @@ def test_smoke_campaign_into_influxdb_with_captures(influxd: str, tmp_path: Path
             "SELECT sum(\"requests\") FROM connection WHERE campaign_id = 'smoke-e2e' "
             "GROUP BY run_id, attempt"
         )
+        settings = {
+            measurement: sink.query(
+                f'SELECT count("{field}") FROM {measurement} WHERE campaign_id = '
+                "'smoke-e2e' GROUP BY engine, isolation, priority_signals"
+            )
+            for measurement, field in (("page_load", "plt_ms"), ("connection", "requests"))
+        }
     assert summary["results"][0]["series"][0]["values"][0][1] >= 1
+    # Every load's points carry the browser's settings it ran with (the campaign's); a
+    # load that failed before its isolation was verified has no isolation to tag.
+    ran_with = {"engine": "selenium", "isolation": "profile", "priority_signals": "default"}
+    for measurement, said in settings.items():
+        tagged = [s["tags"] for s in said["results"][0]["series"]]
+        assert ran_with in tagged, (measurement, tagged)
+        assert all(t[k] in ("", v) for t in tagged for k, v in ran_with.items()), tagged
     # Every load's connections, with the requests they carried: the page's, no more.
     carried = {
         (s["tags"]["run_id"], int(s["tags"]["attempt"])): s["values"][0][1]

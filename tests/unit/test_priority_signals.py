@@ -87,3 +87,37 @@ def test_the_verdict_names_what_the_server_saw_against_the_setting() -> None:
     # A server that records no signals (OpenLiteSpeed): nothing to judge, and it says so.
     unobserved = signals_received(server_connections([{"exchanges": []}]), "none")
     assert unobserved.observed is False and signals_verdict("none", unobserved) == ""
+
+
+def test_the_browsers_settings_are_tags_and_export_columns_not_dimensions() -> None:
+    """Loads made with other isolation or signals are never grouped together: each load's
+    point is tagged with them (as with its engine), and the export has their columns; a
+    record from before they were kept has neither tag."""
+    from clarke.results.details import ConnectionRow, IsolationCheck, PrioritySignals
+    from clarke.results.export import rows
+    from clarke.results.influx import connection_points, tags_of, to_line
+    from helpers import record
+
+    old = record(0)
+    assert "isolation=" not in to_line(old) and "priority_signals=" not in to_line(old)
+    new = record(1)
+    new.details.isolation = IsolationCheck(mode="context")
+    new.details.priority_signals = PrioritySignals(asked="rfc7540-tree")
+    tags = tags_of(new)
+    assert (tags["engine"], tags["isolation"], tags["priority_signals"]) == (
+        "selenium",
+        "context",
+        "rfc7540-tree",
+    )
+    assert ",isolation=context," in to_line(new), to_line(new)
+    assert ",priority_signals=rfc7540-tree," in to_line(new), to_line(new)
+    assert "run_id=lan-h2-bbr-uniform-100k-r2," in to_line(new)  # not in the run id
+    new.details.per_connection = [ConnectionRow(id=1, protocol="h2", requests=3)]
+    (conn,) = connection_points([new])
+    assert ",isolation=context," in conn.to_line_protocol(), conn.to_line_protocol()
+    columns, table = rows([old, new])
+    assert {"isolation", "priority_signals"} <= set(columns)
+    assert [(r["isolation"], r["priority_signals"]) for r in table] == [
+        ("", ""),
+        ("context", "rfc7540-tree"),
+    ]

@@ -21,6 +21,8 @@ TRAILING = (
     "page",
     "repetition",
     "engine",
+    "isolation",
+    "priority_signals",
     "browser_version",
     "git_rev",
     "shard",

@@ -39,6 +39,10 @@ DEFAULT_DB = "clarke"
 BATCH = 500
 ATTEMPTS = 4
 
+# The campaign's browser settings a load ran with (RunRecord.isolation, ...): the same
+# for every load of a campaign, so not dimensions, but tags of every measurement of a
+# load, so that loads of campaigns with other settings are not grouped together.
+BROWSER_SETTINGS = ("engine", "isolation", "priority_signals")
 # Record attributes written as tags (indexed, for grouping and filtering), besides one
 # tag per dimension of the matrix (clarke.campaign.dimensions: profile, http, cc, ...).
 TAGS = (
@@ -47,7 +51,7 @@ TAGS = (
     "run_id",
     "page",
     "repetition",
-    "engine",
+    *BROWSER_SETTINGS,
     "status",
     "git_rev",
     "shard",
@@ -60,10 +64,12 @@ def tags_of(r: RunRecord) -> dict[str, str]:
     return {**{tag: str(getattr(r, tag)) for tag in TAGS}, **r.cell.texts()}
 
 
-def _cell_tags(p: Point, r: RunRecord) -> Point:
-    """A load's cell as tags, one per dimension, and its page: a measurement of a load
-    (its connections, the link's counters during it) is grouped as its load is."""
-    for name, text in r.cell.texts().items():
+def _load_tags(p: Point, r: RunRecord) -> Point:
+    """A load's cell as tags, one per dimension, its page and its browser's settings: a
+    measurement of a load (its connections, the link's counters during it) is grouped as
+    its load is."""
+    texts = r.cell.texts() | {s: getattr(r, s) for s in BROWSER_SETTINGS}
+    for name, text in texts.items():
         if text != "":
             p = p.tag(name, text)
     return p.tag("page", r.page)
@@ -300,7 +306,7 @@ def link_stats_points(records: list[RunRecord]) -> list[Point]:
             drops = d.drops or {}
             delay = d.queue_delay or Sojourn()
             p = Point("link_stats").tag("campaign", r.campaign).tag("campaign_id", r.campaign_id)
-            p = _cell_tags(p.tag("run_id", r.run_id), r)
+            p = _load_tags(p.tag("run_id", r.run_id), r)
             p = p.tag("direction", direction)
             p = p.tag("attempt", str(r.attempt))
             p = p.field("frames", d.frames_out).field("bytes", d.bytes_out)
@@ -333,7 +339,7 @@ def connection_points(records: list[RunRecord]) -> list[Point]:
     for r in records:
         for row in r.details.per_connection:
             p = Point("connection").tag("campaign", r.campaign).tag("campaign_id", r.campaign_id)
-            p = _cell_tags(p.tag("run_id", r.run_id).tag("attempt", str(r.attempt)), r)
+            p = _load_tags(p.tag("run_id", r.run_id).tag("attempt", str(r.attempt)), r)
             p = p.tag("conn_id", str(row.id)).tag("protocol", str(row.protocol))
             for key in CONNECTION_FIELDS:  # fields of the row (ConnectionRow)
                 if (value := number(getattr(row, key))) is not None:

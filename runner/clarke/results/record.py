@@ -124,6 +124,20 @@ class RunRecord(BaseModel):
             )
         return v
 
+    # The browser's settings that shape every load of a campaign beside its engine
+    # (campaign `browser:`), as the session verified them: not dimensions, so not in the
+    # cell or the run id, but InfluxDB tags and export columns (results/influx.py
+    # BROWSER_SETTINGS). Empty in records written before they were kept.
+    @property
+    def isolation(self) -> str:
+        """How the load's browser state was made new: profile or context."""
+        return self.details.isolation.mode if self.details.isolation else ""
+
+    @property
+    def priority_signals(self) -> str:
+        """The HTTP priority signals the browser was asked to send."""
+        return self.details.priority_signals.asked if self.details.priority_signals else ""
+
     @property
     def timestamp_ns(self) -> int:
         """The point's time in InfluxDB: the load's start, so that re-pushing is idempotent."""
