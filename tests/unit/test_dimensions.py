@@ -111,3 +111,22 @@ def _names_a_cell(node: ast.expr) -> bool:
     return (isinstance(node, ast.Attribute) and node.attr == "cell") or (
         isinstance(node, ast.Name) and node.id == "cell"
     )
+
+
+def test_the_docs_lists_of_dimensions_are_the_declarations() -> None:
+    """docs/results.md's record table and docs/campaigns.md's list of record fields name
+    every declared dimension, in declaration order, and nothing else."""
+    import re
+
+    docs = TESTS.parent / "docs"
+    declared = [d.name for d in dimensions.seal()]
+    row = next(
+        line
+        for line in (docs / "results.md").read_text().splitlines()
+        if line.startswith("| `profile`,")
+    )
+    assert re.findall(r"`([a-z_]+)`", row.split(" | ")[0]) == declared, row
+    text = " ".join((docs / "campaigns.md").read_text().split())
+    listed = re.search(r"every dimension under its field name \(([^;]*);", text)
+    assert listed is not None
+    assert re.findall(r"`([a-z_]+)`", listed.group(1)) == declared, listed.group(1)
