@@ -18,7 +18,7 @@ Adding an implementation: one module with an `Implementation` subclass
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Final
 
 from clarke.browser.client import Chromium, Firefox
@@ -31,7 +31,7 @@ from clarke.link.satlink import Satlink
 from clarke.pep.pepsal import Pepsal
 from clarke.pep.splittcp import SplitTcp
 from clarke.profiles import LinkProfile
-from clarke.roles import KINDS, Implementation
+from clarke.roles import KINDS, Implementation, ServerImplementation
 from clarke.server.openlitespeed import OpenLiteSpeed
 from clarke.server.origin import Origin
 from clarke.vocab import Browser, kind_of
@@ -92,14 +92,26 @@ def check_profiles(link: Implementation, profiles: Iterable[tuple[str, LinkProfi
         raise ValidationFailed(f"link profiles ({link.name} link)", problems)
 
 
-def check_supported(cells: Iterable[Cell], chosen: Iterable[Implementation], source: str) -> None:
+def check_supported(
+    cells: Iterable[Cell],
+    chosen: Iterable[Implementation],
+    source: str,
+    held_pages: Sequence[str] = (),
+) -> None:
     """Each value of each cell that a chosen implementation's kind puts in force, taken
-    by it (its capability data, roles.Implementation.supports): one ValidationFailed
-    naming every field, value and implementation that does not take it, before
-    anything runs. The one place a campaign's capabilities are checked."""
-    problems: list[str] = []
-    seen: set[tuple[str, str, str]] = set()
+    by it (its capability data, roles.Implementation.supports), and the pages with
+    server delays (`held_pages`, CampaignPlan.held_pages) on a server that holds them:
+    one ValidationFailed naming every field, value and implementation that does not take
+    it, before anything runs. The one place a campaign's capabilities are checked."""
     implementations = list(chosen)
+    problems = [
+        f"{', '.join(held_pages)}: server delays (server_delays_ms, docs/pages.md) need a "
+        f"server that holds each response as asked (origin); the {impl.name} server "
+        "would send every object at once"
+        for impl in implementations
+        if held_pages and isinstance(impl, ServerImplementation) and not impl.holds_responses
+    ]
+    seen: set[tuple[str, str, str]] = set()
     for cell in cells:
         for dimension, value in cell.items():
             for impl in implementations:

@@ -133,6 +133,9 @@ class ServerImplementation(Implementation):
     reports_handshakes: bool = False
     # Its own stream scheduler, as docs/scheduling.md and its state name it.
     own_scheduler: str = ""
+    # Whether it holds each response as a page's server delays ask (docs/pages.md);
+    # another server would send every object at once and so load another page.
+    holds_responses: bool = False
 
 
 # --- the link roles' configuration ---------------------------------------------------------

@@ -364,8 +364,9 @@ def test_connections_per_server_as_a_dimension(tmp_path: Path, run_cli) -> None:
 def test_pages_with_server_delays_are_refused_on_a_server_that_cannot_hold(
     tmp_path: Path, run_cli
 ) -> None:  # type: ignore[no-untyped-def]
-    """Only origin holds responses: a campaign that would load such pages on
-    OpenLiteSpeed is refused before anything runs, naming the pages."""
+    """Only origin holds responses (its capability, roles.ServerImplementation): a
+    campaign that would load such pages on OpenLiteSpeed is refused before anything
+    runs, naming the pages and the server."""
     models = Path("pages/examples/server-delays.yaml").resolve()
     doc = _with("matrix.models", ["staggered"])
     doc["matrix"]["sizes"] = ["170k"]
@@ -376,9 +377,13 @@ def test_pages_with_server_delays_are_refused_on_a_server_that_cannot_hold(
     code, _, err = run_cli("campaign", "validate", str(f))
     assert code == 2
     assert (
-        "implementations.server: openlitespeed cannot serve staggered-170k: their server "
-        "delays (server_delays_ms, docs/pages.md) need the origin server"
-    ) in " ".join(err.split()), err
+        "(satlink link, openlitespeed server): 1 problem" in err
+        and "staggered-170k: server delays (server_delays_ms, docs/pages.md) need a server "
+        "that holds each response as asked (origin); the openlitespeed server would send "
+        "every object at once"
+        in " ".join(err.split())
+        and "origin server)" not in err
+    ), err
     f.write_text(yaml.safe_dump({**doc, "implementations": {"server": "origin"}}))
     code, _, err = run_cli("campaign", "validate", str(f))
     assert code == 0, err
@@ -516,3 +521,19 @@ def test_what_chromium_cannot_honour_is_refused_before_anything_runs(
     code, _, err = run_cli("campaign", "validate", str(f))
     assert code == 2 and all(x in err for x in fields), err
     assert "Traceback" not in err
+
+
+def test_validate_checks_what_each_listed_server_takes(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """`campaign validate` refuses what `clarke run` would: a value a listed
+    implementation does not take (its capability data), naming field, value and server."""
+    f = tmp_path / "iw.yaml"
+    doc = _with("matrix.initial_window", ["default", 3])
+    f.write_text(
+        yaml.safe_dump({**doc, "implementations": {"server": ["origin", "openlitespeed"]}})
+    )
+    code, _, err = run_cli("campaign", "validate", str(f))
+    said = " ".join(err.split())
+    assert code == 2 and "openlitespeed server)" in said and "initial_window: 3" in said, err
+    assert "origin server)" not in said, err
+    f.write_text(yaml.safe_dump({**doc, "implementations": {"server": "origin"}}))
+    assert run_cli("campaign", "validate", str(f))[0] == 0

@@ -83,6 +83,9 @@ class CampaignPlan:
     runs: list[Run]
     # The recorded sites its runs replay, by the path the campaign gives (campaign/sites.py).
     sites: dict[str, PlannedSite] = field(default_factory=dict)
+    # Its generated pages with server delays (docs/pages.md), which only a server that
+    # holds each response as asked serves as they are (registry.check_supported).
+    held_pages: tuple[str, ...] = ()
 
     def shard(self, index: int, count: int, by: ShardBy = ShardBy.run_index) -> list[Run]:
         """The index-th (from 1) of `count` disjoint slices; together they are the plan."""
@@ -157,12 +160,9 @@ def page_registry(c: Campaign, source: Path) -> Registry:
     return Registry.default(extra)
 
 
-def read_campaign(path: Path) -> Campaign:
-    return _read(path)[0]
-
-
-def _read(path: Path) -> tuple[Campaign, dict[str, PlannedSite]]:
-    """The campaign, checked, and the sites it replays, read and checked."""
+def _read(path: Path) -> tuple[Campaign, dict[str, PlannedSite], tuple[str, ...]]:
+    """The campaign, checked, the sites it replays, read and checked, and its generated
+    pages with server delays (which servers hold them is the registry's check)."""
     c = with_paths_checked(schema.read(Campaign, path), path)
     sites = read_sites(c, path)
     registry = page_registry(c, path)
@@ -175,26 +175,7 @@ def _read(path: Path) -> tuple[Campaign, dict[str, PlannedSite]]:
             for size in m.axis(SIZE) or []:
                 if registry.get(model).page(size, Units(c.pages.units)).server_delays:
                     held.append(f"{model}-{size}")
-    others = [s for s in c.implementations.server or () if s != "origin"]
-    if held and others:
-        # Only origin holds responses (the session refuses the rest again, for --server).
-        raise ValidationFailed(
-            str(path),
-            [
-                f"implementations.server: {', '.join(others)} cannot serve "
-                f"{', '.join(dict.fromkeys(held))}: their server delays (server_delays_ms, "
-                "docs/pages.md) need the origin server"
-            ],
-        )
-    if sites and others:
-        raise ValidationFailed(
-            str(path),
-            [
-                f"implementations.server: {', '.join(others)} cannot replay a recorded site "
-                f"({', '.join(sites)}); only origin does (docs/sites.md)"
-            ],
-        )
-    return c, sites
+    return c, sites, tuple(dict.fromkeys(held))
 
 
 def cells_of(c: Campaign, m: Matrix) -> list[Cell]:
@@ -269,8 +250,8 @@ def expand(c: Campaign, source: Path, seed: int | None = None) -> CampaignPlan:
 
 
 def plan_file(path: Path, seed: int | None = None) -> CampaignPlan:
-    c, sites = _read(path)
-    return replace(expand(c, path, seed), sites=sites)
+    c, sites, held = _read(path)
+    return replace(expand(c, path, seed), sites=sites, held_pages=held)
 
 
 def positions_per_profile(runs: list[Run]) -> dict[int, tuple[int, int]]:

@@ -10,7 +10,7 @@ import click
 
 from clarke import profiles, registry
 from clarke.campaign.dimensions import CONNECTIONS
-from clarke.campaign.plan import cells_of, plan_file, read_campaign
+from clarke.campaign.plan import plan_file
 from clarke.vocab import CONGESTION_CONTROLS, HTTP_VERSIONS
 
 CAMPAIGN_FILE = click.Path(path_type=Path, dir_okay=False)
@@ -26,15 +26,19 @@ def campaign() -> None:
 @click.argument("file", type=CAMPAIGN_FILE)
 def validate(file: Path) -> None:
     """Check FILE against the campaign schema, its names (profiles, page models, sizes,
-    implementations) and whether its link can emulate each profile; exit 2 naming every
-    bad field."""
-    c = read_campaign(file)
+    implementations), whether its link can emulate each profile and whether its
+    implementations take every value of its matrix; exit 2 naming every bad field."""
+    p = plan_file(file)
+    c = p.campaign
     registry.check_names(c, str(file))
-    names = sorted({cell.link for _, _, m in c.matrices() for cell in cells_of(c, m)})
+    cells = list(dict.fromkeys(r.cell for r in p.runs))
+    names = sorted({cell.link for cell in cells})
     on = []
     for link_name, server_name in c.implementations.combinations():
         link, server = registry.get("link", link_name), registry.get("server", server_name)
         registry.check_profiles(link, [(n, profiles.read(n)) for n in names])
+        source = f"{file} ({link.name} link, {server.name} server)"
+        registry.check_supported(cells, [link, server], source, p.held_pages)
         on.append(f"link {link.name}, server {server.name}")
     click.echo(f"{file}: valid campaign {c.name!r} ({'; '.join(on)})")
 

@@ -216,6 +216,7 @@ class Origin(ServerImplementation):
     own_scheduler = "round-robin: h2's per DATA frame, quinn's per STREAM frame"
     install = "build it with `cargo build --release` in origin/ (ci/build.sh), or set CLARKE_ORIGIN"
     reports_handshakes = True  # tls_handshake in every TLS connection's record
+    holds_responses = True  # server_delays_ms: each response held as the page asks
 
     def check_environment(self) -> None:
         if origin_binary() is None:

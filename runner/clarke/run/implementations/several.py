@@ -112,7 +112,7 @@ def run_implementations(
     for lk, sv in combos:
         chosen = [registry.get("link", lk), registry.get("server", sv)]
         source = f"{plan.source} ({lk} link, {sv} server)"
-        registry.check_supported([r.cell for r in plan.runs], chosen, source)
+        registry.check_supported([r.cell for r in plan.runs], chosen, source, plan.held_pages)
     netns.require_root_and_tun()
     check_browser(c)
 

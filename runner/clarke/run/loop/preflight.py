@@ -51,7 +51,8 @@ def preflight(plan: CampaignPlan, runs: list[Run], options: RunOptions) -> tuple
             f"say how every TLS handshake went (origin); {server_impl.name}'s do not, so no "
             "load's context could be shown to start from nothing"
         )
-    registry.check_supported([r.cell for r in runs], [link_impl, server_impl], str(source))
+    chosen = [link_impl, server_impl]
+    registry.check_supported([r.cell for r in runs], chosen, str(source), plan.held_pages)
     peps = sorted({r.cell[PEP] for r in runs} - {PEP_NONE})
     if peps and options.substrate != "netns":
         raise InputError(
