@@ -25,7 +25,11 @@ clarke.registry).
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Final, Literal, get_args
+from typing import Final, Literal, TypeVar, get_args
+
+from clarke.errors import UnknownName
+
+E = TypeVar("E", bound=StrEnum)
 
 
 class HttpVersion(StrEnum):
@@ -192,6 +196,15 @@ MAX_LOADS_PER_BROWSER: Final = 1000
 # its own (`default`), none it can be kept from sending (`none`, Firefox), or Firefox's
 # RFC 7540 HTTP/2 dependency tree instead of RFC 9218's Priority header (`rfc7540-tree`).
 PrioritySignals = Literal["default", "none", "rfc7540-tree"]
+
+
+def vocabulary_value(field: str, vocabulary: type[E], given: str) -> E:
+    """`given` as a value of `vocabulary` (one already, or its text); UnknownName naming
+    the field and the values it allows."""
+    try:
+        return vocabulary(given)
+    except ValueError:
+        raise UnknownName(field, str(given), [v.value for v in vocabulary]) from None
 
 
 def signals_refused(signals: PrioritySignals, http: HttpVersion, browser: Browser) -> str | None:

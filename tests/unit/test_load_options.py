@@ -48,3 +48,27 @@ def test_options_are_parsed_by_their_dimension(run_cli) -> None:  # type: ignore
     assert code == 2 and "--cross-traffic" in err, err
     code, _, err = run_cli("load", "--page", "uniform-1m", "--site", "x")
     assert code == 2 and "--page" in err, err
+
+
+def test_a_load_of_a_cell_keeps_its_values_typed_and_one_by_hand_is_read_once() -> None:
+    """PageLoad holds the cell's own values (no text the session parses back); a load
+    written with text has it read into the vocabularies, an unknown one refused naming
+    what is allowed."""
+    from clarke.errors import UnknownName
+    from clarke.run.session.settings import PageLoad
+    from clarke.vocab import CongestionControl
+
+    given = {HTTP.name: HttpVersion.h3, dimensions.PROFILE.name: "lan"}
+    given |= {dimensions.CC.name: CongestionControl.bbr, BROWSER.name: Browser.chromium}
+    given |= {MODEL.name: "uniform", dimensions.SIZE.name: "100k"}
+    load = PageLoad.of_cell(cell_of(given), "l")
+    assert (load.http, load.cc, load.browser) == (
+        HttpVersion.h3,
+        CongestionControl.bbr,
+        Browser.chromium,
+    )
+    by_hand = PageLoad("uniform-100k", "1.1", "cubic", 1, browser="firefox")  # type: ignore[arg-type]
+    assert by_hand.http is HttpVersion.h1 and by_hand.cc is CongestionControl.cubic
+    assert by_hand.browser is Browser.firefox
+    with pytest.raises(UnknownName, match=r"unknown http '4'; allowed: 1.1, 2, 3"):
+        PageLoad("uniform-100k", "4", "cubic", 1)  # type: ignore[arg-type]

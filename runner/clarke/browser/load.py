@@ -36,8 +36,6 @@ from clarke.results.metric_families import object_metrics
 from clarke.results.record import Status
 from clarke.schema import problems_of
 from clarke.vocab import (
-    BROWSERS,
-    HTTP_VERSIONS,
     LOADS_PER_BROWSER,
     MAX_LOADS_PER_BROWSER,
     Browser,
@@ -124,16 +122,6 @@ def check_url(url: str, setup: BrowserSetup | None, site_hosts: tuple[str, ...] 
 
 # Chromium opens at most 6 connections per host for HTTP/1.1 and has no setting for it.
 CHROMIUM_CONNECTIONS = 6
-
-
-def is_http(version: str) -> bool:
-    """Whether `version` is one LoadRequest.http takes."""
-    return version in HTTP_VERSIONS
-
-
-def is_browser(name: str) -> bool:
-    """Whether `name` is a browser LoadRequest.browser takes."""
-    return name in BROWSERS
 
 
 class BrowserSettings(BaseModel):

@@ -31,15 +31,13 @@ from clarke.browser.load import (
     ExpectedObject,
     LoadRequest,
     LoadResult,
-    is_browser,
-    is_http,
 )
 from clarke.campaign import dimensions
 from clarke.campaign.cross import CrossTraffic
 from clarke.campaign.dimensions import SITE_NONE
 from clarke.campaign.plan import Run
 from clarke.contract import CaptureStopped
-from clarke.errors import ClarkeError, InputError, UnknownName, ValidationFailed
+from clarke.errors import ClarkeError, InputError, ValidationFailed
 from clarke.pages import build as page_build
 from clarke.pages.models import Registry
 from clarke.place.plan import Addresses
@@ -62,8 +60,6 @@ from clarke.schedules import Schedule
 from clarke.schema import problems_of
 from clarke.timing import Phases
 from clarke.vocab import (
-    BROWSERS,
-    HTTP_VERSIONS,
     LINK_ROLES,
     PEP_NONE,
     PEP_ROLES,
@@ -72,6 +68,7 @@ from clarke.vocab import (
     CongestionControl,
     DnsCache,
     HttpVersion,
+    vocabulary_value,
 )
 
 HOST = tls.DEFAULT_HOST
@@ -284,14 +281,13 @@ class Session:
         return offered is None or CongestionControl(cc).quic in offered
 
     # --- one load --------------------------------------------------------------------
+    def browser_of(self, load: PageLoad) -> Browser:
+        """The load's browser: its own, else the session's."""
+        return load.browser or vocabulary_value("browser", Browser, self.settings.browser)
+
     def request(self, load: PageLoad, capture_max_bytes: int = 0) -> LoadRequest:
         """The client's request for `load` (the session's browser when it names none)."""
-        http = load.http
-        if not is_http(http):
-            raise InputError(f"{http!r} is not an HTTP version ({', '.join(HTTP_VERSIONS)})")
-        browser = load.browser or self.settings.browser
-        if not is_browser(browser):
-            raise UnknownName("browser", browser, list(BROWSERS))
+        browser = self.browser_of(load)
         if load.site != SITE_NONE:
             # The campaign's site (the next load's may not be in force yet).
             site = self.site.sites[load.site]
@@ -308,8 +304,8 @@ class Session:
         try:
             return LoadRequest(
                 **page,
-                http=HttpVersion(http),
-                browser=Browser(browser),
+                http=load.http,
+                browser=browser,
                 connections=load.connections,
                 window=self.settings.window,
                 timeout_s=self.settings.timeout_s,
@@ -349,15 +345,15 @@ class Session:
         written under `load.label` (its details' `capture` says what was kept). The PEP
         the stations must run (ensure_pep puts it in force) is verified."""
         agents, engine = self._agents(), self.settings.engine
-        browser = load.browser or self.settings.browser
+        browser = self.browser_of(load)
         details = LoadDetails(substrate=self.substrate.name, pep=PepInLoad(name=load.pep))
         if self.profile is not None:
             details.link = LinkInForce(profile=self.profile[0], profile_sha256=self.profile[1])
-        if HttpVersion(load.http) is HttpVersion.h3 and not self.quic_offers(load.cc):
+        if load.http is HttpVersion.h3 and not self.quic_offers(load.cc):
             offered = ", ".join(sorted(agents.quic_offered() or ()))
             reason = (
                 f"the server ({self.implementations.get('server')}) has no "
-                f"{CongestionControl(load.cc).quic} for QUIC (it offers {offered}): not loaded"
+                f"{load.cc.quic} for QUIC (it offers {offered}): not loaded"
             )
             return LoadResult.failed(engine, reason, browser=browser), details
         t = Phases()
@@ -437,7 +433,7 @@ class Session:
         return at
 
     def _request_for(
-        self, load: PageLoad, browser: str, capture: CapturePolicy | None
+        self, load: PageLoad, browser: Browser, capture: CapturePolicy | None
     ) -> LoadRequest:
         req = self.request(replace(load, browser=browser), capture.max_bytes if capture else 0)
         if load.next_load is not None and not capture:

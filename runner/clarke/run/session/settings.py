@@ -18,10 +18,13 @@ from clarke.vocab import (
     LOADS_PER_BROWSER,
     PEP_NONE,
     Browser,
+    CongestionControl,
     Engine,
+    HttpVersion,
     Isolation,
     PrioritySignals,
     StartAhead,
+    vocabulary_value,
 )
 
 
@@ -101,11 +104,11 @@ class PageLoad:
     or none for a generated page."""
 
     page: str
-    http: str
-    cc: str
+    http: HttpVersion
+    cc: CongestionControl
     connections: int
     pep: str = PEP_NONE
-    browser: str | None = None
+    browser: Browser | None = None
     prefs: Mapping[str, bool | int] = field(default_factory=dict)
     label: str = "load"
     slot_phase_s: float | None = None
@@ -114,6 +117,14 @@ class PageLoad:
     # The cell the load was made of (a campaign's run, or clarke load's options), where
     # it was: the server settings it put in force are verified against it.
     cell: Cell | None = None
+
+    def __post_init__(self) -> None:
+        # A load written by hand (a test, a bench) may name its values as text: each is
+        # read into its vocabulary here, once, naming what it allows.
+        for name, vocabulary in (("http", HttpVersion), ("cc", CongestionControl)):
+            object.__setattr__(self, name, vocabulary_value(name, vocabulary, getattr(self, name)))
+        if self.browser is not None:
+            object.__setattr__(self, "browser", vocabulary_value("browser", Browser, self.browser))
 
     @classmethod
     def of_run(cls, run: Run, label: str, slot_phase_s: float | None = None) -> PageLoad:
@@ -130,11 +141,11 @@ class PageLoad:
     ) -> PageLoad:
         return cls(
             page=c.page,
-            http=c[HTTP].value,
-            cc=c[CC].value,
+            http=c[HTTP],
+            cc=c[CC],
             connections=c[CONNECTIONS],
             pep=c[PEP],
-            browser=c[BROWSER].value,
+            browser=c[BROWSER],
             prefs=prefs or {},
             label=label,
             slot_phase_s=slot_phase_s,
