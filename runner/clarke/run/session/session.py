@@ -276,9 +276,9 @@ class Session:
         says so (run/session/site.py)."""
         return self.site.ensure(site, cache, self.substrate, self._agents(), self.plan)
 
-    def quic_offers(self, cc: str) -> bool:
+    def quic_offers(self, cc: CongestionControl) -> bool:
         offered = self._agents().quic_offered()
-        return offered is None or CongestionControl(cc).quic in offered
+        return offered is None or cc.quic in offered
 
     # --- one load --------------------------------------------------------------------
     def browser_of(self, load: PageLoad) -> Browser:
