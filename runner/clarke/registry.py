@@ -104,10 +104,13 @@ def check_supported(
     one ValidationFailed naming every field, value and implementation that does not take
     it, before anything runs. The one place a campaign's capabilities are checked."""
     implementations = list(chosen)
+    holding = [
+        i.name for i in IMPLEMENTATIONS if isinstance(i, ServerImplementation) and i.holds_responses
+    ]
     problems = [
         f"{', '.join(held_pages)}: server delays (server_delays_ms, docs/pages.md) need a "
-        f"server that holds each response as asked (origin); the {impl.name} server "
-        "would send every object at once"
+        f"server that holds each response as asked ({', '.join(holding)}); the {impl.name} "
+        "server would send every object at once"
         for impl in implementations
         if held_pages and isinstance(impl, ServerImplementation) and not impl.holds_responses
     ]

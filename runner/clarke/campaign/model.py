@@ -432,7 +432,7 @@ class Campaign(StrictModel):
             f"browser.priority_signals: {why} (in {prefix})"
             for _, prefix, m in self.matrices()
             for http in m.axis(HTTP) or []
-            for browser in m.axis(BROWSER) or [BrowserName.firefox]
+            for browser in m.axis(BROWSER) or [BROWSER.default_for({}, self.browser)]
             if (why := signals_refused(signals, http, browser))
         }
         if problems:
